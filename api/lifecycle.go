@@ -1,0 +1,194 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package api
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Header names of the lifecycle API.
+const (
+	HeaderAPIKey         = "OPEN-SANDBOX-API-KEY"
+	HeaderRequestID      = "X-Request-ID"
+	HeaderIdempotencyKey = "Idempotency-Key"
+	HeaderExecdToken     = "X-EXECD-ACCESS-TOKEN"
+	HeaderEgressToken    = "OPENSANDBOX-EGRESS-AUTH"
+)
+
+// Well-known ports inside a sandbox.
+const (
+	ExecdPort  = 44772
+	EgressPort = 18080
+)
+
+// Sandbox states as they appear on the wire.
+const (
+	StatePending    = "Pending"
+	StateRunning    = "Running"
+	StatePausing    = "Pausing"
+	StatePaused     = "Paused"
+	StateResuming   = "Resuming"
+	StateStopping   = "Stopping"
+	StateTerminated = "Terminated"
+	StateFailed     = "Failed"
+)
+
+// Snapshot states as they appear on the wire.
+const (
+	SnapshotCreating = "Creating"
+	SnapshotReady    = "Ready"
+	SnapshotFailed   = "Failed"
+	SnapshotDeleting = "Deleting"
+)
+
+// ImageSpec names the image a sandbox starts from.
+type ImageSpec struct {
+	URI  string     `json:"uri"`
+	Auth *ImageAuth `json:"auth,omitempty"`
+}
+
+// ImageAuth holds registry credentials. It is never echoed back.
+type ImageAuth struct {
+	Username string `json:"username,omitempty"`
+	Password string `json:"password,omitempty"`
+}
+
+// PlatformSpec selects an OS and CPU architecture.
+type PlatformSpec struct {
+	OS   string `json:"os"`
+	Arch string `json:"arch"`
+}
+
+// NetworkRule is one egress rule.
+type NetworkRule struct {
+	Action string `json:"action"`
+	Target string `json:"target"`
+}
+
+// NetworkPolicy is a sandbox's egress policy.
+type NetworkPolicy struct {
+	DefaultAction string        `json:"defaultAction,omitempty"`
+	Egress        []NetworkRule `json:"egress,omitempty"`
+}
+
+// CredentialProxyConfig turns credential injection on.
+type CredentialProxyConfig struct {
+	Enabled bool `json:"enabled"`
+}
+
+// CreateSandboxRequest is the body of POST /sandboxes. Optional scalar fields
+// are pointers so that absent and null can be told from zero.
+type CreateSandboxRequest struct {
+	Image           *ImageSpec             `json:"image,omitempty"`
+	SnapshotID      string                 `json:"snapshotId,omitempty"`
+	Platform        *PlatformSpec          `json:"platform,omitempty"`
+	Timeout         *int64                 `json:"timeout,omitempty"`
+	ResourceLimits  map[string]string      `json:"resourceLimits,omitempty"`
+	Env             map[string]*string     `json:"env,omitempty"`
+	Metadata        map[string]string      `json:"metadata,omitempty"`
+	Entrypoint      []string               `json:"entrypoint,omitempty"`
+	NetworkPolicy   *NetworkPolicy         `json:"networkPolicy,omitempty"`
+	CredentialProxy *CredentialProxyConfig `json:"credentialProxy,omitempty"`
+	SecureAccess    bool                   `json:"secureAccess,omitempty"`
+	Volumes         []json.RawMessage      `json:"volumes,omitempty"`
+	Extensions      map[string]string      `json:"extensions,omitempty"`
+}
+
+// SandboxStatus is a sandbox's lifecycle state with its explanation.
+type SandboxStatus struct {
+	State            string     `json:"state"`
+	Reason           string     `json:"reason,omitempty"`
+	Message          string     `json:"message,omitempty"`
+	LastTransitionAt *time.Time `json:"lastTransitionAt,omitempty"`
+}
+
+// Sandbox is the full representation of a sandbox.
+type Sandbox struct {
+	ID         string            `json:"id"`
+	Image      *ImageSpec        `json:"image,omitempty"`
+	SnapshotID string            `json:"snapshotId,omitempty"`
+	Platform   *PlatformSpec     `json:"platform,omitempty"`
+	Status     SandboxStatus     `json:"status"`
+	Metadata   map[string]string `json:"metadata,omitempty"`
+	Entrypoint []string          `json:"entrypoint"`
+	ExpiresAt  *time.Time        `json:"expiresAt,omitempty"`
+	CreatedAt  time.Time         `json:"createdAt"`
+}
+
+// CreateSandboxResponse is the body of a successful POST /sandboxes.
+type CreateSandboxResponse struct {
+	ID         string            `json:"id"`
+	Status     SandboxStatus     `json:"status"`
+	Metadata   map[string]string `json:"metadata,omitempty"`
+	Platform   *PlatformSpec     `json:"platform,omitempty"`
+	ExpiresAt  *time.Time        `json:"expiresAt,omitempty"`
+	CreatedAt  time.Time         `json:"createdAt"`
+	Entrypoint []string          `json:"entrypoint"`
+}
+
+// PaginationInfo describes one page of a list.
+type PaginationInfo struct {
+	Page        int  `json:"page"`
+	PageSize    int  `json:"pageSize"`
+	TotalItems  int  `json:"totalItems"`
+	TotalPages  int  `json:"totalPages"`
+	HasNextPage bool `json:"hasNextPage"`
+}
+
+// ListSandboxesResponse is the body of GET /sandboxes.
+type ListSandboxesResponse struct {
+	Items      []Sandbox      `json:"items"`
+	Pagination PaginationInfo `json:"pagination"`
+}
+
+// RenewSandboxExpirationRequest is the body of POST .../renew-expiration.
+type RenewSandboxExpirationRequest struct {
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// RenewSandboxExpirationResponse answers a renew.
+type RenewSandboxExpirationResponse struct {
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// Endpoint tells a client how to reach a port of a sandbox. Endpoint has no
+// scheme: host[:port][/path].
+type Endpoint struct {
+	Endpoint string            `json:"endpoint"`
+	Headers  map[string]string `json:"headers,omitempty"`
+}
+
+// CreateSnapshotRequest is the optional body of POST .../snapshots.
+type CreateSnapshotRequest struct {
+	Name string `json:"name,omitempty"`
+}
+
+// SnapshotStatus is a snapshot's state with its explanation.
+type SnapshotStatus struct {
+	State            string     `json:"state"`
+	Reason           string     `json:"reason,omitempty"`
+	Message          string     `json:"message,omitempty"`
+	LastTransitionAt *time.Time `json:"lastTransitionAt,omitempty"`
+}
+
+// Snapshot is a point-in-time capture of a sandbox.
+type Snapshot struct {
+	ID        string         `json:"id"`
+	SandboxID string         `json:"sandboxId"`
+	Name      string         `json:"name,omitempty"`
+	Status    SnapshotStatus `json:"status"`
+	CreatedAt time.Time      `json:"createdAt"`
+}
+
+// ListSnapshotsResponse is the body of GET /snapshots.
+type ListSnapshotsResponse struct {
+	Items      []Snapshot     `json:"items"`
+	Pagination PaginationInfo `json:"pagination"`
+}
+
+// Health is the body of GET /health.
+type Health struct {
+	Status string `json:"status"`
+}

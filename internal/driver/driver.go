@@ -1,0 +1,203 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package driver is the runtime contract: the Driver interface every
+// backend (native OCI, Docker, Kubernetes, the in-memory fake) implements,
+// the Spec it is given, the Handle the lifecycle manager persists to recover
+// a sandbox after a restart, and the small optional capability interfaces.
+// The conformance suite in drivertest checks every implementation against
+// this contract. It imports only the standard library and errdefs; lifecycle
+// consumes it, concrete drivers implement it, and only internal/cli wires a
+// concrete driver in.
+package driver
+
+import (
+	"context"
+	"encoding/json"
+	"net/netip"
+	"time"
+)
+
+// Labels stamped on every backend object a driver creates.
+const (
+	LabelSandboxID = "corral.dev/sandbox-id"
+	LabelManaged   = "corral.dev/managed"
+	LabelTenant    = "corral.dev/tenant"
+)
+
+// Driver runs sandboxes on one backend. Methods are safe for concurrent use,
+// honour ctx, and return errors classified by package errdefs.
+type Driver interface {
+	// Create provisions and starts the sandbox and returns the handle the
+	// caller must persist. It returns once the sandbox's execd answers. It
+	// fails with ErrAlreadyExists if spec.ID is live. When it fails, or ctx
+	// ends before it returns, it leaves no backend object behind.
+	Create(ctx context.Context, spec Spec) (*Handle, error)
+	// Recover re-attaches to a sandbox started by an earlier process (or an
+	// earlier instance of the driver). It is a no-op for a sandbox already
+	// tracked; ErrNotFound if the backend lost it.
+	Recover(ctx context.Context, h *Handle) error
+	// Inspect reports the backend's view of a sandbox; ErrNotFound if unknown.
+	Inspect(ctx context.Context, id string) (Status, error)
+	// Wait blocks until the sandbox's entrypoint exits, or ctx ends. It
+	// returns ErrNotFound if the sandbox is unknown or vanishes.
+	Wait(ctx context.Context, id string) (Exit, error)
+	// Stop asks the entrypoint to exit, and kills it after grace. Idempotent:
+	// stopping a stopped sandbox is nil; ErrNotFound if unknown.
+	Stop(ctx context.Context, id string, grace time.Duration) error
+	// Destroy removes every backend object of the sandbox. Idempotent; nil
+	// for an unknown id.
+	Destroy(ctx context.Context, id string) error
+	// Endpoint returns a host-reachable address that forwards to port inside
+	// the sandbox. ErrNotFound if unknown; ErrFailedPrecondition if stopped.
+	Endpoint(ctx context.Context, id string, port int) (netip.AddrPort, error)
+	// List reports every sandbox carrying our labels, tracked or not.
+	List(ctx context.Context) ([]Listing, error)
+}
+
+// Pauser is implemented by drivers that can freeze a sandbox in place.
+type Pauser interface {
+	// Pause freezes every process of the sandbox. It returns once frozen.
+	// ErrFailedPrecondition if the sandbox is not running.
+	Pause(ctx context.Context, id string) error
+	// Resume thaws a paused sandbox. It returns once running.
+	// ErrFailedPrecondition if the sandbox is not paused.
+	Resume(ctx context.Context, id string) error
+}
+
+// Snapshotter is implemented by drivers that can capture a sandbox's
+// filesystem so that a new sandbox can start from it (Spec.Snapshot).
+type Snapshotter interface {
+	// Snapshot captures sandbox id under snapshotID and returns the
+	// reference to persist. The sandbox keeps running.
+	Snapshot(ctx context.Context, id, snapshotID string) (*SnapshotRef, error)
+	// RemoveSnapshot deletes a snapshot's backend objects. Idempotent.
+	RemoveSnapshot(ctx context.Context, ref *SnapshotRef) error
+	// ListSnapshots reports every snapshot carrying our labels.
+	ListSnapshots(ctx context.Context) ([]SnapshotRef, error)
+}
+
+// Spec is everything a driver needs to create one sandbox.
+type Spec struct {
+	ID     string
+	Tenant string
+	Image  Image
+	// Snapshot, when set, is the captured filesystem to start from instead
+	// of Image.
+	Snapshot   *SnapshotRef
+	Platform   Platform
+	Entrypoint []string
+	Env        map[string]string
+	Resources  Resources
+	// Labels are user metadata; drivers add the corral.dev/ labels.
+	Labels map[string]string
+	// ExecdToken is handed to the sandbox's execd as its access token.
+	ExecdToken string
+	// NetworkPolicy is the egress policy as JSON; nil means the runtime's
+	// configured default.
+	NetworkPolicy json.RawMessage
+}
+
+// Image names an image and optional registry credentials.
+type Image struct {
+	URI      string
+	Username string
+	Password string
+}
+
+// Platform is the requested OS and architecture; empty means the host's.
+type Platform struct {
+	OS   string
+	Arch string
+}
+
+// Resources are limits; zero fields mean the driver's default.
+type Resources struct {
+	CPUMillis   int64
+	MemoryBytes int64
+	Pids        int64
+}
+
+// Handle is what the lifecycle manager persists to recover a sandbox after
+// a restart.
+type Handle struct {
+	// ID is the sandbox ID; it is also stamped on the backend object.
+	ID string `json:"id"`
+	// Driver is the driver that wrote State.
+	Driver string `json:"driver"`
+	// Version is the schema of State; a driver reads every older version.
+	Version int `json:"version"`
+	// State is driver-private: container ID, pid and start time, pod UID...
+	State json.RawMessage `json:"state,omitempty"`
+}
+
+// SnapshotRef identifies a snapshot on the backend.
+type SnapshotRef struct {
+	ID      string            `json:"id"`
+	Driver  string            `json:"driver"`
+	Version int               `json:"version"`
+	State   json.RawMessage   `json:"state,omitempty"`
+	Labels  map[string]string `json:"labels,omitempty"`
+}
+
+// Phase is the backend's coarse view of a sandbox.
+type Phase int
+
+// The phases a driver reports.
+const (
+	PhaseCreating Phase = iota + 1
+	PhaseRunning
+	PhasePaused
+	PhaseExited
+)
+
+func (p Phase) String() string {
+	switch p {
+	case PhaseCreating:
+		return "creating"
+	case PhaseRunning:
+		return "running"
+	case PhasePaused:
+		return "paused"
+	case PhaseExited:
+		return "exited"
+	}
+	return "unknown"
+}
+
+// Status is what Inspect reports.
+type Status struct {
+	Phase     Phase
+	StartedAt time.Time
+	// Exit is set when Phase is PhaseExited.
+	Exit *Exit
+}
+
+// Exit describes how a sandbox's entrypoint ended.
+type Exit struct {
+	// Code is the exit status, or 128+signal when killed by a signal.
+	Code int
+	At   time.Time
+	// Reason is a short explanation when the backend has one ("OOMKilled").
+	Reason string
+}
+
+// Listing is one backend object found by List.
+type Listing struct {
+	ID        string
+	Tenant    string
+	CreatedAt time.Time
+	Labels    map[string]string
+}
+
+// BackendLabels returns the labels a driver stamps on the objects of spec.
+func BackendLabels(spec Spec) map[string]string {
+	l := make(map[string]string, len(spec.Labels)+3)
+	for k, v := range spec.Labels {
+		l[k] = v
+	}
+	l[LabelSandboxID] = spec.ID
+	l[LabelManaged] = "true"
+	l[LabelTenant] = spec.Tenant
+	return l
+}

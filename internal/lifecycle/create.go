@@ -1,0 +1,230 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package lifecycle
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/errdefs/errhttp"
+	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/logctx"
+	"github.com/corral-dev/corral/internal/sandbox"
+	"github.com/corral-dev/corral/internal/store"
+)
+
+// DefaultEntrypoint runs when a request names none.
+func DefaultEntrypoint() []string { return []string{"tail", "-f", "/dev/null"} }
+
+// CreateRequest is a validated request for a new sandbox.
+type CreateRequest struct {
+	Tenant string
+	// IdempotencyKey and RequestHash make retries return the first result.
+	IdempotencyKey string
+	RequestHash    string
+
+	// Exactly one of Image and SnapshotID is set.
+	Image      *sandbox.Image
+	ImageAuth  *driver.Image
+	SnapshotID string
+	Platform   *sandbox.Platform
+	// Timeout is the time to live; 0 means the sandbox is cleaned up by hand.
+	Timeout       time.Duration
+	Resources     sandbox.Resources
+	Env           map[string]string
+	Metadata      map[string]string
+	Entrypoint    []string
+	NetworkPolicy json.RawMessage
+	Extensions    map[string]string
+}
+
+// Create makes a sandbox and returns it Running. The record exists before
+// the driver is called, and the driver's handle is persisted before Create
+// returns, so a crash at any point leaves something recovery can finish.
+// A client that goes away mid-create does not abort it: a retry with the
+// same Idempotency-Key finds the result.
+func (m *Manager) Create(ctx context.Context, req CreateRequest) (*sandbox.Sandbox, error) {
+	if m.cfg.MaxTimeout > 0 && (req.Timeout == 0 || req.Timeout > m.cfg.MaxTimeout) {
+		if req.Timeout == 0 {
+			return nil, errdefs.Newf(errdefs.ErrInvalidArgument, "SANDBOX::INVALID_PARAMETER",
+				"timeout is required: this server limits sandboxes to %d seconds", int64(m.cfg.MaxTimeout/time.Second))
+		}
+		return nil, errdefs.Newf(errdefs.ErrInvalidArgument, "SANDBOX::INVALID_PARAMETER",
+			"timeout %d exceeds the configured maximum of %d seconds", int64(req.Timeout/time.Second), int64(m.cfg.MaxTimeout/time.Second))
+	}
+	if req.IdempotencyKey != "" {
+		if sb, found, err := m.replay(ctx, req); found {
+			return sb, err
+		}
+	}
+	spec := driver.Spec{
+		Tenant: req.Tenant, Platform: driver.Platform{}, Entrypoint: req.Entrypoint, Env: req.Env,
+		Resources: driver.Resources(req.Resources), Labels: req.Metadata, NetworkPolicy: req.NetworkPolicy,
+	}
+	if req.Image != nil {
+		spec.Image = driver.Image{URI: req.Image.URI}
+		if req.ImageAuth != nil {
+			spec.Image.Username, spec.Image.Password = req.ImageAuth.Username, req.ImageAuth.Password
+		}
+	}
+	if req.Platform != nil {
+		spec.Platform = driver.Platform{OS: req.Platform.OS, Arch: req.Platform.Arch}
+	}
+	if req.SnapshotID != "" {
+		ref, err := m.restorable(req.Tenant, req.SnapshotID)
+		if err != nil {
+			return nil, err
+		}
+		spec.Snapshot = ref
+	}
+	if len(spec.Entrypoint) == 0 {
+		spec.Entrypoint = DefaultEntrypoint()
+	}
+
+	now := time.Now().UTC()
+	sb := &sandbox.Sandbox{
+		ID: sandbox.NewID(), Tenant: req.Tenant, Image: req.Image, SnapshotID: req.SnapshotID, Platform: req.Platform,
+		Entrypoint: spec.Entrypoint, Metadata: req.Metadata, Resources: req.Resources, Extensions: req.Extensions,
+		NetworkPolicy: req.NetworkPolicy, CreatedAt: now, UpdatedAt: now, Driver: m.cfg.DriverName,
+		ExecdToken: sandbox.NewToken(), EgressToken: sandbox.NewToken(),
+		Status: sandbox.Status{State: sandbox.StatePending, Reason: sandbox.ReasonProvisioning,
+			Message: "the runtime is starting the sandbox", LastTransitionAt: now},
+	}
+	if req.Timeout > 0 {
+		sb.ExpiresAt = now.Add(req.Timeout)
+	}
+	spec.ID, spec.ExecdToken = sb.ID, string(sb.ExecdToken)
+	ctx = logctx.With(ctx, slog.String("sandbox_id", sb.ID))
+
+	var idem *store.Idempotency
+	if req.IdempotencyKey != "" {
+		idem = &store.Idempotency{Tenant: req.Tenant, Key: req.IdempotencyKey, RequestHash: req.RequestHash, SandboxID: sb.ID, CreatedAt: now}
+	}
+	e := &entry{sb: sb, created: make(chan struct{})}
+	// The entry is locked before anyone can see it, so operations on the new
+	// sandbox wait until Create is done with it.
+	e.op.Lock()
+	defer e.op.Unlock()
+	defer close(e.created)
+	if prev, err := m.st.InsertSandbox(ctx, sb, idem, eventFor(sb, "created")); err != nil {
+		if prev != nil {
+			// A concurrent request with the same key won the race.
+			sb, _, err := m.replay(ctx, req)
+			return sb, err
+		}
+		return nil, err
+	}
+	m.mu.Lock()
+	m.sandboxes[sb.ID] = e
+	m.mu.Unlock()
+	m.wakeReaper()
+
+	// The driver runs on a context of its own: a client that disconnects
+	// must not leave a half-made sandbox.
+	dctx, cancel := backgroundCtx(ctx, m.cfg.CreateTimeout)
+	defer cancel()
+	h, err := m.d.Create(dctx, spec)
+	if err == nil {
+		var hb []byte
+		if hb, err = json.Marshal(h); err == nil {
+			next := sb.Clone()
+			next.Handle = hb
+			_ = next.SetStatus(sandbox.StateRunning, sandbox.ReasonStarted, "", time.Now().UTC())
+			if err = m.commit(dctx, e, next, "started"); err == nil {
+				m.watch(next.ID)
+				return next.Clone(), nil
+			}
+		}
+	}
+	return nil, m.failCreate(ctx, e, err)
+}
+
+// failCreate records why a create failed, removes whatever the driver left
+// and returns the error for the caller.
+func (m *Manager) failCreate(ctx context.Context, e *entry, cause error) error {
+	ctx, cancel := backgroundCtx(ctx, opTimeout)
+	defer cancel()
+	sb := m.current(e)
+	msg := userMessage(cause)
+	m.log.WarnContext(ctx, "sandbox start failed", "sandbox_id", sb.ID, "err", cause)
+	if err := m.d.Destroy(ctx, sb.ID); err != nil {
+		m.log.WarnContext(ctx, "destroy after failed start", "sandbox_id", sb.ID, "err", err)
+	}
+	next := sb.Clone()
+	_ = next.SetStatus(sandbox.StateFailed, sandbox.ReasonStartFailed, msg, time.Now().UTC())
+	if err := m.commit(ctx, e, next, "start_failed"); err != nil {
+		m.log.ErrorContext(ctx, "record failed start", "sandbox_id", sb.ID, "err", err)
+	}
+	kind := errdefs.KindOf(cause)
+	if kind == nil {
+		if errors.Is(cause, context.DeadlineExceeded) {
+			kind = errdefs.ErrUnavailable
+			msg = "the runtime did not start the sandbox in time"
+		}
+	}
+	return &errdefs.Error{Kind: kind, Code: errCode(cause, "SANDBOX::START_FAILED"),
+		Message: fmt.Sprintf("sandbox %s failed to start: %s", sb.ID, msg), Cause: cause}
+}
+
+// userMessage is what a user may read about err: the message of a
+// user-facing error, the text of a client error, and a generic sentence for
+// anything else (whose detail goes to the log).
+func userMessage(err error) string {
+	var pe *errdefs.Error
+	if errors.As(err, &pe) {
+		return pe.Message
+	}
+	if status := errhttp.Status(err); status >= 400 && status < 500 {
+		return err.Error()
+	}
+	return "the runtime reported an error (details are in the server log)"
+}
+
+func errCode(err error, fallback string) string {
+	var pe *errdefs.Error
+	if errors.As(err, &pe) && pe.Code != "" {
+		return pe.Code
+	}
+	return fallback
+}
+
+// replay answers a create whose Idempotency-Key is known. found is false
+// when the key is new.
+func (m *Manager) replay(ctx context.Context, req CreateRequest) (_ *sandbox.Sandbox, found bool, _ error) {
+	prev, err := m.st.LookupIdempotency(ctx, req.Tenant, req.IdempotencyKey)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, true, err
+	}
+	if prev.RequestHash != req.RequestHash {
+		return nil, true, errdefs.Newf(errdefs.ErrInvalidArgument, "SANDBOX::IDEMPOTENCY_KEY_MISMATCH",
+			"Idempotency-Key %q was used for a different request", req.IdempotencyKey)
+	}
+	m.mu.RLock()
+	e, ok := m.sandboxes[prev.SandboxID]
+	m.mu.RUnlock()
+	if !ok {
+		return nil, true, errdefs.Newf(errdefs.ErrFailedPrecondition, "SANDBOX::INVALID_STATE",
+			"the sandbox %s created with Idempotency-Key %q no longer exists", prev.SandboxID, req.IdempotencyKey)
+	}
+	// Give the same answer as the first request: wait for it to finish.
+	select {
+	case <-e.created:
+	case <-ctx.Done():
+		return nil, true, ctx.Err()
+	}
+	sb := m.current(e)
+	if sb.Status.State == sandbox.StateFailed && sb.Status.Reason == sandbox.ReasonStartFailed {
+		return nil, true, errdefs.Newf(errdefs.ErrFailedPrecondition, "SANDBOX::START_FAILED",
+			"sandbox %s failed to start: %s", sb.ID, sb.Status.Message)
+	}
+	return sb, true, nil
+}

@@ -1,0 +1,316 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package lifecycle owns what happens to sandboxes over time: create (intent
+// persisted before the driver is called, the handle persisted before the
+// caller hears back), pause and resume, renew, metadata, delete, snapshots,
+// TTL expiry, watching for exits, and the recovery that runs when the server
+// starts (recover every live sandbox through its handle, destroy half-made
+// ones, sweep orphans, reap what expired while the server was down). It
+// serves reads from memory, so creates in flight never slow a GET. It
+// depends on the driver contract, the store and the sandbox model; the
+// server is its only caller.
+package lifecycle
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/logctx"
+	"github.com/corral-dev/corral/internal/sandbox"
+	"github.com/corral-dev/corral/internal/store"
+)
+
+// Config configures a Manager. Zero durations take the defaults named on
+// each field.
+type Config struct {
+	// Driver runs the sandboxes; DriverName is recorded with each of them.
+	Driver     driver.Driver
+	DriverName string
+	Store      *store.Store
+	Logger     *slog.Logger
+	// MaxTimeout bounds a sandbox's time to live; 0 means no bound.
+	MaxTimeout time.Duration
+	// CreateTimeout bounds one driver Create (default 5m).
+	CreateTimeout time.Duration
+	// RecoveryTimeout is the one budget for recovery at start (default 2m).
+	RecoveryTimeout time.Duration
+	// MaintainInterval is how often orphans are swept and failed cleanups
+	// retried (default 1m).
+	MaintainInterval time.Duration
+	// OrphanGrace protects backend objects younger than this from the
+	// periodic orphan sweep (default 2m).
+	OrphanGrace time.Duration
+	// RetainTerminated is how long Terminated and Failed sandboxes stay
+	// visible (default 1h).
+	RetainTerminated time.Duration
+	// IdempotencyTTL is how long an Idempotency-Key is remembered (default 24h).
+	IdempotencyTTL time.Duration
+}
+
+func (c *Config) setDefaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.CreateTimeout, 5*time.Minute)
+	def(&c.RecoveryTimeout, 2*time.Minute)
+	def(&c.MaintainInterval, time.Minute)
+	def(&c.OrphanGrace, 2*time.Minute)
+	def(&c.RetainTerminated, time.Hour)
+	def(&c.IdempotencyTTL, 24*time.Hour)
+	if c.Logger == nil {
+		c.Logger = logctx.Discard()
+	}
+}
+
+// Manager runs the lifecycle of every sandbox of one server.
+type Manager struct {
+	cfg Config
+	log *slog.Logger
+	d   driver.Driver
+	st  *store.Store
+
+	// mu guards the maps below and the records they point to. Records are
+	// replaced, never modified in place, so a clone taken under RLock is
+	// consistent.
+	mu        sync.RWMutex
+	sandboxes map[string]*entry
+	snapshots map[string]*sandbox.Snapshot
+	// expiring holds IDs whose expiry is being handled.
+	expiring map[string]bool
+
+	// tasks holds background work queued for Run to start.
+	tasksMu sync.Mutex
+	tasks   []func(context.Context)
+	kick    chan struct{}
+	wake    chan struct{}
+}
+
+// entry is one sandbox: its current record and the lock that serializes
+// operations changing it.
+type entry struct {
+	op sync.Mutex
+	sb *sandbox.Sandbox
+	// created is closed when the Create that made this entry has finished.
+	created chan struct{}
+}
+
+// New returns a Manager. Call Start, then Run.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Driver == nil || cfg.Store == nil || cfg.DriverName == "" {
+		return nil, errors.New("lifecycle: Driver, DriverName and Store are required")
+	}
+	cfg.setDefaults()
+	return &Manager{
+		cfg: cfg, log: cfg.Logger, d: cfg.Driver, st: cfg.Store,
+		sandboxes: map[string]*entry{},
+		snapshots: map[string]*sandbox.Snapshot{},
+		expiring:  map[string]bool{},
+		kick:      make(chan struct{}, 1),
+		wake:      make(chan struct{}, 1),
+	}, nil
+}
+
+// DriverName is the name of the runtime sandboxes run on.
+func (m *Manager) DriverName() string { return m.cfg.DriverName }
+
+// Capabilities reports the optional driver capabilities.
+func (m *Manager) Capabilities() (pause, snapshot bool) {
+	_, pause = m.d.(driver.Pauser)
+	_, snapshot = m.d.(driver.Snapshotter)
+	return pause, snapshot
+}
+
+func notFound(id string) error {
+	return errdefs.Newf(errdefs.ErrNotFound, "SANDBOX::NOT_FOUND", "sandbox %s not found", id)
+}
+
+// lookup returns the entry of a tenant's sandbox. Another tenant's sandbox
+// is not found, exactly like a missing one.
+func (m *Manager) lookup(tenant, id string) (*entry, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	e, ok := m.sandboxes[id]
+	if !ok || e.sb.Tenant != tenant {
+		return nil, notFound(id)
+	}
+	return e, nil
+}
+
+// current returns a clone of e's record.
+func (m *Manager) current(e *entry) *sandbox.Sandbox {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return e.sb.Clone()
+}
+
+// commit persists next with ev and then makes it the current record of e.
+func (m *Manager) commit(ctx context.Context, e *entry, next *sandbox.Sandbox, evType string) error {
+	ev := eventFor(next, evType)
+	if err := m.st.UpdateSandbox(ctx, next, ev); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	e.sb = next
+	m.mu.Unlock()
+	m.wakeReaper()
+	m.log.InfoContext(ctx, "sandbox "+evType, "sandbox_id", next.ID, "state", next.Status.State.String(), "reason", next.Status.Reason)
+	return nil
+}
+
+// remove deletes e's record from the store and from memory.
+func (m *Manager) remove(ctx context.Context, e *entry, evType string) error {
+	sb := m.current(e)
+	if err := m.st.DeleteSandbox(ctx, sb.ID, eventFor(sb, evType)); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	if m.sandboxes[sb.ID] == e {
+		delete(m.sandboxes, sb.ID)
+	}
+	m.mu.Unlock()
+	m.log.InfoContext(ctx, "sandbox "+evType, "sandbox_id", sb.ID)
+	return nil
+}
+
+func eventFor(sb *sandbox.Sandbox, evType string) *store.Event {
+	return &store.Event{
+		At: time.Now().UTC(), Tenant: sb.Tenant, SandboxID: sb.ID, Type: evType,
+		State: sb.Status.State.String(), Reason: sb.Status.Reason, Message: sb.Status.Message,
+	}
+}
+
+// Get returns a tenant's sandbox.
+func (m *Manager) Get(_ context.Context, tenant, id string) (*sandbox.Sandbox, error) {
+	e, err := m.lookup(tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	return m.current(e), nil
+}
+
+// Filter selects sandboxes in List. Empty fields select everything.
+type Filter struct {
+	States   []sandbox.State
+	Metadata map[string]string
+	// Page counts from 1; PageSize is at least 1.
+	Page     int
+	PageSize int
+}
+
+// List returns one page of a tenant's sandboxes matching f, newest first,
+// and the number of matches.
+func (m *Manager) List(_ context.Context, tenant string, f Filter) ([]*sandbox.Sandbox, int) {
+	m.mu.RLock()
+	var matches []*sandbox.Sandbox
+	for _, e := range m.sandboxes {
+		sb := e.sb
+		if sb.Tenant != tenant {
+			continue
+		}
+		if len(f.States) > 0 && !slices.Contains(f.States, sb.Status.State) {
+			continue
+		}
+		if !sandbox.MatchesMetadata(sb.Metadata, f.Metadata) {
+			continue
+		}
+		matches = append(matches, sb)
+	}
+	m.mu.RUnlock()
+	slices.SortFunc(matches, func(a, b *sandbox.Sandbox) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.ID, a.ID)
+	})
+	total := len(matches)
+	page, size := max(f.Page, 1), max(f.PageSize, 1)
+	start := min((page-1)*size, total)
+	end := min(start+size, total)
+	out := make([]*sandbox.Sandbox, 0, end-start)
+	for _, sb := range matches[start:end] {
+		out = append(out, sb.Clone())
+	}
+	return out, total
+}
+
+// Counts returns how many sandboxes are in each state, all tenants together.
+func (m *Manager) Counts() map[sandbox.State]int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := map[sandbox.State]int{}
+	for _, e := range m.sandboxes {
+		out[e.sb.Status.State]++
+	}
+	return out
+}
+
+// spawn queues fn to run in its own goroutine owned by Run.
+func (m *Manager) spawn(fn func(context.Context)) {
+	m.tasksMu.Lock()
+	m.tasks = append(m.tasks, fn)
+	m.tasksMu.Unlock()
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+// wakeReaper makes the reaper recompute its next deadline.
+func (m *Manager) wakeReaper() {
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run runs background work (exit watchers, the TTL reaper, orphan sweeps,
+// retries) until ctx ends, then waits for all of it. Sandboxes keep running.
+func (m *Manager) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Go(func() { m.reapLoop(ctx) })
+	wg.Go(func() { m.maintainLoop(ctx) })
+	for {
+		m.tasksMu.Lock()
+		tasks := m.tasks
+		m.tasks = nil
+		m.tasksMu.Unlock()
+		for _, fn := range tasks {
+			wg.Go(func() { fn(ctx) })
+		}
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return nil
+		case <-m.kick:
+		}
+	}
+}
+
+func decodeHandle(sb *sandbox.Sandbox) (*driver.Handle, error) {
+	if len(sb.Handle) == 0 {
+		return nil, nil
+	}
+	var h driver.Handle
+	if err := json.Unmarshal(sb.Handle, &h); err != nil {
+		return nil, fmt.Errorf("sandbox %s: corrupt handle: %w", sb.ID, err)
+	}
+	return &h, nil
+}
+
+// backgroundCtx detaches ctx from its caller's cancellation and bounds it,
+// for work that must finish even when the request that started it is gone.
+func backgroundCtx(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), d)
+}

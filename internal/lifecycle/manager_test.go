@@ -1,0 +1,578 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/driver/fakedriver"
+	"github.com/corral-dev/corral/internal/sandbox"
+	"github.com/corral-dev/corral/internal/store"
+)
+
+type rig struct {
+	dir string
+	m   *Manager
+	d   *fakedriver.Driver
+	st  *store.Store
+	// stop ends Run and waits for it.
+	stop func()
+}
+
+// newRig starts a manager over a fake driver and a store in dir. Calling it
+// again with the same dir simulates a server restart.
+func newRig(t *testing.T, dir string, tweak func(*Config, *fakedriver.Config)) *rig {
+	t.Helper()
+	fcfg := fakedriver.Config{Dir: filepath.Join(dir, "fake")}
+	cfg := Config{DriverName: fakedriver.Name, MaintainInterval: time.Hour}
+	if tweak != nil {
+		tweak(&cfg, &fcfg)
+	}
+	d, err := fakedriver.New(fcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(t.Context(), filepath.Join(dir, "corral.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Driver, cfg.Store = d, st
+	m, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(t.Context()); err != nil {
+		t.Fatalf("Start = %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
+	done := make(chan struct{})
+	go func() { _ = m.Run(ctx); close(done) }()
+	var once sync.Once
+	r := &rig{dir: dir, m: m, d: d, st: st}
+	r.stop = func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			_ = d.Close()
+			_ = st.Close()
+		})
+	}
+	t.Cleanup(r.stop)
+	return r
+}
+
+func req(tenant, image string) CreateRequest {
+	return CreateRequest{Tenant: tenant, Image: &sandbox.Image{URI: image}, Entrypoint: []string{"sleep", "infinity"}}
+}
+
+func mustCreate(t *testing.T, m *Manager, r CreateRequest) *sandbox.Sandbox {
+	t.Helper()
+	sb, err := m.Create(t.Context(), r)
+	if err != nil {
+		t.Fatalf("Create = %v", err)
+	}
+	return sb
+}
+
+func waitState(t *testing.T, m *Manager, tenant, id string, want sandbox.State) *sandbox.Sandbox {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		sb, err := m.Get(t.Context(), tenant, id)
+		if err == nil && sb.Status.State == want {
+			return sb
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sandbox %s: state %v (err %v), want %v", id, sb.Status.State, err, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func backendIDs(t *testing.T, d driver.Driver) map[string]bool {
+	t.Helper()
+	ls, err := d.List(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, l := range ls {
+		out[l.ID] = true
+	}
+	return out
+}
+
+func TestCreateGetListDelete(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, t.TempDir(), nil)
+	a := mustCreate(t, r.m, CreateRequest{Tenant: "t1", Image: &sandbox.Image{URI: "fake:ok"}, Timeout: time.Hour, Metadata: map[string]string{"team": "a"}})
+	if a.Status.State != sandbox.StateRunning || len(a.Handle) == 0 || a.ExpiresAt.IsZero() {
+		t.Fatalf("Create = %+v, want Running with a handle and an expiry", a)
+	}
+	if got := a.Entrypoint; len(got) != 3 || got[0] != "tail" {
+		t.Errorf("default entrypoint = %v, want tail -f /dev/null", got)
+	}
+	b := mustCreate(t, r.m, req("t1", "fake:ok"))
+	mustCreate(t, r.m, req("t2", "fake:ok"))
+
+	items, total := r.m.List(t.Context(), "t1", Filter{PageSize: 10})
+	if total != 2 || items[0].ID != b.ID || items[1].ID != a.ID {
+		t.Fatalf("List(t1) = %d items (total %d), want b then a", len(items), total)
+	}
+	items, total = r.m.List(t.Context(), "t1", Filter{Metadata: map[string]string{"team": "a"}, PageSize: 10})
+	if total != 1 || items[0].ID != a.ID {
+		t.Fatalf("List(team=a) total = %d, want only a", total)
+	}
+	items, total = r.m.List(t.Context(), "t1", Filter{Page: 2, PageSize: 1})
+	if total != 2 || len(items) != 1 || items[0].ID != a.ID {
+		t.Fatalf("List(page 2 of size 1) = %v, total %d", items, total)
+	}
+	if _, err := r.m.Get(t.Context(), "t2", a.ID); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("Get of another tenant's sandbox = %v, want ErrNotFound", err)
+	}
+	if err := r.m.Delete(t.Context(), "t2", a.ID); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("Delete of another tenant's sandbox = %v, want ErrNotFound", err)
+	}
+	if err := r.m.Delete(t.Context(), "t1", a.ID); err != nil {
+		t.Fatalf("Delete = %v", err)
+	}
+	if _, err := r.m.Get(t.Context(), "t1", a.ID); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("Get after Delete = %v, want ErrNotFound", err)
+	}
+	if err := r.m.Delete(t.Context(), "t1", a.ID); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("second Delete = %v, want ErrNotFound", err)
+	}
+	if backendIDs(t, r.d)[a.ID] {
+		t.Fatalf("Delete left the backend object of %s", a.ID)
+	}
+}
+
+func TestCreateFailureIsRecordedAndCleanedUp(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, t.TempDir(), nil)
+	_, err := r.m.Create(t.Context(), req("t1", "fake:fail"))
+	if !errors.Is(err, errdefs.ErrUnavailable) {
+		t.Fatalf("Create(fake:fail) = %v, want ErrUnavailable", err)
+	}
+	items, _ := r.m.List(t.Context(), "t1", Filter{PageSize: 10})
+	if len(items) != 1 || items[0].Status.State != sandbox.StateFailed || items[0].Status.Reason != sandbox.ReasonStartFailed {
+		t.Fatalf("after a failed create, List = %+v; want one Failed start_failed record", items)
+	}
+	if ids := backendIDs(t, r.d); len(ids) != 0 {
+		t.Fatalf("failed create left backend objects %v", ids)
+	}
+	_, err = r.m.Create(t.Context(), req("t1", "fake:missing"))
+	if !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Fatalf("Create(fake:missing) = %v, want ErrInvalidArgument", err)
+	}
+}
+
+func TestIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, t.TempDir(), func(_ *Config, f *fakedriver.Config) { f.CreateDelay = 50 * time.Millisecond })
+	base := req("t1", "fake:ok")
+	base.IdempotencyKey, base.RequestHash = "key-1", "hash-1"
+	var wg sync.WaitGroup
+	ids := make([]string, 5)
+	for i := range ids {
+		wg.Go(func() {
+			sb, err := r.m.Create(t.Context(), base)
+			if err != nil {
+				t.Errorf("Create #%d = %v", i, err)
+				return
+			}
+			if sb.Status.State != sandbox.StateRunning {
+				t.Errorf("Create #%d state = %v, want Running", i, sb.Status.State)
+			}
+			ids[i] = sb.ID
+		})
+	}
+	wg.Wait()
+	for i := range ids {
+		if ids[i] != ids[0] {
+			t.Fatalf("concurrent creates with one key made %v, want one sandbox", ids)
+		}
+	}
+	if _, total := r.m.List(t.Context(), "t1", Filter{PageSize: 10}); total != 1 {
+		t.Fatalf("%d sandboxes, want 1", total)
+	}
+	other := base
+	other.RequestHash = "hash-2"
+	if _, err := r.m.Create(t.Context(), other); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Fatalf("same key, different request = %v, want ErrInvalidArgument", err)
+	}
+	otherTenant := base
+	otherTenant.Tenant = "t2"
+	if sb := mustCreate(t, r.m, otherTenant); sb.ID == ids[0] {
+		t.Fatalf("another tenant's key returned the first tenant's sandbox")
+	}
+}
+
+func TestPauseResume(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, t.TempDir(), nil)
+	sb := mustCreate(t, r.m, req("t1", "fake:ok"))
+	if err := r.m.Resume(t.Context(), "t1", sb.ID); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Fatalf("Resume of Running = %v, want ErrFailedPrecondition", err)
+	}
+	if err := r.m.Pause(t.Context(), "t1", sb.ID); err != nil {
+		t.Fatalf("Pause = %v", err)
+	}
+	if got, _ := r.m.Get(t.Context(), "t1", sb.ID); got.Status.State != sandbox.StatePaused {
+		t.Fatalf("right after Pause the state is %v, want Paused", got.Status.State)
+	}
+	if err := r.m.Pause(t.Context(), "t1", sb.ID); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Fatalf("Pause of Paused = %v, want ErrFailedPrecondition", err)
+	}
+	if err := r.m.Resume(t.Context(), "t1", sb.ID); err != nil {
+		t.Fatalf("Resume = %v", err)
+	}
+	if got, _ := r.m.Get(t.Context(), "t1", sb.ID); got.Status.State != sandbox.StateRunning {
+		t.Fatalf("right after Resume the state is %v, want Running", got.Status.State)
+	}
+	evs, _ := r.st.Events(t.Context(), sb.ID, 0, 100)
+	var types []string
+	for _, ev := range evs {
+		types = append(types, ev.Type)
+	}
+	want := []string{"created", "started", "Pausing", "paused", "Resuming", "resumed"}
+	if len(types) != len(want) {
+		t.Fatalf("events = %v, want %v", types, want)
+	}
+	for i := range want {
+		if types[i] != want[i] {
+			t.Fatalf("events = %v, want %v", types, want)
+		}
+	}
+}
+
+func TestRenew(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, t.TempDir(), func(c *Config, _ *fakedriver.Config) { c.MaxTimeout = 2 * time.Hour })
+	ttl := req("t1", "fake:ok")
+	ttl.Timeout = time.Hour
+	sb := mustCreate(t, r.m, ttl)
+	at := time.Now().Add(90 * time.Minute)
+	got, err := r.m.Renew(t.Context(), "t1", sb.ID, at)
+	if err != nil || !got.Equal(at.UTC()) {
+		t.Fatalf("Renew = %v, %v; want %v", got, err, at)
+	}
+	cases := []struct {
+		name string
+		at   time.Time
+		want error
+	}{
+		{"past", time.Now().Add(-time.Minute), errdefs.ErrInvalidArgument},
+		{"beyond max", time.Now().Add(3 * time.Hour), errdefs.ErrInvalidArgument},
+	}
+	for _, tc := range cases {
+		if _, err := r.m.Renew(t.Context(), "t1", sb.ID, tc.at); !errors.Is(err, tc.want) {
+			t.Errorf("Renew(%s) = %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	if _, err := r.m.Create(t.Context(), req("t1", "fake:ok")); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("manual-cleanup create under --max-timeout = %v, want ErrInvalidArgument", err)
+	}
+	r2 := newRig(t, t.TempDir(), nil)
+	manual := mustCreate(t, r2.m, req("t1", "fake:ok"))
+	if _, err := r2.m.Renew(t.Context(), "t1", manual.ID, time.Now().Add(time.Hour)); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Errorf("Renew of a manual-cleanup sandbox = %v, want ErrFailedPrecondition", err)
+	}
+}
+
+func TestPatchMetadata(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, t.TempDir(), nil)
+	c := req("t1", "fake:ok")
+	c.Metadata = map[string]string{"a": "1", "b": "2"}
+	sb := mustCreate(t, r.m, c)
+	three := "3"
+	got, err := r.m.PatchMetadata(t.Context(), "t1", sb.ID, map[string]*string{"a": nil, "c": &three, "zz": nil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Metadata) != 2 || got.Metadata["b"] != "2" || got.Metadata["c"] != "3" {
+		t.Fatalf("after patch metadata = %v, want b=2 c=3", got.Metadata)
+	}
+	bad := "not ok!"
+	if _, err := r.m.PatchMetadata(t.Context(), "t1", sb.ID, map[string]*string{"x": &bad}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Fatalf("bad value = %v, want ErrInvalidArgument", err)
+	}
+	if _, err := r.m.PatchMetadata(t.Context(), "t1", sb.ID, map[string]*string{"corral.dev/x": &three}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Fatalf("reserved key = %v, want ErrInvalidArgument", err)
+	}
+}
+
+func TestExitIsObserved(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, t.TempDir(), nil)
+	ok := mustCreate(t, r.m, req("t1", "fake:exit=0"))
+	bad := mustCreate(t, r.m, req("t1", "fake:exit=3"))
+	got := waitState(t, r.m, "t1", ok.ID, sandbox.StateTerminated)
+	if got.Status.Reason != sandbox.ReasonExited {
+		t.Errorf("exit 0 reason = %q", got.Status.Reason)
+	}
+	got = waitState(t, r.m, "t1", bad.ID, sandbox.StateFailed)
+	if got.Status.Reason != sandbox.ReasonExitedError || got.Status.Message != "the entrypoint exited with code 3" {
+		t.Errorf("exit 3 status = %+v", got.Status)
+	}
+	if ids := backendIDs(t, r.d); len(ids) != 0 {
+		t.Errorf("exited sandboxes left backend objects %v", ids)
+	}
+}
+
+func TestLostSandboxIsReported(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, t.TempDir(), nil)
+	sb := mustCreate(t, r.m, req("t1", "fake:ok"))
+	if err := os.Remove(filepath.Join(r.dir, "fake", "objects", sb.ID+".json")); err != nil {
+		t.Fatal(err)
+	}
+	got := waitState(t, r.m, "t1", sb.ID, sandbox.StateFailed)
+	if got.Status.Reason != sandbox.ReasonLost {
+		t.Fatalf("reason = %q, want %q", got.Status.Reason, sandbox.ReasonLost)
+	}
+}
+
+func TestReadsDoNotWaitForCreates(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, t.TempDir(), func(c *Config, f *fakedriver.Config) {
+		f.CreateDelay = time.Hour
+		c.CreateTimeout = 3 * time.Second
+	})
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() { _, _ = r.m.Create(t.Context(), req("t1", "fake:ok")) })
+	}
+	// While all ten creates are stuck in the driver, reads answer and show them.
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		items, total := r.m.List(t.Context(), "t1", Filter{States: []sandbox.State{sandbox.StatePending}, PageSize: 20})
+		if total == 10 {
+			for _, sb := range items {
+				if _, err := r.m.Get(t.Context(), "t1", sb.ID); err != nil {
+					t.Fatalf("Get during create = %v", err)
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d Pending sandboxes visible while creates are in flight", total)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	wg.Wait()
+	items, _ := r.m.List(t.Context(), "t1", Filter{PageSize: 20})
+	for _, sb := range items {
+		if sb.Status.State != sandbox.StateFailed {
+			t.Fatalf("a create that timed out left state %v", sb.Status.State)
+		}
+	}
+	if ids := backendIDs(t, r.d); len(ids) != 0 {
+		t.Fatalf("timed-out creates left %v", ids)
+	}
+}
+
+func TestTTLExpiry(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, t.TempDir(), func(c *Config, _ *fakedriver.Config) { c.RetainTerminated = 10 * time.Minute })
+		short := req("t1", "fake:ok")
+		short.Timeout = time.Minute
+		sb := mustCreate(t, r.m, short)
+		paused := mustCreate(t, r.m, short)
+		if err := r.m.Pause(t.Context(), "t1", paused.ID); err != nil {
+			t.Fatal(err)
+		}
+		keep := mustCreate(t, r.m, req("t1", "fake:ok"))
+
+		time.Sleep(59 * time.Second)
+		synctest.Wait()
+		if got, _ := r.m.Get(t.Context(), "t1", sb.ID); got.Status.State != sandbox.StateRunning {
+			t.Fatalf("before expiry state = %v", got.Status.State)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		for _, id := range []string{sb.ID, paused.ID} {
+			got, err := r.m.Get(t.Context(), "t1", id)
+			if err != nil || got.Status.State != sandbox.StateTerminated || got.Status.Reason != sandbox.ReasonTTLExpiry {
+				t.Fatalf("after expiry %s = %+v, %v; want Terminated ttl_expiry", id, got, err)
+			}
+		}
+		if ids := backendIDs(t, r.d); len(ids) != 1 || !ids[keep.ID] {
+			t.Fatalf("after expiry the backend has %v, want only %s", ids, keep.ID)
+		}
+		time.Sleep(11 * time.Minute)
+		synctest.Wait()
+		if _, err := r.m.Get(t.Context(), "t1", sb.ID); !errors.Is(err, errdefs.ErrNotFound) {
+			t.Fatalf("after retention Get = %v, want ErrNotFound", err)
+		}
+		r.stop()
+	})
+}
+
+func TestRenewPostponesExpiry(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, t.TempDir(), nil)
+		short := req("t1", "fake:ok")
+		short.Timeout = time.Minute
+		sb := mustCreate(t, r.m, short)
+		time.Sleep(30 * time.Second)
+		if _, err := r.m.Renew(t.Context(), "t1", sb.ID, time.Now().Add(5*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		if got, _ := r.m.Get(t.Context(), "t1", sb.ID); got.Status.State != sandbox.StateRunning {
+			t.Fatalf("renewed sandbox state = %v, want Running", got.Status.State)
+		}
+		time.Sleep(4 * time.Minute)
+		synctest.Wait()
+		if got, _ := r.m.Get(t.Context(), "t1", sb.ID); got.Status.State != sandbox.StateTerminated {
+			t.Fatalf("after the renewed expiry state = %v, want Terminated", got.Status.State)
+		}
+		r.stop()
+	})
+}
+
+func TestRestartRecovery(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	r1 := newRig(t, dir, nil)
+	running := mustCreate(t, r1.m, req("t1", "fake:ok"))
+	paused := mustCreate(t, r1.m, req("t1", "fake:ok"))
+	if err := r1.m.Pause(t.Context(), "t1", paused.ID); err != nil {
+		t.Fatal(err)
+	}
+	expiring := req("t1", "fake:ok")
+	expiring.Timeout = time.Hour
+	expired := mustCreate(t, r1.m, expiring)
+	deleting := mustCreate(t, r1.m, req("t1", "fake:ok"))
+	r1.stop()
+
+	st, err := store.Open(t.Context(), filepath.Join(dir, "corral.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The TTL passed while the server was down.
+	expired.ExpiresAt = time.Now().Add(-time.Minute)
+	if err := st.UpdateSandbox(t.Context(), expired, nil); err != nil {
+		t.Fatal(err)
+	}
+	// A delete was interrupted after it recorded Stopping.
+	_ = deleting.SetStatus(sandbox.StateStopping, sandbox.ReasonUserDelete, "", time.Now())
+	if err := st.UpdateSandbox(t.Context(), deleting, nil); err != nil {
+		t.Fatal(err)
+	}
+	// A create was interrupted after its intent was written and the runtime
+	// made an object, but before the handle was persisted.
+	now := time.Now().UTC()
+	half := &sandbox.Sandbox{ID: sandbox.NewID(), Tenant: "t1", Image: &sandbox.Image{URI: "fake:ok"}, Entrypoint: []string{"x"},
+		Driver: fakedriver.Name, CreatedAt: now, UpdatedAt: now, ExecdToken: "a", EgressToken: "b",
+		Status: sandbox.Status{State: sandbox.StatePending, Reason: sandbox.ReasonProvisioning, LastTransitionAt: now}}
+	if _, err := st.InsertSandbox(t.Context(), half, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	_ = st.Close()
+	d, _ := fakedriver.New(fakedriver.Config{Dir: filepath.Join(dir, "fake")})
+	if _, err := d.Create(t.Context(), driver.Spec{ID: half.ID, Tenant: "t1", Image: driver.Image{URI: "fake:ok"}}); err != nil {
+		t.Fatal(err)
+	}
+	// An object no record knows about.
+	if _, err := d.Create(t.Context(), driver.Spec{ID: "orphan", Tenant: "t1", Image: driver.Image{URI: "fake:ok"}}); err != nil {
+		t.Fatal(err)
+	}
+	// A paused sandbox whose recorded state is behind the runtime's.
+	_ = d.Close()
+
+	r2 := newRig(t, dir, nil)
+	check := func(id string, state sandbox.State, reason string) {
+		t.Helper()
+		got, err := r2.m.Get(t.Context(), "t1", id)
+		if err != nil {
+			t.Fatalf("Get(%s) after restart = %v", id, err)
+		}
+		if got.Status.State != state || reason != "" && got.Status.Reason != reason {
+			t.Errorf("%s after restart = %v/%s, want %v/%s", id, got.Status.State, got.Status.Reason, state, reason)
+		}
+	}
+	check(running.ID, sandbox.StateRunning, "")
+	check(paused.ID, sandbox.StatePaused, "")
+	check(expired.ID, sandbox.StateTerminated, sandbox.ReasonTTLExpiry)
+	check(half.ID, sandbox.StateFailed, sandbox.ReasonInterrupted)
+	if _, err := r2.m.Get(t.Context(), "t1", deleting.ID); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("interrupted delete: Get = %v, want ErrNotFound", err)
+	}
+	ids := backendIDs(t, r2.d)
+	if len(ids) != 2 || !ids[running.ID] || !ids[paused.ID] {
+		t.Fatalf("after recovery the backend has %v, want only the running and the paused sandbox", ids)
+	}
+	// The recovered sandbox is watched again.
+	if err := os.Remove(filepath.Join(dir, "fake", "objects", running.ID+".json")); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, r2.m, "t1", running.ID, sandbox.StateFailed)
+	if err := r2.m.Resume(t.Context(), "t1", paused.ID); err != nil {
+		t.Fatalf("Resume after restart = %v", err)
+	}
+}
+
+func TestSnapshots(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, t.TempDir(), nil)
+	src := mustCreate(t, r.m, req("t1", "fake:ok"))
+	sn, err := r.m.CreateSnapshot(t.Context(), "t1", src.ID, "before")
+	if err != nil || sn.State != sandbox.SnapshotCreating {
+		t.Fatalf("CreateSnapshot = %+v, %v; want Creating", sn, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, err := r.m.GetSnapshot(t.Context(), "t1", sn.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State == sandbox.SnapshotReady {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("snapshot state %v, want Ready", got.State)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := r.m.GetSnapshot(t.Context(), "t2", sn.ID); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("other tenant GetSnapshot = %v", err)
+	}
+	restored := mustCreate(t, r.m, CreateRequest{Tenant: "t1", SnapshotID: sn.ID})
+	if restored.SnapshotID != sn.ID || restored.Status.State != sandbox.StateRunning {
+		t.Fatalf("restored = %+v", restored)
+	}
+	if _, err := r.m.Create(t.Context(), CreateRequest{Tenant: "t2", SnapshotID: sn.ID}); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("restore from another tenant's snapshot = %v, want ErrNotFound", err)
+	}
+	if err := r.m.DeleteSnapshot(t.Context(), "t1", sn.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.m.GetSnapshot(t.Context(), "t1", sn.ID); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("GetSnapshot after delete = %v", err)
+	}
+	refs, _ := r.d.ListSnapshots(t.Context())
+	if len(refs) != 0 {
+		t.Fatalf("snapshot delete left %v", refs)
+	}
+	paused := mustCreate(t, r.m, req("t1", "fake:ok"))
+	_ = r.m.Pause(t.Context(), "t1", paused.ID)
+	if _, err := r.m.CreateSnapshot(t.Context(), "t1", paused.ID, ""); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Fatalf("snapshot of a paused sandbox = %v, want ErrFailedPrecondition", err)
+	}
+}

@@ -1,0 +1,161 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package lifecycle
+
+import (
+	"context"
+	"time"
+
+	"github.com/corral-dev/corral/internal/sandbox"
+)
+
+// reapLoop expires sandboxes whose TTL passed and forgets terminal ones
+// whose retention passed. It sleeps until the earliest such deadline and
+// wakes early when a create or renew moves one.
+func (m *Manager) reapLoop(ctx context.Context) {
+	for {
+		next := m.reap(ctx, time.Now())
+		var timer <-chan time.Time
+		var t *time.Timer
+		if !next.IsZero() {
+			t = time.NewTimer(time.Until(next))
+			timer = t.C
+		}
+		select {
+		case <-ctx.Done():
+		case <-m.wake:
+		case <-timer:
+		}
+		if t != nil {
+			t.Stop()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// reap starts the expiry of every due sandbox, purges terminal sandboxes
+// past retention, and returns the next deadline (zero if none).
+func (m *Manager) reap(ctx context.Context, now time.Time) time.Time {
+	var next time.Time
+	earliest := func(t time.Time) {
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	var due, purge []*entry
+	m.mu.Lock()
+	for id, e := range m.sandboxes {
+		sb := e.sb
+		switch {
+		case sb.Status.State.Terminal():
+			forgetAt := sb.Status.LastTransitionAt.Add(m.cfg.RetainTerminated)
+			if !now.Before(forgetAt) {
+				purge = append(purge, e)
+			} else {
+				earliest(forgetAt)
+			}
+		case sb.Status.State == sandbox.StateStopping:
+			// Retried by maintain.
+		case sb.ExpiresAt.IsZero():
+		case sb.Expired(now):
+			if !m.expiring[id] {
+				m.expiring[id] = true
+				due = append(due, e)
+			}
+		default:
+			earliest(sb.ExpiresAt)
+		}
+	}
+	m.mu.Unlock()
+	for _, e := range due {
+		m.spawn(func(ctx context.Context) { m.expire(ctx, e) })
+	}
+	for _, e := range purge {
+		if err := m.remove(ctx, e, "forgotten"); err != nil {
+			m.log.WarnContext(ctx, "forget terminal sandbox", "sandbox_id", e.sb.ID, "err", err)
+		}
+	}
+	return next
+}
+
+// expire destroys a sandbox whose TTL passed, unless a renew got there first.
+func (m *Manager) expire(ctx context.Context, e *entry) {
+	e.op.Lock()
+	defer e.op.Unlock()
+	sb := m.current(e)
+	defer func() {
+		m.mu.Lock()
+		delete(m.expiring, sb.ID)
+		m.mu.Unlock()
+	}()
+	if !m.tracked(e) || !sb.Expired(time.Now()) || sb.Status.State.Terminal() {
+		return
+	}
+	msg := "the sandbox expired at " + sb.ExpiresAt.Format(time.RFC3339)
+	if err := m.stop(ctx, e, sandbox.ReasonTTLExpiry, msg); err != nil {
+		m.log.WarnContext(ctx, "expire sandbox", "sandbox_id", sb.ID, "err", err)
+	}
+}
+
+// maintainLoop periodically sweeps orphans, retries unfinished destroys and
+// recoveries, and forgets old idempotency keys.
+func (m *Manager) maintainLoop(ctx context.Context) {
+	t := time.NewTicker(m.cfg.MaintainInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		m.maintain(ctx, m.cfg.OrphanGrace)
+	}
+}
+
+func (m *Manager) maintain(ctx context.Context, grace time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, max(m.cfg.MaintainInterval, time.Minute))
+	defer cancel()
+	m.mu.RLock()
+	var retry []*entry
+	for _, e := range m.sandboxes {
+		if e.sb.Status.State == sandbox.StateStopping || e.sb.Status.Reason == sandbox.ReasonRecovering {
+			retry = append(retry, e)
+		}
+	}
+	m.mu.RUnlock()
+	for _, e := range retry {
+		m.recoverEntry(ctx, e)
+	}
+	m.sweepOrphans(ctx, grace)
+	if err := m.st.PurgeIdempotency(ctx, time.Now().Add(-m.cfg.IdempotencyTTL)); err != nil {
+		m.log.WarnContext(ctx, "purge idempotency keys", "err", err)
+	}
+}
+
+// sweepOrphans destroys backend objects that no live record owns and that
+// are older than grace.
+func (m *Manager) sweepOrphans(ctx context.Context, grace time.Duration) {
+	ls, err := m.d.List(ctx)
+	if err != nil {
+		m.log.WarnContext(ctx, "list sandboxes for orphan sweep", "err", err)
+		return
+	}
+	now := time.Now()
+	for _, l := range ls {
+		m.mu.RLock()
+		e, ok := m.sandboxes[l.ID]
+		owned := ok && !e.sb.Status.State.Terminal()
+		m.mu.RUnlock()
+		if owned || now.Sub(l.CreatedAt) < grace {
+			continue
+		}
+		if err := m.d.Destroy(ctx, l.ID); err != nil {
+			m.log.WarnContext(ctx, "remove orphan", "sandbox_id", l.ID, "err", err)
+			continue
+		}
+		m.log.WarnContext(ctx, "orphan removed", "sandbox_id", l.ID, "tenant", l.Tenant)
+	}
+}

@@ -1,0 +1,202 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package lifecycle
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/sandbox"
+	"github.com/corral-dev/corral/internal/store"
+)
+
+// snapshotTimeout bounds one capture.
+const snapshotTimeout = 15 * time.Minute
+
+func snapshotNotFound(id string) error {
+	return errdefs.Newf(errdefs.ErrNotFound, "SNAPSHOT::NOT_FOUND", "snapshot %s not found", id)
+}
+
+func (m *Manager) snapshotter() (driver.Snapshotter, error) {
+	s, ok := m.d.(driver.Snapshotter)
+	if !ok {
+		return nil, errdefs.Newf(errdefs.ErrNotImplemented, "SANDBOX::API_NOT_SUPPORTED", "the %s runtime cannot take snapshots", m.cfg.DriverName)
+	}
+	return s, nil
+}
+
+func (m *Manager) putSnapshot(ctx context.Context, sn *sandbox.Snapshot, evType string) error {
+	ev := &store.Event{At: time.Now().UTC(), Tenant: sn.Tenant, SandboxID: sn.SandboxID, Type: evType,
+		State: sn.State.String(), Reason: sn.Reason, Message: sn.Message}
+	if err := m.st.PutSnapshot(ctx, sn, ev); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.snapshots[sn.ID] = sn.Clone()
+	m.mu.Unlock()
+	return nil
+}
+
+// CreateSnapshot starts capturing a Running sandbox and returns the snapshot
+// in state Creating; the capture goes on in the background.
+func (m *Manager) CreateSnapshot(ctx context.Context, tenant, sandboxID, name string) (*sandbox.Snapshot, error) {
+	snapper, err := m.snapshotter()
+	if err != nil {
+		return nil, err
+	}
+	e, err := m.lookup(tenant, sandboxID)
+	if err != nil {
+		return nil, err
+	}
+	sb := m.current(e)
+	if sb.Status.State != sandbox.StateRunning {
+		return nil, errdefs.Newf(errdefs.ErrFailedPrecondition, "SNAPSHOT::INVALID_SOURCE_STATE",
+			"sandbox %s is %s; only a Running sandbox can be snapshotted", sandboxID, sb.Status.State)
+	}
+	now := time.Now().UTC()
+	sn := &sandbox.Snapshot{
+		ID: sandbox.NewID(), Tenant: tenant, SandboxID: sandboxID, Name: name, State: sandbox.SnapshotCreating,
+		Reason: sandbox.ReasonSnapshotAccepted, LastTransitionAt: now, CreatedAt: now, Driver: m.cfg.DriverName,
+	}
+	if err := m.putSnapshot(ctx, sn, "snapshot_accepted"); err != nil {
+		return nil, err
+	}
+	m.spawn(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, snapshotTimeout)
+		defer cancel()
+		ref, err := snapper.Snapshot(ctx, sandboxID, sn.ID)
+		done := sn.Clone()
+		done.LastTransitionAt = time.Now().UTC()
+		evType := "snapshot_ready"
+		if err == nil {
+			done.Ref, err = json.Marshal(ref)
+		}
+		if err != nil {
+			m.log.WarnContext(ctx, "snapshot capture failed", "sandbox_id", sandboxID, "snapshot_id", sn.ID, "err", err)
+			done.State, done.Reason, done.Message, evType = sandbox.SnapshotFailed, sandbox.ReasonSnapshotFailed, userMessage(err), "snapshot_failed"
+			_ = snapper.RemoveSnapshot(ctx, &driver.SnapshotRef{ID: sn.ID, Driver: m.cfg.DriverName})
+		} else {
+			done.State, done.Reason = sandbox.SnapshotReady, sandbox.ReasonSnapshotReady
+		}
+		if err := m.putSnapshot(context.WithoutCancel(ctx), done, evType); err != nil {
+			m.log.ErrorContext(ctx, "record snapshot", "snapshot_id", sn.ID, "err", err)
+		}
+	})
+	return sn.Clone(), nil
+}
+
+// GetSnapshot returns a tenant's snapshot.
+func (m *Manager) GetSnapshot(_ context.Context, tenant, id string) (*sandbox.Snapshot, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	sn, ok := m.snapshots[id]
+	if !ok || sn.Tenant != tenant {
+		return nil, snapshotNotFound(id)
+	}
+	return sn.Clone(), nil
+}
+
+// SnapshotFilter selects snapshots in ListSnapshots.
+type SnapshotFilter struct {
+	SandboxID string
+	States    []sandbox.SnapshotState
+	Page      int
+	PageSize  int
+}
+
+// ListSnapshots returns one page of a tenant's snapshots, newest first, and
+// the number of matches.
+func (m *Manager) ListSnapshots(_ context.Context, tenant string, f SnapshotFilter) ([]*sandbox.Snapshot, int) {
+	m.mu.RLock()
+	var matches []*sandbox.Snapshot
+	for _, sn := range m.snapshots {
+		if sn.Tenant != tenant || f.SandboxID != "" && sn.SandboxID != f.SandboxID {
+			continue
+		}
+		if len(f.States) > 0 && !slices.Contains(f.States, sn.State) {
+			continue
+		}
+		matches = append(matches, sn.Clone())
+	}
+	m.mu.RUnlock()
+	slices.SortFunc(matches, func(a, b *sandbox.Snapshot) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.ID, a.ID)
+	})
+	total := len(matches)
+	page, size := max(f.Page, 1), max(f.PageSize, 1)
+	start := min((page-1)*size, total)
+	end := min(start+size, total)
+	return matches[start:end], total
+}
+
+// DeleteSnapshot removes a snapshot. A snapshot still being captured cannot
+// be deleted.
+func (m *Manager) DeleteSnapshot(ctx context.Context, tenant, id string) error {
+	sn, err := m.GetSnapshot(ctx, tenant, id)
+	if err != nil {
+		return err
+	}
+	if sn.State == sandbox.SnapshotCreating {
+		return errdefs.Newf(errdefs.ErrFailedPrecondition, "SNAPSHOT::NOT_READY", "snapshot %s is still being created", id)
+	}
+	sn.State, sn.Reason, sn.LastTransitionAt = sandbox.SnapshotDeleting, "snapshot_deleting", time.Now().UTC()
+	if err := m.putSnapshot(ctx, sn, "snapshot_deleting"); err != nil {
+		return err
+	}
+	dctx, cancel := backgroundCtx(ctx, opTimeout)
+	defer cancel()
+	return m.removeSnapshot(dctx, sn)
+}
+
+func (m *Manager) removeSnapshot(ctx context.Context, sn *sandbox.Snapshot) error {
+	if s, ok := m.d.(driver.Snapshotter); ok {
+		ref := &driver.SnapshotRef{ID: sn.ID, Driver: sn.Driver}
+		if len(sn.Ref) > 0 {
+			if err := json.Unmarshal(sn.Ref, ref); err != nil {
+				return fmt.Errorf("snapshot %s: corrupt reference: %w", sn.ID, err)
+			}
+		}
+		if err := s.RemoveSnapshot(ctx, ref); err != nil {
+			return fmt.Errorf("snapshot %s: %w", sn.ID, err)
+		}
+	}
+	ev := &store.Event{At: time.Now().UTC(), Tenant: sn.Tenant, SandboxID: sn.SandboxID, Type: "snapshot_deleted"}
+	if err := m.st.DeleteSnapshot(ctx, sn.ID, ev); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	delete(m.snapshots, sn.ID)
+	m.mu.Unlock()
+	return nil
+}
+
+// restorable returns the reference of a tenant's Ready snapshot.
+func (m *Manager) restorable(tenant, id string) (*driver.SnapshotRef, error) {
+	if _, err := m.snapshotter(); err != nil {
+		return nil, err
+	}
+	m.mu.RLock()
+	sn, ok := m.snapshots[id]
+	m.mu.RUnlock()
+	if !ok || sn.Tenant != tenant {
+		return nil, snapshotNotFound(id)
+	}
+	if sn.State != sandbox.SnapshotReady {
+		return nil, errdefs.Newf(errdefs.ErrFailedPrecondition, "SNAPSHOT::NOT_READY", "snapshot %s is %s, not Ready", id, sn.State)
+	}
+	var ref driver.SnapshotRef
+	if err := json.Unmarshal(sn.Ref, &ref); err != nil {
+		return nil, fmt.Errorf("snapshot %s: corrupt reference: %w", id, err)
+	}
+	return &ref, nil
+}

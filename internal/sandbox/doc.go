@@ -1,0 +1,9 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package sandbox owns the domain model of a sandbox: its record, its typed
+// lifecycle State with the transition table, identifiers, and the validation
+// rules for what users send (metadata labels, resource limits, timeouts). It
+// imports only the standard library and errdefs; store, lifecycle and server
+// build on it.
+package sandbox

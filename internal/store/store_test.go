@@ -1,0 +1,142 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/internal/sandbox"
+)
+
+func openTemp(t *testing.T) (*Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "corral.db")
+	s, err := Open(t.Context(), path)
+	if err != nil {
+		t.Fatalf("Open = %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s, path
+}
+
+func sample(id string) *sandbox.Sandbox {
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	return &sandbox.Sandbox{
+		ID: id, Tenant: "t1", Image: &sandbox.Image{URI: "python:3.12"}, Platform: &sandbox.Platform{OS: "linux", Arch: "amd64"},
+		Entrypoint: []string{"sleep", "infinity"}, Metadata: map[string]string{"team": "a"},
+		Resources:  sandbox.Resources{CPUMillis: 500, MemoryBytes: 512 << 20},
+		Extensions: map[string]string{"x": "y"}, NetworkPolicy: json.RawMessage(`{"defaultAction":"deny"}`),
+		Status:    sandbox.Status{State: sandbox.StatePending, Reason: sandbox.ReasonProvisioning, LastTransitionAt: now},
+		CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(time.Hour), Driver: "fake",
+		ExecdToken: "tok", EgressToken: "etok",
+	}
+}
+
+func TestSandboxRoundTripSurvivesReopen(t *testing.T) {
+	t.Parallel()
+	s, path := openTemp(t)
+	sb := sample("a")
+	if _, err := s.InsertSandbox(t.Context(), sb, nil, &Event{At: sb.CreatedAt, Tenant: "t1", SandboxID: "a", Type: "created"}); err != nil {
+		t.Fatalf("InsertSandbox = %v", err)
+	}
+	sb.Handle = json.RawMessage(`{"id":"a","driver":"fake"}`)
+	if err := sb.SetStatus(sandbox.StateRunning, sandbox.ReasonStarted, "", sb.CreatedAt.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UpdateSandbox(t.Context(), sb, &Event{Tenant: "t1", SandboxID: "a", Type: "started"}); err != nil {
+		t.Fatalf("UpdateSandbox = %v", err)
+	}
+	_ = s.Close()
+
+	s2, err := Open(t.Context(), path)
+	if err != nil {
+		t.Fatalf("reopen = %v", err)
+	}
+	defer s2.Close()
+	got, err := s2.LoadSandboxes(t.Context())
+	if err != nil || len(got) != 1 {
+		t.Fatalf("LoadSandboxes = %v, %v; want one", got, err)
+	}
+	if diff := cmp.Diff(sb, got[0]); diff != "" {
+		t.Errorf("reloaded sandbox differs (-want +got):\n%s", diff)
+	}
+	evs, err := s2.Events(t.Context(), "a", 0, 10)
+	if err != nil || len(evs) != 2 || evs[0].Type != "created" || evs[1].Type != "started" {
+		t.Errorf("Events = %+v, %v; want created, started", evs, err)
+	}
+}
+
+func TestInsertSandboxIdempotencyConflictWritesNothing(t *testing.T) {
+	t.Parallel()
+	s, _ := openTemp(t)
+	idem := &Idempotency{Tenant: "t1", Key: "k", RequestHash: "h", SandboxID: "a", CreatedAt: time.Now()}
+	if _, err := s.InsertSandbox(t.Context(), sample("a"), idem, nil); err != nil {
+		t.Fatal(err)
+	}
+	idem2 := *idem
+	idem2.SandboxID = "b"
+	prev, err := s.InsertSandbox(t.Context(), sample("b"), &idem2, nil)
+	if !errors.Is(err, errdefs.ErrAlreadyExists) || prev == nil || prev.SandboxID != "a" {
+		t.Fatalf("InsertSandbox with a used key = %+v, %v; want the binding to a and ErrAlreadyExists", prev, err)
+	}
+	all, _ := s.LoadSandboxes(t.Context())
+	if len(all) != 1 {
+		t.Fatalf("after conflict there are %d sandboxes, want 1", len(all))
+	}
+	// Another tenant may use the same key.
+	idem3 := *idem
+	idem3.Tenant, idem3.SandboxID = "t2", "c"
+	if _, err := s.InsertSandbox(t.Context(), sample("c"), &idem3, nil); err != nil {
+		t.Fatalf("same key, other tenant = %v", err)
+	}
+}
+
+func TestUpdateUnknownSandboxIsNotFound(t *testing.T) {
+	t.Parallel()
+	s, _ := openTemp(t)
+	if err := s.UpdateSandbox(t.Context(), sample("nope"), nil); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("UpdateSandbox(unknown) = %v, want ErrNotFound", err)
+	}
+}
+
+func TestKeys(t *testing.T) {
+	t.Parallel()
+	s, _ := openTemp(t)
+	k := &APIKey{ID: "k1", Tenant: "t1", Hash: "abc", Prefix: "ck_ab", Admin: true, CreatedAt: time.Now().UTC()}
+	if err := s.InsertKey(t.Context(), k); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.InsertKey(t.Context(), &APIKey{ID: "k2", Hash: "abc"}); !errors.Is(err, errdefs.ErrAlreadyExists) {
+		t.Fatalf("duplicate hash = %v, want ErrAlreadyExists", err)
+	}
+	if err := s.RevokeKey(t.Context(), "k1", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RevokeKey(t.Context(), "zz", time.Now()); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("RevokeKey(unknown) = %v", err)
+	}
+	keys, _ := s.LoadKeys(t.Context())
+	if len(keys) != 1 || keys[0].RevokedAt.IsZero() || !keys[0].Admin {
+		t.Fatalf("LoadKeys = %+v", keys)
+	}
+}
+
+func TestNewerSchemaIsRefused(t *testing.T) {
+	t.Parallel()
+	s, path := openTemp(t)
+	if _, err := s.db.Exec(`INSERT INTO schema_version (version) VALUES (999)`); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	if _, err := Open(t.Context(), path); err == nil {
+		t.Fatal("Open of a database from a newer corral succeeded")
+	}
+}
