@@ -32,6 +32,11 @@ const (
 	CodeInternal           = "GENERAL::UNKNOWN_ERROR"
 )
 
+// HeaderKind names the error kind of an error answer, so that clients can
+// tell kinds apart that share a status (409 is both ErrAlreadyExists and
+// ErrFailedPrecondition). Servers that do not send it are read by status.
+const HeaderKind = "Corral-Error-Kind"
+
 // InternalMessage is what a 5xx without a user-facing message says.
 const InternalMessage = "An unexpected error occurred."
 
@@ -95,23 +100,33 @@ func FromError(err error) (status int, code, message string) {
 	return status, code, message
 }
 
+// KindName returns the name of err's kind for HeaderKind ("" if none).
+func KindName(err error) string {
+	for _, m := range table() {
+		if errors.Is(err, m.kind) {
+			return strings.ToLower(m.code)
+		}
+	}
+	return ""
+}
+
 // ToError rebuilds an error of the right kind from an error response, so
-// that errors.Is(err, errdefs.ErrNotFound) works in clients.
-func ToError(status int, code, message string) error {
+// that errors.Is(err, errdefs.ErrNotFound) works in clients. kindName is
+// the HeaderKind value, or "".
+func ToError(status int, code, message, kindName string) error {
 	if message == "" {
 		message = http.StatusText(status)
 	}
 	kind := kindFor(status, code)
+	for _, m := range table() {
+		if kindName != "" && strings.EqualFold(kindName, m.code) {
+			kind = m.kind
+		}
+	}
 	return &errdefs.Error{Kind: kind, Code: code, Message: message}
 }
 
 func kindFor(status int, code string) error {
-	// A specific code wins where a status is shared by two kinds (409).
-	for _, m := range table() {
-		if code == m.code || strings.HasSuffix(code, "::"+m.code) {
-			return m.kind
-		}
-	}
 	switch status {
 	case http.StatusBadRequest, http.StatusUnprocessableEntity, http.StatusRequestedRangeNotSatisfiable,
 		http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusMethodNotAllowed:
@@ -122,7 +137,13 @@ func kindFor(status int, code string) error {
 		return errdefs.ErrPermissionDenied
 	case http.StatusNotFound, http.StatusGone:
 		return errdefs.ErrNotFound
-	case http.StatusConflict, http.StatusPreconditionFailed, http.StatusLocked:
+	case http.StatusConflict:
+		// 409 is shared by two kinds; the code tells them apart.
+		if code == CodeAlreadyExists || strings.HasSuffix(code, "::"+CodeAlreadyExists) {
+			return errdefs.ErrAlreadyExists
+		}
+		return errdefs.ErrFailedPrecondition
+	case http.StatusPreconditionFailed, http.StatusLocked:
 		return errdefs.ErrFailedPrecondition
 	case http.StatusTooManyRequests:
 		return errdefs.ErrResourceExhausted

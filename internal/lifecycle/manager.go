@@ -165,7 +165,11 @@ func (m *Manager) commit(ctx context.Context, e *entry, next *sandbox.Sandbox, e
 	e.sb = next
 	m.mu.Unlock()
 	m.wakeReaper()
-	m.log.InfoContext(ctx, "sandbox "+evType, "sandbox_id", next.ID, "state", next.Status.State.String(), "reason", next.Status.Reason)
+	attrs := []any{"state", next.Status.State.String(), "reason", next.Status.Reason}
+	if !logctx.Has(ctx, "sandbox_id") {
+		attrs = append(attrs, "sandbox_id", next.ID)
+	}
+	m.log.InfoContext(ctx, "sandbox "+evType, attrs...)
 	return nil
 }
 

@@ -557,8 +557,8 @@ func TestSnapshots(t *testing.T) {
 	if restored.SnapshotID != sn.ID || restored.Status.State != sandbox.StateRunning {
 		t.Fatalf("restored = %+v", restored)
 	}
-	if _, err := r.m.Create(t.Context(), CreateRequest{Tenant: "t2", SnapshotID: sn.ID}); !errors.Is(err, errdefs.ErrNotFound) {
-		t.Fatalf("restore from another tenant's snapshot = %v, want ErrNotFound", err)
+	if _, err := r.m.Create(t.Context(), CreateRequest{Tenant: "t2", SnapshotID: sn.ID}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Fatalf("restore from another tenant's snapshot = %v, want ErrInvalidArgument", err)
 	}
 	if err := r.m.DeleteSnapshot(t.Context(), "t1", sn.ID); err != nil {
 		t.Fatal(err)

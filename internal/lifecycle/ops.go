@@ -37,7 +37,7 @@ func (m *Manager) Pause(ctx context.Context, tenant, id string) error {
 		return invalidState(sb, "only a Running sandbox can be paused")
 	}
 	if !ok {
-		return errdefs.Newf(errdefs.ErrNotImplemented, "SANDBOX::API_NOT_SUPPORTED", "the %s runtime cannot pause sandboxes", m.cfg.DriverName)
+		return errdefs.Newf(errdefs.ErrFailedPrecondition, "SANDBOX::API_NOT_SUPPORTED", "the %s runtime cannot pause sandboxes", m.cfg.DriverName)
 	}
 	return m.flip(ctx, e, sb, flipper{
 		via: sandbox.StatePausing, to: sandbox.StatePaused, back: sandbox.StateRunning,
@@ -59,7 +59,7 @@ func (m *Manager) Resume(ctx context.Context, tenant, id string) error {
 		return invalidState(sb, "only a Paused sandbox can be resumed")
 	}
 	if !ok {
-		return errdefs.Newf(errdefs.ErrNotImplemented, "SANDBOX::API_NOT_SUPPORTED", "the %s runtime cannot resume sandboxes", m.cfg.DriverName)
+		return errdefs.Newf(errdefs.ErrFailedPrecondition, "SANDBOX::API_NOT_SUPPORTED", "the %s runtime cannot resume sandboxes", m.cfg.DriverName)
 	}
 	return m.flip(ctx, e, sb, flipper{
 		via: sandbox.StateResuming, to: sandbox.StateRunning, back: sandbox.StatePaused,

@@ -27,7 +27,7 @@ func snapshotNotFound(id string) error {
 func (m *Manager) snapshotter() (driver.Snapshotter, error) {
 	s, ok := m.d.(driver.Snapshotter)
 	if !ok {
-		return nil, errdefs.Newf(errdefs.ErrNotImplemented, "SANDBOX::API_NOT_SUPPORTED", "the %s runtime cannot take snapshots", m.cfg.DriverName)
+		return nil, errdefs.Newf(errdefs.ErrFailedPrecondition, "SANDBOX::API_NOT_SUPPORTED", "the %s runtime cannot take snapshots", m.cfg.DriverName)
 	}
 	return s, nil
 }
@@ -189,7 +189,9 @@ func (m *Manager) restorable(tenant, id string) (*driver.SnapshotRef, error) {
 	sn, ok := m.snapshots[id]
 	m.mu.RUnlock()
 	if !ok || sn.Tenant != tenant {
-		return nil, snapshotNotFound(id)
+		// A bad reference in a create is the request's fault: 400, as the
+		// contract lists no 404 for POST /sandboxes.
+		return nil, errdefs.Newf(errdefs.ErrInvalidArgument, "SNAPSHOT::NOT_FOUND", "snapshot %s not found", id)
 	}
 	if sn.State != sandbox.SnapshotReady {
 		return nil, errdefs.Newf(errdefs.ErrFailedPrecondition, "SNAPSHOT::NOT_READY", "snapshot %s is %s, not Ready", id, sn.State)

@@ -30,6 +30,16 @@ func Attrs(ctx context.Context) []slog.Attr {
 	return a
 }
 
+// Has reports whether ctx carries an attribute with key.
+func Has(ctx context.Context, key string) bool {
+	for _, a := range Attrs(ctx) {
+		if a.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
 // Handler wraps another handler and adds the attributes carried by the
 // record's context.
 type Handler struct {

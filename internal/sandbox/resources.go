@@ -58,7 +58,7 @@ func ParseResources(limits map[string]string) (Resources, error) {
 			if v == "0" || v == "" {
 				continue
 			}
-			return Resources{}, errdefs.Newf(errdefs.ErrNotImplemented, codeInvalidResourceLimit,
+			return Resources{}, errdefs.Newf(errdefs.ErrInvalidArgument, codeInvalidResourceLimit,
 				"resourceLimits.gpu=%q: GPUs are not supported by this server", v)
 		default:
 			return Resources{}, errdefs.Newf(errdefs.ErrInvalidArgument, codeInvalidResourceLimit,

@@ -1,0 +1,201 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package auth owns API keys and the tenants they belong to: minting keys
+// (only their SHA-256 is stored), authenticating a presented key in constant
+// time against an in-memory index, listing and revoking keys, and the
+// bootstrap admin key of a fresh server. The server and the CLI's serve
+// command use it; it persists through the store.
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/internal/store"
+)
+
+// KeyPrefix starts every key corral mints, so leaked keys are easy to find.
+const KeyPrefix = "ck_"
+
+// DefaultTenant owns the bootstrap admin key.
+const DefaultTenant = "default"
+
+// Principal is who a request acts as.
+type Principal struct {
+	Tenant string
+	KeyID  string
+	Admin  bool
+}
+
+// Keyring authenticates API keys and manages them.
+type Keyring struct {
+	st *store.Store
+
+	// mu guards byHash, which indexes active keys by the hex SHA-256 of the key.
+	mu     sync.RWMutex
+	byHash map[string]*store.APIKey
+}
+
+// Open loads the keys from the store.
+func Open(ctx context.Context, st *store.Store) (*Keyring, error) {
+	k := &Keyring{st: st, byHash: map[string]*store.APIKey{}}
+	keys, err := st.LoadKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, key := range keys {
+		if key.RevokedAt.IsZero() {
+			k.byHash[key.Hash] = key
+		}
+	}
+	return k, nil
+}
+
+// Hash returns the stored form of a key.
+func Hash(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:])
+}
+
+// Authenticate returns the principal of an active key, or
+// ErrUnauthenticated. The comparison does not depend on how much of the
+// key matches.
+func (k *Keyring) Authenticate(key string) (Principal, error) {
+	h := Hash(key)
+	k.mu.RLock()
+	rec, ok := k.byHash[h]
+	k.mu.RUnlock()
+	if !ok || subtle.ConstantTimeCompare([]byte(rec.Hash), []byte(h)) != 1 {
+		return Principal{}, errdefs.New(errdefs.ErrUnauthenticated, "INVALID_API_KEY",
+			"Authentication credentials are invalid. Check your API key and try again.")
+	}
+	return Principal{Tenant: rec.Tenant, KeyID: rec.ID, Admin: rec.Admin}, nil
+}
+
+// Empty reports whether no active key exists.
+func (k *Keyring) Empty() bool {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	return len(k.byHash) == 0
+}
+
+// ValidateTenant checks a tenant name: 1 to 63 of [a-z0-9._-], starting with
+// a letter or digit.
+func ValidateTenant(t string) error {
+	if t == "" || len(t) > 63 {
+		return errdefs.New(errdefs.ErrInvalidArgument, "KEY::INVALID_TENANT", "tenant must be 1 to 63 characters")
+	}
+	for i, c := range t {
+		ok := c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || i > 0 && (c == '-' || c == '_' || c == '.')
+		if !ok {
+			return errdefs.Newf(errdefs.ErrInvalidArgument, "KEY::INVALID_TENANT",
+				"tenant %q: use lower-case letters, digits, '-', '_' and '.', starting with a letter or digit", t)
+		}
+	}
+	return nil
+}
+
+// Create mints a key for tenant and returns it with its record. The key is
+// returned only here.
+func (k *Keyring) Create(ctx context.Context, tenant, name string, admin bool) (string, *store.APIKey, error) {
+	if err := ValidateTenant(tenant); err != nil {
+		return "", nil, err
+	}
+	if len(name) > 200 {
+		return "", nil, errdefs.New(errdefs.ErrInvalidArgument, "KEY::INVALID_NAME", "name is longer than 200 characters")
+	}
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", nil, err
+	}
+	key := KeyPrefix + base64.RawURLEncoding.EncodeToString(b[:])
+	rec, err := k.add(ctx, key, tenant, name, admin)
+	return key, rec, err
+}
+
+// Seed adds a given key (from --api-key) as an admin key of the default
+// tenant if it is not known yet. It is idempotent.
+func (k *Keyring) Seed(ctx context.Context, key string) error {
+	if len(key) < 16 {
+		return errdefs.New(errdefs.ErrInvalidArgument, "KEY::TOO_SHORT", "an API key must be at least 16 characters")
+	}
+	k.mu.RLock()
+	_, known := k.byHash[Hash(key)]
+	k.mu.RUnlock()
+	if known {
+		return nil
+	}
+	_, err := k.add(ctx, key, DefaultTenant, "seeded", true)
+	return err
+}
+
+func (k *Keyring) add(ctx context.Context, key, tenant, name string, admin bool) (*store.APIKey, error) {
+	var id [6]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return nil, err
+	}
+	rec := &store.APIKey{
+		ID: "key_" + hex.EncodeToString(id[:]), Tenant: tenant, Name: name, Hash: Hash(key),
+		Prefix: key[:min(len(key), 10)], Admin: admin, CreatedAt: time.Now().UTC(),
+	}
+	if err := k.st.InsertKey(ctx, rec); err != nil {
+		return nil, err
+	}
+	k.mu.Lock()
+	k.byHash[rec.Hash] = rec
+	k.mu.Unlock()
+	return rec, nil
+}
+
+// List returns every key, revoked ones included, without their hashes.
+func (k *Keyring) List(ctx context.Context) ([]*store.APIKey, error) {
+	keys, err := k.st.LoadKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, key := range keys {
+		key.Hash = ""
+	}
+	return keys, nil
+}
+
+// Revoke revokes a key at once. Revoking the last active admin key is
+// refused, so the server cannot lock its operators out.
+func (k *Keyring) Revoke(ctx context.Context, id string) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var target *store.APIKey
+	admins := 0
+	for _, rec := range k.byHash {
+		if rec.Admin {
+			admins++
+		}
+		if rec.ID == id {
+			target = rec
+		}
+	}
+	if target != nil && target.Admin && admins == 1 {
+		return errdefs.New(errdefs.ErrFailedPrecondition, "KEY::LAST_ADMIN",
+			"this is the last active admin key; create another admin key before revoking it")
+	}
+	if err := k.st.RevokeKey(ctx, id, time.Now().UTC()); err != nil {
+		if errors.Is(err, errdefs.ErrNotFound) {
+			return errdefs.Wrap(errdefs.ErrNotFound, "KEY::NOT_FOUND", fmt.Sprintf("key %s not found", id), err)
+		}
+		return err
+	}
+	if target != nil {
+		delete(k.byHash, target.Hash)
+	}
+	return nil
+}

@@ -1,0 +1,107 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package cli
+
+import (
+	"context"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/corral-dev/corral/api"
+)
+
+func runKeys(ctx context.Context, e *env, args []string) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprintln(e.stderr, `Usage: corral keys <create|ls|revoke> [flags]
+
+  corral keys create --tenant NAME [--name TEXT] [--admin]   mint a key (printed once)
+  corral keys ls                                            list keys
+  corral keys revoke KEY_ID                                  revoke a key at once
+
+These talk to a running server with an admin key.`)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	var cf clientFlags
+	switch args[0] {
+	case "create":
+		fs := newFlagSet(e, "keys create", "keys create --tenant NAME [--name TEXT] [--admin]")
+		cf.register(fs, e)
+		tenant := fs.String("tenant", "", "tenant the key acts for (required)")
+		name := fs.String("name", "", "a note to recognise the key by")
+		admin := fs.Bool("admin", false, "the key may also manage keys and read /metrics")
+		if ok, code := parseFlags(fs, e, args[1:]); !ok {
+			return code
+		}
+		if *tenant == "" {
+			return fail(e, "keys create: --tenant is required")
+		}
+		c, err := cf.client(e)
+		if err != nil {
+			return fail(e, "%v", err)
+		}
+		k, err := c.CreateAPIKey(ctx, api.CreateAPIKeyRequest{Tenant: *tenant, Name: *name, Admin: *admin})
+		if err != nil {
+			return cf.apiFail(e, err)
+		}
+		if cf.output == "json" {
+			printJSON(e, k)
+			return 0
+		}
+		fmt.Fprintf(e.stdout, "%s\n", k.Key)
+		fmt.Fprintf(e.stderr, "created key %s for tenant %s; it is shown only this once\n", k.ID, k.Tenant)
+		return 0
+	case "ls", "list":
+		fs := newFlagSet(e, "keys ls", "keys ls")
+		cf.register(fs, e)
+		if ok, code := parseFlags(fs, e, args[1:]); !ok {
+			return code
+		}
+		c, err := cf.client(e)
+		if err != nil {
+			return fail(e, "%v", err)
+		}
+		keys, err := c.ListAPIKeys(ctx)
+		if err != nil {
+			return cf.apiFail(e, err)
+		}
+		if cf.output == "json" {
+			printJSON(e, keys)
+			return 0
+		}
+		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tTENANT\tPREFIX\tADMIN\tCREATED\tREVOKED\tNAME")
+		for _, k := range keys {
+			revoked := "-"
+			if k.RevokedAt != nil {
+				revoked = k.RevokedAt.Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s…\t%v\t%s\t%s\t%s\n", k.ID, k.Tenant, k.Prefix, k.Admin, k.CreatedAt.Format(time.RFC3339), revoked, k.Name)
+		}
+		_ = tw.Flush()
+		return 0
+	case "revoke":
+		fs := newFlagSet(e, "keys revoke", "keys revoke KEY_ID")
+		cf.register(fs, e)
+		if ok, code := parseFlags(fs, e, args[1:]); !ok {
+			return code
+		}
+		if fs.NArg() != 1 {
+			return fail(e, "keys revoke: give exactly one key id (see 'corral keys ls')")
+		}
+		c, err := cf.client(e)
+		if err != nil {
+			return fail(e, "%v", err)
+		}
+		if err := c.RevokeAPIKey(ctx, fs.Arg(0)); err != nil {
+			return cf.apiFail(e, err)
+		}
+		fmt.Fprintf(e.stderr, "revoked %s\n", fs.Arg(0))
+		return 0
+	}
+	return fail(e, "keys: unknown subcommand %q (create, ls, revoke)", args[0])
+}

@@ -1,0 +1,44 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package cli
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/corral-dev/corral/internal/logctx"
+)
+
+// newLogger builds the one logger of a process: JSON in production, text on
+// a terminal, with request and sandbox attributes from the context.
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	if format == "auto" {
+		format = "json"
+		if f, ok := w.(*os.File); ok && isTerminal(f) {
+			format = "text"
+		}
+	}
+	var h slog.Handler
+	switch format {
+	case "json":
+		h = slog.NewJSONHandler(w, opts)
+	case "text":
+		h = slog.NewTextHandler(w, opts)
+	default:
+		return nil, fmt.Errorf("log format %q: want json, text or auto", format)
+	}
+	return slog.New(logctx.NewHandler(h)), nil
+}
+
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,114 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package cli is the composition root of the corral binary: the subcommand
+// tree, one file per subcommand, each mapping its flags onto a component's
+// Config and running it. It is the only package that picks concrete
+// drivers; nothing imports it but cmd/corral.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/corral-dev/corral/internal/version"
+)
+
+// env is what a subcommand may touch of the process.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+}
+
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, e *env, args []string) int
+}
+
+func commands() []command {
+	return []command{
+		{"serve", "run the lifecycle API server (the control plane)", runServe},
+		{"keys", "create, list and revoke API keys", runKeys},
+		{"config", "write an example configuration file", runConfig},
+		{"version", "print the version", runVersion},
+	}
+}
+
+// Main runs the corral command line and returns the exit code.
+func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(e.stdout)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	if args[0] == "--version" {
+		return runVersion(ctx, e, nil)
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(ctx, e, args[1:])
+		}
+	}
+	fmt.Fprintf(e.stderr, "corral: unknown command %q (run 'corral help' for the list)\n", args[0])
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "corral — isolated, short-lived, observable computers for AI agents")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Usage: corral <command> [flags]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Commands:")
+	cs := commands()
+	sort.Slice(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
+	for _, c := range cs {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Run 'corral <command> --help' for a command's flags.")
+}
+
+func runVersion(_ context.Context, e *env, _ []string) int {
+	fmt.Fprintln(e.stdout, version.Get().String())
+	return 0
+}
+
+// parseFlags parses args into fs and reports whether the command should go
+// on, and with which exit code if not.
+func parseFlags(fs *flag.FlagSet, e *env, args []string) (ok bool, code int) {
+	fs.SetOutput(e.stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return false, 0
+		}
+		return false, 2
+	}
+	return true, 0
+}
+
+// newFlagSet returns a flag set whose usage lists the flags with a summary.
+func newFlagSet(e *env, name, synopsis string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(e.stderr, "Usage: corral %s\n\nFlags:\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// fail prints a one-sentence error and returns exit code 1.
+func fail(e *env, format string, args ...any) int {
+	msg := fmt.Sprintf(format, args...)
+	fmt.Fprintln(e.stderr, "corral: "+strings.TrimSuffix(msg, "\n"))
+	return 1
+}

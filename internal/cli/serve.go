@@ -1,0 +1,227 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/corral-dev/corral/internal/auth"
+	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/driver/fakedriver"
+	"github.com/corral-dev/corral/internal/lifecycle"
+	"github.com/corral-dev/corral/internal/server"
+	"github.com/corral-dev/corral/internal/store"
+)
+
+// serveConfig is everything `corral serve` can be told.
+type serveConfig struct {
+	listen           string
+	dataDir          string
+	runtime          string
+	configFile       string
+	apiKey           string
+	insecureNoAuth   bool
+	maxTimeout       time.Duration
+	retainTerminated time.Duration
+	recoveryTimeout  time.Duration
+	shutdownTimeout  time.Duration
+	logFormat        string
+	logLevel         string
+	fakeCreateDelay  time.Duration
+}
+
+// driverFactory builds a driver from the serve configuration.
+type driverFactory func(cfg *serveConfig, log *slog.Logger) (driver.Driver, error)
+
+// drivers is the explicit table of runtimes this binary can drive.
+func drivers() map[string]driverFactory {
+	return map[string]driverFactory{
+		fakedriver.Name: func(cfg *serveConfig, _ *slog.Logger) (driver.Driver, error) {
+			return fakedriver.New(fakedriver.Config{Dir: filepath.Join(cfg.dataDir, "fake"), CreateDelay: cfg.fakeCreateDelay})
+		},
+	}
+}
+
+func driverNames() string {
+	var names []string
+	for n := range drivers() {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+// defaultDataDir is /var/lib/corral for root and the XDG data dir otherwise.
+func defaultDataDir(getenv func(string) string) string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/corral"
+	}
+	if x := getenv("XDG_DATA_HOME"); x != "" {
+		return filepath.Join(x, "corral")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "share", "corral")
+	}
+	return filepath.Join(os.TempDir(), "corral")
+}
+
+func runServe(ctx context.Context, e *env, args []string) int {
+	cfg := serveConfig{}
+	fs := newFlagSet(e, "serve", "serve [flags]")
+	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:8080", "address to serve the API on")
+	fs.StringVar(&cfg.dataDir, "data-dir", defaultDataDir(e.getenv), "directory for the state database and runtime files")
+	fs.StringVar(&cfg.runtime, "runtime", "oci", "runtime that runs sandboxes ("+driverNames()+")")
+	fs.StringVar(&cfg.configFile, "config", "", "TOML configuration file (keys are flag names with '_' for '-'; see 'corral config init')")
+	fs.StringVar(&cfg.apiKey, "api-key", "", "seed this admin API key (for scripts and CI); also CORRAL_API_KEY")
+	fs.BoolVar(&cfg.insecureNoAuth, "insecure-no-auth", false, "accept requests without an API key (local compatibility tests only)")
+	fs.DurationVar(&cfg.maxTimeout, "max-timeout", 0, "longest time to live a sandbox may ask for (0: no limit, and manual cleanup allowed)")
+	fs.DurationVar(&cfg.retainTerminated, "retain-terminated", time.Hour, "how long Terminated and Failed sandboxes stay visible")
+	fs.DurationVar(&cfg.recoveryTimeout, "recovery-timeout", 2*time.Minute, "time budget for recovering sandboxes at start")
+	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to let requests finish on shutdown")
+	fs.StringVar(&cfg.logFormat, "log-format", "auto", "log format: json, text, or auto (text on a terminal)")
+	fs.StringVar(&cfg.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.DurationVar(&cfg.fakeCreateDelay, "fake-create-delay", 0, "runtime fake only: how long each create takes (for tests)")
+	if ok, code := parseFlags(fs, e, args); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return fail(e, "serve takes no arguments (got %q)", fs.Args())
+	}
+	if err := applyLayers(fs, e, cfg.configFile, "config"); err != nil {
+		return fail(e, "%v", err)
+	}
+	log, err := newLogger(e.stderr, cfg.logFormat, cfg.logLevel)
+	if err != nil {
+		return fail(e, "%v", err)
+	}
+	if err := serve(ctx, e, &cfg, log); err != nil {
+		return fail(e, "%v", err)
+	}
+	return 0
+}
+
+func serve(ctx context.Context, e *env, cfg *serveConfig, log *slog.Logger) (err error) {
+	factory, ok := drivers()[cfg.runtime]
+	if !ok {
+		return fmt.Errorf("unknown runtime %q (this build has: %s)", cfg.runtime, driverNames())
+	}
+	if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	unlock, err := lockDataDir(cfg.dataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	st, err := store.Open(ctx, filepath.Join(cfg.dataDir, "corral.db"))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	keys, err := auth.Open(ctx, st)
+	if err != nil {
+		return err
+	}
+	if err := bootstrapKeys(ctx, e, cfg, keys, log); err != nil {
+		return err
+	}
+
+	d, err := factory(cfg, log)
+	if err != nil {
+		return fmt.Errorf("runtime %s: %w", cfg.runtime, err)
+	}
+	if c, ok := d.(io.Closer); ok {
+		defer c.Close()
+	}
+	mgr, err := lifecycle.New(lifecycle.Config{
+		Driver: d, DriverName: cfg.runtime, Store: st, Logger: log, MaxTimeout: cfg.maxTimeout,
+		RecoveryTimeout: cfg.recoveryTimeout, RetainTerminated: cfg.retainTerminated,
+	})
+	if err != nil {
+		return err
+	}
+	// Bind before recovering, so a port clash is reported at once; serve
+	// only after recovery, so no request sees a half-recovered state.
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	if err := mgr.Start(ctx); err != nil {
+		ln.Close()
+		return fmt.Errorf("recovery: %w", err)
+	}
+	srv := server.New(server.Config{Manager: mgr, Keys: keys, Logger: log, InsecureNoAuth: cfg.insecureNoAuth})
+	hs := srv.NewHTTPServer(cfg.listen)
+
+	mctx, stopManager := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = mgr.Run(mctx) })
+	serveErr := make(chan error, 1)
+	wg.Go(func() { serveErr <- hs.Serve(ln) })
+	log.InfoContext(ctx, "serving", "listen", "http://"+ln.Addr().String(), "runtime", cfg.runtime, "data_dir", cfg.dataDir)
+
+	select {
+	case <-ctx.Done():
+		log.InfoContext(ctx, "shutting down; sandboxes keep running")
+	case err = <-serveErr:
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.shutdownTimeout)
+	defer cancel()
+	if serr := hs.Shutdown(sctx); serr != nil {
+		log.WarnContext(ctx, "requests still running at shutdown", "err", serr)
+		_ = hs.Close()
+	}
+	stopManager()
+	wg.Wait()
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// bootstrapKeys seeds --api-key, warns about --insecure-no-auth, and on a
+// server with no key at all mints an admin key and prints it once.
+func bootstrapKeys(ctx context.Context, e *env, cfg *serveConfig, keys *auth.Keyring, log *slog.Logger) error {
+	if cfg.apiKey != "" {
+		if err := keys.Seed(ctx, cfg.apiKey); err != nil {
+			return fmt.Errorf("--api-key: %w", err)
+		}
+	}
+	if cfg.insecureNoAuth {
+		log.WarnContext(ctx, "AUTHENTICATION IS OFF: every request acts as the admin of the default tenant (--insecure-no-auth)")
+		fmt.Fprintln(e.stderr, "corral: WARNING: authentication is off (--insecure-no-auth). Anyone who can reach this port controls every sandbox.")
+		return nil
+	}
+	if !keys.Empty() {
+		return nil
+	}
+	key, rec, err := keys.Create(ctx, auth.DefaultTenant, "bootstrap", true)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stderr, `
+corral: this server had no API key, so it created an admin key for tenant %q.
+        It is stored only as a hash and is shown this once:
+
+    %s
+
+        Use it with:  export OPEN_SANDBOX_API_KEY=%s
+        Manage keys:  corral keys --help
+
+`, rec.Tenant, key, key)
+	return nil
+}

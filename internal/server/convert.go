@@ -1,0 +1,244 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package server
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/corral-dev/corral/api"
+	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/lifecycle"
+	"github.com/corral-dev/corral/internal/sandbox"
+)
+
+// Bounds on a create's timeout, in seconds.
+const (
+	minTimeout = 60
+	maxTimeout = 10 * 365 * 24 * 3600
+)
+
+func invalid(format string, args ...any) error {
+	return errdefs.Invalid(api.CodeInvalidParameter, format, args...)
+}
+
+func hasControl(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] == 0x7f {
+			return true
+		}
+	}
+	return false
+}
+
+// createRequest validates a create body and turns it into a lifecycle
+// request. Every rule that a user can break is checked here, with a
+// message that says what to change.
+func createRequest(tenant string, in *api.CreateSandboxRequest, body []byte, idemKey string) (lifecycle.CreateRequest, error) {
+	out := lifecycle.CreateRequest{Tenant: tenant}
+	if _, ok := in.Extensions["poolRef"]; ok {
+		return out, errdefs.New(errdefs.ErrInvalidArgument, api.CodeUnsupportedPoolRef, "extensions.poolRef needs the kubernetes runtime with pools")
+	}
+	switch {
+	case in.Image != nil && in.SnapshotID != "":
+		return out, invalid("give either image or snapshotId, not both")
+	case in.Image == nil && in.SnapshotID == "":
+		return out, invalid("image (or snapshotId) is required")
+	case in.Image != nil:
+		uri := strings.TrimSpace(in.Image.URI)
+		if uri == "" || uri != in.Image.URI || hasControl(uri) || strings.ContainsAny(uri, " \t") || len(uri) > 1024 {
+			return out, invalid("image.uri %q is not a valid image reference", in.Image.URI)
+		}
+		out.Image = &sandbox.Image{URI: uri}
+		if in.Image.Auth != nil {
+			out.ImageAuth = &driver.Image{URI: uri, Username: in.Image.Auth.Username, Password: in.Image.Auth.Password}
+		}
+	default:
+		out.SnapshotID = in.SnapshotID
+	}
+	if in.Platform != nil {
+		os, arch := strings.ToLower(in.Platform.OS), strings.ToLower(in.Platform.Arch)
+		if os != "linux" && os != "windows" {
+			return out, invalid("platform.os %q: must be linux or windows", in.Platform.OS)
+		}
+		if arch != "amd64" && arch != "arm64" {
+			return out, invalid("platform.arch %q: must be amd64 or arm64", in.Platform.Arch)
+		}
+		if os == "windows" {
+			return out, errdefs.New(errdefs.ErrInvalidArgument, api.CodeAPINotSupported, "windows sandboxes are not supported")
+		}
+		out.Platform = &sandbox.Platform{OS: os, Arch: arch}
+	}
+	if in.Timeout != nil {
+		t := *in.Timeout
+		if t < minTimeout || t > maxTimeout {
+			return out, invalid("timeout %d: must be at least %d seconds (omit it for a sandbox you delete yourself)", t, minTimeout)
+		}
+		out.Timeout = time.Duration(t) * time.Second
+	}
+	res, err := sandbox.ParseResources(in.ResourceLimits)
+	if err != nil {
+		return out, err
+	}
+	out.Resources = res
+	if len(in.Env) > 0 {
+		out.Env = make(map[string]string, len(in.Env))
+		for k, v := range in.Env {
+			if k == "" || strings.ContainsAny(k, "=\x00") {
+				return out, invalid("env key %q: must be non-empty and contain no '=' or NUL", k)
+			}
+			if v == nil {
+				continue
+			}
+			if strings.ContainsRune(*v, 0) {
+				return out, invalid("env %s: the value contains a NUL byte", k)
+			}
+			out.Env[k] = *v
+		}
+	}
+	if err := sandbox.ValidateMetadata(in.Metadata); err != nil {
+		return out, err
+	}
+	out.Metadata = in.Metadata
+	if in.Entrypoint != nil {
+		if len(in.Entrypoint) == 0 || in.Entrypoint[0] == "" {
+			return out, invalid("entrypoint must have at least one element, the program to run")
+		}
+		for _, a := range in.Entrypoint {
+			if strings.ContainsRune(a, 0) {
+				return out, invalid("entrypoint contains a NUL byte")
+			}
+		}
+		out.Entrypoint = in.Entrypoint
+	}
+	if in.NetworkPolicy != nil {
+		if err := validatePolicy(in.NetworkPolicy); err != nil {
+			return out, err
+		}
+		out.NetworkPolicy, _ = json.Marshal(in.NetworkPolicy)
+	}
+	if in.CredentialProxy != nil && in.CredentialProxy.Enabled {
+		if in.NetworkPolicy == nil {
+			return out, invalid("credentialProxy.enabled needs a networkPolicy")
+		}
+		return out, errdefs.New(errdefs.ErrInvalidArgument, api.CodeAPINotSupported, "credentialProxy is not supported by this server yet")
+	}
+	if in.SecureAccess {
+		return out, errdefs.New(errdefs.ErrInvalidArgument, api.CodeAPINotSupported,
+			"secureAccess needs an ingress gateway; corral authenticates every endpoint with per-sandbox tokens instead")
+	}
+	if len(in.Volumes) > 0 {
+		return out, errdefs.New(errdefs.ErrInvalidArgument, api.CodeAPINotSupported, "volumes are not supported by this server yet")
+	}
+	if v, ok := in.Extensions["access.renew.extend.seconds"]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 300 || n > 86400 {
+			return out, invalid("extensions[access.renew.extend.seconds] %q: must be a whole number from 300 to 86400", v)
+		}
+	}
+	out.Extensions = in.Extensions
+	if idemKey != "" {
+		if len(idemKey) > 255 || hasControl(idemKey) {
+			return out, invalid("Idempotency-Key must be 1 to 255 printable characters")
+		}
+		sum := sha256.Sum256(body)
+		out.IdempotencyKey, out.RequestHash = idemKey, hex.EncodeToString(sum[:])
+	}
+	return out, nil
+}
+
+func validatePolicy(p *api.NetworkPolicy) error {
+	switch strings.ToLower(p.DefaultAction) {
+	case "", "allow", "deny":
+	default:
+		return invalid("networkPolicy.defaultAction %q: must be allow or deny", p.DefaultAction)
+	}
+	for i, r := range p.Egress {
+		switch strings.ToLower(r.Action) {
+		case "allow", "deny":
+		default:
+			return invalid("networkPolicy.egress[%d].action %q: must be allow or deny", i, r.Action)
+		}
+		if strings.TrimSpace(r.Target) == "" || hasControl(r.Target) {
+			return invalid("networkPolicy.egress[%d].target %q: must name a domain, *.domain, IP or CIDR", i, r.Target)
+		}
+	}
+	return nil
+}
+
+// wireTime is a timestamp as the API sends it: UTC with microseconds, the
+// precision every client library parses.
+func wireTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+func wireTimePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	w := wireTime(t)
+	return &w
+}
+
+func toStatus(st sandbox.Status) api.SandboxStatus {
+	return api.SandboxStatus{State: st.State.String(), Reason: st.Reason, Message: st.Message, LastTransitionAt: wireTimePtr(st.LastTransitionAt)}
+}
+
+func toPlatform(p *sandbox.Platform) *api.PlatformSpec {
+	if p == nil {
+		return nil
+	}
+	return &api.PlatformSpec{OS: p.OS, Arch: p.Arch}
+}
+
+func toSandbox(sb *sandbox.Sandbox) api.Sandbox {
+	out := api.Sandbox{
+		ID: sb.ID, SnapshotID: sb.SnapshotID, Platform: toPlatform(sb.Platform), Status: toStatus(sb.Status),
+		Metadata: sb.Metadata, Entrypoint: sb.Entrypoint, ExpiresAt: wireTimePtr(sb.ExpiresAt), CreatedAt: wireTime(sb.CreatedAt),
+	}
+	if sb.Image != nil {
+		out.Image = &api.ImageSpec{URI: sb.Image.URI}
+	}
+	if out.Entrypoint == nil {
+		out.Entrypoint = []string{}
+	}
+	return out
+}
+
+func toCreateResponse(sb *sandbox.Sandbox) api.CreateSandboxResponse {
+	full := toSandbox(sb)
+	return api.CreateSandboxResponse{
+		ID: full.ID, Status: full.Status, Metadata: full.Metadata, Platform: full.Platform,
+		ExpiresAt: full.ExpiresAt, CreatedAt: full.CreatedAt, Entrypoint: full.Entrypoint,
+	}
+}
+
+func toSnapshot(sn *sandbox.Snapshot) api.Snapshot {
+	return api.Snapshot{
+		ID: sn.ID, SandboxID: sn.SandboxID, Name: sn.Name, CreatedAt: wireTime(sn.CreatedAt),
+		Status: api.SnapshotStatus{State: sn.State.String(), Reason: sn.Reason, Message: sn.Message, LastTransitionAt: wireTimePtr(sn.LastTransitionAt)},
+	}
+}
+
+func pagination(page, size, total int) api.PaginationInfo {
+	pages := 0
+	if total > 0 {
+		pages = (total + size - 1) / size
+	}
+	return api.PaginationInfo{Page: page, PageSize: size, TotalItems: total, TotalPages: pages, HasNextPage: page < pages}
+}
+
+// parseTime reads an RFC 3339 timestamp; one without a zone is UTC.
+func parseTime(s string) (time.Time, error) {
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999Z07:00"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%q is not an RFC 3339 timestamp", s)
+}

@@ -1,0 +1,205 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/corral-dev/corral/api"
+	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/internal/sandbox"
+)
+
+func parsePort(s string) (int, error) {
+	p, err := strconv.Atoi(s)
+	if err != nil || p < 1 || p > 65535 {
+		return 0, invalid("port %q: must be a whole number from 1 to 65535", s)
+	}
+	return p, nil
+}
+
+// endpointHeaders are the headers a client must send to a sandbox port.
+func endpointHeaders(sb *sandbox.Sandbox, port int) map[string]string {
+	switch port {
+	case api.ExecdPort:
+		return map[string]string{api.HeaderExecdToken: string(sb.ExecdToken)}
+	case api.EgressPort:
+		return map[string]string{api.HeaderEgressToken: string(sb.EgressToken)}
+	}
+	return nil
+}
+
+// remoteIsLoopback reports whether the client connected from this machine.
+func remoteIsLoopback(r *http.Request) bool {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	return err == nil && ap.Addr().IsLoopback()
+}
+
+func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	port, err := parsePort(r.PathValue("port"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	q := r.URL.Query()
+	useProxy := false
+	if v := q.Get("use_server_proxy"); v != "" {
+		if useProxy, err = strconv.ParseBool(v); err != nil {
+			s.writeError(w, r, invalid("use_server_proxy %q: must be true or false", v))
+			return
+		}
+	}
+	if q.Has("expires") {
+		if useProxy {
+			s.writeError(w, r, invalid("expires cannot be combined with use_server_proxy=true"))
+			return
+		}
+		s.writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, api.CodeAPINotSupported,
+			"signed endpoints (expires) need an ingress gateway; use the endpoint headers or use_server_proxy=true"))
+		return
+	}
+	addr, sb, err := s.mgr.Endpoint(r.Context(), tenant(r), id, port)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := api.Endpoint{Endpoint: addr.String(), Headers: endpointHeaders(sb, port)}
+	// A loopback address is useless to a client on another machine: hand it
+	// the authenticated proxy route instead.
+	if useProxy || addr.Addr().IsLoopback() && !remoteIsLoopback(r) {
+		out.Endpoint = r.Host + "/sandboxes/" + id + "/proxy/" + strconv.Itoa(port)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// sandboxProxy forwards /sandboxes/{id}/proxy/{port}/... to a sandbox port,
+// streaming both ways, upgrades (WebSocket) included.
+type sandboxProxy struct {
+	s  *Server
+	rp *httputil.ReverseProxy
+}
+
+type proxyTargetKey struct{}
+
+func newSandboxProxy(s *Server) *sandboxProxy {
+	p := &sandboxProxy{s: s}
+	transport := &http.Transport{
+		// Never an environment proxy: sandbox traffic stays on this machine.
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          512,
+		MaxIdleConnsPerHost:   32,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: 0,
+		ExpectContinueTimeout: time.Second,
+	}
+	p.rp = &httputil.ReverseProxy{
+		Transport:     transport,
+		FlushInterval: -1,
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			t := pr.In.Context().Value(proxyTargetKey{}).(proxyTarget)
+			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", t.addr.String()
+			pr.Out.URL.Path, pr.Out.URL.RawPath = t.path, ""
+			pr.Out.URL.RawQuery = pr.In.URL.RawQuery
+			pr.Out.Host = t.addr.String()
+			pr.SetXForwarded()
+			t.setHeaders(pr.Out.Header)
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if r.Context().Err() != nil {
+				return
+			}
+			s.log.WarnContext(r.Context(), "proxy upstream failed", "err", err)
+			s.writeErrorStatus(w, r, http.StatusBadGateway, api.CodeProxyUpstream,
+				"the sandbox port did not answer; is something listening on it?")
+		},
+	}
+	return p
+}
+
+type proxyTarget struct {
+	addr       netip.AddrPort
+	path       string
+	port       int
+	sb         *sandbox.Sandbox
+	stripAuthz bool
+}
+
+// setHeaders removes the caller's corral credentials and adds the ones the
+// sandbox port expects; a user's own service never sees a corral token.
+func (t proxyTarget) setHeaders(h http.Header) {
+	h.Del(api.HeaderAPIKey)
+	if t.stripAuthz {
+		h.Del("Authorization")
+	}
+	h.Del(api.HeaderExecdToken)
+	h.Del(api.HeaderEgressToken)
+	for k, v := range endpointHeaders(t.sb, t.port) {
+		h.Set(k, v)
+	}
+}
+
+func (p *sandboxProxy) serve(w http.ResponseWriter, r *http.Request) {
+	s := p.s
+	id := r.PathValue("id")
+	port, err := parsePort(r.PathValue("port"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if strings.Contains(r.URL.Path, "..") {
+		s.writeError(w, r, invalid("the proxied path must not contain '..'"))
+		return
+	}
+	tenantID, ok := p.authorize(r, id, port)
+	if !ok {
+		// Same answer for a wrong token and an unknown sandbox.
+		s.writeError(w, r, errdefs.New(errdefs.ErrUnauthenticated, api.CodeMissingAPIKey,
+			"the proxy needs an API key (OPEN-SANDBOX-API-KEY) or the sandbox's endpoint headers"))
+		return
+	}
+	addr, sb, err := s.mgr.Endpoint(r.Context(), tenantID, id, port)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if sb.Status.State != sandbox.StateRunning {
+		s.writeError(w, r, errdefs.Newf(errdefs.ErrFailedPrecondition, "SANDBOX::INVALID_STATE",
+			"sandbox %s is %s; resume it to reach its ports", id, sb.Status.State))
+		return
+	}
+	_, viaAuthz := presentedKey(r)
+	t := proxyTarget{addr: addr, path: "/" + r.PathValue("path"), port: port, sb: sb, stripAuthz: viaAuthz}
+	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), proxyTargetKey{}, t)))
+}
+
+// authorize accepts the owning tenant's API key, or the sandbox's own
+// execd token (egress token for the egress port), compared in constant time.
+func (p *sandboxProxy) authorize(r *http.Request, id string, port int) (string, bool) {
+	if pr, ok := principalFrom(r.Context()); ok {
+		return pr.Tenant, true
+	}
+	sb, err := p.s.mgr.ByID(id)
+	if err != nil {
+		return "", false
+	}
+	header, want := api.HeaderExecdToken, sb.ExecdToken
+	if port == api.EgressPort {
+		header, want = api.HeaderEgressToken, sb.EgressToken
+	}
+	got := r.Header.Get(header)
+	if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+		return "", false
+	}
+	return sb.Tenant, true
+}

@@ -1,0 +1,120 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package server
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corral-dev/corral/api"
+	"github.com/corral-dev/corral/internal/driver/fakedriver"
+)
+
+func TestProxy(t *testing.T) {
+	t.Parallel()
+	s := newTS(t)
+	id := s.create(s.keyA, basicCreate()).ID
+	var ep api.Endpoint
+	s.call("GET", "/v1/sandboxes/"+id+"/endpoints/44772", s.keyA, nil).decode(t, &ep)
+	token := ep.Headers[api.HeaderExecdToken]
+
+	echo := func(r resp) fakedriver.Echo {
+		t.Helper()
+		if r.status != 200 {
+			t.Fatalf("proxy = %d %s", r.status, r.body)
+		}
+		var e fakedriver.Echo
+		r.decode(t, &e)
+		return e
+	}
+	// With the tenant's API key, to a user port: the key does not travel on.
+	e := echo(s.call("POST", "/v1/sandboxes/"+id+"/proxy/8080/some/path?x=1&y=2", s.keyA, "payload"))
+	if e.SandboxID != id || e.Port != 8080 || e.Path != "/some/path" || e.Query != "x=1&y=2" || e.Body != "payload" || e.Method != "POST" {
+		t.Errorf("proxied request = %+v", e)
+	}
+	for _, h := range []string{api.HeaderAPIKey, api.HeaderExecdToken} {
+		if _, ok := e.Headers[http.CanonicalHeaderKey(h)]; ok {
+			t.Errorf("the sandbox's user port received %s", h)
+		}
+	}
+	if e.Headers["X-Forwarded-For"] == nil {
+		t.Errorf("no X-Forwarded-For: %v", e.Headers)
+	}
+	// To execd, the server adds the sandbox's execd token itself.
+	e = echo(s.call("GET", "/sandboxes/"+id+"/proxy/44772/ping/x", s.keyA, nil))
+	if got := e.Headers[http.CanonicalHeaderKey(api.HeaderExecdToken)]; len(got) != 1 || got[0] != token {
+		t.Errorf("execd got token %v, want the sandbox's", got)
+	}
+	// OpenSandbox clients send the endpoint's headers and no API key.
+	echo(s.call("GET", "/v1/sandboxes/"+id+"/proxy/44772/command", "", nil, api.HeaderExecdToken, token))
+	echo(s.call("GET", "/v1/sandboxes/"+id+"/proxy/8080", "", nil, api.HeaderExecdToken, token))
+	// Anything else is refused.
+	for _, tc := range []struct {
+		name   string
+		key    string
+		hdr    []string
+		status int
+	}{
+		{"no credentials", "", nil, 401},
+		{"wrong token", "", []string{api.HeaderExecdToken, token + "x"}, 401},
+		{"bad key", "ck_nope", nil, 401},
+		{"other tenant", s.keyB, nil, 404},
+	} {
+		if r := s.call("GET", "/v1/sandboxes/"+id+"/proxy/8080/", tc.key, nil, tc.hdr...); r.status != tc.status {
+			t.Errorf("%s: %d %s, want %d", tc.name, r.status, r.body, tc.status)
+		}
+	}
+	if r := s.call("GET", "/v1/sandboxes/"+id+"/proxy/0/", s.keyA, nil); r.status != 400 {
+		t.Errorf("port 0 = %d", r.status)
+	}
+	// The egress port takes the egress token, not the execd one.
+	if r := s.call("GET", "/v1/sandboxes/"+id+"/proxy/18080/policy", "", nil, api.HeaderExecdToken, token); r.status != 401 {
+		t.Errorf("execd token on the egress port = %d", r.status)
+	}
+	s.call("POST", "/v1/sandboxes/"+id+"/pause", s.keyA, nil)
+	if r := s.call("GET", "/v1/sandboxes/"+id+"/proxy/8080/", s.keyA, nil); r.status != 409 {
+		t.Errorf("proxy to a paused sandbox = %d %s", r.status, r.body)
+	}
+}
+
+// TestProxyUpgrade checks that an upgraded connection (what a WebSocket
+// is) flows both ways through the proxy.
+func TestProxyUpgrade(t *testing.T) {
+	t.Parallel()
+	s := newTS(t)
+	id := s.create(s.keyA, basicCreate()).ID
+	conn, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	req := "GET /v1/sandboxes/" + id + "/proxy/9000/ws HTTP/1.1\r\nHost: x\r\n" + api.HeaderAPIKey + ": " + s.keyA +
+		"\r\nConnection: Upgrade\r\nUpgrade: " + fakedriver.EchoUpgrade + "\r\n\r\n"
+	if _, err := io.WriteString(conn, req); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade = %d", res.StatusCode)
+	}
+	for _, msg := range []string{"hello", "world"} {
+		if _, err := io.WriteString(conn, msg); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, len(msg))
+		if _, err := io.ReadFull(br, buf); err != nil || string(buf) != msg {
+			t.Fatalf("echo = %q, %v; want %q", buf, err, msg)
+		}
+	}
+}

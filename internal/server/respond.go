@@ -1,0 +1,94 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/corral-dev/corral/api"
+	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/errdefs/errhttp"
+)
+
+// maxBody bounds JSON request bodies.
+const maxBody = 1 << 20
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeError answers err in the contract's error shape. 5xx causes are
+// logged here, once, with the request id; users see a generic sentence.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	status, code, msg := errhttp.FromError(err)
+	if status >= 500 {
+		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
+		if msg == errhttp.InternalMessage {
+			msg = fmt.Sprintf("%s (request id %s)", msg, w.Header().Get(api.HeaderRequestID))
+		}
+	}
+	if k := errhttp.KindName(err); k != "" {
+		w.Header().Set(errhttp.HeaderKind, k)
+	}
+	if status == 499 {
+		// The client is gone; nobody reads this.
+		status = http.StatusBadRequest
+	}
+	s.writeErrorStatus(w, r, status, code, msg)
+}
+
+func (s *Server) writeErrorStatus(w http.ResponseWriter, _ *http.Request, status int, code, msg string) {
+	writeJSON(w, status, api.ErrorResponse{Code: code, Message: msg})
+}
+
+// decodeJSON reads a JSON body into v with a size limit and clear errors.
+// Empty bodies are an error unless optional.
+func decodeJSON(r *http.Request, v any, optional bool) ([]byte, error) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil {
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, api.CodeInvalidRequestBody, "could not read the request body")
+	}
+	if len(body) > maxBody {
+		return nil, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeInvalidRequestBody, "the request body is larger than %d bytes", maxBody)
+	}
+	if len(strings.TrimSpace(string(body))) == 0 {
+		if optional {
+			return body, nil
+		}
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, api.CodeInvalidRequestBody, "a JSON request body is required")
+	}
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	if err := dec.Decode(v); err != nil {
+		return nil, jsonError(err)
+	}
+	if dec.More() {
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, api.CodeInvalidRequestBody, "the request body has data after the JSON value")
+	}
+	return body, nil
+}
+
+func jsonError(err error) error {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeInvalidRequestBody, "the request body is not valid JSON (at byte %d)", syn.Offset)
+	case errors.As(err, &typ):
+		field := typ.Field
+		if field == "" {
+			field = "the body"
+		}
+		return errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeInvalidRequestBody, "%s: expected %s, got JSON %s", field, typ.Type, typ.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return errdefs.New(errdefs.ErrInvalidArgument, api.CodeInvalidRequestBody, "the request body is truncated JSON")
+	}
+	return errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeInvalidRequestBody, "the request body is not valid: %v", err)
+}

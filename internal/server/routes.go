@@ -1,0 +1,69 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package server
+
+import (
+	"net/http"
+
+	"github.com/corral-dev/corral/api"
+	"github.com/corral-dev/corral/errdefs"
+)
+
+// routes registers every route under /v1 and unprefixed, as OpenSandbox
+// clients use both.
+func (s *Server) routes() {
+	s.mux.HandleFunc("GET /health", s.health)
+	s.mux.HandleFunc("GET /metrics", s.adminOnly(s.metrics.handler.ServeHTTP))
+	for _, p := range []string{"", "/v1"} {
+		s.handle("GET "+p+"/sandboxes", s.listSandboxes)
+		s.handle("POST "+p+"/sandboxes", s.createSandbox)
+		s.handle("GET "+p+"/sandboxes/{id}", s.getSandbox)
+		s.handle("DELETE "+p+"/sandboxes/{id}", s.deleteSandbox)
+		s.handle("PATCH "+p+"/sandboxes/{id}/metadata", s.patchMetadata)
+		s.handle("POST "+p+"/sandboxes/{id}/pause", s.pauseSandbox)
+		s.handle("POST "+p+"/sandboxes/{id}/resume", s.resumeSandbox)
+		s.handle("POST "+p+"/sandboxes/{id}/renew-expiration", s.renewSandbox)
+		s.handle("GET "+p+"/sandboxes/{id}/endpoints/{port}", s.getEndpoint)
+		s.handle("POST "+p+"/sandboxes/{id}/snapshots", s.createSnapshot)
+		s.handle("GET "+p+"/snapshots", s.listSnapshots)
+		s.handle("GET "+p+"/snapshots/{id}", s.getSnapshot)
+		s.handle("DELETE "+p+"/snapshots/{id}", s.deleteSnapshot)
+		s.handle(p+"/sandboxes/{id}/proxy/{port}", s.proxy.serve)
+		s.handle(p+"/sandboxes/{id}/proxy/{port}/{path...}", s.proxy.serve)
+		s.handle("GET "+p+"/admin/keys", s.adminOnly(s.listKeys))
+		s.handle("POST "+p+"/admin/keys", s.adminOnly(s.createKey))
+		s.handle("DELETE "+p+"/admin/keys/{id}", s.adminOnly(s.revokeKey))
+		// Known paths with an unsupported method answer 405 in the
+		// contract's error shape rather than the mux's plain text.
+		for _, path := range []string{"/sandboxes", "/sandboxes/{id}", "/sandboxes/{id}/metadata", "/sandboxes/{id}/pause",
+			"/sandboxes/{id}/resume", "/sandboxes/{id}/renew-expiration", "/sandboxes/{id}/endpoints/{port}",
+			"/sandboxes/{id}/snapshots", "/snapshots", "/snapshots/{id}", "/admin/keys", "/admin/keys/{id}"} {
+			s.mux.HandleFunc(p+path, s.methodNotAllowed)
+		}
+	}
+	s.mux.HandleFunc("/", s.notFound)
+}
+
+// handle registers h and records its pattern for metrics and logs.
+func (s *Server) handle(pattern string, h http.HandlerFunc) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if ri := routeInfoFrom(r.Context()); ri != nil {
+			ri.route = pattern
+		}
+		h(w, r)
+	})
+}
+
+func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, api.Health{Status: "healthy"})
+}
+
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	s.writeError(w, r, errdefs.Newf(errdefs.ErrNotFound, api.CodeRouteNotFound, "no route for %s %s", r.Method, r.URL.Path))
+}
+
+func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	s.writeErrorStatus(w, r, http.StatusMethodNotAllowed, api.CodeMethodNotAllowed,
+		"method "+r.Method+" is not allowed on "+r.URL.Path)
+}

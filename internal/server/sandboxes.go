@@ -1,0 +1,232 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package server
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/corral-dev/corral/api"
+	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/internal/lifecycle"
+	"github.com/corral-dev/corral/internal/sandbox"
+)
+
+// maxPageSize bounds list pages.
+const maxPageSize = 200
+
+func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
+	var in api.CreateSandboxRequest
+	body, err := decodeJSON(r, &in, false)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	req, err := createRequest(tenant(r), &in, body, r.Header.Get(api.HeaderIdempotencyKey))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	start := time.Now()
+	sb, err := s.mgr.Create(r.Context(), req)
+	s.metrics.observeCreate(time.Since(start), err)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/sandboxes/"+sb.ID)
+	writeJSON(w, http.StatusAccepted, toCreateResponse(sb))
+}
+
+func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
+	sb, err := s.mgr.Get(r.Context(), tenant(r), r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toSandbox(sb))
+}
+
+// pageParams reads page and pageSize.
+func pageParams(q url.Values) (page, size int, err error) {
+	page, size = 1, 20
+	if v := q.Get("page"); v != "" {
+		if page, err = strconv.Atoi(v); err != nil || page < 1 {
+			return 0, 0, invalid("page %q: must be a whole number of at least 1", v)
+		}
+	}
+	if v := q.Get("pageSize"); v != "" {
+		if size, err = strconv.Atoi(v); err != nil || size < 1 || size > maxPageSize {
+			return 0, 0, invalid("pageSize %q: must be a whole number from 1 to %d", v, maxPageSize)
+		}
+	}
+	return page, size, nil
+}
+
+// repeated returns a repeated query parameter, also split on commas.
+func repeated(q url.Values, name string) []string {
+	var out []string
+	for _, v := range q[name] {
+		for _, part := range strings.Split(v, ",") {
+			if part = strings.TrimSpace(part); part != "" {
+				out = append(out, part)
+			}
+		}
+	}
+	return out
+}
+
+func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	page, size, err := pageParams(q)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	f := lifecycle.Filter{Page: page, PageSize: size}
+	for _, name := range repeated(q, "state") {
+		st, err := sandbox.ParseState(name)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		f.States = append(f.States, st)
+	}
+	if f.Metadata, err = sandbox.ParseMetadataQuery(q.Get("metadata")); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	items, total := s.mgr.List(r.Context(), tenant(r), f)
+	out := api.ListSandboxesResponse{Items: make([]api.Sandbox, 0, len(items)), Pagination: pagination(page, size, total)}
+	for _, sb := range items {
+		out.Items = append(out.Items, toSandbox(sb))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
+	if err := s.mgr.Delete(r.Context(), tenant(r), r.PathValue("id")); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) patchMetadata(w http.ResponseWriter, r *http.Request) {
+	var patch map[string]*string
+	if _, err := decodeJSON(r, &patch, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	sb, err := s.mgr.PatchMetadata(r.Context(), tenant(r), r.PathValue("id"), patch)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toSandbox(sb))
+}
+
+func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) {
+	if err := s.mgr.Pause(r.Context(), tenant(r), r.PathValue("id")); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusAccepted)
+}
+
+func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request) {
+	if err := s.mgr.Resume(r.Context(), tenant(r), r.PathValue("id")); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusAccepted)
+}
+
+func (s *Server) renewSandbox(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		ExpiresAt *string `json:"expiresAt"`
+	}
+	if _, err := decodeJSON(r, &in, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if in.ExpiresAt == nil {
+		s.writeError(w, r, invalid("expiresAt is required"))
+		return
+	}
+	at, err := parseTime(*in.ExpiresAt)
+	if err != nil {
+		s.writeError(w, r, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeInvalidExpiration, "expiresAt: %v", err))
+		return
+	}
+	got, err := s.mgr.Renew(r.Context(), tenant(r), r.PathValue("id"), at)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.RenewSandboxExpirationResponse{ExpiresAt: wireTime(got)})
+}
+
+func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
+	var in api.CreateSnapshotRequest
+	if _, err := decodeJSON(r, &in, true); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if in.Name != "" && (len(in.Name) > 256 || hasControl(in.Name)) {
+		s.writeError(w, r, invalid("name must be 1 to 256 printable characters"))
+		return
+	}
+	sn, err := s.mgr.CreateSnapshot(r.Context(), tenant(r), r.PathValue("id"), in.Name)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/snapshots/"+sn.ID)
+	writeJSON(w, http.StatusAccepted, toSnapshot(sn))
+}
+
+func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
+	sn, err := s.mgr.GetSnapshot(r.Context(), tenant(r), r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toSnapshot(sn))
+}
+
+func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	page, size, err := pageParams(q)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	f := lifecycle.SnapshotFilter{SandboxID: q.Get("sandboxId"), Page: page, PageSize: size}
+	for _, name := range repeated(q, "state") {
+		st, err := sandbox.ParseSnapshotState(name)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		f.States = append(f.States, st)
+	}
+	items, total := s.mgr.ListSnapshots(r.Context(), tenant(r), f)
+	out := api.ListSnapshotsResponse{Items: make([]api.Snapshot, 0, len(items)), Pagination: pagination(page, size, total)}
+	for _, sn := range items {
+		out.Items = append(out.Items, toSnapshot(sn))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
+	if err := s.mgr.DeleteSnapshot(r.Context(), tenant(r), r.PathValue("id")); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,77 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package server is corral's lifecycle HTTP API: the OpenSandbox lifecycle
+// contract under /v1 and unprefixed, API-key authentication with tenants,
+// the authenticated proxy to sandbox ports, key administration, /health and
+// Prometheus /metrics. It translates HTTP to lifecycle.Manager calls and
+// errors to the contract's {"code","message"} bodies; it holds no state of
+// its own. Only internal/cli constructs it.
+package server
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/corral-dev/corral/internal/auth"
+	"github.com/corral-dev/corral/internal/lifecycle"
+	"github.com/corral-dev/corral/internal/logctx"
+)
+
+// Config configures a Server.
+type Config struct {
+	Manager *lifecycle.Manager
+	Keys    *auth.Keyring
+	Logger  *slog.Logger
+	// InsecureNoAuth accepts every request as the default tenant's admin.
+	InsecureNoAuth bool
+	// Registry receives the server's metrics; nil means a private registry.
+	Registry *prometheus.Registry
+}
+
+// Server serves the lifecycle API.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	mgr     *lifecycle.Manager
+	keys    *auth.Keyring
+	mux     *http.ServeMux
+	metrics *metrics
+	proxy   *sandboxProxy
+}
+
+// New builds a Server.
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = logctx.Discard()
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, mgr: cfg.Manager, keys: cfg.Keys, mux: http.NewServeMux()}
+	s.metrics = newMetrics(cfg.Registry, cfg.Manager)
+	s.proxy = newSandboxProxy(s)
+	s.routes()
+	return s
+}
+
+// Handler returns the HTTP handler of the API.
+func (s *Server) Handler() http.Handler {
+	return s.withRecover(s.withRequestID(s.withCORS(s.withMetrics(s.withAuth(s.mux)))))
+}
+
+// NewHTTPServer returns an http.Server for the handler with sane timeouts.
+// Write timeouts are left to handlers: creates and proxied streams are long.
+func (s *Server) NewHTTPServer(addr string) *http.Server {
+	return &http.Server{
+		Addr:              addr,
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    1 << 20,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+}

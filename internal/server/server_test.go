@@ -1,0 +1,526 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package server
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corral-dev/corral/api"
+	"github.com/corral-dev/corral/internal/testutil"
+)
+
+func TestHealthNeedsNoKey(t *testing.T) {
+	t.Parallel()
+	s := newTS(t)
+	r := s.call("GET", "/health", "", nil)
+	if r.status != 200 || !strings.Contains(string(r.body), `"healthy"`) {
+		t.Fatalf("GET /health = %d %s", r.status, r.body)
+	}
+}
+
+func TestAuthentication(t *testing.T) {
+	t.Parallel()
+	s := newTS(t)
+	for _, prefix := range []string{"", "/v1"} {
+		r := s.call("GET", prefix+"/sandboxes", "", nil)
+		if r.status != 401 || r.errCode(t) != api.CodeMissingAPIKey {
+			t.Errorf("no key: %d %s", r.status, r.body)
+		}
+		r = s.call("GET", prefix+"/sandboxes", "ck_wrong", nil)
+		if r.status != 401 || r.errCode(t) != api.CodeInvalidAPIKey {
+			t.Errorf("bad key: %d %s", r.status, r.body)
+		}
+		r = s.call("GET", prefix+"/sandboxes", "", nil, "Authorization", "Bearer "+s.keyA)
+		if r.status != 200 {
+			t.Errorf("bearer key: %d %s", r.status, r.body)
+		}
+	}
+}
+
+func TestRequestID(t *testing.T) {
+	t.Parallel()
+	s := newTS(t)
+	r := s.call("GET", "/v1/sandboxes", s.keyA, nil, api.HeaderRequestID, "trace-123")
+	if got := r.header.Get(api.HeaderRequestID); got != "trace-123" {
+		t.Errorf("echoed X-Request-ID = %q", got)
+	}
+	r = s.call("GET", "/v1/sandboxes", s.keyA, nil)
+	if got := r.header.Get(api.HeaderRequestID); len(got) != 36 || strings.Count(got, "-") != 4 {
+		t.Errorf("generated X-Request-ID = %q, want a UUID", got)
+	}
+	r = s.call("GET", "/v1/sandboxes", "", nil, api.HeaderRequestID, "bad id\twith tab")
+	if got := r.header.Get(api.HeaderRequestID); got == "bad id\twith tab" || got == "" {
+		t.Errorf("unsafe X-Request-ID was echoed: %q", got)
+	}
+}
+
+func TestCreateAndGet(t *testing.T) {
+	t.Parallel()
+	s := newTS(t)
+	body := basicCreate()
+	body["metadata"] = map[string]string{"project": "apollo"}
+	body["env"] = map[string]any{"A": "1", "DROPPED": nil}
+	body["platform"] = map[string]string{"os": "Linux", "arch": "AMD64"}
+	r := s.call("POST", "/v1/sandboxes", s.keyA, body)
+	if r.status != http.StatusAccepted {
+		t.Fatalf("create = %d %s", r.status, r.body)
+	}
+	var created api.CreateSandboxResponse
+	r.decode(t, &created)
+	if created.Status.State != api.StateRunning || created.ExpiresAt == nil || created.Platform == nil || created.Platform.OS != "linux" {
+		t.Fatalf("create answer = %s", r.body)
+	}
+	if loc := r.header.Get("Location"); loc != "/v1/sandboxes/"+created.ID {
+		t.Errorf("Location = %q", loc)
+	}
+	for _, p := range []string{"/v1/sandboxes/", "/sandboxes/"} {
+		g := s.call("GET", p+created.ID, s.keyA, nil)
+		if g.status != 200 {
+			t.Fatalf("GET %s = %d %s", p, g.status, g.body)
+		}
+		var sb api.Sandbox
+		g.decode(t, &sb)
+		if sb.Image == nil || sb.Image.URI != "fake:ok" || sb.Metadata["project"] != "apollo" || sb.Entrypoint[0] != "python" {
+			t.Errorf("GET = %s", g.body)
+		}
+	}
+	// A manual-cleanup sandbox has no expiresAt at all, not null.
+	manual := basicCreate()
+	delete(manual, "timeout")
+	m := s.call("POST", "/v1/sandboxes", s.keyA, manual)
+	if m.status != 202 || strings.Contains(string(m.body), "expiresAt") || strings.Contains(string(m.body), "null") {
+		t.Errorf("manual cleanup create = %d %s", m.status, m.body)
+	}
+	// The image's credentials are never echoed.
+	withAuth := basicCreate()
+	withAuth["image"] = map[string]any{"uri": "fake:ok", "auth": map[string]string{"username": "u", "password": "hunter2"}}
+	a := s.create(s.keyA, withAuth)
+	g := s.call("GET", "/v1/sandboxes/"+a.ID, s.keyA, nil)
+	if strings.Contains(string(g.body), "hunter2") {
+		t.Errorf("GET leaks the registry password: %s", g.body)
+	}
+}
+
+func TestCreateRejectsBadInput(t *testing.T) {
+	t.Parallel()
+	s := newTS(t)
+	with := func(mod func(map[string]any)) map[string]any {
+		b := basicCreate()
+		mod(b)
+		return b
+	}
+	cases := []struct {
+		name string
+		body any
+		code string
+	}{
+		{"empty body", "", api.CodeInvalidRequestBody},
+		{"not json", "{nope", api.CodeInvalidRequestBody},
+		{"trailing data", `{"image":{"uri":"x"}} {}`, api.CodeInvalidRequestBody},
+		{"wrong type", `{"image":{"uri":"x"},"timeout":"soon"}`, api.CodeInvalidRequestBody},
+		{"no image", with(func(b map[string]any) { delete(b, "image") }), api.CodeInvalidParameter},
+		{"image and snapshot", with(func(b map[string]any) { b["snapshotId"] = "s" }), api.CodeInvalidParameter},
+		{"blank uri", with(func(b map[string]any) { b["image"] = map[string]any{"uri": " "} }), api.CodeInvalidParameter},
+		{"short timeout", with(func(b map[string]any) { b["timeout"] = 59 }), api.CodeInvalidParameter},
+		{"negative timeout", with(func(b map[string]any) { b["timeout"] = -1 }), api.CodeInvalidParameter},
+		{"bad cpu", with(func(b map[string]any) { b["resourceLimits"] = map[string]string{"cpu": "lots"} }), api.CodeInvalidResourceLimit},
+		{"bad memory", with(func(b map[string]any) { b["resourceLimits"] = map[string]string{"memory": "12XB"} }), api.CodeInvalidResourceLimit},
+		{"tiny memory", with(func(b map[string]any) { b["resourceLimits"] = map[string]string{"memory": "1Ki"} }), api.CodeInvalidResourceLimit},
+		{"unknown resource", with(func(b map[string]any) { b["resourceLimits"] = map[string]string{"disk": "1Gi"} }), api.CodeInvalidResourceLimit},
+		{"gpu", with(func(b map[string]any) { b["resourceLimits"] = map[string]string{"gpu": "1"} }), api.CodeInvalidResourceLimit},
+		{"bad metadata key", with(func(b map[string]any) { b["metadata"] = map[string]string{"-bad": "x"} }), api.CodeInvalidMetadataLabel},
+		{"reserved metadata", with(func(b map[string]any) { b["metadata"] = map[string]string{"opensandbox.io/id": "x"} }), api.CodeInvalidMetadataLabel},
+		{"long metadata value", with(func(b map[string]any) { b["metadata"] = map[string]string{"k": strings.Repeat("v", 64)} }), api.CodeInvalidMetadataLabel},
+		{"env key with =", with(func(b map[string]any) { b["env"] = map[string]string{"A=B": "x"} }), api.CodeInvalidParameter},
+		{"empty entrypoint", with(func(b map[string]any) { b["entrypoint"] = []string{} }), api.CodeInvalidParameter},
+		{"bad platform", with(func(b map[string]any) { b["platform"] = map[string]string{"os": "plan9", "arch": "amd64"} }), api.CodeInvalidParameter},
+		{"windows", with(func(b map[string]any) { b["platform"] = map[string]string{"os": "windows", "arch": "amd64"} }), api.CodeAPINotSupported},
+		{"bad policy action", with(func(b map[string]any) {
+			b["networkPolicy"] = map[string]any{"egress": []map[string]string{{"action": "maybe", "target": "x.com"}}}
+		}), api.CodeInvalidParameter},
+		{"bad default action", with(func(b map[string]any) { b["networkPolicy"] = map[string]any{"defaultAction": "drop"} }), api.CodeInvalidParameter},
+		{"credential proxy without policy", with(func(b map[string]any) { b["credentialProxy"] = map[string]bool{"enabled": true} }), api.CodeInvalidParameter},
+		{"secure access", with(func(b map[string]any) { b["secureAccess"] = true }), api.CodeAPINotSupported},
+		{"volumes", with(func(b map[string]any) { b["volumes"] = []map[string]string{{"name": "v", "mountPath": "/x"}} }), api.CodeAPINotSupported},
+		{"pool ref", with(func(b map[string]any) { b["extensions"] = map[string]string{"poolRef": "p"} }), api.CodeUnsupportedPoolRef},
+		{"renew extension", with(func(b map[string]any) { b["extensions"] = map[string]string{"access.renew.extend.seconds": "5"} }), api.CodeInvalidParameter},
+		{"unknown snapshot", map[string]any{"snapshotId": "nope"}, "SNAPSHOT::NOT_FOUND"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := s.call("POST", "/v1/sandboxes", s.keyA, tc.body)
+			if r.status != 400 || r.errCode(t) != tc.code {
+				t.Errorf("create(%s) = %d %s, want 400 %s", tc.name, r.status, r.body, tc.code)
+			}
+		})
+	}
+	if _, total := s.mgr.List(t.Context(), "t1", listAll()); total != 0 {
+		t.Errorf("bad requests created %d sandboxes", total)
+	}
+}
+
+func TestCreateFailureAnswers(t *testing.T) {
+	t.Parallel()
+	s := newTS(t)
+	b := basicCreate()
+	b["image"] = map[string]string{"uri": "fake:missing"}
+	r := s.call("POST", "/v1/sandboxes", s.keyA, b)
+	if r.status != 400 || !strings.Contains(string(r.body), "not found") {
+		t.Errorf("missing image = %d %s", r.status, r.body)
+	}
+	b["image"] = map[string]string{"uri": "fake:fail"}
+	r = s.call("POST", "/v1/sandboxes", s.keyA, b)
+	if r.status != 503 || r.errCode(t) != "SANDBOX::START_FAILED" {
+		t.Errorf("runtime failure = %d %s", r.status, r.body)
+	}
+	l := s.call("GET", "/v1/sandboxes?state=Failed", s.keyA, nil)
+	var list api.ListSandboxesResponse
+	l.decode(t, &list)
+	if list.Pagination.TotalItems != 2 || list.Items[0].Status.Reason != "start_failed" || list.Items[0].Status.Message == "" {
+		t.Errorf("failed sandboxes = %s", l.body)
+	}
+}
+
+func TestIdempotencyKeyOverHTTP(t *testing.T) {
+	t.Parallel()
+	s := newTS(t)
+	a := s.call("POST", "/v1/sandboxes", s.keyA, basicCreate(), api.HeaderIdempotencyKey, "abc")
+	b := s.call("POST", "/v1/sandboxes", s.keyA, basicCreate(), api.HeaderIdempotencyKey, "abc")
+	var ra, rb api.CreateSandboxResponse
+	a.decode(t, &ra)
+	b.decode(t, &rb)
+	if a.status != 202 || b.status != 202 || ra.ID != rb.ID {
+		t.Fatalf("retried create = %d %s / %d %s", a.status, a.body, b.status, b.body)
+	}
+	other := basicCreate()
+	other["timeout"] = 900
+	c := s.call("POST", "/v1/sandboxes", s.keyA, other, api.HeaderIdempotencyKey, "abc")
+	if c.status != 400 || c.errCode(t) != api.CodeIdempotencyKeyMismatch {
+		t.Fatalf("reused key, other body = %d %s", c.status, c.body)
+	}
+}
+
+func TestListFilteringAndPagination(t *testing.T) {
+	t.Parallel()
+	s := newTS(t)
+	var ids []string
+	for i := range 5 {
+		b := basicCreate()
+		team := "red"
+		if i%2 == 1 {
+			team = "blue"
+		}
+		b["metadata"] = map[string]string{"example.com/team": team, "note": "demo_test"}
+		ids = append(ids, s.create(s.keyA, b).ID)
+	}
+	if r := s.call("POST", "/v1/sandboxes/"+ids[0]+"/pause", s.keyA, nil); r.status != 202 {
+		t.Fatalf("pause = %d %s", r.status, r.body)
+	}
+	s.create(s.keyB, basicCreate())
+
+	var list api.ListSandboxesResponse
+	r := s.call("GET", "/v1/sandboxes?pageSize=2", s.keyA, nil)
+	r.decode(t, &list)
+	if list.Pagination != (api.PaginationInfo{Page: 1, PageSize: 2, TotalItems: 5, TotalPages: 3, HasNextPage: true}) {
+		t.Errorf("pagination = %+v", list.Pagination)
+	}
+	if len(list.Items) != 2 || list.Items[0].ID != ids[4] || list.Items[1].ID != ids[3] {
+		t.Errorf("first page is not newest first: %s", r.body)
+	}
+	r = s.call("GET", "/v1/sandboxes?pageSize=2&page=3", s.keyA, nil)
+	r.decode(t, &list)
+	if len(list.Items) != 1 || list.Items[0].ID != ids[0] || list.Pagination.HasNextPage {
+		t.Errorf("last page = %s", r.body)
+	}
+	r = s.call("GET", "/v1/sandboxes?state=paused&state=RUNNING", s.keyA, nil)
+	r.decode(t, &list)
+	if list.Pagination.TotalItems != 5 {
+		t.Errorf("state=paused&state=RUNNING matched %d, want 5", list.Pagination.TotalItems)
+	}
+	r = s.call("GET", "/v1/sandboxes?state=Paused", s.keyA, nil)
+	r.decode(t, &list)
+	if list.Pagination.TotalItems != 1 || list.Items[0].ID != ids[0] {
+		t.Errorf("state=Paused = %s", r.body)
+	}
+	// The SDKs double-encode the metadata filter: example.com/team=blue&note=demo_test.
+	r = s.call("GET", "/v1/sandboxes?metadata=example.com%252Fteam%3Dblue%26note%3Ddemo_test", s.keyA, nil)
+	r.decode(t, &list)
+	if list.Pagination.TotalItems != 2 {
+		t.Errorf("metadata filter matched %d, want 2: %s", list.Pagination.TotalItems, r.body)
+	}
+	r = s.call("GET", "/v1/sandboxes?page=9", s.keyA, nil)
+	r.decode(t, &list)
+	if len(list.Items) != 0 || list.Items == nil {
+		t.Errorf("a page past the end must be an empty array: %s", r.body)
+	}
+	for _, bad := range []struct{ q, code string }{
+		{"pageSize=201", api.CodeInvalidParameter},
+		{"pageSize=0", api.CodeInvalidParameter},
+		{"page=0", api.CodeInvalidParameter},
+		{"page=x", api.CodeInvalidParameter},
+		{"state=Sleeping", api.CodeInvalidParameter},
+		{"metadata=a%3D1%26broken", api.CodeInvalidMetadataFormat},
+	} {
+		r := s.call("GET", "/v1/sandboxes?"+bad.q, s.keyA, nil)
+		if r.status != 400 || r.errCode(t) != bad.code {
+			t.Errorf("list ?%s = %d %s, want 400 %s", bad.q, r.status, r.body, bad.code)
+		}
+	}
+}
+
+func TestPatchMetadataOverHTTP(t *testing.T) {
+	t.Parallel()
+	s := newTS(t)
+	b := basicCreate()
+	b["metadata"] = map[string]string{"team": "a", "old": "x"}
+	id := s.create(s.keyA, b).ID
+	r := s.call("PATCH", "/v1/sandboxes/"+id+"/metadata", s.keyA, `{"old":null,"env":"prod","missing":null}`)
+	var sb api.Sandbox
+	r.decode(t, &sb)
+	if r.status != 200 || len(sb.Metadata) != 2 || sb.Metadata["env"] != "prod" || sb.Metadata["team"] != "a" {
+		t.Fatalf("patch = %d %s", r.status, r.body)
+	}
+	if r := s.call("PATCH", "/v1/sandboxes/"+id+"/metadata", s.keyA, `{}`); r.status != 200 {
+		t.Errorf("empty patch = %d %s", r.status, r.body)
+	}
+	for _, bad := range []string{`{"x":"bad value!"}`, `{"opensandbox.io/x":"1"}`, `[1]`, `{"x":1}`, ``} {
+		if r := s.call("PATCH", "/v1/sandboxes/"+id+"/metadata", s.keyA, bad); r.status != 400 {
+			t.Errorf("patch %s = %d %s, want 400", bad, r.status, r.body)
+		}
+	}
+	if r := s.call("PATCH", "/v1/sandboxes/nope/metadata", s.keyA, `{}`); r.status != 404 {
+		t.Errorf("patch unknown = %d", r.status)
+	}
+}
+
+func TestPauseResumeOverHTTP(t *testing.T) {
+	t.Parallel()
+	s := newTS(t)
+	id := s.create(s.keyA, basicCreate()).ID
+	state := func() string {
+		var sb api.Sandbox
+		s.call("GET", "/v1/sandboxes/"+id, s.keyA, nil).decode(t, &sb)
+		return sb.Status.State
+	}
+	steps := []struct {
+		op     string
+		status int
+		state  string
+	}{
+		{"resume", 409, api.StateRunning},
+		{"pause", 202, api.StatePaused},
+		{"pause", 409, api.StatePaused},
+		{"resume", 202, api.StateRunning},
+	}
+	for _, st := range steps {
+		r := s.call("POST", "/v1/sandboxes/"+id+"/"+st.op, s.keyA, nil)
+		if r.status != st.status {
+			t.Fatalf("%s = %d %s, want %d", st.op, r.status, r.body, st.status)
+		}
+		// Completed before the 202: the state is visible at once.
+		if got := state(); got != st.state {
+			t.Fatalf("after %s state = %s, want %s", st.op, got, st.state)
+		}
+	}
+	if r := s.call("POST", "/v1/sandboxes/nope/pause", s.keyA, nil); r.status != 404 {
+		t.Errorf("pause unknown = %d", r.status)
+	}
+}
+
+func TestRenewOverHTTP(t *testing.T) {
+	t.Parallel()
+	s := newTS(t)
+	id := s.create(s.keyA, basicCreate()).ID
+	at := time.Now().Add(2 * time.Hour).UTC().Truncate(time.Second)
+	r := s.call("POST", "/v1/sandboxes/"+id+"/renew-expiration", s.keyA, map[string]string{"expiresAt": at.Format(time.RFC3339)})
+	var out api.RenewSandboxExpirationResponse
+	r.decode(t, &out)
+	if r.status != 200 || !out.ExpiresAt.Equal(at) {
+		t.Fatalf("renew = %d %s", r.status, r.body)
+	}
+	naive := time.Now().Add(3 * time.Hour).UTC().Format("2006-01-02T15:04:05")
+	if r := s.call("POST", "/v1/sandboxes/"+id+"/renew-expiration", s.keyA, map[string]string{"expiresAt": naive}); r.status != 200 {
+		t.Errorf("naive timestamp (UTC) = %d %s", r.status, r.body)
+	}
+	for _, bad := range []struct {
+		body string
+		code string
+	}{
+		{`{"expiresAt":"2001-01-01T00:00:00Z"}`, api.CodeInvalidExpiration},
+		{`{"expiresAt":"tomorrow"}`, api.CodeInvalidExpiration},
+		{`{}`, api.CodeInvalidParameter},
+		{`{"expiresAt":12}`, api.CodeInvalidRequestBody},
+	} {
+		r := s.call("POST", "/v1/sandboxes/"+id+"/renew-expiration", s.keyA, bad.body)
+		if r.status != 400 || r.errCode(t) != bad.code {
+			t.Errorf("renew %s = %d %s, want 400 %s", bad.body, r.status, r.body, bad.code)
+		}
+	}
+	manual := basicCreate()
+	delete(manual, "timeout")
+	mid := s.create(s.keyA, manual).ID
+	r = s.call("POST", "/v1/sandboxes/"+mid+"/renew-expiration", s.keyA, map[string]string{"expiresAt": at.Format(time.RFC3339)})
+	if r.status != 409 || r.errCode(t) != api.CodeInvalidExpiration {
+		t.Errorf("renew manual-cleanup = %d %s", r.status, r.body)
+	}
+}
+
+func TestDeleteOverHTTP(t *testing.T) {
+	t.Parallel()
+	s := newTS(t)
+	id := s.create(s.keyA, basicCreate()).ID
+	if r := s.call("DELETE", "/v1/sandboxes/"+id, s.keyA, nil); r.status != 204 || len(r.body) != 0 {
+		t.Fatalf("delete = %d %s", r.status, r.body)
+	}
+	if r := s.call("GET", "/v1/sandboxes/"+id, s.keyA, nil); r.status != 404 || r.errCode(t) != api.CodeSandboxNotFound {
+		t.Errorf("get after delete = %d %s", r.status, r.body)
+	}
+	if r := s.call("DELETE", "/v1/sandboxes/"+id, s.keyA, nil); r.status != 404 {
+		t.Errorf("second delete = %d %s", r.status, r.body)
+	}
+}
+
+func TestEndpoints(t *testing.T) {
+	t.Parallel()
+	s := newTS(t)
+	id := s.create(s.keyA, basicCreate()).ID
+	var ep api.Endpoint
+	r := s.call("GET", "/v1/sandboxes/"+id+"/endpoints/44772", s.keyA, nil)
+	r.decode(t, &ep)
+	if r.status != 200 || !strings.HasPrefix(ep.Endpoint, "127.0.0.1:") || ep.Headers[api.HeaderExecdToken] == "" {
+		t.Fatalf("execd endpoint = %d %s", r.status, r.body)
+	}
+	if strings.Contains(ep.Endpoint, "://") {
+		t.Errorf("endpoint has a scheme: %q", ep.Endpoint)
+	}
+	r = s.call("GET", "/v1/sandboxes/"+id+"/endpoints/8080", s.keyA, nil)
+	ep = api.Endpoint{}
+	r.decode(t, &ep)
+	if ep.Headers[api.HeaderExecdToken] != "" {
+		t.Errorf("a user port's endpoint carries the execd token: %s", r.body)
+	}
+	r = s.call("GET", "/v1/sandboxes/"+id+"/endpoints/18080", s.keyA, nil)
+	ep = api.Endpoint{}
+	r.decode(t, &ep)
+	if ep.Headers[api.HeaderEgressToken] == "" {
+		t.Errorf("egress endpoint lacks its token header: %s", r.body)
+	}
+	r = s.call("GET", "/v1/sandboxes/"+id+"/endpoints/8080?use_server_proxy=true", s.keyA, nil)
+	r.decode(t, &ep)
+	if !strings.HasSuffix(ep.Endpoint, "/sandboxes/"+id+"/proxy/8080") || strings.Contains(ep.Endpoint, "://") {
+		t.Errorf("proxy endpoint = %q", ep.Endpoint)
+	}
+	for _, bad := range []string{"0", "65536", "http", "-1"} {
+		if r := s.call("GET", "/v1/sandboxes/"+id+"/endpoints/"+bad, s.keyA, nil); r.status != 400 {
+			t.Errorf("endpoint port %s = %d", bad, r.status)
+		}
+	}
+	for _, q := range []string{"use_server_proxy=perhaps", "expires=1700000000", "use_server_proxy=true&expires=1"} {
+		if r := s.call("GET", "/v1/sandboxes/"+id+"/endpoints/8080?"+q, s.keyA, nil); r.status != 400 {
+			t.Errorf("endpoint ?%s = %d %s", q, r.status, r.body)
+		}
+	}
+	if r := s.call("GET", "/v1/sandboxes/nope/endpoints/8080", s.keyA, nil); r.status != 404 {
+		t.Errorf("endpoint of unknown = %d", r.status)
+	}
+}
+
+func TestSnapshotsOverHTTP(t *testing.T) {
+	t.Parallel()
+	s := newTS(t)
+	id := s.create(s.keyA, basicCreate()).ID
+	r := s.call("POST", "/v1/sandboxes/"+id+"/snapshots", s.keyA, map[string]string{"name": "before-import"})
+	var sn api.Snapshot
+	r.decode(t, &sn)
+	if r.status != 202 || sn.Status.State != api.SnapshotCreating || sn.Name != "before-import" || r.header.Get("Location") != "/v1/snapshots/"+sn.ID {
+		t.Fatalf("create snapshot = %d %s", r.status, r.body)
+	}
+	testutil.WaitFor(t, 5*time.Second, "snapshot Ready", func() bool {
+		s.call("GET", "/v1/snapshots/"+sn.ID, s.keyA, nil).decode(t, &sn)
+		return sn.Status.State == api.SnapshotReady
+	})
+	if r := s.call("POST", "/v1/sandboxes/"+id+"/snapshots", s.keyA, nil); r.status != 202 {
+		t.Errorf("snapshot without a body = %d %s", r.status, r.body)
+	}
+	var list api.ListSnapshotsResponse
+	s.call("GET", "/v1/snapshots?sandboxId="+id+"&state=Ready&state=Creating", s.keyA, nil).decode(t, &list)
+	if list.Pagination.TotalItems != 2 {
+		t.Errorf("list snapshots = %+v", list.Pagination)
+	}
+	if r := s.call("GET", "/v1/snapshots?state=Bogus", s.keyA, nil); r.status != 400 {
+		t.Errorf("bad state filter = %d", r.status)
+	}
+	restored := s.create(s.keyA, map[string]any{"snapshotId": sn.ID, "timeout": 600})
+	var got api.Sandbox
+	s.call("GET", "/v1/sandboxes/"+restored.ID, s.keyA, nil).decode(t, &got)
+	if got.SnapshotID != sn.ID || got.Image != nil || strings.Join(got.Entrypoint, " ") != "tail -f /dev/null" {
+		t.Errorf("restored sandbox = %+v", got)
+	}
+	if r := s.call("GET", "/v1/snapshots/"+sn.ID, s.keyB, nil); r.status != 404 {
+		t.Errorf("other tenant's snapshot = %d", r.status)
+	}
+	if r := s.call("DELETE", "/v1/snapshots/"+sn.ID, s.keyA, nil); r.status != 204 {
+		t.Errorf("delete snapshot = %d %s", r.status, r.body)
+	}
+	if r := s.call("DELETE", "/v1/snapshots/"+sn.ID, s.keyA, nil); r.status != 404 {
+		t.Errorf("delete snapshot twice = %d %s", r.status, r.body)
+	}
+	s.call("POST", "/v1/sandboxes/"+id+"/pause", s.keyA, nil)
+	if r := s.call("POST", "/v1/sandboxes/"+id+"/snapshots", s.keyA, nil); r.status != 409 || r.errCode(t) != api.CodeSnapshotInvalidSource {
+		t.Errorf("snapshot of paused = %d %s", r.status, r.body)
+	}
+	if r := s.call("POST", "/v1/sandboxes/"+id+"/snapshots", s.keyA, `{"name":""}`); r.status != 409 && r.status != 400 {
+		t.Errorf("snapshot with empty name = %d", r.status)
+	}
+}
+
+func TestUnknownRoutesAndMethods(t *testing.T) {
+	t.Parallel()
+	s := newTS(t)
+	if r := s.call("GET", "/v1/nothing", s.keyA, nil); r.status != 404 || r.errCode(t) != api.CodeRouteNotFound {
+		t.Errorf("unknown route = %d %s", r.status, r.body)
+	}
+	if r := s.call("PUT", "/v1/sandboxes/x", s.keyA, nil); r.status != 405 || r.errCode(t) != api.CodeMethodNotAllowed {
+		t.Errorf("PUT sandbox = %d %s", r.status, r.body)
+	}
+}
+
+func TestCORSPreflight(t *testing.T) {
+	t.Parallel()
+	s := newTS(t)
+	r := s.call("OPTIONS", "/v1/sandboxes", "", nil, "Origin", "http://example.test", "Access-Control-Request-Method", "POST")
+	if r.status != 204 || r.header.Get("Access-Control-Allow-Origin") != "*" {
+		t.Errorf("preflight = %d %v", r.status, r.header)
+	}
+}
+
+// TestContractCatchesDrift proves the validation the other tests rely on
+// fails on a renamed field, a missing required field and an undocumented
+// status.
+func TestContractCatchesDrift(t *testing.T) {
+	t.Parallel()
+	c := contracts.Get(t, testutil.LifecycleContract)
+	h := http.Header{"Content-Type": {"application/json"}, api.HeaderRequestID: {"8cb2e1d5-7961-40f7-b810-fa48f383fc97"}}
+	good := `{"id":"a","status":{"state":"Running"},"entrypoint":["x"],"createdAt":"2026-01-01T00:00:00Z"}`
+	if err := c.Check("GET", "/sandboxes/a", "", 200, h, []byte(good)); err != nil {
+		t.Fatalf("a correct answer fails validation: %v", err)
+	}
+	for name, tc := range map[string]struct {
+		status int
+		body   string
+	}{
+		"missing createdAt":  {200, `{"id":"a","status":{"state":"Running"},"entrypoint":["x"]}`},
+		"status as string":   {200, `{"id":"a","status":"Running","entrypoint":["x"],"createdAt":"2026-01-01T00:00:00Z"}`},
+		"undocumented 418":   {418, `{"code":"x","message":"y"}`},
+		"error without code": {404, `{"message":"y"}`},
+		"null expiresAt":     {200, `{"id":"a","status":{"state":"Running"},"entrypoint":["x"],"createdAt":"2026-01-01T00:00:00Z","expiresAt":null}`},
+	} {
+		if err := c.Check("GET", "/sandboxes/a", "", tc.status, h, []byte(tc.body)); err == nil {
+			t.Errorf("%s: drift not caught", name)
+		}
+	}
+}

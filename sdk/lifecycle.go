@@ -1,0 +1,219 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package sdk
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/corral-dev/corral/api"
+)
+
+// CreateOptions tune CreateSandbox.
+type CreateOptions struct {
+	// IdempotencyKey makes retries safe: the server answers a repeated key
+	// with the sandbox the first request made. CreateSandbox generates one
+	// when empty, so its own retries never make a second sandbox.
+	IdempotencyKey string
+}
+
+// CreateSandbox creates a sandbox; it returns once the server answers
+// (corral answers when the sandbox is Running).
+func (c *Client) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest, opts CreateOptions) (*api.CreateSandboxResponse, error) {
+	key := opts.IdempotencyKey
+	if key == "" {
+		key = NewIdempotencyKey()
+	}
+	var out api.CreateSandboxResponse
+	_, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/sandboxes", body: req,
+		header: http.Header{api.HeaderIdempotencyKey: {key}}, retry: true, want: []int{http.StatusAccepted, http.StatusOK, http.StatusCreated}}, &out)
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// GetSandbox returns a sandbox.
+func (c *Client) GetSandbox(ctx context.Context, id string) (*api.Sandbox, error) {
+	var out api.Sandbox
+	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/sandboxes/" + url.PathEscape(id), retry: true, want: []int{http.StatusOK}}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListOptions filter ListSandboxes.
+type ListOptions struct {
+	States   []string
+	Metadata map[string]string
+	Page     int
+	PageSize int
+}
+
+// ListSandboxes returns one page of sandboxes.
+func (c *Client) ListSandboxes(ctx context.Context, opts ListOptions) (*api.ListSandboxesResponse, error) {
+	q := url.Values{}
+	for _, s := range opts.States {
+		q.Add("state", s)
+	}
+	if len(opts.Metadata) > 0 {
+		md := url.Values{}
+		for k, v := range opts.Metadata {
+			md.Set(k, v)
+		}
+		q.Set("metadata", md.Encode())
+	}
+	if opts.Page > 0 {
+		q.Set("page", strconv.Itoa(opts.Page))
+	}
+	if opts.PageSize > 0 {
+		q.Set("pageSize", strconv.Itoa(opts.PageSize))
+	}
+	var out api.ListSandboxesResponse
+	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/sandboxes", query: q, retry: true, want: []int{http.StatusOK}}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// DeleteSandbox destroys a sandbox.
+func (c *Client) DeleteSandbox(ctx context.Context, id string) error {
+	_, err := c.do(ctx, call{method: http.MethodDelete, path: "/v1/sandboxes/" + url.PathEscape(id), retry: true, want: []int{http.StatusNoContent}}, nil)
+	return err
+}
+
+// PatchMetadata applies a merge patch; a nil value deletes the key.
+func (c *Client) PatchMetadata(ctx context.Context, id string, patch map[string]*string) (*api.Sandbox, error) {
+	var out api.Sandbox
+	if _, err := c.do(ctx, call{method: http.MethodPatch, path: "/v1/sandboxes/" + url.PathEscape(id) + "/metadata", body: patch,
+		retry: true, want: []int{http.StatusOK}}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// PauseSandbox freezes a sandbox; it returns once it is Paused.
+func (c *Client) PauseSandbox(ctx context.Context, id string) error {
+	_, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/sandboxes/" + url.PathEscape(id) + "/pause", want: []int{http.StatusAccepted}}, nil)
+	return err
+}
+
+// ResumeSandbox thaws a sandbox; it returns once it is Running.
+func (c *Client) ResumeSandbox(ctx context.Context, id string) error {
+	_, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/sandboxes/" + url.PathEscape(id) + "/resume", want: []int{http.StatusAccepted}}, nil)
+	return err
+}
+
+// RenewSandbox sets a new expiry and returns it.
+func (c *Client) RenewSandbox(ctx context.Context, id string, at time.Time) (time.Time, error) {
+	var out api.RenewSandboxExpirationResponse
+	if _, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/sandboxes/" + url.PathEscape(id) + "/renew-expiration",
+		body: api.RenewSandboxExpirationRequest{ExpiresAt: at.UTC()}, retry: true, want: []int{http.StatusOK}}, &out); err != nil {
+		return time.Time{}, err
+	}
+	return out.ExpiresAt, nil
+}
+
+// GetEndpoint resolves how to reach a port of a sandbox.
+func (c *Client) GetEndpoint(ctx context.Context, id string, port int, useServerProxy bool) (*api.Endpoint, error) {
+	q := url.Values{}
+	if useServerProxy {
+		q.Set("use_server_proxy", "true")
+	}
+	var out api.Endpoint
+	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/sandboxes/" + url.PathEscape(id) + "/endpoints/" + strconv.Itoa(port),
+		query: q, retry: true, want: []int{http.StatusOK}}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// CreateSnapshot starts a snapshot of a Running sandbox.
+func (c *Client) CreateSnapshot(ctx context.Context, sandboxID, name string) (*api.Snapshot, error) {
+	var out api.Snapshot
+	if _, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/sandboxes/" + url.PathEscape(sandboxID) + "/snapshots",
+		body: api.CreateSnapshotRequest{Name: name}, want: []int{http.StatusAccepted}}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// GetSnapshot returns a snapshot.
+func (c *Client) GetSnapshot(ctx context.Context, id string) (*api.Snapshot, error) {
+	var out api.Snapshot
+	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/snapshots/" + url.PathEscape(id), retry: true, want: []int{http.StatusOK}}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListSnapshotsOptions filter ListSnapshots.
+type ListSnapshotsOptions struct {
+	SandboxID string
+	States    []string
+	Page      int
+	PageSize  int
+}
+
+// ListSnapshots returns one page of snapshots.
+func (c *Client) ListSnapshots(ctx context.Context, opts ListSnapshotsOptions) (*api.ListSnapshotsResponse, error) {
+	q := url.Values{}
+	if opts.SandboxID != "" {
+		q.Set("sandboxId", opts.SandboxID)
+	}
+	for _, s := range opts.States {
+		q.Add("state", s)
+	}
+	if opts.Page > 0 {
+		q.Set("page", strconv.Itoa(opts.Page))
+	}
+	if opts.PageSize > 0 {
+		q.Set("pageSize", strconv.Itoa(opts.PageSize))
+	}
+	var out api.ListSnapshotsResponse
+	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/snapshots", query: q, retry: true, want: []int{http.StatusOK}}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// DeleteSnapshot deletes a snapshot.
+func (c *Client) DeleteSnapshot(ctx context.Context, id string) error {
+	_, err := c.do(ctx, call{method: http.MethodDelete, path: "/v1/snapshots/" + url.PathEscape(id), retry: true, want: []int{http.StatusNoContent}}, nil)
+	return err
+}
+
+// Health checks that the server answers.
+func (c *Client) Health(ctx context.Context) error {
+	var out api.Health
+	_, err := c.do(ctx, call{method: http.MethodGet, path: "/health", retry: true, want: []int{http.StatusOK}}, &out)
+	return err
+}
+
+// CreateAPIKey mints a key (admin only). The key is in the answer's Key.
+func (c *Client) CreateAPIKey(ctx context.Context, req api.CreateAPIKeyRequest) (*api.APIKey, error) {
+	var out api.APIKey
+	if _, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/admin/keys", body: req, want: []int{http.StatusCreated}}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListAPIKeys lists keys (admin only).
+func (c *Client) ListAPIKeys(ctx context.Context) ([]api.APIKey, error) {
+	var out api.ListAPIKeysResponse
+	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/admin/keys", retry: true, want: []int{http.StatusOK}}, &out); err != nil {
+		return nil, err
+	}
+	return out.Items, nil
+}
+
+// RevokeAPIKey revokes a key (admin only).
+func (c *Client) RevokeAPIKey(ctx context.Context, id string) error {
+	_, err := c.do(ctx, call{method: http.MethodDelete, path: "/v1/admin/keys/" + url.PathEscape(id), retry: true, want: []int{http.StatusNoContent}}, nil)
+	return err
+}
