@@ -1,0 +1,165 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package e2e drives the real corral binary, built once in TestMain, over
+// HTTP with the public SDK: crashes, restarts and, for each runtime this
+// machine has, the end-to-end flow.
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/corral-dev/corral/sdk"
+)
+
+// binary is the corral binary under test.
+var binary string
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "corral-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	binary = filepath.Join(dir, "corral")
+	root, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "go env GOMOD:", err)
+		return 1
+	}
+	build := exec.Command("go", "build", "-o", binary, "./cmd/corral")
+	build.Dir = filepath.Dir(strings.TrimSpace(string(root)))
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build corral:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// server is a running `corral serve`.
+type server struct {
+	cmd    *exec.Cmd
+	url    string
+	stderr *lockedBuffer
+	done   chan error
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+const testKey = "ck_e2e-admin-key-0123456789"
+
+// startServer runs `corral serve` on a free loopback port with data in dir
+// and returns once it serves. The process is killed at the end of the test.
+func startServer(t *testing.T, dir string, args ...string) *server {
+	t.Helper()
+	full := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dir, "--api-key", testKey, "--log-format", "json"}, args...)
+	cmd := exec.Command(binary, full...)
+	pr, pw := io.Pipe()
+	s := &server{cmd: cmd, stderr: &lockedBuffer{}, done: make(chan error, 1)}
+	cmd.Stderr = io.MultiWriter(pw, s.stderr)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { s.done <- cmd.Wait(); pw.Close() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-s.done
+		if t.Failed() {
+			t.Logf("server log:\n%s", s.stderr.String())
+		}
+	})
+	urlCh := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			var line struct {
+				Msg    string `json:"msg"`
+				Listen string `json:"listen"`
+			}
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "serving" {
+				urlCh <- line.Listen
+			}
+		}
+	}()
+	select {
+	case s.url = <-urlCh:
+	case err := <-s.done:
+		t.Fatalf("corral serve exited: %v\n%s", err, s.stderr.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("corral serve did not start:\n%s", s.stderr.String())
+	}
+	return s
+}
+
+// kill9 kills the server without warning.
+func (s *server) kill9(t *testing.T) {
+	t.Helper()
+	_ = s.cmd.Process.Signal(syscall.SIGKILL)
+	<-s.done
+	s.done <- nil
+}
+
+// stop asks the server to shut down and waits for a clean exit.
+func (s *server) stop(t *testing.T) {
+	t.Helper()
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Fatalf("server exit after SIGTERM: %v\n%s", err, s.stderr.String())
+		}
+		s.done <- nil
+	case <-time.After(60 * time.Second):
+		t.Fatalf("server did not stop on SIGTERM")
+	}
+}
+
+func (s *server) client(t *testing.T) *sdk.Client {
+	t.Helper()
+	c, err := sdk.New(sdk.WithBaseURL(s.url), sdk.WithAPIKey(testKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func ctx(t *testing.T) context.Context {
+	t.Helper()
+	c, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
