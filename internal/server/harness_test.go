@@ -29,7 +29,8 @@ var contracts testutil.Contracts
 // ts is a real server over real SQLite and the fake driver, reached over a
 // real socket, with an admin key for tenant t1 and a plain key for t2.
 type ts struct {
-	t        *testing.T
+	t        testing.TB
+	handler  http.Handler
 	url      string
 	keyA     string // admin of t1
 	keyB     string // tenant t2
@@ -43,14 +44,14 @@ type resp struct {
 	body   []byte
 }
 
-func (r resp) decode(t *testing.T, v any) {
+func (r resp) decode(t testing.TB, v any) {
 	t.Helper()
 	if err := json.Unmarshal(r.body, v); err != nil {
 		t.Fatalf("decode %s: %v", r.body, err)
 	}
 }
 
-func (r resp) errCode(t *testing.T) string {
+func (r resp) errCode(t testing.TB) string {
 	t.Helper()
 	var e api.ErrorResponse
 	r.decode(t, &e)
@@ -60,7 +61,9 @@ func (r resp) errCode(t *testing.T) string {
 	return e.Code
 }
 
-func newTS(t *testing.T) *ts {
+func newTS(t *testing.T) *ts { return newTSForBench(t) }
+
+func newTSForBench(t testing.TB) *ts {
 	t.Helper()
 	dir := t.TempDir()
 	st, err := store.Open(t.Context(), filepath.Join(dir, "corral.db"))
@@ -102,7 +105,7 @@ func newTS(t *testing.T) *ts {
 		_ = d.Close()
 		_ = st.Close()
 	})
-	return &ts{t: t, url: hs.URL, keyA: keyA, keyB: keyB, mgr: mgr, contract: contracts.Get(t, testutil.LifecycleContract)}
+	return &ts{t: t, handler: srv.Handler(), url: hs.URL, keyA: keyA, keyB: keyB, mgr: mgr, contract: contracts.Get(t, testutil.LifecycleContract)}
 }
 
 // call sends a request with key (none if empty) and validates the answer

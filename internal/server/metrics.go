@@ -24,10 +24,15 @@ type metrics struct {
 	driver   string
 	handler  http.Handler
 
-	// mu guards counters, a cache of label-bound counters: looking a
-	// counter up by labels on every request is the hot path's biggest cost.
-	mu       sync.RWMutex
-	counters map[requestLabels]prometheus.Counter
+	// mu guards bound, a cache of label-bound series: looking a series up
+	// by label values on every request is a large part of a request's cost.
+	mu    sync.RWMutex
+	bound map[requestLabels]boundSeries
+}
+
+type boundSeries struct {
+	count    prometheus.Counter
+	duration prometheus.Observer
 }
 
 type requestLabels struct {
@@ -48,7 +53,7 @@ func newMetrics(reg *prometheus.Registry, mgr *lifecycle.Manager) *metrics {
 			Name: "corral_sandbox_create_duration_seconds", Help: "Time to create a sandbox, by driver and outcome.",
 			Buckets: []float64{.01, .025, .05, .075, .1, .15, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"driver", "outcome"}),
-		counters: map[requestLabels]prometheus.Counter{},
+		bound: map[requestLabels]boundSeries{},
 	}
 	if mgr != nil {
 		m.driver = mgr.DriverName()
@@ -64,16 +69,16 @@ func newMetrics(reg *prometheus.Registry, mgr *lifecycle.Manager) *metrics {
 func (m *metrics) observeRequest(route string, code int, d time.Duration) {
 	key := requestLabels{route, code}
 	m.mu.RLock()
-	c, ok := m.counters[key]
+	b, ok := m.bound[key]
 	m.mu.RUnlock()
 	if !ok {
-		c = m.requests.WithLabelValues(route, strconv.Itoa(code))
+		b = boundSeries{m.requests.WithLabelValues(route, strconv.Itoa(code)), m.duration.WithLabelValues(route)}
 		m.mu.Lock()
-		m.counters[key] = c
+		m.bound[key] = b
 		m.mu.Unlock()
 	}
-	c.Inc()
-	m.duration.WithLabelValues(route).Observe(d.Seconds())
+	b.count.Inc()
+	b.duration.Observe(d.Seconds())
 }
 
 func (m *metrics) observeCreate(d time.Duration, err error) {

@@ -19,24 +19,27 @@ import (
 
 type ctxKey int
 
-const (
-	principalKey ctxKey = iota + 1
-	routeInfoKey
-)
+const reqStateKey ctxKey = 1
 
-// routeInfo is filled in by the matched route for the outer middlewares.
-type routeInfo struct {
-	route string
+// reqState is the per-request state the middleware and handlers share,
+// stored in the context once.
+type reqState struct {
+	// route is the matched pattern, set by the route's handler.
+	route     string
+	principal auth.Principal
+	authed    bool
 }
 
-func routeInfoFrom(ctx context.Context) *routeInfo {
-	ri, _ := ctx.Value(routeInfoKey).(*routeInfo)
-	return ri
+func stateFrom(ctx context.Context) *reqState {
+	st, _ := ctx.Value(reqStateKey).(*reqState)
+	return st
 }
 
 func principalFrom(ctx context.Context) (auth.Principal, bool) {
-	p, ok := ctx.Value(principalKey).(auth.Principal)
-	return p, ok
+	if st := stateFrom(ctx); st != nil && st.authed {
+		return st.principal, true
+	}
+	return auth.Principal{}, false
 }
 
 // tenant returns the authenticated tenant; the auth middleware guarantees
@@ -75,20 +78,60 @@ func (w *statusWriter) Flush() {
 	}
 }
 
-func (s *Server) withRecover(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer func() {
-			if v := recover(); v != nil {
-				if v == http.ErrAbortHandler {
-					panic(v)
-				}
-				s.log.ErrorContext(r.Context(), "handler panicked", "panic", v, "path", r.URL.Path)
-				s.writeErrorStatus(w, r, http.StatusInternalServerError, "GENERAL::UNKNOWN_ERROR",
-					"An unexpected error occurred. (request id "+w.Header().Get(api.HeaderRequestID)+")")
+// ServeHTTP runs the middleware chain, in order: panic recovery, request
+// id, CORS, metrics and access log, authentication, then the routes. It is
+// one function so that a request is copied (WithContext) only once.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	id := r.Header.Get(api.HeaderRequestID)
+	if !validRequestID(id) {
+		id = sandbox.NewID()
+	}
+	h := w.Header()
+	h.Set(api.HeaderRequestID, id)
+	h.Set("Access-Control-Allow-Origin", "*")
+	h.Set("Access-Control-Expose-Headers", "X-Request-ID, Location, Retry-After")
+	sw := &statusWriter{ResponseWriter: w}
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
 			}
-		}()
-		next.ServeHTTP(w, r)
-	})
+			s.log.ErrorContext(r.Context(), "handler panicked", "panic", v, "path", r.URL.Path, "request_id", id)
+			if sw.status == 0 {
+				s.writeErrorStatus(sw, r, http.StatusInternalServerError, "GENERAL::UNKNOWN_ERROR",
+					"An unexpected error occurred. (request id "+id+")")
+			}
+		}
+	}()
+	// CORS: the API authenticates by header, never by cookie, so any
+	// origin may call it.
+	if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+		h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, PATCH, DELETE, OPTIONS")
+		h.Set("Access-Control-Allow-Headers", "*")
+		h.Set("Access-Control-Max-Age", "600")
+		sw.WriteHeader(http.StatusNoContent)
+		return
+	}
+	st := &reqState{}
+	ctx := logctx.With(r.Context(), slog.String("request_id", id))
+	r = r.WithContext(context.WithValue(ctx, reqStateKey, st))
+	if s.authenticate(sw, r, st) {
+		s.mux.ServeHTTP(sw, r)
+	}
+	route := st.route
+	if route == "" {
+		route = "unmatched"
+	}
+	status := sw.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	s.metrics.observeRequest(route, status, time.Since(start))
+	if s.log.Enabled(ctx, slog.LevelDebug) {
+		s.log.DebugContext(ctx, "request", "method", r.Method, "route", route, "status", status,
+			"duration_ms", time.Since(start).Milliseconds())
+	}
 }
 
 // validRequestID accepts client-chosen ids that are safe to echo and log.
@@ -103,56 +146,6 @@ func validRequestID(id string) bool {
 		}
 	}
 	return true
-}
-
-func (s *Server) withRequestID(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get(api.HeaderRequestID)
-		if !validRequestID(id) {
-			id = sandbox.NewID()
-		}
-		w.Header().Set(api.HeaderRequestID, id)
-		ctx := logctx.With(r.Context(), slog.String("request_id", id))
-		next.ServeHTTP(w, r.WithContext(ctx))
-	})
-}
-
-// withCORS allows browsers on any origin: the API authenticates by header,
-// never by cookie.
-func (s *Server) withCORS(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := w.Header()
-		h.Set("Access-Control-Allow-Origin", "*")
-		h.Set("Access-Control-Expose-Headers", "X-Request-ID, Location, Retry-After")
-		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
-			h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, PATCH, DELETE, OPTIONS")
-			h.Set("Access-Control-Allow-Headers", "*")
-			h.Set("Access-Control-Max-Age", "600")
-			w.WriteHeader(http.StatusNoContent)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-func (s *Server) withMetrics(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		ri := &routeInfo{}
-		sw := &statusWriter{ResponseWriter: w}
-		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), routeInfoKey, ri)))
-		route := ri.route
-		if route == "" {
-			route = "unmatched"
-		}
-		status := sw.status
-		if status == 0 {
-			status = http.StatusOK
-		}
-		s.metrics.observeRequest(route, status, time.Since(start))
-		s.log.DebugContext(r.Context(), "request", "method", r.Method, "route", route, "status", status,
-			"duration_ms", time.Since(start).Milliseconds())
-	})
 }
 
 // presentedKey returns the API key a request carries, if any.
@@ -181,36 +174,33 @@ func isProxyPath(p string) bool {
 	return ok && strings.HasPrefix(after, "proxy/")
 }
 
-// withAuth authenticates every route but /health. A proxy route without an
-// API key is passed on, to be checked against the sandbox's own token.
-func (s *Server) withAuth(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/health" {
-			next.ServeHTTP(w, r)
-			return
+// authenticate sets st's principal from the request's API key, or answers
+// 401 and returns false. /health needs no key; a proxy route without an API
+// key is passed on, to be checked against the sandbox's own token.
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, st *reqState) bool {
+	if r.URL.Path == "/health" {
+		return true
+	}
+	if s.cfg.InsecureNoAuth {
+		st.principal, st.authed = auth.Principal{Tenant: auth.DefaultTenant, Admin: true}, true
+		return true
+	}
+	key, _ := presentedKey(r)
+	if key == "" {
+		if isProxyPath(r.URL.Path) {
+			return true
 		}
-		if s.cfg.InsecureNoAuth {
-			p := auth.Principal{Tenant: auth.DefaultTenant, Admin: true}
-			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey, p)))
-			return
-		}
-		key, _ := presentedKey(r)
-		if key == "" {
-			if isProxyPath(r.URL.Path) {
-				next.ServeHTTP(w, r)
-				return
-			}
-			s.writeError(w, r, errdefs.New(errdefs.ErrUnauthenticated, api.CodeMissingAPIKey,
-				"Authentication credentials are missing. Provide API key via OPEN-SANDBOX-API-KEY header."))
-			return
-		}
-		p, err := s.keys.Authenticate(key)
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey, p)))
-	})
+		s.writeError(w, r, errdefs.New(errdefs.ErrUnauthenticated, api.CodeMissingAPIKey,
+			"Authentication credentials are missing. Provide API key via OPEN-SANDBOX-API-KEY header."))
+		return false
+	}
+	p, err := s.keys.Authenticate(key)
+	if err != nil {
+		s.writeError(w, r, err)
+		return false
+	}
+	st.principal, st.authed = p, true
+	return true
 }
 
 func (s *Server) adminOnly(h http.HandlerFunc) http.HandlerFunc {

@@ -48,8 +48,8 @@ func (s *Server) routes() {
 // handle registers h and records its pattern for metrics and logs.
 func (s *Server) handle(pattern string, h http.HandlerFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		if ri := routeInfoFrom(r.Context()); ri != nil {
-			ri.route = pattern
+		if st := stateFrom(r.Context()); st != nil {
+			st.route = pattern
 		}
 		h(w, r)
 	})

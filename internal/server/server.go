@@ -59,9 +59,7 @@ func New(cfg Config) *Server {
 }
 
 // Handler returns the HTTP handler of the API.
-func (s *Server) Handler() http.Handler {
-	return s.withRecover(s.withRequestID(s.withCORS(s.withMetrics(s.withAuth(s.mux)))))
-}
+func (s *Server) Handler() http.Handler { return s }
 
 // NewHTTPServer returns an http.Server for the handler with sane timeouts.
 // Write timeouts are left to handlers: creates and proxied streams are long.

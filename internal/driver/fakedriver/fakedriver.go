@@ -55,6 +55,9 @@ type Driver struct {
 	// mu guards the files under cfg.Dir and the fields below.
 	mu        sync.Mutex
 	endpoints map[endpointKey]*endpoint
+	// changed is closed (and replaced) whenever this instance changes a
+	// sandbox, to wake Wait.
+	changed chan struct{}
 
 	wg sync.WaitGroup
 }
@@ -116,7 +119,7 @@ func New(cfg Config) (*Driver, error) {
 			return nil, fmt.Errorf("fakedriver: %w", err)
 		}
 	}
-	return &Driver{cfg: cfg, endpoints: map[endpointKey]*endpoint{}}, nil
+	return &Driver{cfg: cfg, endpoints: map[endpointKey]*endpoint{}, changed: make(chan struct{})}, nil
 }
 
 // Close stops the endpoint listeners. Sandboxes stay, as with a real backend.
@@ -144,6 +147,12 @@ func validID(id string) error {
 		return fmt.Errorf("sandbox id %q: %w", id, errdefs.ErrInvalidArgument)
 	}
 	return nil
+}
+
+// notifyLocked wakes every Wait. mu held.
+func (d *Driver) notifyLocked() {
+	close(d.changed)
+	d.changed = make(chan struct{})
 }
 
 func writeJSON(path string, v any) error {
@@ -300,24 +309,37 @@ func (o *object) status() driver.Status {
 	return st
 }
 
-// Wait implements driver.Driver. The fake polls its state file, which is
-// good enough for a test double and works across instances.
+// Wait implements driver.Driver. Changes made by this instance wake it at
+// once; changes made behind its back (another instance, a test removing a
+// file) are noticed by a slow poll, which keeps a server with thousands of
+// fake sandboxes cheap.
 func (d *Driver) Wait(ctx context.Context, id string) (driver.Exit, error) {
-	t := time.NewTicker(10 * time.Millisecond)
-	defer t.Stop()
+	const poll = time.Second
 	for {
-		st, err := d.Inspect(ctx, id)
+		d.mu.Lock()
+		changed := d.changed
+		o, err := d.load(id)
+		d.mu.Unlock()
 		if err != nil {
 			return driver.Exit{}, err
 		}
+		st := o.status()
 		if st.Exit != nil {
 			return *st.Exit, nil
 		}
+		wait := poll
+		if o.Phase == phaseRunning && !o.ExitAt.IsZero() {
+			wait = min(wait, time.Until(o.ExitAt))
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return driver.Exit{}, ctx.Err()
+		case <-changed:
 		case <-t.C:
 		}
+		t.Stop()
 	}
 }
 
@@ -334,6 +356,7 @@ func (d *Driver) Stop(_ context.Context, id string, _ time.Duration) error {
 		return nil
 	}
 	o.Phase, o.ExitCode, o.ExitedAt = phaseExited, 143, time.Now().UTC()
+	defer d.notifyLocked()
 	return writeJSON(d.objectPath(id), o)
 }
 
@@ -345,6 +368,7 @@ func (d *Driver) Destroy(_ context.Context, id string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.closeEndpointsLocked(id)
+	defer d.notifyLocked()
 	err := os.Remove(d.objectPath(id))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -441,6 +465,7 @@ func (d *Driver) transition(id, from, to string) error {
 		return fmt.Errorf("sandbox %s is %s, not %s: %w", id, o.Phase, from, errdefs.ErrFailedPrecondition)
 	}
 	o.Phase = to
+	defer d.notifyLocked()
 	return writeJSON(d.objectPath(id), o)
 }
 

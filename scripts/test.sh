@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Runs every test tier of corral on a Debian machine as root: installs what
+# the tiers need, opts them in, and fails if a required integration test
+# was skipped. Usage: scripts/test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "scripts/test.sh: run as root (the integration tiers drive runc, namespaces and cgroups)" >&2
+  exit 1
+fi
+
+need=()
+command -v wrk >/dev/null || need+=(wrk)
+if [ ${#need[@]} -gt 0 ]; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+export CGO_ENABLED=1 # the race detector needs cgo; the shipped binary is built with CGO_ENABLED=0
+export CORRAL_TEST_ROOT=1
+
+# Tests that must run and pass; a skip is a failure.
+required=(
+  internal/driver/fakedriver.TestConformance
+  test/e2e.TestKillNineDuringCreates
+)
+
+go vet ./...
+go test -race -json -timeout 60m ./... | go run ./hack/tiercheck "${required[@]}"
