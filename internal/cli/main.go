@@ -36,6 +36,8 @@ func commands() []command {
 	return []command{
 		{"serve", "run the lifecycle API server (the control plane)", runServe},
 		{"keys", "create, list and revoke API keys", runKeys},
+		{"execd", "run the in-sandbox daemon (the execd API on :44772)", runExecd},
+		{"init", "run as PID 1 of a sandbox: the entrypoint, execd, reaping and signals", runInit},
 		{"config", "write an example configuration file", runConfig},
 		{"version", "print the version", runVersion},
 	}

@@ -1,0 +1,289 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package api
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// Headers of the execd API.
+const (
+	// HeaderCommandsTailCursor carries the next byte offset of a log read.
+	HeaderCommandsTailCursor = "EXECD-COMMANDS-TAIL-CURSOR"
+)
+
+// Stream event types of the execd API.
+const (
+	EventInit              = "init"
+	EventStatus            = "status"
+	EventError             = "error"
+	EventStdout            = "stdout"
+	EventStderr            = "stderr"
+	EventResult            = "result"
+	EventExecutionComplete = "execution_complete"
+	EventExecutionCount    = "execution_count"
+	EventPing              = "ping"
+	EventMetrics           = "metrics"
+)
+
+// ErrCommandExec is the ename of a command that exited non-zero or failed
+// to start; its evalue is the decimal exit code (or the start error).
+const ErrCommandExec = "CommandExecError"
+
+// ServerStreamEvent is one event of an execd stream. Cursor is a corral
+// extension, sent only when the client asks for cursors: the byte offset,
+// in the command's combined output, just past the bytes of this event.
+type ServerStreamEvent struct {
+	Type           string         `json:"type"`
+	Text           string         `json:"text,omitempty"`
+	ExecutionCount int            `json:"execution_count,omitempty"`
+	ExecutionTime  int64          `json:"execution_time,omitempty"`
+	Timestamp      int64          `json:"timestamp"`
+	Results        map[string]any `json:"results,omitempty"`
+	Error          *ExecError     `json:"error,omitempty"`
+	Cursor         *int64         `json:"cursor,omitempty"`
+}
+
+// ExecError describes a failure in an error event.
+type ExecError struct {
+	EName     string   `json:"ename"`
+	EValue    string   `json:"evalue"`
+	Traceback []string `json:"traceback"`
+}
+
+// RunCommandRequest is the body of POST /command. Timeout is milliseconds.
+type RunCommandRequest struct {
+	Command    string            `json:"command"`
+	Cwd        string            `json:"cwd,omitempty"`
+	Background bool              `json:"background,omitempty"`
+	Timeout    *int64            `json:"timeout,omitempty"`
+	UID        *int64            `json:"uid,omitempty"`
+	GID        *int64            `json:"gid,omitempty"`
+	Envs       map[string]string `json:"envs,omitempty"`
+}
+
+// CommandStatusResponse is the body of GET /command/status/{id}.
+type CommandStatusResponse struct {
+	ID         string     `json:"id"`
+	Content    string     `json:"content"`
+	Running    bool       `json:"running"`
+	ExitCode   *int       `json:"exit_code,omitempty"`
+	Error      string     `json:"error,omitempty"`
+	StartedAt  time.Time  `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+}
+
+// CreateSessionRequest is the optional body of POST /session.
+type CreateSessionRequest struct {
+	Cwd string `json:"cwd,omitempty"`
+}
+
+// CreateSessionResponse answers POST /session.
+type CreateSessionResponse struct {
+	SessionID string `json:"session_id"`
+}
+
+// RunInSessionRequest is the body of POST /session/{id}/run. Timeout is
+// milliseconds.
+type RunInSessionRequest struct {
+	Command string `json:"command"`
+	Cwd     string `json:"cwd,omitempty"`
+	Timeout *int64 `json:"timeout,omitempty"`
+}
+
+// CodeContext is a code execution context.
+type CodeContext struct {
+	ID       string `json:"id,omitempty"`
+	Language string `json:"language"`
+}
+
+// CodeContextRequest is the body of POST /code/context.
+type CodeContextRequest struct {
+	Language string `json:"language,omitempty"`
+	Cwd      string `json:"cwd,omitempty"`
+}
+
+// RunCodeRequest is the body of POST /code.
+type RunCodeRequest struct {
+	Context *CodeContext `json:"context,omitempty"`
+	Code    string       `json:"code"`
+}
+
+// FileInfo describes a file. Mode is the permission bits written as octal
+// digits in a decimal number (0644 is 644).
+type FileInfo struct {
+	Path       string    `json:"path"`
+	Type       string    `json:"type"`
+	Size       int64     `json:"size"`
+	ModifiedAt time.Time `json:"modified_at"`
+	CreatedAt  time.Time `json:"created_at"`
+	Owner      string    `json:"owner"`
+	Group      string    `json:"group"`
+	Mode       int       `json:"mode"`
+}
+
+// File types in FileInfo.
+const (
+	FileTypeFile      = "file"
+	FileTypeDirectory = "directory"
+	FileTypeSymlink   = "symlink"
+	FileTypeOther     = "other"
+)
+
+// Permission sets owner, group and mode (octal digits) of a path.
+type Permission struct {
+	Owner string `json:"owner,omitempty"`
+	Group string `json:"group,omitempty"`
+	Mode  int    `json:"mode"`
+}
+
+// FileMetadata describes one uploaded file.
+type FileMetadata struct {
+	Path  string `json:"path"`
+	Owner string `json:"owner,omitempty"`
+	Group string `json:"group,omitempty"`
+	Mode  int    `json:"mode,omitempty"`
+}
+
+// RenameFileItem is one move of POST /files/mv.
+type RenameFileItem struct {
+	Src  string `json:"src"`
+	Dest string `json:"dest"`
+}
+
+// ReplaceFileContentItem is one replacement of POST /files/replace.
+type ReplaceFileContentItem struct {
+	Old string `json:"old"`
+	New string `json:"new"`
+}
+
+// ReplaceFileContentResult counts the replacements in one file.
+type ReplaceFileContentResult struct {
+	ReplacedCount int `json:"replacedCount"`
+}
+
+// Metrics are the sandbox's resource figures.
+type Metrics struct {
+	Type        string  `json:"type,omitempty"`
+	CPUCount    float64 `json:"cpu_count"`
+	CPUUsedPct  float64 `json:"cpu_used_pct"`
+	MemTotalMiB float64 `json:"mem_total_mib"`
+	MemUsedMiB  float64 `json:"mem_used_mib"`
+	Timestamp   int64   `json:"timestamp"`
+}
+
+// Error codes of the execd API.
+const (
+	CodeExecdInvalidRequestBody = "INVALID_REQUEST_BODY"
+	CodeExecdMissingQuery       = "MISSING_QUERY"
+	CodeExecdRuntimeError       = "RUNTIME_ERROR"
+	CodeExecdInvalidFile        = "INVALID_FILE"
+	CodeExecdInvalidFileContent = "INVALID_FILE_CONTENT"
+	CodeExecdInvalidFileMeta    = "INVALID_FILE_METADATA"
+	CodeExecdFileNotFound       = "FILE_NOT_FOUND"
+	CodeExecdUnknown            = "UNKNOWN"
+	CodeExecdContextNotFound    = "CONTEXT_NOT_FOUND"
+	CodeExecdNotSupported       = "NOT_SUPPORTED"
+	CodeExecdUnauthorized       = "UNAUTHORIZED"
+	CodeExecdCommandNotFound    = "COMMAND_NOT_FOUND"
+	CodeExecdSessionNotFound    = "SESSION_NOT_FOUND"
+	CodeExecdInvalidPath        = "INVALID_PATH"
+	CodeExecdRangeNotSatisfied  = "RANGE_NOT_SATISFIABLE"
+	CodeExecdAlreadyConnected   = "ALREADY_CONNECTED"
+)
+
+// AppendJSON appends the event's JSON to b, as encoding/json would write
+// it, without reflection: streams send many events.
+func (e *ServerStreamEvent) AppendJSON(b []byte) []byte {
+	b = append(b, `{"type":`...)
+	b = appendJSONString(b, e.Type)
+	if e.Text != "" {
+		b = append(b, `,"text":`...)
+		b = appendJSONString(b, e.Text)
+	}
+	if e.ExecutionCount != 0 {
+		b = append(b, `,"execution_count":`...)
+		b = strconv.AppendInt(b, int64(e.ExecutionCount), 10)
+	}
+	if e.ExecutionTime != 0 {
+		b = append(b, `,"execution_time":`...)
+		b = strconv.AppendInt(b, e.ExecutionTime, 10)
+	}
+	b = append(b, `,"timestamp":`...)
+	b = strconv.AppendInt(b, e.Timestamp, 10)
+	if e.Results != nil {
+		r, _ := json.Marshal(e.Results)
+		b = append(b, `,"results":`...)
+		b = append(b, r...)
+	}
+	if e.Error != nil {
+		r, _ := json.Marshal(e.Error)
+		b = append(b, `,"error":`...)
+		b = append(b, r...)
+	}
+	if e.Cursor != nil {
+		b = append(b, `,"cursor":`...)
+		b = strconv.AppendInt(b, *e.Cursor, 10)
+	}
+	return append(b, '}')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as a JSON string; invalid UTF-8 becomes
+// U+FFFD, as encoding/json does.
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}

@@ -1,0 +1,46 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package cli
+
+import (
+	"context"
+	"time"
+
+	"github.com/corral-dev/corral/internal/execd"
+	"github.com/corral-dev/corral/internal/execd/process"
+)
+
+func runExecd(ctx context.Context, e *env, args []string) int {
+	fs := newFlagSet(e, "execd", "execd [flags]")
+	listen := fs.String("listen", execd.DefaultListen, "address to serve the execd API on")
+	token := fs.String("access-token", e.getenv("EXECD_ACCESS_TOKEN"), "token required in X-EXECD-ACCESS-TOKEN (default $EXECD_ACCESS_TOKEN; empty: no auth)")
+	stateDir := fs.String("state-dir", "", "where command output is retained (default: a directory under $TMPDIR)")
+	envFile := fs.String("env-file", e.getenv("EXECD_ENVS"), "file of KEY=VALUE lines added to every command's environment (default $EXECD_ENVS)")
+	retainN := fs.Int("retain-commands", 1000, "finished commands kept for status and logs")
+	retainBytes := fs.Int64("retain-bytes", 1<<30, "output bytes kept for finished commands")
+	retainAge := fs.Duration("retain-age", 24*time.Hour, "finished commands older than this are removed")
+	grace := fs.Duration("interrupt-grace", 3*time.Second, "time between SIGTERM and SIGKILL when a command is interrupted")
+	ping := fs.Duration("ping-interval", 3*time.Second, "how often an idle event stream gets a ping event")
+	logFormat := fs.String("log-format", "json", "log format: json or text")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	if ok, code := parseFlags(fs, e, args); !ok {
+		return code
+	}
+	log, err := newLogger(e.stderr, *logFormat, *logLevel)
+	if err != nil {
+		return fail(e, "%v", err)
+	}
+	srv, err := execd.New(execd.Config{
+		Listen: *listen, AccessToken: *token, StateDir: *stateDir, EnvFile: *envFile, Logger: log,
+		InterruptGrace: *grace, PingInterval: *ping,
+		Retention: process.Retention{MaxCommands: *retainN, MaxBytes: *retainBytes, MaxAge: *retainAge},
+	})
+	if err != nil {
+		return fail(e, "%v", err)
+	}
+	if err := srv.Run(ctx); err != nil {
+		return fail(e, "%v", err)
+	}
+	return 0
+}

@@ -1,0 +1,442 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package process
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// settleIdle is how long output may stay quiet after the command's main
+// process exits before its stream ends anyway: children it left running in
+// the background may hold its pipes open for ever.
+const settleIdle = 25 * time.Millisecond
+
+// Spec describes a command to start.
+type Spec struct {
+	// Script is run by the shell (bash -c, or sh -c without bash).
+	Script string
+	// Argv, when set, is run directly instead of Script.
+	Argv []string
+	Dir  string
+	// Env is the complete environment.
+	Env []string
+	// Credential switches user and groups when set.
+	Credential *syscall.Credential
+	// Timeout kills the process group after this long; 0 means never.
+	Timeout time.Duration
+	// ExtraFiles are passed as fds 3, 4, ...
+	ExtraFiles []*os.File
+	// Background is recorded for the status and logs endpoints.
+	Background bool
+}
+
+// Command is one started process and its retained output.
+type Command struct {
+	ID         string
+	Content    string
+	Background bool
+	StartedAt  time.Time
+	Log        *Log
+	dir        string
+
+	cmd *exec.Cmd
+	// pipes are the read ends of stdout and stderr.
+	pipes []*os.File
+	// exited is closed when the main process has been reaped.
+	exited chan struct{}
+	// settled is closed when the output of the main process is all in Log.
+	settled chan struct{}
+
+	// mu guards the fields below.
+	mu         sync.Mutex
+	exitCode   int
+	exitErr    string
+	finishedAt time.Time
+	timedOut   bool
+	readers    sync.WaitGroup
+}
+
+// Exit is how a command ended.
+type Exit struct {
+	Code       int
+	Err        string
+	FinishedAt time.Time
+	TimedOut   bool
+}
+
+// Done returns a channel closed when the main process has exited and its
+// output is retained.
+func (c *Command) Done() <-chan struct{} { return c.settled }
+
+// Running reports whether the main process is still running.
+func (c *Command) Running() bool {
+	select {
+	case <-c.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// Exit returns how the command ended; ok is false while it runs.
+func (c *Command) Exit() (Exit, bool) {
+	if c.Running() {
+		return Exit{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Exit{Code: c.exitCode, Err: c.exitErr, FinishedAt: c.finishedAt, TimedOut: c.timedOut}, true
+}
+
+// Signal sends sig to the command's process group.
+func (c *Command) Signal(sig syscall.Signal) error {
+	if !c.Running() {
+		return nil
+	}
+	err := syscall.Kill(-c.cmd.Process.Pid, sig)
+	if errors.Is(err, syscall.ESRCH) {
+		return nil
+	}
+	return err
+}
+
+// Interrupt sends SIGTERM to the process group, then SIGKILL after grace,
+// and returns once the main process has exited (or ctx ends).
+func (c *Command) Interrupt(ctx context.Context, grace time.Duration) error {
+	if err := c.Signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-c.exited:
+		return nil
+	case <-t.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := c.Signal(syscall.SIGKILL); err != nil {
+		return err
+	}
+	select {
+	case <-c.exited:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// newID returns 32 hex characters, the form OpenSandbox command ids take.
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Retention bounds the finished commands a Table keeps.
+type Retention struct {
+	// MaxCommands is how many finished commands are kept (default 1000).
+	MaxCommands int
+	// MaxBytes bounds the output kept for finished commands (default 1 GiB).
+	MaxBytes int64
+	// MaxAge drops finished commands older than this (default 24h).
+	MaxAge time.Duration
+}
+
+// Table starts commands and keeps them, with their output, for the
+// status and logs endpoints, under a retention policy.
+type Table struct {
+	dir   string
+	shell []string
+	ret   Retention
+
+	// mu guards cmds.
+	mu   sync.Mutex
+	cmds map[string]*Command
+	// wg owns the goroutines that copy output and reap processes.
+	wg sync.WaitGroup
+}
+
+// NewTable keeps command output under dir.
+func NewTable(dir string, ret Retention) (*Table, error) {
+	if ret.MaxCommands <= 0 {
+		ret.MaxCommands = 1000
+	}
+	if ret.MaxBytes <= 0 {
+		ret.MaxBytes = 1 << 30
+	}
+	if ret.MaxAge <= 0 {
+		ret.MaxAge = 24 * time.Hour
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	return &Table{dir: dir, shell: Shell(), ret: ret, cmds: map[string]*Command{}}, nil
+}
+
+// Shell returns the shell that runs scripts: bash if it is installed,
+// otherwise sh.
+func Shell() []string {
+	if p, err := exec.LookPath("bash"); err == nil {
+		return []string{p, "-c"}
+	}
+	return []string{"/bin/sh", "-c"}
+}
+
+// Get returns a command by id.
+func (t *Table) Get(id string) (*Command, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c, ok := t.cmds[id]
+	return c, ok
+}
+
+// Start starts a command. Its output goes to its Log; stdin is /dev/null.
+// The returned command is registered before Start returns.
+func (t *Table) Start(spec Spec) (_ *Command, err error) {
+	id := newID()
+	dir := filepath.Join(t.dir, id)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = os.RemoveAll(dir)
+		}
+	}()
+	log, err := CreateLog(dir)
+	if err != nil {
+		return nil, err
+	}
+	argv := spec.Argv
+	if argv == nil {
+		argv = append(append([]string(nil), t.shell...), spec.Script)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir, cmd.Env, cmd.ExtraFiles = spec.Dir, spec.Env, spec.ExtraFiles
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: spec.Credential}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		log.Close()
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		log.Close()
+		outR.Close()
+		outW.Close()
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	startErr := cmd.Start()
+	outW.Close()
+	errW.Close()
+	content := spec.Script
+	if spec.Argv != nil {
+		content = strings.Join(spec.Argv, " ")
+	}
+	c := &Command{ID: id, Content: content, Background: spec.Background, StartedAt: time.Now().UTC(), Log: log, dir: dir,
+		cmd: cmd, pipes: []*os.File{outR, errR}, exited: make(chan struct{}), settled: make(chan struct{})}
+	if startErr != nil {
+		outR.Close()
+		errR.Close()
+		c.pipes = nil
+		log.Finish()
+		c.exitCode, c.exitErr, c.finishedAt = 127, startErr.Error(), time.Now().UTC()
+		close(c.exited)
+		close(c.settled)
+		t.add(c)
+		return c, nil
+	}
+	t.add(c)
+	idle := make(chan struct{}, 1)
+	for _, p := range []struct {
+		r *os.File
+		s Stream
+	}{{outR, Stdout}, {errR, Stderr}} {
+		c.readers.Add(1)
+		t.wg.Go(func() { c.copy(p.r, p.s, idle) })
+	}
+	t.wg.Go(func() { c.wait(spec.Timeout, idle) })
+	return c, nil
+}
+
+func (t *Table) add(c *Command) {
+	t.mu.Lock()
+	t.cmds[c.ID] = c
+	t.mu.Unlock()
+}
+
+// copy moves one pipe into the log until EOF.
+func (c *Command) copy(r *os.File, s Stream, activity chan<- struct{}) {
+	defer c.readers.Done()
+	defer r.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			// A log that cannot be written (disk full) still drains the
+			// pipe, so the command never blocks on us.
+			_ = c.Log.Append(s, buf[:n])
+			select {
+			case activity <- struct{}{}:
+			default:
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// wait reaps the main process, enforces the timeout, and settles the
+// output: both pipes at EOF, or quiet for settleIdle after the exit.
+func (c *Command) wait(timeout time.Duration, activity <-chan struct{}) {
+	var timer *time.Timer
+	if timeout > 0 {
+		timer = time.AfterFunc(timeout, func() {
+			c.mu.Lock()
+			c.timedOut = true
+			c.mu.Unlock()
+			_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+		})
+	}
+	err := c.cmd.Wait()
+	if timer != nil {
+		timer.Stop()
+	}
+	code, msg := exitStatus(c.cmd.ProcessState, err)
+	c.mu.Lock()
+	c.exitCode, c.exitErr, c.finishedAt = code, msg, time.Now().UTC()
+	if c.timedOut {
+		c.exitErr = fmt.Sprintf("timed out after %v", timeout)
+	}
+	c.mu.Unlock()
+	close(c.exited)
+
+	eof := make(chan struct{})
+	go func() { c.readers.Wait(); close(eof) }()
+	quiet := time.NewTimer(settleIdle)
+	defer quiet.Stop()
+	for settled := false; !settled; {
+		select {
+		case <-eof:
+			settled = true
+		case <-activity:
+			quiet.Reset(settleIdle)
+		case <-quiet.C:
+			settled = true
+		}
+	}
+	close(c.settled)
+	// Output of children still running keeps being retained until they
+	// close the pipes.
+	<-eof
+	c.Log.Finish()
+}
+
+// exitStatus turns a wait result into an exit code: the status, or 128 +
+// the signal for a process killed by one.
+func exitStatus(ps *os.ProcessState, err error) (int, string) {
+	if ps == nil {
+		return 255, err.Error()
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal()), "signal: " + ws.Signal().String()
+	}
+	if ps.ExitCode() != 0 {
+		return ps.ExitCode(), fmt.Sprintf("exit status %d", ps.ExitCode())
+	}
+	return 0, ""
+}
+
+// Collect removes finished commands beyond the retention policy, oldest
+// first. Running commands are never collected.
+func (t *Table) Collect() {
+	t.mu.Lock()
+	var done []*Command
+	for _, c := range t.cmds {
+		if ex, ok := c.Exit(); ok && !ex.FinishedAt.IsZero() {
+			done = append(done, c)
+		}
+	}
+	t.mu.Unlock()
+	sort.Slice(done, func(i, j int) bool {
+		a, _ := done[i].Exit()
+		b, _ := done[j].Exit()
+		return a.FinishedAt.After(b.FinishedAt)
+	})
+	var bytes int64
+	now := time.Now()
+	for i, c := range done {
+		ex, _ := c.Exit()
+		bytes += c.Log.Size()
+		if i < t.ret.MaxCommands && bytes <= t.ret.MaxBytes && now.Sub(ex.FinishedAt) <= t.ret.MaxAge {
+			continue
+		}
+		t.mu.Lock()
+		delete(t.cmds, c.ID)
+		t.mu.Unlock()
+		_ = c.Log.Close()
+		_ = os.RemoveAll(c.dir)
+	}
+}
+
+// Run collects expired commands every interval until ctx ends.
+func (t *Table) Run(ctx context.Context, interval time.Duration) {
+	tk := time.NewTicker(interval)
+	defer tk.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+			t.Collect()
+		}
+	}
+}
+
+// Len returns how many commands are kept.
+func (t *Table) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.cmds)
+}
+
+// Close kills running commands and removes all retained output.
+func (t *Table) Close() error {
+	t.mu.Lock()
+	cmds := make([]*Command, 0, len(t.cmds))
+	for _, c := range t.cmds {
+		cmds = append(cmds, c)
+	}
+	t.cmds = map[string]*Command{}
+	t.mu.Unlock()
+	for _, c := range cmds {
+		_ = c.Signal(syscall.SIGKILL)
+		<-c.exited
+		// Children that left the process group may still hold the pipes.
+		for _, p := range c.pipes {
+			_ = p.Close()
+		}
+	}
+	t.wg.Wait()
+	for _, c := range cmds {
+		_ = c.Log.Close()
+	}
+	return os.RemoveAll(t.dir)
+}
+

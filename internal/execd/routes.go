@@ -1,0 +1,76 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package execd
+
+import (
+	"net/http"
+
+	"github.com/corral-dev/corral/api"
+	"github.com/corral-dev/corral/errdefs"
+)
+
+func (s *Server) routes() {
+	m := s.mux
+	m.HandleFunc("GET /ping", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+
+	m.HandleFunc("POST /command", s.runCommand)
+	m.HandleFunc("DELETE /command", s.interruptCommand)
+	// /command/status/{id}, /command/{id}/logs and /command/{id}/stream
+	// overlap as mux patterns, so one handler tells them apart.
+	m.HandleFunc("GET /command/{a}/{b}", s.commandRead)
+
+	m.HandleFunc("POST /session", s.createSession)
+	m.HandleFunc("POST /session/{id}/run", s.runInSession)
+	m.HandleFunc("DELETE /session/{id}", s.deleteSession)
+
+	m.HandleFunc("POST /code", s.runCode)
+	m.HandleFunc("DELETE /code", s.interruptCode)
+	m.HandleFunc("POST /code/context", s.createContext)
+	m.HandleFunc("GET /code/contexts", s.listContexts)
+	m.HandleFunc("DELETE /code/contexts", s.deleteContexts)
+	m.HandleFunc("GET /code/contexts/{id}", s.contextNotFound)
+	m.HandleFunc("DELETE /code/contexts/{id}", s.contextNotFound)
+
+	m.HandleFunc("GET /files/info", s.filesInfo)
+	m.HandleFunc("DELETE /files", s.removeFiles)
+	m.HandleFunc("POST /files/permissions", s.chmodFiles)
+	m.HandleFunc("POST /files/mv", s.moveFiles)
+	m.HandleFunc("GET /files/search", s.searchFiles)
+	m.HandleFunc("POST /files/replace", s.replaceFiles)
+	m.HandleFunc("POST /files/upload", s.uploadFiles)
+	m.HandleFunc("GET /files/download", s.downloadFile)
+	m.HandleFunc("GET /directories/list", s.listDirectory)
+	m.HandleFunc("POST /directories", s.makeDirs)
+	m.HandleFunc("DELETE /directories", s.removeDirs)
+
+	m.HandleFunc("GET /metrics", s.getMetrics)
+	m.HandleFunc("GET /metrics/watch", s.watchMetrics)
+
+	m.HandleFunc("POST /pty", s.createPTY)
+	m.HandleFunc("GET /pty/{id}", s.ptyStatus)
+	m.HandleFunc("DELETE /pty/{id}", s.deletePTY)
+	m.HandleFunc("GET /pty/{id}/ws", s.attachPTY)
+
+	m.HandleFunc("/proxy/{port}", s.proxy.serve)
+	m.HandleFunc("/proxy/{port}/{path...}", s.proxy.serve)
+
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, errdefs.Newf(errdefs.ErrNotFound, "NOT_FOUND", "no route for %s %s", r.Method, r.URL.Path))
+	})
+	_ = api.ExecdPort
+}
+
+func (s *Server) commandRead(w http.ResponseWriter, r *http.Request) {
+	a, b := r.PathValue("a"), r.PathValue("b")
+	switch {
+	case a == "status":
+		s.commandStatus(w, r, b)
+	case b == "logs":
+		s.commandLogs(w, r, a)
+	case b == "stream":
+		s.resumeCommand(w, r, a)
+	default:
+		writeError(w, errdefs.Newf(errdefs.ErrNotFound, "NOT_FOUND", "no route for %s %s", r.Method, r.URL.Path))
+	}
+}

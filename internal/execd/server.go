@@ -1,0 +1,239 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package execd is the in-sandbox daemon: the OpenSandbox execd contract
+// (commands streamed as events, background commands with byte-cursor logs,
+// bash sessions, files and directories, metrics, PTYs over WebSocket, a
+// proxy to local ports) plus corral's durable command streams. It owns the
+// HTTP layer and authentication; process and files own the work. Only
+// internal/cli constructs it.
+package execd
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/corral-dev/corral/api"
+	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/errdefs/errhttp"
+	"github.com/corral-dev/corral/internal/execd/process"
+	"github.com/corral-dev/corral/internal/logctx"
+)
+
+// DefaultListen is where execd listens inside a sandbox.
+const DefaultListen = ":44772"
+
+// Config configures a Server. The zero value listens on DefaultListen with
+// no access token and keeps its state under the system temp directory.
+type Config struct {
+	Listen string
+	// AccessToken, when set, is required in X-EXECD-ACCESS-TOKEN on every
+	// route but /ping.
+	AccessToken string
+	// StateDir holds retained command output.
+	StateDir string
+	// EnvFile is a file of KEY=VALUE lines merged into every command's
+	// environment (OpenSandbox's EXECD_ENVS).
+	EnvFile   string
+	Retention process.Retention
+	Logger    *slog.Logger
+	// PingInterval is how often an idle stream gets a ping (default 3s).
+	PingInterval time.Duration
+	// InterruptGrace is the time between SIGTERM and SIGKILL (default 3s).
+	InterruptGrace time.Duration
+}
+
+// Server is a running execd.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	table    *process.Table
+	sessions *process.Sessions
+	ptys     *ptyTable
+	metrics  *sampler
+	mux      *http.ServeMux
+	proxy    *localProxy
+	// baseEnv is execd's own environment without its secrets.
+	baseEnv []string
+	workdir string
+}
+
+// New prepares a Server.
+func New(cfg Config) (*Server, error) {
+	if cfg.Listen == "" {
+		cfg.Listen = DefaultListen
+	}
+	if cfg.StateDir == "" {
+		cfg.StateDir = filepath.Join(os.TempDir(), "corral-execd")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = logctx.Discard()
+	}
+	if cfg.PingInterval <= 0 {
+		cfg.PingInterval = 3 * time.Second
+	}
+	if cfg.InterruptGrace <= 0 {
+		cfg.InterruptGrace = 3 * time.Second
+	}
+	table, err := process.NewTable(filepath.Join(cfg.StateDir, "commands"), cfg.Retention)
+	if err != nil {
+		return nil, fmt.Errorf("execd state dir: %w", err)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		wd = "/"
+	}
+	s := &Server{
+		cfg: cfg, log: cfg.Logger, table: table, sessions: process.NewSessions(table), ptys: newPTYTable(),
+		metrics: newSampler(), mux: http.NewServeMux(), baseEnv: cleanEnv(os.Environ()), workdir: wd,
+	}
+	s.proxy = newLocalProxy(s)
+	s.routes()
+	return s, nil
+}
+
+// cleanEnv drops execd's own secrets and settings from an environment.
+func cleanEnv(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if name == "EXECD_ACCESS_TOKEN" || strings.HasPrefix(name, "CORRAL_EXECD_") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// Handler returns the HTTP handler.
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
+
+// Run listens and serves until ctx ends, then stops every command, session
+// and PTY it started.
+func (s *Server) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("execd listen: %w", err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve serves on ln until ctx ends.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	var wg sync.WaitGroup
+	bg, stop := context.WithCancel(ctx)
+	wg.Go(func() { s.metrics.run(bg, time.Second) })
+	wg.Go(func() { s.table.Run(bg, time.Minute) })
+	errc := make(chan error, 1)
+	wg.Go(func() { errc <- hs.Serve(ln) })
+	s.log.InfoContext(ctx, "execd serving", "listen", ln.Addr().String(), "auth", s.cfg.AccessToken != "")
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	_ = hs.Shutdown(sctx)
+	_ = hs.Close()
+	stop()
+	s.ptys.closeAll()
+	s.sessions.Close()
+	wg.Wait()
+	if cerr := s.table.Close(); cerr != nil {
+		s.log.WarnContext(ctx, "remove command state", "err", cerr)
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.AccessToken != "" && r.URL.Path != "/ping" {
+		got := r.Header.Get(api.HeaderExecdToken)
+		if subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.AccessToken)) != 1 {
+			writeError(w, errdefs.New(errdefs.ErrUnauthenticated, api.CodeExecdUnauthorized,
+				"invalid or missing header X-EXECD-ACCESS-TOKEN"))
+			return
+		}
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.ErrorContext(r.Context(), "execd handler panicked", "panic", v, "path", r.URL.Path)
+			writeError(w, fmt.Errorf("internal error"))
+		}
+	}()
+	s.mux.ServeHTTP(w, r)
+}
+
+// writeError answers err as {"code","message"}.
+func writeError(w http.ResponseWriter, err error) {
+	status, code, msg := errhttp.FromError(err)
+	if status == 499 {
+		status = http.StatusBadRequest
+	}
+	if k := errhttp.KindName(err); k != "" {
+		w.Header().Set(errhttp.HeaderKind, k)
+	}
+	writeJSON(w, status, api.ErrorResponse{Code: code, Message: msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// badRequest is a user-facing 400 with execd's request-body code.
+func badRequest(format string, args ...any) error {
+	return errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeExecdInvalidRequestBody, format, args...)
+}
+
+// decode reads a JSON body (at most 16 MiB) into v; optional allows an
+// empty body.
+func decode(r *http.Request, v any, optional bool) error {
+	b, err := io.ReadAll(io.LimitReader(r.Body, 16<<20+1))
+	if err != nil {
+		return badRequest("could not read the request body")
+	}
+	if len(b) > 16<<20 {
+		return badRequest("the request body is larger than 16 MiB")
+	}
+	if len(strings.TrimSpace(string(b))) == 0 {
+		if optional {
+			return nil
+		}
+		return badRequest("a JSON request body is required")
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return badRequest("the request body is not valid JSON for this route: %v", err)
+	}
+	return nil
+}
+
+// query returns a required query parameter.
+func query(r *http.Request, name string) (string, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return "", errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeExecdMissingQuery, "query parameter %q is required", name)
+	}
+	return v, nil
+}

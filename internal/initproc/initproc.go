@@ -1,0 +1,242 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package initproc is PID 1 of a sandbox (`corral init`): it starts the
+// user's entrypoint and the in-sandbox daemon, reaps every zombie
+// (orphans included), forwards signals to the entrypoint, restarts the
+// daemon if it dies, and exits with the entrypoint's exit code after
+// stopping the daemon. Only internal/cli uses it.
+package initproc
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Config configures PID 1.
+type Config struct {
+	// Entrypoint is the user's program and its arguments.
+	Entrypoint []string
+	// Env is the entrypoint's environment.
+	Env []string
+	// Dir is the entrypoint's working directory ("" keeps the current one).
+	Dir string
+	// Daemon is the in-sandbox daemon's argv; empty runs none.
+	Daemon []string
+	// DaemonEnv is the daemon's environment (it holds the access token,
+	// which the entrypoint must not inherit).
+	DaemonEnv []string
+	// StopGrace is how long the daemon gets to stop (default 2s).
+	StopGrace time.Duration
+	Stderr    io.Writer
+	Logger    *slog.Logger
+}
+
+// Exit codes for an entrypoint that cannot start, as shells use them.
+const (
+	ExitNotFound      = 127
+	ExitNotExecutable = 126
+)
+
+// forwarded are the signals passed on to the entrypoint.
+func forwarded() []os.Signal {
+	return []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1,
+		syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGCONT, syscall.SIGTSTP}
+}
+
+// resolve finds the entrypoint's program, the way a shell would.
+func resolve(prog string, env []string) (string, int, error) {
+	path := prog
+	if !strings.Contains(prog, "/") {
+		p, err := lookPath(prog, env)
+		if err != nil {
+			return "", ExitNotFound, fmt.Errorf("entrypoint %q: not found in PATH", prog)
+		}
+		path = p
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", ExitNotFound, fmt.Errorf("entrypoint %q: %v", prog, err)
+	}
+	if fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return "", ExitNotExecutable, fmt.Errorf("entrypoint %q: not an executable file", prog)
+	}
+	return path, 0, nil
+}
+
+func lookPath(prog string, env []string) (string, error) {
+	pathVar := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathVar = v
+		}
+	}
+	for _, dir := range filepath.SplitList(pathVar) {
+		p := filepath.Join(dir, prog)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", exec.ErrNotFound
+}
+
+// Run is PID 1's life. It returns the exit code for the process.
+func Run(cfg Config) int {
+	if cfg.StopGrace <= 0 {
+		cfg.StopGrace = 2 * time.Second
+	}
+	if cfg.Stderr == nil {
+		cfg.Stderr = os.Stderr
+	}
+	if len(cfg.Entrypoint) == 0 {
+		fmt.Fprintln(cfg.Stderr, "corral init: no entrypoint given (usage: corral init [flags] -- PROGRAM [ARGS...])")
+		return 2
+	}
+	// Outside a PID namespace we are not PID 1; becoming a subreaper makes
+	// orphans ours anyway.
+	if os.Getpid() != 1 {
+		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	}
+	sigs := make(chan os.Signal, 32)
+	signal.Notify(sigs, append(forwarded(), syscall.SIGCHLD)...)
+	defer signal.Stop(sigs)
+
+	path, code, err := resolve(cfg.Entrypoint[0], cfg.Env)
+	if err != nil {
+		fmt.Fprintln(cfg.Stderr, "corral init: "+err.Error())
+		return code
+	}
+	p := &pid1{cfg: cfg}
+	p.startDaemon()
+	entry, err := os.StartProcess(path, cfg.Entrypoint, &os.ProcAttr{
+		Dir: cfg.Dir, Env: cfg.Env, Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
+	})
+	if err != nil {
+		fmt.Fprintln(cfg.Stderr, "corral init: start entrypoint: "+err.Error())
+		p.stopDaemon(sigs)
+		if errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.ENOEXEC) {
+			return ExitNotExecutable
+		}
+		return ExitNotFound
+	}
+	for {
+		sig := <-sigs
+		if sig != syscall.SIGCHLD {
+			_ = entry.Signal(sig)
+			continue
+		}
+		if exit, done := p.reap(entry.Pid); done {
+			p.stopDaemon(sigs)
+			return exit
+		}
+	}
+}
+
+type pid1 struct {
+	cfg      Config
+	daemon   *os.Process
+	restarts int
+	lastFail time.Time
+}
+
+func (p *pid1) startDaemon() {
+	if len(p.cfg.Daemon) == 0 {
+		return
+	}
+	self, err := os.Executable()
+	if err != nil {
+		self = "/proc/self/exe"
+	}
+	proc, err := os.StartProcess(self, p.cfg.Daemon, &os.ProcAttr{
+		Env: p.cfg.DaemonEnv, Files: []*os.File{nil, os.Stdout, os.Stderr},
+		Sys: &syscall.SysProcAttr{Setpgid: true},
+	})
+	if err != nil {
+		fmt.Fprintln(p.cfg.Stderr, "corral init: start daemon: "+err.Error())
+		return
+	}
+	p.daemon = proc
+}
+
+// reap collects every exited child. It reports the entrypoint's exit code
+// once the entrypoint has exited, and restarts the daemon if it died.
+func (p *pid1) reap(entryPID int) (int, bool) {
+	exit, done := 0, false
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		if err != nil || pid <= 0 {
+			return exit, done
+		}
+		switch {
+		case pid == entryPID:
+			exit, done = statusCode(ws), true
+		case p.daemon != nil && pid == p.daemon.Pid:
+			p.daemon = nil
+			if done {
+				continue
+			}
+			// Back off if it keeps dying, so a broken daemon cannot spin.
+			if time.Since(p.lastFail) < 10*time.Second {
+				p.restarts++
+			} else {
+				p.restarts = 0
+			}
+			p.lastFail = time.Now()
+			time.Sleep(min(time.Duration(p.restarts)*200*time.Millisecond, 5*time.Second))
+			fmt.Fprintf(p.cfg.Stderr, "corral init: the daemon exited (%s); restarting it\n", describe(ws))
+			p.startDaemon()
+		}
+	}
+}
+
+// stopDaemon asks the daemon to stop and kills it after the grace period.
+func (p *pid1) stopDaemon(sigs <-chan os.Signal) {
+	if p.daemon == nil {
+		return
+	}
+	pid := p.daemon.Pid
+	_ = syscall.Kill(-pid, syscall.SIGTERM)
+	deadline := time.NewTimer(p.cfg.StopGrace)
+	defer deadline.Stop()
+	for {
+		var ws syscall.WaitStatus
+		if got, _ := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil); got == pid {
+			return
+		}
+		select {
+		case <-sigs:
+		case <-deadline.C:
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			var ws2 syscall.WaitStatus
+			_, _ = syscall.Wait4(pid, &ws2, 0, nil)
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func statusCode(ws syscall.WaitStatus) int {
+	if ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ws.ExitStatus()
+}
+
+func describe(ws syscall.WaitStatus) string {
+	if ws.Signaled() {
+		return "signal " + ws.Signal().String()
+	}
+	return fmt.Sprintf("exit status %d", ws.ExitStatus())
+}
