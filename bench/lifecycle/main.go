@@ -253,4 +253,3 @@ func report(name string, r result) error {
 		pct(0.50).Round(time.Microsecond), pct(0.99).Round(time.Microsecond))
 	return nil
 }
-

@@ -263,4 +263,3 @@ func (s *Server) watchMetrics(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 }
-

@@ -61,7 +61,9 @@ func (s *eventStream) write(evs ...api.ServerStreamEvent) error {
 	return s.rc.Flush()
 }
 
-func pingEvent() api.ServerStreamEvent { return api.ServerStreamEvent{Type: api.EventPing, Text: "pong"} }
+func pingEvent() api.ServerStreamEvent {
+	return api.ServerStreamEvent{Type: api.EventPing, Text: "pong"}
+}
 
 // terminal is the last event for a finished command: execution_complete for
 // exit 0, error with the exit code otherwise.

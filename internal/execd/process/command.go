@@ -439,4 +439,3 @@ func (t *Table) Close() error {
 	}
 	return os.RemoveAll(t.dir)
 }
-
