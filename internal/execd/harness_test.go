@@ -26,7 +26,7 @@ import (
 )
 
 var (
-	binary    string
+	corralBin string
 	contracts testutil.Contracts
 )
 
@@ -39,13 +39,13 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	binary = filepath.Join(dir, "corral")
+	corralBin = filepath.Join(dir, "corral")
 	mod, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	b := exec.Command("go", "build", "-o", binary, "./cmd/corral")
+	b := exec.Command("go", "build", "-o", corralBin, "./cmd/corral")
 	b.Dir = filepath.Dir(strings.TrimSpace(string(mod)))
 	b.Env = append(os.Environ(), "CGO_ENABLED=0")
 	b.Stderr = os.Stderr
@@ -72,7 +72,7 @@ func startExecd(t *testing.T, extra ...string) *daemon {
 	state := t.TempDir()
 	args := append([]string{"execd", "--listen", "127.0.0.1:0", "--state-dir", state, "--ping-interval", "200ms",
 		"--interrupt-grace", "300ms"}, extra...)
-	cmd := exec.Command(binary, args...)
+	cmd := exec.Command(corralBin, args...)
 	cmd.Env = append(os.Environ(), "EXECD_ACCESS_TOKEN="+token)
 	cmd.Dir = t.TempDir()
 	stderr, err := cmd.StderrPipe()

@@ -176,8 +176,9 @@ func matchClass(p string, c byte) (ok bool, width int, valid bool) {
 
 // Search returns the files below dir whose name matches pattern (default
 // "**"). A pattern with a '/' is matched against the path relative to dir;
-// one without is matched against the file's name. Directories are walked
-// but not reported; symbolic links are not followed.
+// one without is matched against the file's name. Only regular files are
+// reported; directories are walked, symbolic links are neither followed nor
+// reported.
 func Search(dir, pattern string) ([]api.FileInfo, error) {
 	abs, err := Resolve(dir)
 	if err != nil {
@@ -200,14 +201,14 @@ func Search(dir, pattern string) ([]api.FileInfo, error) {
 		if err != nil {
 			return nil // unreadable parts are skipped, not fatal
 		}
-		if d.IsDir() {
+		if !d.Type().IsRegular() {
 			return nil
 		}
 		subject := d.Name()
 		if byPath {
 			subject, _ = filepath.Rel(abs, p)
 		}
-		if !Match(pattern, subject) && !(pattern == "**") {
+		if !Match(pattern, subject) {
 			return nil
 		}
 		efi, err := d.Info()

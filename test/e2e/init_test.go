@@ -1,0 +1,168 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package e2e
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/corral-dev/corral/internal/testutil"
+)
+
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+// pid1 runs `corral init` as PID 1 of a new PID namespace with its own
+// /proc (util-linux unshare).
+func pid1(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	testutil.RequireRoot(t)
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Fatalf("unshare (util-linux) is needed: %v", err)
+	}
+	return exec.Command(unshare, append([]string{"--pid", "--fork", "--mount-proc", binary, "init"}, args...)...)
+}
+
+func TestInitAsPID1ExitCodeAndParent(t *testing.T) {
+	t.Parallel()
+	cmd := pid1(t, "--no-execd", "--", "sh", "-c", "echo ppid=$PPID; exit 7")
+	out, err := cmd.CombinedOutput()
+	if exitCode(err) != 7 || !strings.Contains(string(out), "ppid=1") {
+		t.Fatalf("exit %d, output %q; want 7 and the entrypoint's parent to be PID 1", exitCode(err), out)
+	}
+}
+
+func TestInitAsPID1ReapsOrphans(t *testing.T) {
+	t.Parallel()
+	// The subshell exits at once, orphaning its sleep, which PID 1 must
+	// reap when it ends; then the entrypoint looks for zombies.
+	script := `(sleep 0.2 &); sleep 1; z=$(grep -l '^State:.*Z' /proc/[0-9]*/status 2>/dev/null | wc -l); echo zombies=$z`
+	out, err := pid1(t, "--no-execd", "--", "sh", "-c", script).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "zombies=0") {
+		t.Fatalf("err %v, output %q; want zombies=0", err, out)
+	}
+}
+
+func TestInitAsPID1ForwardsSIGTERM(t *testing.T) {
+	t.Parallel()
+	cmd := pid1(t, "--no-execd", "--", "sh", "-c", `trap 'echo got-term; exit 3' TERM; echo ready; while :; do sleep 0.05; done`)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "the entrypoint to start", func() bool { return strings.Contains(out.String(), "ready") })
+	// unshare forwards nothing; signal the namespace's PID 1, its child.
+	initPID := childOf(t, cmd.Process.Pid)
+	if err := syscall.Kill(initPID, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	if exitCode(err) != 3 || !strings.Contains(out.String(), "got-term") {
+		t.Fatalf("exit %d, output %q; want the entrypoint's trap to run and exit 3", exitCode(err), out.String())
+	}
+}
+
+// childOf returns the only child of pid.
+func childOf(t *testing.T, pid int) int {
+	t.Helper()
+	var child int
+	testutil.WaitFor(t, 5*time.Second, "unshare's child", func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+		if err != nil {
+			return false
+		}
+		_, err = fmt.Sscan(string(b), &child)
+		return err == nil
+	})
+	return child
+}
+
+func TestInitEntrypointProblems(t *testing.T) {
+	t.Parallel()
+	plain := t.TempDir() + "/plain"
+	_ = os.WriteFile(plain, []byte("not a program"), 0o644)
+	for _, tc := range []struct {
+		entry []string
+		code  int
+		msg   string
+	}{
+		{[]string{"/no/such/program"}, 127, "no such file"},
+		{[]string{"no-such-program-xyz"}, 127, "not found in PATH"},
+		{[]string{plain}, 126, "not an executable"},
+		{nil, 2, "no entrypoint"},
+	} {
+		out, err := exec.Command(binary, append([]string{"init", "--no-execd", "--"}, tc.entry...)...).CombinedOutput()
+		if exitCode(err) != tc.code || !strings.Contains(string(out), tc.msg) {
+			t.Errorf("init %v: exit %d %q, want %d and %q", tc.entry, exitCode(err), out, tc.code, tc.msg)
+		}
+	}
+}
+
+// TestInitRunsExecd: init starts execd with the token from its
+// environment, keeps the token from the entrypoint, and stops execd when
+// the entrypoint exits.
+func TestInitRunsExecd(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	marker := t.TempDir() + "/env"
+	cmd := exec.Command(binary, "init", "--execd-listen", addr, "--execd-state-dir", t.TempDir(), "--",
+		"sh", "-c", "echo ${EXECD_ACCESS_TOKEN:-none} > "+marker+"; sleep 30")
+	cmd.Env = append(os.Environ(), "EXECD_ACCESS_TOKEN=init-token")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	testutil.WaitFor(t, 10*time.Second, "execd to answer", func() bool {
+		req, _ := http.NewRequest("GET", "http://"+addr+"/metrics", nil)
+		req.Header.Set("X-EXECD-ACCESS-TOKEN", "init-token")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == 200
+	})
+	if b, _ := os.ReadFile(marker); strings.TrimSpace(string(b)) != "none" {
+		t.Errorf("the entrypoint saw EXECD_ACCESS_TOKEN=%q", b)
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-done:
+		if exitCode(err) != 143 {
+			t.Errorf("init exit = %v, want 143 (the entrypoint killed by SIGTERM)", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("init did not exit after SIGTERM")
+	}
+	if _, err := http.Get("http://" + addr + "/ping"); err == nil {
+		t.Errorf("execd still answers after init exited")
+	}
+}
