@@ -200,10 +200,10 @@ const (
 // it, without reflection: streams send many events.
 func (e *ServerStreamEvent) AppendJSON(b []byte) []byte {
 	b = append(b, `{"type":`...)
-	b = appendJSONString(b, e.Type)
+	b = AppendJSONString(b, e.Type)
 	if e.Text != "" {
 		b = append(b, `,"text":`...)
-		b = appendJSONString(b, e.Text)
+		b = AppendJSONString(b, e.Text)
 	}
 	if e.ExecutionCount != 0 {
 		b = append(b, `,"execution_count":`...)
@@ -232,14 +232,21 @@ func (e *ServerStreamEvent) AppendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s as a JSON string; invalid UTF-8 becomes
-// U+FFFD, as encoding/json does.
-func appendJSONString(b []byte, s string) []byte {
+// AppendJSONString appends s as a JSON string, escaped exactly as
+// encoding/json escapes it with HTML escaping off; invalid UTF-8 becomes
+// U+FFFD. It takes bytes too, so output can be encoded without copies.
+func AppendJSONString[T string | []byte](b []byte, s T) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// Skip eight plain ASCII bytes at a time: no control character,
+		// quote, backslash or non-ASCII byte among them.
+		for i+8 <= len(s) && plainWord(s[i], s[i+1], s[i+2], s[i+3], s[i+4], s[i+5], s[i+6], s[i+7]) {
+			i += 8
+		}
+		if i >= len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if c >= 0x20 && c != '"' && c != '\\' {
@@ -267,7 +274,7 @@ func appendJSONString(b []byte, s string) []byte {
 			start = i
 			continue
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
+		r, size := decodeRune(s[i:])
 		if r == utf8.RuneError && size == 1 {
 			b = append(b, s[start:i]...)
 			b = append(b, `\ufffd`...)
@@ -286,4 +293,27 @@ func appendJSONString(b []byte, s string) []byte {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
+}
+
+func decodeRune[T string | []byte](s T) (rune, int) {
+	switch v := any(s).(type) {
+	case string:
+		return utf8.DecodeRuneInString(v)
+	case []byte:
+		return utf8.DecodeRune(v)
+	}
+	return utf8.RuneError, 1
+}
+
+const hexDigits = "0123456789abcdef"
+
+// plainWord reports whether none of 8 bytes needs escaping in a JSON
+// string (and none is part of a multi-byte UTF-8 sequence).
+func plainWord(c0, c1, c2, c3, c4, c5, c6, c7 byte) bool {
+	x := uint64(c0) | uint64(c1)<<8 | uint64(c2)<<16 | uint64(c3)<<24 |
+		uint64(c4)<<32 | uint64(c5)<<40 | uint64(c6)<<48 | uint64(c7)<<56
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	hasLess := func(x uint64, n uint64) uint64 { return (x - lo*n) & ^x & hi }
+	hasZero := func(x uint64) uint64 { return (x - lo) & ^x & hi }
+	return x&hi == 0 && hasLess(x, 0x20) == 0 && hasZero(x^(lo*'"')) == 0 && hasZero(x^(lo*'\\')) == 0
 }

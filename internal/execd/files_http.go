@@ -253,7 +253,7 @@ func (s *Server) watchMetrics(w http.ResponseWriter, r *http.Request) {
 		if err := es.sw.Write(m); err != nil {
 			return
 		}
-		if err := es.rc.Flush(); err != nil {
+		if err := es.flush(); err != nil {
 			return
 		}
 		select {

@@ -4,6 +4,7 @@
 package execd
 
 import (
+	"bufio"
 	"context"
 	"net/http"
 	"strconv"
@@ -21,15 +22,19 @@ const HeaderEventCursors = "Corral-Event-Cursors"
 // eventStream writes events. Headers are committed with the first event,
 // so a handler can still answer an early failure with a JSON error.
 type eventStream struct {
-	w       http.ResponseWriter
-	rc      *http.ResponseController
+	w  http.ResponseWriter
+	rc *http.ResponseController
+	// bw batches events into large socket writes; it is flushed with
+	// every batch.
+	bw      *bufio.Writer
 	sw      *sse.Writer
 	started bool
 	last    time.Time
 }
 
 func newEventStream(w http.ResponseWriter) *eventStream {
-	return &eventStream{w: w, rc: http.NewResponseController(w), sw: sse.NewWriter(w)}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	return &eventStream{w: w, rc: http.NewResponseController(w), bw: bw, sw: sse.NewWriter(bw)}
 }
 
 func (s *eventStream) start() {
@@ -45,6 +50,16 @@ func (s *eventStream) start() {
 	s.started = true
 }
 
+// writeRaw sends pre-encoded events and flushes once.
+func (s *eventStream) writeRaw(b []byte) error {
+	s.start()
+	if _, err := s.bw.Write(b); err != nil {
+		return err
+	}
+	s.last = time.Now()
+	return s.flush()
+}
+
 // write sends events and flushes once.
 func (s *eventStream) write(evs ...api.ServerStreamEvent) error {
 	s.start()
@@ -58,6 +73,13 @@ func (s *eventStream) write(evs ...api.ServerStreamEvent) error {
 		}
 	}
 	s.last = now
+	return s.flush()
+}
+
+func (s *eventStream) flush() error {
+	if err := s.bw.Flush(); err != nil {
+		return err
+	}
 	return s.rc.Flush()
 }
 
@@ -89,7 +111,7 @@ type cursors struct{ stdout, stderr int64 }
 // and the terminal event once c is done. It returns early, leaving c
 // running, if the client goes away.
 func (s *Server) streamOutput(ctx context.Context, es *eventStream, c *process.Command, cur cursors, withCursors bool) error {
-	batches := make(chan []api.ServerStreamEvent, 1)
+	batches := make(chan []byte, 1)
 	followErr := make(chan error, 1)
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -108,7 +130,7 @@ func (s *Server) streamOutput(ctx context.Context, es *eventStream, c *process.C
 				}
 				return es.write(terminal(c))
 			}
-			if err := es.write(batch...); err != nil {
+			if err := es.writeRaw(batch); err != nil {
 				return err
 			}
 		case <-ping.C:
@@ -123,25 +145,38 @@ func (s *Server) streamOutput(ctx context.Context, es *eventStream, c *process.C
 	}
 }
 
-// followLines turns c's retained output into line events, in batches of
-// at most one record, until the output of c's main process has all been
+// appendOutputEvent encodes one stdout or stderr event as an SSE frame,
+// exactly as api.ServerStreamEvent would encode, without building one.
+func appendOutputEvent(b []byte, typ string, text []byte, ts int64, cursor int64, withCursor bool) []byte {
+	b = append(b, `data: {"type":"`...)
+	b = append(b, typ...)
+	b = append(b, `","text":`...)
+	b = api.AppendJSONString(b, text)
+	b = append(b, `,"timestamp":`...)
+	b = strconv.AppendInt(b, ts, 10)
+	if withCursor {
+		b = append(b, `,"cursor":`...)
+		b = strconv.AppendInt(b, cursor, 10)
+	}
+	return append(b, "}\n\n"...)
+}
+
+// followLines turns c's retained output into encoded line events, one
+// batch per record, until the output of c's main process has all been
 // read. A stream resumed from cur skips what each stream already delivered.
-func followLines(ctx context.Context, c *process.Command, cur cursors, withCursors bool, out chan<- []api.ServerStreamEvent) error {
+func followLines(ctx context.Context, c *process.Command, cur cursors, withCursors bool, out chan<- []byte) error {
 	var lines [3]process.Lines
 	var last [3]int64
 	last[process.Stdout], last[process.Stderr] = cur.stdout, cur.stderr
-	var batch []api.ServerStreamEvent
-	emitter := func(typ string) func(string, int64) error {
-		return func(text string, end int64) error {
-			ev := api.ServerStreamEvent{Type: typ, Text: text}
-			if withCursors {
-				e := end
-				ev.Cursor = &e
-			}
-			batch = append(batch, ev)
+	var batch []byte
+	var ts int64
+	emitter := func(typ string) func([]byte, int64) error {
+		return func(text []byte, end int64) error {
+			batch = appendOutputEvent(batch, typ, text, ts, end, withCursors)
 			return nil
 		}
 	}
+	emit := [3]func([]byte, int64) error{process.Stdout: emitter(api.EventStdout), process.Stderr: emitter(api.EventStderr)}
 	send := func() error {
 		if len(batch) == 0 {
 			return nil
@@ -164,11 +199,11 @@ func followLines(ctx context.Context, c *process.Command, cur cursors, withCurso
 		if skip > 0 {
 			data, off = data[skip:], off+skip
 		}
-		typ := api.EventStdout
-		if rec.Stream == process.Stderr {
-			typ = api.EventStderr
+		ts = time.Now().UnixMilli()
+		if batch == nil {
+			batch = make([]byte, 0, len(data)+len(data)/4+256)
 		}
-		if err := lines[rec.Stream].Feed(data, off, emitter(typ)); err != nil {
+		if err := lines[rec.Stream].Feed(data, off, emit[rec.Stream]); err != nil {
 			return err
 		}
 		last[rec.Stream] = off + int64(len(data))
@@ -177,12 +212,9 @@ func followLines(ctx context.Context, c *process.Command, cur cursors, withCurso
 	if err != nil {
 		return err
 	}
+	ts = time.Now().UnixMilli()
 	for _, st := range []process.Stream{process.Stdout, process.Stderr} {
-		typ := api.EventStdout
-		if st == process.Stderr {
-			typ = api.EventStderr
-		}
-		if err := lines[st].Flush(last[st], emitter(typ)); err != nil {
+		if err := lines[st].Flush(last[st], emit[st]); err != nil {
 			return err
 		}
 	}

@@ -168,7 +168,22 @@ type Table struct {
 	cmds map[string]*Command
 	// wg owns the goroutines that copy output and reap processes.
 	wg sync.WaitGroup
+	// spare holds output directories prepared ahead of time: creating a
+	// directory and two files costs more than starting a process on some
+	// disks, so it is kept off the path of a command start.
+	spare chan slot
+	kick  chan struct{}
 }
+
+// slot is a prepared command directory with its empty log.
+type slot struct {
+	id  string
+	dir string
+	log *Log
+}
+
+// spareSlots is how many prepared directories a Table keeps.
+const spareSlots = 8
 
 // NewTable keeps command output under dir.
 func NewTable(dir string, ret Retention) (*Table, error) {
@@ -184,7 +199,75 @@ func NewTable(dir string, ret Retention) (*Table, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	return &Table{dir: dir, shell: Shell(), ret: ret, cmds: map[string]*Command{}}, nil
+	return &Table{dir: dir, shell: Shell(), ret: ret, cmds: map[string]*Command{},
+		spare: make(chan slot, spareSlots), kick: make(chan struct{}, 1)}, nil
+}
+
+// newSlot prepares a command directory and its log.
+func (t *Table) newSlot() (slot, error) {
+	id := newID()
+	dir := filepath.Join(t.dir, id)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return slot{}, err
+	}
+	log, err := CreateLog(dir)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return slot{}, err
+	}
+	return slot{id: id, dir: dir, log: log}, nil
+}
+
+// takeSlot returns a prepared slot, or prepares one now if none is left.
+func (t *Table) takeSlot() (slot, error) {
+	select {
+	case s := <-t.spare:
+		select {
+		case t.kick <- struct{}{}:
+		default:
+		}
+		return s, nil
+	default:
+	}
+	select {
+	case t.kick <- struct{}{}:
+	default:
+	}
+	return t.newSlot()
+}
+
+// refill keeps the spare slots full until ctx ends, then removes them.
+func (t *Table) refill(ctx context.Context) {
+	defer func() {
+		for {
+			select {
+			case s := <-t.spare:
+				_ = s.log.Close()
+				_ = os.RemoveAll(s.dir)
+			default:
+				return
+			}
+		}
+	}()
+	for {
+		for len(t.spare) < cap(t.spare) {
+			s, err := t.newSlot()
+			if err != nil {
+				break
+			}
+			select {
+			case t.spare <- s:
+			default:
+				_ = s.log.Close()
+				_ = os.RemoveAll(s.dir)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.kick:
+		}
+	}
 }
 
 // Shell returns the shell that runs scripts: bash if it is installed,
@@ -207,20 +290,17 @@ func (t *Table) Get(id string) (*Command, bool) {
 // Start starts a command. Its output goes to its Log; stdin is /dev/null.
 // The returned command is registered before Start returns.
 func (t *Table) Start(spec Spec) (_ *Command, err error) {
-	id := newID()
-	dir := filepath.Join(t.dir, id)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err != nil {
-			_ = os.RemoveAll(dir)
-		}
-	}()
-	log, err := CreateLog(dir)
+	sl, err := t.takeSlot()
 	if err != nil {
 		return nil, err
 	}
+	id, dir, log := sl.id, sl.dir, sl.log
+	defer func() {
+		if err != nil {
+			_ = log.Close()
+			_ = os.RemoveAll(dir)
+		}
+	}()
 	argv := spec.Argv
 	if argv == nil {
 		argv = append(append([]string(nil), t.shell...), spec.Script)
@@ -230,12 +310,10 @@ func (t *Table) Start(spec Spec) (_ *Command, err error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: spec.Credential}
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		log.Close()
 		return nil, err
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
-		log.Close()
 		outR.Close()
 		outW.Close()
 		return nil, err
@@ -395,8 +473,12 @@ func (t *Table) Collect() {
 	}
 }
 
-// Run collects expired commands every interval until ctx ends.
+// Run keeps spare output directories ready and collects expired commands
+// every interval, until ctx ends.
 func (t *Table) Run(ctx context.Context, interval time.Duration) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { t.refill(ctx) })
 	tk := time.NewTicker(interval)
 	defer tk.Stop()
 	for {

@@ -17,7 +17,7 @@ type line struct {
 func split(data string, chunk int) []line {
 	var out []line
 	var l Lines
-	emit := func(text string, end int64) error { out = append(out, line{text, end}); return nil }
+	emit := func(text []byte, end int64) error { out = append(out, line{string(text), end}); return nil }
 	for off := 0; off < len(data); off += chunk {
 		_ = l.Feed([]byte(data[off:min(off+chunk, len(data))]), int64(off), emit)
 	}
@@ -97,4 +97,19 @@ func FuzzLinesResume(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestLinesExactlyMaxLine(t *testing.T) {
+	t.Parallel()
+	in := strings.Repeat("y", MaxLine) + "\n" + strings.Repeat("z", MaxLine+1)
+	for _, chunk := range []int{MaxLine, 1000, 7} {
+		got := split(in, chunk)
+		if len(got) != 3 || len(got[0].text) != MaxLine || len(got[1].text) != MaxLine || got[2].text != "z" {
+			var lens []int
+			for _, l := range got {
+				lens = append(lens, len(l.text))
+			}
+			t.Errorf("chunk %d: event lengths %v, want [%d %d 1]", chunk, lens, MaxLine, MaxLine)
+		}
+	}
 }

@@ -1,0 +1,261 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Command execd measures a real `corral execd` process from a client on
+// the same machine: command round trip next to a plain fork/exec of the
+// same shell command, stdout streaming throughput next to the same
+// pipeline into /dev/null, upload and download throughput, and idle RSS.
+//
+//	go run ./bench/execd [-n 300] [-stream-bytes 1073741824] [-file-bytes 268435456]
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/corral-dev/corral/sse"
+)
+
+func main() {
+	n := flag.Int("n", 300, "round trips to measure")
+	streamBytes := flag.Int64("stream-bytes", 1<<30, "bytes of stdout to stream")
+	fileBytes := flag.Int64("file-bytes", 256<<20, "bytes to upload and download")
+	bin := flag.String("binary", "", "corral binary (default: build it)")
+	flag.Parse()
+	if err := run(*bin, *n, *streamBytes, *fileBytes); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(bin string, n int, streamBytes, fileBytes int64) error {
+	dir, err := os.MkdirTemp("", "corral-bench-execd-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if bin == "" {
+		bin = filepath.Join(dir, "corral")
+		b := exec.Command("go", "build", "-o", bin, "./cmd/corral")
+		b.Env = append(os.Environ(), "CGO_ENABLED=0")
+		b.Stderr = os.Stderr
+		if err := b.Run(); err != nil {
+			return fmt.Errorf("build: %w", err)
+		}
+	}
+	cmd := exec.Command(bin, "execd", "--listen", "127.0.0.1:0", "--state-dir", filepath.Join(dir, "state"))
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	var addr string
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		var l struct{ Msg, Listen string }
+		if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == "execd serving" {
+			addr = l.Listen
+			break
+		}
+	}
+	if addr == "" {
+		return errors.New("execd did not start")
+	}
+	go func() { _, _ = io.Copy(io.Discard, stderr) }()
+	base := "http://" + addr
+	time.Sleep(500 * time.Millisecond)
+	idle := rss(cmd.Process.Pid)
+
+	hc := &http.Client{}
+	shell := "/bin/sh"
+	if p, err := exec.LookPath("bash"); err == nil {
+		shell = p
+	}
+	fmt.Printf("corral execd on this machine; %d samples per latency row\n\n", n)
+	fmt.Println("| measurement | p50 | p99 | note |")
+	fmt.Println("|---|---:|---:|---|")
+	var forkLat, rtLat []time.Duration
+	for range n {
+		t := time.Now()
+		if err := exec.Command(shell, "-c", "true").Run(); err != nil {
+			return err
+		}
+		forkLat = append(forkLat, time.Since(t))
+	}
+	for range n {
+		t := time.Now()
+		if err := runCommand(hc, base, "true", nil); err != nil {
+			return err
+		}
+		rtLat = append(rtLat, time.Since(t))
+	}
+	row("fork/exec `"+filepath.Base(shell)+" -c true` (baseline)", forkLat, "os/exec from the client process")
+	row("`POST /command {\"command\":\"true\"}` to stream end", rtLat, "HTTP + SSE + the same fork/exec")
+
+	line := strings.Repeat("x", 1023)
+	gen := fmt.Sprintf("yes %s | head -c %d", line, streamBytes)
+	t := time.Now()
+	if err := exec.Command(shell, "-c", gen+" > /dev/null").Run(); err != nil {
+		return err
+	}
+	raw := time.Since(t)
+	t = time.Now()
+	wire, err := streamRaw(hc, base, gen)
+	if err != nil {
+		return err
+	}
+	streamed := time.Since(t)
+	if wire < streamBytes {
+		return fmt.Errorf("the stream carried %d bytes for %d bytes of output", wire, streamBytes)
+	}
+	fmt.Println()
+	fmt.Println("| throughput | MB/s | note |")
+	fmt.Println("|---|---:|---|")
+	fmt.Printf("| stdout streaming, %d MiB in 1 KiB lines | %.0f | the generator alone into /dev/null: %.0f MB/s |\n",
+		streamBytes>>20, float64(streamBytes)/streamed.Seconds()/1e6, float64(streamBytes)/raw.Seconds()/1e6)
+
+	target := filepath.Join(dir, "upload.bin")
+	up, err := upload(hc, base, target, fileBytes)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("| upload %d MiB (multipart, fsynced) | %.0f | |\n", fileBytes>>20, float64(fileBytes)/up.Seconds()/1e6)
+	t = time.Now()
+	res, err := hc.Get(base + "/files/download?path=" + target)
+	if err != nil {
+		return err
+	}
+	nb, err := io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if err != nil || nb != fileBytes {
+		return fmt.Errorf("download: %d bytes, %v", nb, err)
+	}
+	fmt.Printf("| download %d MiB | %.0f | |\n", fileBytes>>20, float64(fileBytes)/time.Since(t).Seconds()/1e6)
+	fmt.Printf("\nidle RSS of execd after start: %.1f MiB\n", float64(idle)/(1<<20))
+	return nil
+}
+
+// streamRaw runs a command and reads its stream as bytes, checking only
+// that it ends with execution_complete: the client must not cost more CPU
+// than the server it measures.
+func streamRaw(hc *http.Client, base, command string) (int64, error) {
+	body, _ := json.Marshal(map[string]string{"command": command})
+	res, err := hc.Post(base+"/command", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	buf := make([]byte, 1<<20)
+	var n int64
+	var tail []byte
+	for {
+		k, err := res.Body.Read(buf)
+		n += int64(k)
+		if k > 0 {
+			tail = append(tail[:0], buf[max(0, k-300):k]...)
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+	if !bytes.Contains(tail, []byte(`"type":"execution_complete"`)) {
+		return n, fmt.Errorf("the stream did not end with execution_complete: %q", tail)
+	}
+	return n, nil
+}
+
+// runCommand runs a foreground command and reads its stream to the end;
+// stdout counts the bytes of stdout text (plus one per line).
+func runCommand(hc *http.Client, base, command string, stdout *int64) error {
+	body, _ := json.Marshal(map[string]string{"command": command})
+	res, err := hc.Post(base+"/command", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	rd := sse.NewReader(res.Body)
+	for {
+		raw, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var ev struct{ Type, Text string }
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			return err
+		}
+		switch ev.Type {
+		case "stdout":
+			if stdout != nil {
+				*stdout += int64(len(ev.Text)) + 1
+			}
+		case "error":
+			return fmt.Errorf("command failed: %s", raw)
+		}
+	}
+}
+
+func upload(hc *http.Client, base, target string, size int64) (time.Duration, error) {
+	pr, pw := io.Pipe()
+	mw := multipart.NewWriter(pw)
+	go func() {
+		w, _ := mw.CreateFormFile("metadata", "metadata")
+		fmt.Fprintf(w, `{"path":%q}`, target)
+		w, _ = mw.CreateFormFile("file", "upload.bin")
+		chunk := bytes.Repeat([]byte("0123456789abcdef"), 4096)
+		for left := size; left > 0; left -= int64(len(chunk)) {
+			_, _ = w.Write(chunk[:min(int64(len(chunk)), left)])
+		}
+		_ = mw.Close()
+		_ = pw.Close()
+	}()
+	t := time.Now()
+	res, err := hc.Post(base+"/files/upload", mw.FormDataContentType(), pr)
+	if err != nil {
+		return 0, err
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		return 0, fmt.Errorf("upload: %d", res.StatusCode)
+	}
+	return time.Since(t), nil
+}
+
+func row(name string, lat []time.Duration, note string) {
+	slices.Sort(lat)
+	p := func(q float64) time.Duration { return lat[min(len(lat)-1, int(float64(len(lat))*q))] }
+	fmt.Printf("| %s | %s | %s | %s |\n", name, p(0.5).Round(10*time.Microsecond), p(0.99).Round(10*time.Microsecond), note)
+}
+
+func rss(pid int) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
