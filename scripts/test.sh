@@ -24,6 +24,10 @@ export CORRAL_TEST_ROOT=1
 required=(
   internal/driver/fakedriver.TestConformance
   test/e2e.TestKillNineDuringCreates
+  internal/execd.TestCommandUser
+  test/e2e.TestInitAsPID1ExitCodeAndParent
+  test/e2e.TestInitAsPID1ReapsOrphans
+  test/e2e.TestInitAsPID1ForwardsSIGTERM
 )
 
 go vet ./...

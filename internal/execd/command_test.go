@@ -137,12 +137,12 @@ func TestCommandUser(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
 	d := startExecd(t)
-	evs := d.events("/command", map[string]any{"command": "id -u; id -g; id -G", "uid": 65534})
+	evs := d.events("/command", map[string]any{"command": "id -u; id -g; id -G", "uid": 65534, "cwd": "/"})
 	lines := strings.Split(strings.TrimSpace(output(evs, api.EventStdout)), "\n")
 	if len(lines) != 3 || lines[0] != "65534" {
 		t.Fatalf("uid 65534 ran as %q", lines)
 	}
-	evs = d.events("/command", map[string]any{"command": "id -u; id -g", "uid": 1234, "gid": 4321})
+	evs = d.events("/command", map[string]any{"command": "id -u; id -g", "uid": 1234, "gid": 4321, "cwd": "/"})
 	if got := output(evs, api.EventStdout); got != "1234\n4321\n" {
 		t.Fatalf("uid 1234 gid 4321 = %q", got)
 	}

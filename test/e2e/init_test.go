@@ -4,7 +4,6 @@
 package e2e
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -65,7 +64,7 @@ func TestInitAsPID1ReapsOrphans(t *testing.T) {
 func TestInitAsPID1ForwardsSIGTERM(t *testing.T) {
 	t.Parallel()
 	cmd := pid1(t, "--no-execd", "--", "sh", "-c", `trap 'echo got-term; exit 3' TERM; echo ready; while :; do sleep 0.05; done`)
-	var out bytes.Buffer
+	var out lockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
