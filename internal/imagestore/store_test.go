@@ -1,0 +1,333 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package imagestore
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"io"
+	"log"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"golang.org/x/sys/unix"
+
+	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/internal/testutil"
+)
+
+type entry struct {
+	name, body, link string
+	typ              byte
+	mode             int64
+}
+
+func layerOf(t *testing.T, entries ...entry) v1.Layer {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range entries {
+		h := &tar.Header{Name: e.name, Typeflag: e.typ, Mode: e.mode, Linkname: e.link, Size: int64(len(e.body))}
+		if h.Typeflag == 0 {
+			h.Typeflag = tar.TypeReg
+		}
+		if h.Mode == 0 {
+			h.Mode = 0o644
+		}
+		if h.Typeflag != tar.TypeReg {
+			h.Size = 0
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Size > 0 {
+			_, _ = tw.Write([]byte(e.body))
+		}
+	}
+	_ = tw.Close()
+	b := buf.Bytes()
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func imageOf(t *testing.T, layers ...v1.Layer) v1.Image {
+	t.Helper()
+	img, err := mutate.AppendLayers(empty.Image, layers...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, _ := img.ConfigFile()
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", strings.TrimPrefix(HostPlatform(), "linux/")
+	cf.Config.Env = []string{"PATH=/bin", "GREETING=hi"}
+	cf.Config.WorkingDir, cf.Config.Cmd = "/work", []string{"/bin/sh"}
+	img, err = mutate.ConfigFile(img, cf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+// sampleImage has a base layer and a layer that deletes, replaces and
+// makes a directory opaque.
+func sampleImage(t *testing.T) v1.Image {
+	base := layerOf(t,
+		entry{name: "bin/", typ: tar.TypeDir, mode: 0o755},
+		entry{name: "bin/tool", body: "#!/bin/sh\n", mode: 0o4755},
+		entry{name: "etc/", typ: tar.TypeDir, mode: 0o755},
+		entry{name: "etc/old.conf", body: "old"},
+		entry{name: "etc/keep.conf", body: "keep"},
+		entry{name: "data/", typ: tar.TypeDir, mode: 0o755},
+		entry{name: "data/a", body: "a"},
+		entry{name: "bin/link", typ: tar.TypeSymlink, link: "tool"},
+		entry{name: "bin/hard", typ: tar.TypeLink, link: "bin/tool"},
+	)
+	top := layerOf(t,
+		entry{name: "etc/.wh.old.conf", body: ""},
+		entry{name: "data/.wh..wh..opq", body: ""},
+		entry{name: "data/b", body: "b"},
+	)
+	return imageOf(t, base, top)
+}
+
+func newRegistry(t *testing.T) string {
+	t.Helper()
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
+}
+
+func push(t *testing.T, ref string, img v1.Image) {
+	t.Helper()
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(r, img); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPullUnpacksForOverlay(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	reg := newRegistry(t)
+	push(t, reg+"/test/sample:v1", sampleImage(t))
+	s, err := Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := s.Pull(t.Context(), reg+"/test/sample:v1", PullOptions{})
+	if err != nil {
+		t.Fatalf("Pull = %v", err)
+	}
+	if len(img.Layers) != 2 || img.Config.WorkingDir != "/work" || img.Config.Env[1] != "GREETING=hi" {
+		t.Fatalf("image = %+v", img)
+	}
+	base, top := s.LayerDir(img.Layers[0]), s.LayerDir(img.Layers[1])
+	if fi, err := os.Stat(filepath.Join(base, "bin/tool")); err != nil || fi.Mode()&os.ModeSetuid == 0 {
+		t.Errorf("setuid tool: %v %v", fi, err)
+	}
+	if l, _ := os.Readlink(filepath.Join(base, "bin/link")); l != "tool" {
+		t.Errorf("symlink = %q", l)
+	}
+	var st1, st2 unix.Stat_t
+	_ = unix.Stat(filepath.Join(base, "bin/tool"), &st1)
+	_ = unix.Stat(filepath.Join(base, "bin/hard"), &st2)
+	if st1.Ino != st2.Ino {
+		t.Errorf("hard link is a copy")
+	}
+	var wh unix.Stat_t
+	if err := unix.Lstat(filepath.Join(top, "etc/old.conf"), &wh); err != nil || wh.Mode&unix.S_IFMT != unix.S_IFCHR || wh.Rdev != 0 {
+		t.Errorf("whiteout is not a 0/0 char device: %+v %v", wh, err)
+	}
+	buf := make([]byte, 8)
+	if n, err := unix.Getxattr(filepath.Join(top, "data"), "trusted.overlay.opaque", buf); err != nil || string(buf[:n]) != "y" {
+		t.Errorf("opaque xattr: %q %v", buf[:n], err)
+	}
+	// Overlay them as a sandbox would and check the merged view.
+	merged, upper, work := t.TempDir(), t.TempDir(), t.TempDir()
+	if err := unix.Mount("overlay", merged, "overlay", 0, "lowerdir="+top+":"+base+",upperdir="+upper+",workdir="+work); err != nil {
+		t.Fatalf("mount overlay: %v", err)
+	}
+	defer unix.Unmount(merged, unix.MNT_DETACH)
+	for p, want := range map[string]bool{"etc/old.conf": false, "etc/keep.conf": true, "data/a": false, "data/b": true} {
+		_, err := os.Stat(filepath.Join(merged, p))
+		if (err == nil) != want {
+			t.Errorf("merged %s exists=%v, want %v", p, err == nil, want)
+		}
+	}
+	// Same image again: nothing is unpacked twice.
+	before, _ := os.Stat(base)
+	if _, err := s.Pull(t.Context(), reg+"/test/sample:v1", PullOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := os.Stat(base)
+	if !before.ModTime().Equal(after.ModTime()) {
+		t.Errorf("a second pull unpacked the layer again")
+	}
+	got, err := s.Get(reg + "/test/sample:v1")
+	if err != nil || got.Digest != img.Digest {
+		t.Errorf("Get = %+v, %v", got, err)
+	}
+	if got, err := s.Get(img.Digest); err != nil || got.Name != img.Name {
+		t.Errorf("Get by digest = %+v, %v", got, err)
+	}
+}
+
+func TestConcurrentPullsShareWork(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	reg := newRegistry(t)
+	push(t, reg+"/test/sample:v1", sampleImage(t))
+	push(t, reg+"/test/other:v1", sampleImage(t))
+	s, _ := Open(t.TempDir(), nil)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := range 8 {
+		wg.Go(func() {
+			ref := reg + "/test/sample:v1"
+			if i%2 == 1 {
+				ref = reg + "/test/other:v1"
+			}
+			_, err := s.Pull(t.Context(), ref, PullOptions{})
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries, _ := os.ReadDir(filepath.Join(s.Dir(), "layers"))
+	if len(entries) != 2 {
+		t.Errorf("%d layer directories, want 2 shared by both images", len(entries))
+	}
+	if tmp, _ := os.ReadDir(filepath.Join(s.Dir(), "tmp")); len(tmp) != 0 {
+		t.Errorf("temporary directories left: %v", tmp)
+	}
+}
+
+func TestPullErrors(t *testing.T) {
+	t.Parallel()
+	reg := newRegistry(t)
+	s, _ := Open(t.TempDir(), nil)
+	cases := []struct {
+		ref  string
+		kind error
+	}{
+		{reg + "/test/missing:v1", errdefs.ErrInvalidArgument},
+		{"UPPER/case::bad", errdefs.ErrInvalidArgument},
+		{"127.0.0.1:1/nothing/listens:here", errdefs.ErrUnavailable},
+	}
+	for _, tc := range cases {
+		if _, err := s.Pull(t.Context(), tc.ref, PullOptions{}); !errors.Is(err, tc.kind) {
+			t.Errorf("Pull(%s) = %v, want %v", tc.ref, err, tc.kind)
+		}
+	}
+	if _, err := s.Get("nothing:here"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("Get of a missing image = %v", err)
+	}
+}
+
+func TestUnpackRefusesEscapes(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	outside := t.TempDir()
+	for name, l := range map[string][]entry{
+		"dot-dot":             {{name: "../escape", body: "x"}},
+		"symlink parent":      {{name: "evil", typ: tar.TypeSymlink, link: outside}, {name: "evil/pwned", body: "x"}},
+		"hard link out":       {{name: "h", typ: tar.TypeLink, link: "../../etc/passwd"}},
+		"symlink hard parent": {{name: "d", typ: tar.TypeSymlink, link: "/etc"}, {name: "h", typ: tar.TypeLink, link: "d/passwd"}},
+	} {
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		for _, e := range l {
+			typ := e.typ
+			if typ == 0 {
+				typ = tar.TypeReg
+			}
+			_ = tw.WriteHeader(&tar.Header{Name: e.name, Typeflag: typ, Linkname: e.link, Mode: 0o644, Size: int64(len(e.body))})
+			_, _ = tw.Write([]byte(e.body))
+		}
+		_ = tw.Close()
+		dir := t.TempDir()
+		if _, _, err := unpack(&buf, dir); err == nil {
+			t.Errorf("%s: unpack accepted the layer", name)
+		}
+		if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+			t.Fatalf("%s: wrote outside the layer: %v", name, entries)
+		}
+	}
+}
+
+func TestImportDockerAndOCILayout(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	img := sampleImage(t)
+	dir := t.TempDir()
+	tag, _ := name.NewTag("example.com/team/tool:1.0")
+	tarPath := filepath.Join(dir, "image.tar")
+	if err := tarball.WriteToFile(tarPath, tag, img); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := Open(t.TempDir(), nil)
+	got, err := s.Import(t.Context(), tarPath, "", nil)
+	if err != nil || len(got) != 1 || got[0].Name != "example.com/team/tool:1.0" {
+		t.Fatalf("Import(docker tarball) = %+v, %v", got, err)
+	}
+	got, err = s.Import(t.Context(), tarPath, "renamed:latest", nil)
+	if err != nil || got[0].Name != "index.docker.io/library/renamed:latest" {
+		t.Fatalf("Import with --name = %+v, %v", got, err)
+	}
+	lp := filepath.Join(dir, "layout")
+	p, err := layout.Write(lp, empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": "oci/tool:2"})); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.Import(t.Context(), lp, "", nil)
+	if err != nil || len(got) != 1 || got[0].Name != "index.docker.io/oci/tool:2" {
+		t.Fatalf("Import(OCI layout) = %+v, %v", got, err)
+	}
+	list, _ := s.List()
+	if len(list) != 3 {
+		t.Errorf("List = %d images", len(list))
+	}
+	bad := filepath.Join(dir, "bad.tar")
+	_ = os.WriteFile(bad, []byte("not a tar"), 0o600)
+	if _, err := s.Import(t.Context(), bad, "", nil); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("Import(garbage) = %v", err)
+	}
+	// Removing every image lets GC drop the layers, unless a sandbox uses one.
+	for _, im := range list {
+		if err := s.Remove(im.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := s.GC(map[string]bool{list[0].Layers[0]: true})
+	if err != nil || n != 1 {
+		t.Errorf("GC removed %d (%v), want 1 (one layer in use)", n, err)
+	}
+}
