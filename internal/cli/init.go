@@ -6,7 +6,9 @@ package cli
 import (
 	"context"
 	"os"
+	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/corral-dev/corral/internal/initproc"
 )
@@ -19,6 +21,8 @@ func runInit(_ context.Context, e *env, args []string) int {
 	noExecd := fs.Bool("no-execd", false, "do not start the execd daemon")
 	listen := fs.String("execd-listen", ":44772", "address execd listens on")
 	stateDir := fs.String("execd-state-dir", "/var/lib/corral-execd", "where execd retains command output")
+	statusDir := fs.String("status-dir", "", "directory that receives the entrypoint's exit code in a file named exit")
+	userSpec := fs.String("user", "", "run the entrypoint as UID:GID")
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code
 	}
@@ -31,7 +35,16 @@ func runInit(_ context.Context, e *env, args []string) int {
 		}
 		entryEnv = append(entryEnv, kv)
 	}
-	cfg := initproc.Config{Entrypoint: fs.Args(), Env: entryEnv, DaemonEnv: daemonEnv, Stderr: e.stderr}
+	cfg := initproc.Config{Entrypoint: fs.Args(), Env: entryEnv, DaemonEnv: daemonEnv, Stderr: e.stderr, StatusDir: *statusDir}
+	if *userSpec != "" {
+		u, g, ok := strings.Cut(*userSpec, ":")
+		uid, err1 := strconv.ParseUint(u, 10, 32)
+		gid, err2 := strconv.ParseUint(g, 10, 32)
+		if !ok || err1 != nil || err2 != nil {
+			return fail(e, "init: --user %q: want UID:GID", *userSpec)
+		}
+		cfg.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	}
 	if !*noExecd {
 		cfg.Daemon = []string{"corral", "execd", "--listen", *listen, "--state-dir", *stateDir}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/corral-dev/corral/internal/auth"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/driver/fakedriver"
+	"github.com/corral-dev/corral/internal/driver/oci"
 	"github.com/corral-dev/corral/internal/lifecycle"
 	"github.com/corral-dev/corral/internal/server"
 	"github.com/corral-dev/corral/internal/store"
@@ -41,6 +42,8 @@ type serveConfig struct {
 	logFormat        string
 	logLevel         string
 	fakeCreateDelay  time.Duration
+	ociRuntime       string
+	hostImage        bool
 }
 
 // driverFactory builds a driver from the serve configuration.
@@ -51,6 +54,9 @@ func drivers() map[string]driverFactory {
 	return map[string]driverFactory{
 		fakedriver.Name: func(cfg *serveConfig, _ *slog.Logger) (driver.Driver, error) {
 			return fakedriver.New(fakedriver.Config{Dir: filepath.Join(cfg.dataDir, "fake"), CreateDelay: cfg.fakeCreateDelay})
+		},
+		oci.Name: func(cfg *serveConfig, log *slog.Logger) (driver.Driver, error) {
+			return oci.New(oci.Config{Root: filepath.Join(cfg.dataDir, "oci"), Runtime: cfg.ociRuntime, AllowHostImage: cfg.hostImage, Logger: log})
 		},
 	}
 }
@@ -93,6 +99,8 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to let requests finish on shutdown")
 	fs.StringVar(&cfg.logFormat, "log-format", "auto", "log format: json, text, or auto (text on a terminal)")
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&cfg.ociRuntime, "oci-runtime", "runc", "runtime oci: the OCI runtime binary (runc, crun, runsc)")
+	fs.BoolVar(&cfg.hostImage, "host-image", true, `runtime oci: allow image.uri "host" (a read-only view of this machine's /usr; turn off for multi-tenant use)`)
 	fs.DurationVar(&cfg.fakeCreateDelay, "fake-create-delay", 0, "runtime fake only: how long each create takes (for tests)")
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code

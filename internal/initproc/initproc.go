@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -37,6 +38,12 @@ type Config struct {
 	// DaemonEnv is the daemon's environment (it holds the access token,
 	// which the entrypoint must not inherit).
 	DaemonEnv []string
+	// Credential runs the entrypoint as another user when set.
+	Credential *syscall.Credential
+	// StatusDir, when set, receives a file "exit" with the entrypoint's
+	// exit code before PID 1 exits: the runtime outside reads it, as it is
+	// not the parent of PID 1.
+	StatusDir string
 	// StopGrace is how long the daemon gets to stop (default 2s).
 	StopGrace time.Duration
 	Stderr    io.Writer
@@ -103,6 +110,22 @@ func Run(cfg Config) int {
 		fmt.Fprintln(cfg.Stderr, "corral init: no entrypoint given (usage: corral init [flags] -- PROGRAM [ARGS...])")
 		return 2
 	}
+	code := run(cfg)
+	if cfg.StatusDir != "" {
+		writeStatus(cfg.StatusDir, code)
+	}
+	return code
+}
+
+// writeStatus records the exit code atomically.
+func writeStatus(dir string, code int) {
+	tmp := filepath.Join(dir, ".exit.tmp")
+	if err := os.WriteFile(tmp, []byte(strconv.Itoa(code)+"\n"), 0o644); err == nil {
+		_ = os.Rename(tmp, filepath.Join(dir, "exit"))
+	}
+}
+
+func run(cfg Config) int {
 	// Outside a PID namespace we are not PID 1; becoming a subreaper makes
 	// orphans ours anyway.
 	if os.Getpid() != 1 {
@@ -119,8 +142,12 @@ func Run(cfg Config) int {
 	}
 	p := &pid1{cfg: cfg}
 	p.startDaemon()
+	var sys *syscall.SysProcAttr
+	if cfg.Credential != nil {
+		sys = &syscall.SysProcAttr{Credential: cfg.Credential}
+	}
 	entry, err := os.StartProcess(path, cfg.Entrypoint, &os.ProcAttr{
-		Dir: cfg.Dir, Env: cfg.Env, Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
+		Dir: cfg.Dir, Env: cfg.Env, Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}, Sys: sys,
 	})
 	if err != nil {
 		fmt.Fprintln(cfg.Stderr, "corral init: start entrypoint: "+err.Error())

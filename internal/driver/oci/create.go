@@ -1,0 +1,355 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package oci
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	runc "github.com/containerd/go-runc"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/imagestore"
+)
+
+// rootfsPlan is where a sandbox's root filesystem comes from.
+type rootfsPlan struct {
+	lowers []string // top first
+	layers []string // DiffIDs, for GC
+	config imagestore.Config
+	host   bool
+}
+
+func (d *Driver) plan(ctx context.Context, spec driver.Spec) (*rootfsPlan, error) {
+	if spec.Snapshot != nil {
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, "SANDBOX::API_NOT_SUPPORTED", "the oci runtime cannot restore snapshots yet")
+	}
+	if spec.Image.URI == HostImage {
+		if !d.cfg.AllowHostImage {
+			return nil, errdefs.New(errdefs.ErrInvalidArgument, "IMAGE::HOST_IMAGE_DISABLED", `the "host" image is disabled on this server`)
+		}
+		return &rootfsPlan{lowers: []string{d.hostSkeleton()}, host: true,
+			config: imagestore.Config{Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root"}, WorkingDir: "/root"}}, nil
+	}
+	platform := ""
+	if spec.Platform.OS != "" {
+		platform = spec.Platform.OS + "/" + spec.Platform.Arch
+		if platform != imagestore.HostPlatform() {
+			return nil, errdefs.Newf(errdefs.ErrInvalidArgument, "SANDBOX::INVALID_PARAMETER",
+				"platform %s cannot run on this machine (%s)", platform, imagestore.HostPlatform())
+		}
+	}
+	img, err := d.images.Resolve(ctx, spec.Image.URI, imagestore.PullOptions{
+		Username: spec.Image.Username, Password: spec.Image.Password, Platform: platform,
+		Progress: func(p imagestore.Progress) {
+			d.log.InfoContext(ctx, "pulling image", "image", p.Image, "layers_done", p.LayersDone, "layers_total", p.LayersTotal)
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	p := &rootfsPlan{layers: img.Layers, config: img.Config}
+	for i := len(img.Layers) - 1; i >= 0; i-- {
+		p.lowers = append(p.lowers, d.images.LayerDir(img.Layers[i]))
+	}
+	if len(p.lowers) == 1 {
+		// overlayfs needs two layers without an upper; with one it is fine
+		// as we always have an upper, but an empty image has none at all.
+	}
+	if len(p.lowers) == 0 {
+		return nil, errdefs.Newf(errdefs.ErrInvalidArgument, "IMAGE::EMPTY", "image %q has no layers", spec.Image.URI)
+	}
+	return p, nil
+}
+
+// Create implements driver.Driver.
+func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle, err error) {
+	if err := validID(spec.ID); err != nil {
+		return nil, err
+	}
+	bundle := d.bundleDir(spec.ID)
+	if _, err := os.Stat(bundle); err == nil {
+		return nil, fmt.Errorf("sandbox %s: %w", spec.ID, errdefs.ErrAlreadyExists)
+	}
+	if _, err := d.state(ctx, spec.ID); err == nil {
+		return nil, fmt.Errorf("sandbox %s: %w", spec.ID, errdefs.ErrAlreadyExists)
+	}
+	if len(spec.Entrypoint) == 0 {
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, "SANDBOX::INVALID_PARAMETER", "entrypoint is empty")
+	}
+	plan, err := d.plan(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Mkdir(bundle, 0o700); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("sandbox %s: %w", spec.ID, errdefs.ErrAlreadyExists)
+		}
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			if derr := d.Destroy(cctx, spec.ID); derr != nil {
+				d.log.WarnContext(ctx, "clean up after failed create", "sandbox_id", spec.ID, "err", derr)
+			}
+		}
+	}()
+	labels := driver.BackendLabels(spec)
+	meta, _ := json.Marshal(bundleMeta{ID: spec.ID, Tenant: spec.Tenant, Labels: labels, Created: time.Now().UTC(), Layers: plan.layers})
+	if err := os.WriteFile(filepath.Join(bundle, "meta.json"), meta, 0o600); err != nil {
+		return nil, err
+	}
+	rootfs := filepath.Join(bundle, "rootfs")
+	for _, dir := range []string{"rootfs", "upper", "work", "status"} {
+		if err := os.Mkdir(filepath.Join(bundle, dir), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	if err := mountOverlay(plan.lowers, filepath.Join(bundle, "upper"), filepath.Join(bundle, "work"), rootfs); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	uid, gid, err := resolveUser(rootfs, plan.config.User)
+	if err != nil {
+		return nil, errdefs.Wrap(errdefs.ErrInvalidArgument, "IMAGE::BAD_USER", err.Error(), err)
+	}
+	cwd := plan.config.WorkingDir
+	if cwd == "" {
+		cwd = "/"
+	}
+	if err := os.MkdirAll(filepath.Join(rootfs, cwd), 0o755); err != nil {
+		return nil, err
+	}
+	for _, p := range []string{".corral/corral", "etc/hosts", "etc/hostname"} {
+		if err := touch(filepath.Join(rootfs, p)); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(rootfs, ".corral/status"), 0o755); err != nil {
+		return nil, err
+	}
+	hostname := "sandbox-" + strings.ReplaceAll(spec.ID, "-", "")[:min(12, len(strings.ReplaceAll(spec.ID, "-", "")))]
+	if err := os.WriteFile(filepath.Join(bundle, "hostname"), []byte(hostname+"\n"), 0o644); err != nil {
+		return nil, err
+	}
+	hosts := "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + hostname + "\n"
+	if err := os.WriteFile(filepath.Join(bundle, "hosts"), []byte(hosts), 0o644); err != nil {
+		return nil, err
+	}
+	netns := d.netnsPath(spec.ID)
+	if err := createNetns(netns); err != nil {
+		return nil, err
+	}
+	mounts := []specs.Mount{
+		bindMount(d.cfg.CorralBinary, corralInSandbox, true),
+		bindMount(filepath.Join(bundle, "status"), statusInSandbox, false),
+		bindMount(filepath.Join(bundle, "hosts"), "/etc/hosts", true),
+		bindMount(filepath.Join(bundle, "hostname"), "/etc/hostname", true),
+	}
+	if plan.host {
+		for _, dir := range hostSystemDirs() {
+			if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
+				continue
+			}
+			up, wk := filepath.Join(bundle, "host", dir, "upper"), filepath.Join(bundle, "host", dir, "work")
+			if err := os.MkdirAll(up, 0o755); err != nil {
+				return nil, err
+			}
+			if err := os.MkdirAll(wk, 0o755); err != nil {
+				return nil, err
+			}
+			mounts = append(mounts, overlayMount(dir, up, wk, dir))
+		}
+	}
+	args := []string{corralInSandbox, "init", "--execd-state-dir", execdStateDir, "--status-dir", statusInSandbox}
+	if uid != 0 || gid != 0 {
+		args = append(args, "--user", formatUser(uid, gid))
+	}
+	args = append(append(args, "--"), spec.Entrypoint...)
+	env := mergeEnv(plan.config.Env, spec.Env, "HOSTNAME="+hostname, "EXECD_ACCESS_TOKEN="+spec.ExecdToken)
+	if !hasVar(env, "HOME") {
+		env = append(env, "HOME=/root")
+	}
+	s, err := buildSpec(specParams{
+		id: spec.ID, hostname: hostname, args: args, env: env, cwd: cwd, netns: netns,
+		cgroupsPath: cgroupsPath(spec.ID), annotations: labels, mounts: mounts,
+		cpuMillis: spec.Resources.CPUMillis, memoryBytes: spec.Resources.MemoryBytes, pids: spec.Resources.Pids,
+	})
+	if err != nil {
+		return nil, err
+	}
+	sb, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), sb, 0o600); err != nil {
+		return nil, err
+	}
+	console, err := os.OpenFile(filepath.Join(bundle, "console.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer console.Close()
+	pidFile := filepath.Join(bundle, "init.pid")
+	if _, err := d.runc.Run(ctx, spec.ID, bundle, &runc.CreateOpts{IO: fileIO{console}, PidFile: pidFile, Detach: true}); err != nil {
+		return nil, d.startError(bundle, fmt.Errorf("runc run: %w", err))
+	}
+	pid, err := readPid(pidFile)
+	if err != nil {
+		return nil, err
+	}
+	start, err := procStartTime(pid)
+	if err != nil {
+		return nil, d.startError(bundle, fmt.Errorf("the sandbox exited at once"))
+	}
+	if err := d.waitReady(ctx, netns, pid, start); err != nil {
+		return nil, d.startError(bundle, err)
+	}
+	d.mu.Lock()
+	d.live[spec.ID] = &sandbox{bundle: bundle, pid: pid, startTime: start, netns: netns}
+	d.mu.Unlock()
+	state, _ := json.Marshal(handleState{Bundle: bundle, Pid: pid, StartTime: start, Netns: netns})
+	return &driver.Handle{ID: spec.ID, Driver: Name, Version: 1, State: state}, nil
+}
+
+func hasVar(env []string, name string) bool {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, name+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+func touch(p string) error {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+func readPid(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
+
+// startError explains a sandbox that did not come up, with the last lines
+// its entrypoint and init printed, as a user-facing error.
+func (d *Driver) startError(bundle string, cause error) error {
+	if errors.Is(cause, context.Canceled) || errors.Is(cause, context.DeadlineExceeded) {
+		return cause
+	}
+	tail := consoleTail(filepath.Join(bundle, "console.log"), 5)
+	ex, exited := exitCode(bundle)
+	if !exited {
+		// The runtime failed, not the user's program: a server error.
+		msg := "the runtime could not start the sandbox"
+		if tail != "" {
+			msg += ": " + tail
+		}
+		return &errdefs.Error{Code: "SANDBOX::START_FAILED", Message: msg, Cause: cause}
+	}
+	msg := fmt.Sprintf("the entrypoint exited during start with code %d", ex.Code)
+	if tail != "" {
+		msg += ": " + tail
+	}
+	return errdefs.Wrap(errdefs.ErrInvalidArgument, "SANDBOX::START_FAILED", msg, cause)
+}
+
+func consoleTail(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(io.LimitReader(f, 1<<20))
+	for sc.Scan() {
+		if l := strings.TrimSpace(sc.Text()); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+// waitReady polls execd's /ping inside the sandbox until it answers, the
+// sandbox dies, or the ready timeout passes.
+func (d *Driver) waitReady(ctx context.Context, netns string, pid int, start uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.ReadyTimeout)
+	defer cancel()
+	delay := 500 * time.Microsecond
+	for {
+		if ok, err := pingExecd(ctx, netns); ok {
+			return nil
+		} else if ctx.Err() != nil {
+			return fmt.Errorf("execd did not answer within %v: %v", d.cfg.ReadyTimeout, err)
+		}
+		if !alive(pid, start) {
+			return fmt.Errorf("the sandbox exited before execd answered")
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 20*time.Millisecond)
+	}
+}
+
+// pingExecd sends GET /ping to execd inside the namespace.
+func pingExecd(ctx context.Context, netns string) (bool, error) {
+	dctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	conn, err := dialNetns(dctx, netns, "127.0.0.1:44772")
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := io.WriteString(conn, "GET /ping HTTP/1.1\r\nHost: execd\r\nConnection: close\r\n\r\n"); err != nil {
+		return false, err
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return false, err
+	}
+	return strings.HasPrefix(line, "HTTP/1.1 200"), nil
+}
+
+// fileIO gives runc a file for the sandbox's stdout and stderr, which the
+// sandbox keeps after runc exits.
+type fileIO struct{ f *os.File }
+
+func (f fileIO) Close() error          { return nil }
+func (f fileIO) Stdin() io.WriteCloser { return nil }
+func (f fileIO) Stdout() io.ReadCloser { return nil }
+func (f fileIO) Stderr() io.ReadCloser { return nil }
+func (f fileIO) Set(cmd *exec.Cmd)     { cmd.Stdout, cmd.Stderr = f.f, f.f }
+
+var _ runc.IO = fileIO{}

@@ -1,0 +1,569 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package oci is the native runtime: each sandbox is an OCI bundle run by
+// runc (or any runtime with runc's command line, such as crun or runsc),
+// its root filesystem an overlay of the image's unpacked layers under a
+// writable upper directory, its network an empty namespace with loopback,
+// its PID 1 `corral init` with execd, and its limits cgroups. The server
+// reaches execd by dialling inside the sandbox's network namespace, and
+// hands out host-loopback listeners that forward into it. Only
+// internal/cli constructs it.
+package oci
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	runc "github.com/containerd/go-runc"
+
+	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/imagestore"
+	"github.com/corral-dev/corral/internal/logctx"
+)
+
+// Name is the driver's name.
+const Name = "oci"
+
+// HostImage is the image URI of a sandbox built from the host's system
+// directories.
+const HostImage = "host"
+
+// Config configures the driver.
+type Config struct {
+	// Root is the driver's directory: bundles, namespaces, the runc state
+	// and the image store.
+	Root string
+	// Runtime is the OCI runtime binary (default "runc").
+	Runtime string
+	// CorralBinary is bind-mounted into sandboxes (default: this binary).
+	CorralBinary string
+	// AllowHostImage enables image.uri "host".
+	AllowHostImage bool
+	// ReadyTimeout bounds the wait for execd after start (default 30s).
+	ReadyTimeout time.Duration
+	Logger       *slog.Logger
+}
+
+// Driver runs sandboxes with runc.
+type Driver struct {
+	cfg    Config
+	log    *slog.Logger
+	runc   *runc.Runc
+	images *imagestore.Store
+
+	// mu guards the fields below.
+	mu        sync.Mutex
+	live      map[string]*sandbox
+	forwarder map[string]map[int]*forwarder
+	wg        sync.WaitGroup
+}
+
+var (
+	_ driver.Driver = (*Driver)(nil)
+	_ driver.Pauser = (*Driver)(nil)
+)
+
+// sandbox is what the driver knows of a running sandbox.
+type sandbox struct {
+	bundle    string
+	pid       int
+	startTime uint64
+	netns     string
+}
+
+// handleState is the driver-private part of a handle.
+type handleState struct {
+	Bundle    string `json:"bundle"`
+	Pid       int    `json:"pid"`
+	StartTime uint64 `json:"startTime"`
+	Netns     string `json:"netns"`
+}
+
+// bundleMeta is written first into a bundle, so List finds even a sandbox
+// whose create was interrupted.
+type bundleMeta struct {
+	ID      string            `json:"id"`
+	Tenant  string            `json:"tenant"`
+	Labels  map[string]string `json:"labels"`
+	Created time.Time         `json:"created"`
+	Layers  []string          `json:"layers"`
+}
+
+// New checks the runtime binary and prepares the driver's directories.
+func New(cfg Config) (*Driver, error) {
+	if cfg.Root == "" {
+		return nil, errors.New("oci: Config.Root is required")
+	}
+	if cfg.Runtime == "" {
+		cfg.Runtime = "runc"
+	}
+	if cfg.ReadyTimeout <= 0 {
+		cfg.ReadyTimeout = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = logctx.Discard()
+	}
+	rt, err := exec.LookPath(cfg.Runtime)
+	if err != nil {
+		return nil, fmt.Errorf("oci: the OCI runtime %q is not installed (on Debian: apt-get install runc): %w", cfg.Runtime, errdefs.ErrUnavailable)
+	}
+	if cfg.CorralBinary == "" {
+		if cfg.CorralBinary, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("oci: locate the corral binary: %w", err)
+		}
+	}
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("oci: the native runtime needs root (overlay mounts, namespaces, cgroups): %w", errdefs.ErrPermissionDenied)
+	}
+	for _, d := range []string{"sandboxes", "netns", "runc"} {
+		if err := os.MkdirAll(filepath.Join(cfg.Root, d), 0o700); err != nil {
+			return nil, fmt.Errorf("oci: %w", err)
+		}
+	}
+	images, err := imagestore.Open(filepath.Join(cfg.Root, "images"), cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	d := &Driver{
+		cfg: cfg, log: cfg.Logger, images: images,
+		runc:      &runc.Runc{Command: rt, Root: filepath.Join(cfg.Root, "runc")},
+		live:      map[string]*sandbox{},
+		forwarder: map[string]map[int]*forwarder{},
+	}
+	if cfg.AllowHostImage {
+		if err := buildHostSkeleton(d.hostSkeleton()); err != nil {
+			return nil, fmt.Errorf("oci: host image: %w", err)
+		}
+	}
+	return d, nil
+}
+
+// Images returns the image store.
+func (d *Driver) Images() *imagestore.Store { return d.images }
+
+func (d *Driver) hostSkeleton() string       { return filepath.Join(d.cfg.Root, "hostroot") }
+func (d *Driver) bundleDir(id string) string { return filepath.Join(d.cfg.Root, "sandboxes", id) }
+func (d *Driver) netnsPath(id string) string { return filepath.Join(d.cfg.Root, "netns", id) }
+
+// Close stops the port forwarders; sandboxes keep running.
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	for id, fs := range d.forwarder {
+		for _, f := range fs {
+			_ = f.close()
+		}
+		delete(d.forwarder, id)
+	}
+	d.mu.Unlock()
+	d.wg.Wait()
+	return nil
+}
+
+func validID(id string) error {
+	if id == "" || len(id) > 128 || strings.ContainsAny(id, "/\\\x00") || id == "." || id == ".." {
+		return fmt.Errorf("sandbox id %q: %w", id, errdefs.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// notExist reports runc's "container does not exist" (runc has no error
+// codes; its message is the only signal, and this is the one place that
+// reads it).
+func notExist(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "does not exist") || strings.Contains(err.Error(), "not exist"))
+}
+
+// state returns runc's view of a container; ErrNotFound if runc has none.
+func (d *Driver) state(ctx context.Context, id string) (*runc.Container, error) {
+	c, err := d.runc.State(ctx, id)
+	if notExist(err) {
+		return nil, fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("runc state %s: %w", id, err)
+	}
+	return c, nil
+}
+
+// procStartTime reads field 22 of /proc/PID/stat: the start time that,
+// with the pid, identifies a process across pid reuse.
+func procStartTime(pid int) (uint64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// The command name may contain spaces and parentheses; fields start
+	// after the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("bad /proc/%d/stat", pid)
+	}
+	fields := strings.Fields(string(b[i+1:]))
+	if len(fields) < 20 {
+		return 0, fmt.Errorf("bad /proc/%d/stat", pid)
+	}
+	return strconv.ParseUint(fields[19], 10, 64)
+}
+
+// alive reports whether the process with pid and start time still runs.
+func alive(pid int, start uint64) bool {
+	st, err := procStartTime(pid)
+	return err == nil && st == start
+}
+
+// Recover implements driver.Driver.
+func (d *Driver) Recover(ctx context.Context, h *driver.Handle) error {
+	if h == nil || h.Driver != Name {
+		return fmt.Errorf("recover: not an %s handle: %w", Name, errdefs.ErrInvalidArgument)
+	}
+	var hs handleState
+	if err := json.Unmarshal(h.State, &hs); err != nil {
+		return fmt.Errorf("recover %s: corrupt handle: %w", h.ID, errdefs.ErrInvalidArgument)
+	}
+	if _, err := d.state(ctx, h.ID); err != nil {
+		return err
+	}
+	if _, err := os.Stat(hs.Bundle); err != nil {
+		return fmt.Errorf("sandbox %s: bundle gone: %w", h.ID, errdefs.ErrNotFound)
+	}
+	d.mu.Lock()
+	d.live[h.ID] = &sandbox{bundle: hs.Bundle, pid: hs.Pid, startTime: hs.StartTime, netns: hs.Netns}
+	d.mu.Unlock()
+	return nil
+}
+
+// lookup returns what the driver knows of id, reading it from runc and
+// the bundle if this instance did not create or recover it.
+func (d *Driver) lookup(ctx context.Context, id string) (*sandbox, *runc.Container, error) {
+	if err := validID(id); err != nil {
+		return nil, nil, fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
+	}
+	c, err := d.state(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	d.mu.Lock()
+	sb := d.live[id]
+	d.mu.Unlock()
+	if sb == nil {
+		sb = &sandbox{bundle: d.bundleDir(id), pid: c.Pid, netns: d.netnsPath(id)}
+		if c.Pid > 0 {
+			sb.startTime, _ = procStartTime(c.Pid)
+		}
+	}
+	return sb, c, nil
+}
+
+// exitCode reads the code corral init left in the bundle.
+func exitCode(bundle string) (driver.Exit, bool) {
+	b, err := os.ReadFile(filepath.Join(bundle, "status", "exit"))
+	if err != nil {
+		return driver.Exit{}, false
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return driver.Exit{}, false
+	}
+	fi, _ := os.Stat(filepath.Join(bundle, "status", "exit"))
+	return driver.Exit{Code: n, At: fi.ModTime().UTC()}, true
+}
+
+// exitOf is the exit of a stopped sandbox: what init recorded, or a kill.
+func exitOf(bundle string) driver.Exit {
+	if ex, ok := exitCode(bundle); ok {
+		return ex
+	}
+	return driver.Exit{Code: 137, At: time.Now().UTC(), Reason: "killed"}
+}
+
+// Inspect implements driver.Driver.
+func (d *Driver) Inspect(ctx context.Context, id string) (driver.Status, error) {
+	sb, c, err := d.lookup(ctx, id)
+	if err != nil {
+		return driver.Status{}, err
+	}
+	st := driver.Status{StartedAt: c.Created}
+	switch c.Status {
+	case "created":
+		st.Phase = driver.PhaseCreating
+	case "running":
+		st.Phase = driver.PhaseRunning
+	case "paused", "pausing":
+		st.Phase = driver.PhasePaused
+	default:
+		st.Phase = driver.PhaseExited
+		ex := exitOf(sb.bundle)
+		st.Exit = &ex
+	}
+	return st, nil
+}
+
+// Wait implements driver.Driver: a pidfd of the sandbox's PID 1 becomes
+// readable when it exits, whoever its parent is.
+func (d *Driver) Wait(ctx context.Context, id string) (driver.Exit, error) {
+	sb, c, err := d.lookup(ctx, id)
+	if err != nil {
+		return driver.Exit{}, err
+	}
+	if c.Status == "stopped" || c.Pid <= 0 || !alive(sb.pid, sb.startTime) {
+		return exitOf(sb.bundle), nil
+	}
+	if err := waitPid(ctx, sb.pid, sb.startTime); err != nil {
+		return driver.Exit{}, err
+	}
+	if _, err := os.Stat(sb.bundle); err != nil {
+		return driver.Exit{}, fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
+	}
+	return exitOf(sb.bundle), nil
+}
+
+// Stop implements driver.Driver: SIGTERM to PID 1 (which passes it to the
+// entrypoint), SIGKILL to everything after grace.
+func (d *Driver) Stop(ctx context.Context, id string, grace time.Duration) error {
+	sb, c, err := d.lookup(ctx, id)
+	if err != nil {
+		return err
+	}
+	d.closeForwarders(id)
+	if c.Status == "stopped" {
+		return nil
+	}
+	if c.Status == "paused" {
+		_ = d.runc.Resume(ctx, id)
+	}
+	if err := d.runc.Kill(ctx, id, 15, nil); err != nil && !notExist(err) && !strings.Contains(err.Error(), "not running") {
+		return fmt.Errorf("stop %s: %w", id, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, grace)
+	err = waitPid(wctx, sb.pid, sb.startTime)
+	cancel()
+	if err == nil {
+		return nil
+	}
+	if err := d.runc.Kill(ctx, id, 9, &runc.KillOpts{All: true}); err != nil && !notExist(err) && !strings.Contains(err.Error(), "not running") {
+		return fmt.Errorf("kill %s: %w", id, err)
+	}
+	return waitPid(ctx, sb.pid, sb.startTime)
+}
+
+// Destroy implements driver.Driver.
+func (d *Driver) Destroy(ctx context.Context, id string) error {
+	if validID(id) != nil {
+		return nil
+	}
+	d.closeForwarders(id)
+	var errs []error
+	if err := d.runc.Delete(ctx, id, &runc.DeleteOpts{Force: true}); err != nil && !notExist(err) {
+		errs = append(errs, fmt.Errorf("runc delete: %w", err))
+	}
+	bundle := d.bundleDir(id)
+	for _, m := range bundleMounts(bundle) {
+		if err := unmount(m); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := removeNetns(d.netnsPath(id)); err != nil {
+		errs = append(errs, err)
+	}
+	removeCgroups(cgroupsPath(id))
+	if len(errs) == 0 {
+		if err := os.RemoveAll(bundle); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	d.mu.Lock()
+	delete(d.live, id)
+	d.mu.Unlock()
+	if len(errs) > 0 {
+		return fmt.Errorf("destroy %s: %w", id, errors.Join(errs...))
+	}
+	return nil
+}
+
+// bundleMounts lists the mount points under a bundle, deepest first.
+func bundleMounts(bundle string) []string {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return []string{filepath.Join(bundle, "rootfs")}
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) > 4 && (fields[4] == bundle || strings.HasPrefix(fields[4], bundle+"/")) {
+			out = append(out, fields[4])
+		}
+	}
+	// Deeper mounts first.
+	for i := 0; i < len(out); i++ {
+		for j := i + 1; j < len(out); j++ {
+			if len(out[j]) > len(out[i]) {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+}
+
+func cgroupsPath(id string) string { return "/corral/" + id }
+
+// removeCgroups removes what is left of a sandbox's cgroups after runc
+// (runc deletes them itself; a create interrupted midway may not have).
+func removeCgroups(path string) {
+	entries, err := os.ReadDir("/sys/fs/cgroup")
+	if err != nil {
+		return
+	}
+	_ = os.Remove(filepath.Join("/sys/fs/cgroup", path))
+	for _, e := range entries {
+		_ = os.Remove(filepath.Join("/sys/fs/cgroup", e.Name(), path))
+	}
+}
+
+// Pause implements driver.Pauser with the cgroup freezer.
+func (d *Driver) Pause(ctx context.Context, id string) error {
+	_, c, err := d.lookup(ctx, id)
+	if err != nil {
+		return err
+	}
+	if c.Status != "running" {
+		return fmt.Errorf("sandbox %s is %s, not running: %w", id, c.Status, errdefs.ErrFailedPrecondition)
+	}
+	if err := d.runc.Pause(ctx, id); err != nil {
+		return fmt.Errorf("pause %s: %w", id, err)
+	}
+	return nil
+}
+
+// Resume implements driver.Pauser.
+func (d *Driver) Resume(ctx context.Context, id string) error {
+	_, c, err := d.lookup(ctx, id)
+	if err != nil {
+		return err
+	}
+	if c.Status != "paused" {
+		return fmt.Errorf("sandbox %s is %s, not paused: %w", id, c.Status, errdefs.ErrFailedPrecondition)
+	}
+	if err := d.runc.Resume(ctx, id); err != nil {
+		return fmt.Errorf("resume %s: %w", id, err)
+	}
+	return nil
+}
+
+// Endpoint implements driver.Driver with a host-loopback forwarder.
+func (d *Driver) Endpoint(ctx context.Context, id string, port int) (netip.AddrPort, error) {
+	if port < 1 || port > 65535 {
+		return netip.AddrPort{}, fmt.Errorf("port %d: %w", port, errdefs.ErrInvalidArgument)
+	}
+	sb, c, err := d.lookup(ctx, id)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	if c.Status == "stopped" {
+		return netip.AddrPort{}, fmt.Errorf("sandbox %s has stopped: %w", id, errdefs.ErrFailedPrecondition)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if f, ok := d.forwarder[id][port]; ok {
+		return f.addr, nil
+	}
+	f, err := newForwarder(sb.netns, port)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("endpoint: %w", err)
+	}
+	if d.forwarder[id] == nil {
+		d.forwarder[id] = map[int]*forwarder{}
+	}
+	d.forwarder[id][port] = f
+	d.wg.Go(func() { f.serve(&d.wg) })
+	return f.addr, nil
+}
+
+func (d *Driver) closeForwarders(id string) {
+	d.mu.Lock()
+	fs := d.forwarder[id]
+	delete(d.forwarder, id)
+	d.mu.Unlock()
+	for _, f := range fs {
+		_ = f.close()
+	}
+}
+
+// List implements driver.Driver: every bundle under the driver's root,
+// with or without a runc container, is a sandbox it owns.
+func (d *Driver) List(ctx context.Context) ([]driver.Listing, error) {
+	entries, err := os.ReadDir(filepath.Join(d.cfg.Root, "sandboxes"))
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []driver.Listing
+	for _, e := range entries {
+		meta, err := readMeta(filepath.Join(d.cfg.Root, "sandboxes", e.Name()))
+		if err != nil {
+			meta = &bundleMeta{ID: e.Name()}
+			if fi, err := e.Info(); err == nil {
+				meta.Created = fi.ModTime()
+			}
+		}
+		seen[meta.ID] = true
+		out = append(out, driver.Listing{ID: meta.ID, Tenant: meta.Tenant, CreatedAt: meta.Created, Labels: meta.Labels})
+	}
+	cs, err := d.runc.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("runc list: %w", err)
+	}
+	for _, c := range cs {
+		if !seen[c.ID] && c.Annotations[driver.LabelManaged] == "true" {
+			out = append(out, driver.Listing{ID: c.ID, Tenant: c.Annotations[driver.LabelTenant], CreatedAt: c.Created, Labels: c.Annotations})
+		}
+	}
+	return out, nil
+}
+
+func readMeta(bundle string) (*bundleMeta, error) {
+	b, err := os.ReadFile(filepath.Join(bundle, "meta.json"))
+	if err != nil {
+		return nil, err
+	}
+	var m bundleMeta
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// LayersInUse returns the layers of every sandbox on disk, for image GC.
+func (d *Driver) LayersInUse() map[string]bool {
+	return LayersInUse(d.cfg.Root)
+}
+
+// LayersInUse reads the layers of every sandbox bundle under root.
+func LayersInUse(root string) map[string]bool {
+	out := map[string]bool{}
+	entries, _ := os.ReadDir(filepath.Join(root, "sandboxes"))
+	for _, e := range entries {
+		if m, err := readMeta(filepath.Join(root, "sandboxes", e.Name())); err == nil {
+			for _, l := range m.Layers {
+				out[l] = true
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,124 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package oci
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// inNetns runs fn on a thread switched into the network namespace at path
+// and switches back. The thread is locked throughout; if switching back
+// fails it stays locked and dies with the goroutine, so no other goroutine
+// ever runs in the wrong namespace.
+func inNetns(path string, fn func() error) (err error) {
+	target, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("open netns: %w", err)
+	}
+	defer target.Close()
+	runtime.LockOSThread()
+	orig, err := os.Open("/proc/self/task/" + strconv.Itoa(unix.Gettid()) + "/ns/net")
+	if err != nil {
+		runtime.UnlockOSThread()
+		return err
+	}
+	defer orig.Close()
+	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("enter netns: %w", err)
+	}
+	ferr := fn()
+	if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
+		return errors.Join(ferr, fmt.Errorf("leave netns: %w", err))
+	}
+	runtime.UnlockOSThread()
+	return ferr
+}
+
+// createNetns makes a network namespace with loopback up and pins it at
+// path with a bind mount.
+func createNetns(path string) (err error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDONLY, 0o400)
+	if err != nil {
+		return fmt.Errorf("netns file: %w", err)
+	}
+	f.Close()
+	defer func() {
+		if err != nil {
+			_ = unix.Unmount(path, unix.MNT_DETACH)
+			_ = os.Remove(path)
+		}
+	}()
+	errc := make(chan error, 1)
+	// A fresh goroutine whose thread is thrown away afterwards: unshare
+	// cannot be undone, so this thread must never run anything else.
+	go func() {
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("unshare netns: %w", err)
+			return
+		}
+		self := "/proc/self/task/" + strconv.Itoa(unix.Gettid()) + "/ns/net"
+		if err := unix.Mount(self, path, "", unix.MS_BIND, ""); err != nil {
+			errc <- fmt.Errorf("pin netns: %w", err)
+			return
+		}
+		errc <- loopbackUp()
+		// Exit with the thread still locked: the runtime then ends it.
+	}()
+	return <-errc
+}
+
+// loopbackUp sets IFF_UP on lo in the current network namespace.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("loopback: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("loopback flags: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("loopback up: %w", err)
+	}
+	return nil
+}
+
+// removeNetns unpins and removes a namespace file. Missing is fine.
+func removeNetns(path string) error {
+	if err := unix.Unmount(path, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("unmount netns: %w", err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// dialNetns connects to addr inside the namespace at path. The socket is
+// created inside it; the connection is then used from anywhere.
+func dialNetns(ctx context.Context, path, addr string) (net.Conn, error) {
+	var conn net.Conn
+	err := inNetns(path, func() error {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", addr)
+		conn = c
+		return err
+	})
+	return conn, err
+}

@@ -1,0 +1,175 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package oci
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/moby/profiles/seccomp"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// Paths inside a sandbox.
+const (
+	corralInSandbox = "/.corral/corral"
+	statusInSandbox = "/.corral/status"
+	execdStateDir   = "/var/lib/corral-execd"
+)
+
+// DefaultPids bounds the processes and threads of a sandbox that asks for
+// no pids limit.
+const DefaultPids = 4096
+
+// capabilities is the capability set of a sandbox's processes: Docker's
+// default set without MKNOD, NET_RAW, AUDIT_WRITE and SETFCAP.
+func capabilities() []string {
+	return []string{
+		"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_SETGID", "CAP_SETUID",
+		"CAP_SETPCAP", "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_KILL",
+	}
+}
+
+func maskedPaths() []string {
+	return []string{
+		"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
+		"/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/proc/interrupts", "/sys/firmware",
+		"/sys/devices/virtual/powercap", "/sys/kernel/debug",
+	}
+}
+
+func readonlyPaths() []string {
+	return []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
+}
+
+// specParams is what a sandbox's runtime spec is made from.
+type specParams struct {
+	id          string
+	hostname    string
+	args        []string
+	env         []string
+	cwd         string
+	uid, gid    uint32
+	netns       string
+	cgroupsPath string
+	annotations map[string]string
+	// binds are extra mounts: the corral binary, the status dir, hosts.
+	mounts []specs.Mount
+	// cpuMillis, memoryBytes and pids are limits; 0 means none (pids: the default).
+	cpuMillis, memoryBytes, pids int64
+}
+
+// buildSpec makes the OCI runtime spec of a sandbox with corral's
+// security defaults: new pid, mount, ipc, uts, network and cgroup
+// namespaces; Docker's default seccomp profile; no_new_privs; a small
+// capability set; masked and read-only /proc and /sys paths; a minimal
+// /dev; cgroup limits.
+func buildSpec(p specParams) (*specs.Spec, error) {
+	caps := capabilities()
+	pids := p.pids
+	if pids == 0 {
+		pids = DefaultPids
+	}
+	s := &specs.Spec{
+		Version: specs.Version,
+		Process: &specs.Process{
+			User:            specs.User{UID: 0, GID: 0},
+			Args:            p.args,
+			Env:             p.env,
+			Cwd:             p.cwd,
+			NoNewPrivileges: true,
+			Capabilities:    &specs.LinuxCapabilities{Bounding: caps, Effective: caps, Permitted: caps},
+		},
+		Root:        &specs.Root{Path: "rootfs"},
+		Hostname:    p.hostname,
+		Annotations: p.annotations,
+		Mounts: append([]specs.Mount{
+			{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
+			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
+			{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"}},
+			{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
+			{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
+			{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
+			{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "noexec", "nodev", "relatime", "ro"}},
+		}, p.mounts...),
+		Linux: &specs.Linux{
+			Namespaces: []specs.LinuxNamespace{
+				{Type: specs.PIDNamespace}, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace},
+				{Type: specs.MountNamespace}, {Type: specs.CgroupNamespace},
+				{Type: specs.NetworkNamespace, Path: p.netns},
+			},
+			CgroupsPath: p.cgroupsPath,
+			Resources: &specs.LinuxResources{
+				Devices: []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}},
+				Pids:    &specs.LinuxPids{Limit: &pids},
+			},
+			MaskedPaths:   maskedPaths(),
+			ReadonlyPaths: readonlyPaths(),
+		},
+	}
+	if p.memoryBytes > 0 {
+		limit := p.memoryBytes
+		s.Linux.Resources.Memory = &specs.LinuxMemory{Limit: &limit, Swap: &limit}
+	}
+	if p.cpuMillis > 0 {
+		period := uint64(100000)
+		quota := p.cpuMillis * 100
+		s.Linux.Resources.CPU = &specs.LinuxCPU{Period: &period, Quota: &quota}
+	}
+	sc, err := seccomp.GetDefaultProfile(s)
+	if err != nil {
+		return nil, fmt.Errorf("seccomp profile: %w", err)
+	}
+	s.Linux.Seccomp = sc
+	return s, nil
+}
+
+// bindMount returns a bind mount of src at dst.
+func bindMount(src, dst string, readOnly bool) specs.Mount {
+	opts := []string{"rbind", "nosuid", "nodev"}
+	if readOnly {
+		opts = append(opts, "ro")
+	}
+	return specs.Mount{Destination: dst, Type: "bind", Source: src, Options: opts}
+}
+
+// overlayMount returns an overlay of a host directory with a writable upper.
+func overlayMount(lower, upper, work, dst string) specs.Mount {
+	return specs.Mount{Destination: dst, Type: "overlay", Source: "overlay",
+		Options: []string{"lowerdir=" + lower, "upperdir=" + upper, "workdir=" + work}}
+}
+
+// mergeEnv lays overrides over base (both KEY=VALUE lists) and makes sure
+// PATH is set.
+func mergeEnv(base []string, overrides map[string]string, extra ...string) []string {
+	idx := map[string]int{}
+	var out []string
+	set := func(kv string) {
+		k, _, _ := strings.Cut(kv, "=")
+		if i, ok := idx[k]; ok {
+			out[i] = kv
+			return
+		}
+		idx[k] = len(out)
+		out = append(out, kv)
+	}
+	for _, kv := range base {
+		set(kv)
+	}
+	for k, v := range overrides {
+		set(k + "=" + v)
+	}
+	for _, kv := range extra {
+		set(kv)
+	}
+	if _, ok := idx["PATH"]; !ok {
+		set("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+	}
+	return out
+}
+
+func formatUser(uid, gid uint32) string {
+	return strconv.FormatUint(uint64(uid), 10) + ":" + strconv.FormatUint(uint64(gid), 10)
+}
