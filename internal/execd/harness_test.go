@@ -14,7 +14,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -39,18 +38,9 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	corralBin = filepath.Join(dir, "corral")
-	mod, err := exec.Command("go", "env", "GOMOD").Output()
+	corralBin, err = testutil.BuildCorral(dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	b := exec.Command("go", "build", "-o", corralBin, "./cmd/corral")
-	b.Dir = filepath.Dir(strings.TrimSpace(string(mod)))
-	b.Env = append(os.Environ(), "CGO_ENABLED=0")
-	b.Stderr = os.Stderr
-	if err := b.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build:", err)
 		return 1
 	}
 	return m.Run()

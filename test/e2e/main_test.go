@@ -14,13 +14,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/corral-dev/corral/internal/testutil"
 	"github.com/corral-dev/corral/sdk"
 )
 
@@ -38,18 +38,9 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	binary = filepath.Join(dir, "corral")
-	root, err := exec.Command("go", "env", "GOMOD").Output()
+	binary, err = testutil.BuildCorral(dir)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "go env GOMOD:", err)
-		return 1
-	}
-	build := exec.Command("go", "build", "-o", binary, "./cmd/corral")
-	build.Dir = filepath.Dir(strings.TrimSpace(string(root)))
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build corral:", err)
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	return m.Run()

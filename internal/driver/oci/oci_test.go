@@ -1,0 +1,103 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package oci
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/driver/drivertest"
+	"github.com/corral-dev/corral/internal/testutil"
+)
+
+var corralBin string
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "corral-oci-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if corralBin, err = testutil.BuildCorral(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+// requireRunc gates the tier and fails when runc is missing in CI.
+func requireRunc(t *testing.T) {
+	t.Helper()
+	testutil.RequireRoot(t)
+	if _, err := exec.LookPath("runc"); err != nil {
+		t.Fatalf("runc is not installed (apt-get install runc): %v", err)
+	}
+}
+
+func newTestDriver(t *testing.T, root string) *Driver {
+	t.Helper()
+	d, err := New(Config{Root: root, CorralBinary: corralBin, AllowHostImage: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	return d
+}
+
+func TestConformance(t *testing.T) {
+	requireRunc(t)
+	root := t.TempDir()
+	drivertest.Run(t, drivertest.Harness{
+		New: func(t *testing.T) driver.Driver { return newTestDriver(t, root) },
+		Spec: func(*testing.T) driver.Spec {
+			return driver.Spec{Image: driver.Image{URI: HostImage}, Entrypoint: []string{"sleep", "infinity"}, Labels: map[string]string{"team": "a"}}
+		},
+		ExitSpec: func(_ *testing.T, code int) driver.Spec {
+			return driver.Spec{Image: driver.Image{URI: HostImage}, Entrypoint: []string{"sh", "-c", fmt.Sprintf("sleep 0.5; exit %d", code)}}
+		},
+		Kill: func(t *testing.T, id string) {
+			out, err := exec.Command("runc", "--root", filepath.Join(root, "runc"), "delete", "--force", id).CombinedOutput()
+			if err != nil {
+				t.Fatalf("runc delete: %v %s", err, out)
+			}
+		},
+	})
+	assertNoLeaks(t, root)
+}
+
+// assertNoLeaks checks that nothing of any sandbox is left: runc
+// containers, mounts, network namespaces, bundles and cgroups.
+func assertNoLeaks(t *testing.T, root string) {
+	t.Helper()
+	out, err := exec.Command("runc", "--root", filepath.Join(root, "runc"), "list", "-q").Output()
+	if err != nil || strings.TrimSpace(string(out)) != "" {
+		t.Errorf("leak: runc containers %q (%v)", out, err)
+	}
+	f, _ := os.Open("/proc/self/mountinfo")
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), root) {
+			t.Errorf("leak: mount %s", sc.Text())
+		}
+	}
+	for _, sub := range []string{"sandboxes", "netns"} {
+		if entries, _ := os.ReadDir(filepath.Join(root, sub)); len(entries) > 0 {
+			t.Errorf("leak: %s has %d entries", sub, len(entries))
+		}
+	}
+	cgroups, _ := filepath.Glob("/sys/fs/cgroup/*/corral/dt*")
+	if len(cgroups) > 0 {
+		t.Errorf("leak: cgroups %v", cgroups)
+	}
+}
