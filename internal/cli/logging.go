@@ -22,7 +22,7 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: lv}
 	if format == "auto" {
 		format = "json"
-		if f, ok := w.(*os.File); ok && isTerminal(f) {
+		if isTerminal(w) {
 			format = "text"
 		}
 	}
@@ -38,7 +38,12 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	return slog.New(logctx.NewHandler(h)), nil
 }
 
-func isTerminal(f *os.File) bool {
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

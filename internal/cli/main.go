@@ -39,6 +39,7 @@ func commands() []command {
 		{"execd", "run the in-sandbox daemon (the execd API on :44772)", runExecd},
 		{"init", "run as PID 1 of a sandbox: the entrypoint, execd, reaping and signals", runInit},
 		{"config", "write an example configuration file", runConfig},
+		{"image", "import, pull, list and remove images of the native runtime", runImage},
 		{"version", "print the version", runVersion},
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -113,7 +114,36 @@ func startServer(t *testing.T, dir string, args ...string) *server {
 	case <-time.After(60 * time.Second):
 		t.Fatalf("corral serve did not start:\n%s", s.stderr.String())
 	}
+	// Runs before the kill above: whatever the test left running, even
+	// after a failure, is deleted through the API, so no sandbox outlives
+	// the test.
+	t.Cleanup(func() { s.deleteAll(t) })
 	return s
+}
+
+// deleteAll deletes every sandbox of the server, if it still runs.
+func (s *server) deleteAll(t *testing.T) {
+	select {
+	case err := <-s.done:
+		s.done <- err
+		return
+	default:
+	}
+	c, err := sdk.New(sdk.WithBaseURL(s.url), sdk.WithAPIKey(testKey))
+	if err != nil {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), time.Minute)
+	defer cancel()
+	list, err := c.ListSandboxes(cctx, sdk.ListOptions{PageSize: 200})
+	if err != nil {
+		return
+	}
+	for _, sb := range list.Items {
+		if err := c.DeleteSandbox(cctx, sb.ID); err != nil && !errors.Is(err, sdk.ErrNotFound) {
+			t.Errorf("cleanup: delete %s: %v", sb.ID, err)
+		}
+	}
 }
 
 // kill9 kills the server without warning.

@@ -1,0 +1,155 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/corral-dev/corral/internal/driver/oci"
+	"github.com/corral-dev/corral/internal/imagestore"
+)
+
+// runImage manages the native runtime's image store on this machine. It
+// works on the data directory directly (with a file lock), so it needs no
+// running server and a running server sees its changes at once.
+func runImage(ctx context.Context, e *env, args []string) int {
+	usage := `Usage: corral image <import|pull|ls|rm|gc> [flags]
+
+  corral image import FILE [--name NAME]   add images from a docker save tarball or an OCI layout (dir or tar)
+  corral image pull REF [--username U --password P] [--platform os/arch]
+  corral image ls [-o json]
+  corral image rm REF...
+  corral image gc                          remove layers no image and no sandbox uses
+
+All take --data-dir (default: the server's).`
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprintln(e.stderr, usage)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	sub := args[0]
+	fs := newFlagSet(e, "image "+sub, "image "+sub+" [flags]")
+	dataDir := fs.String("data-dir", defaultDataDir(e.getenv), "the server's data directory")
+	asName := fs.String("name", "", "import: the name to give the image")
+	user := fs.String("username", "", "pull: registry user")
+	pass := fs.String("password", "", "pull: registry password (or token)")
+	platform := fs.String("platform", "", "pull: os/arch (default: this machine's)")
+	output := fs.String("o", "table", "ls: output format, table or json")
+	if ok, code := parseFlags(fs, e, reorder(args[1:])); !ok {
+		return code
+	}
+	root := filepath.Join(*dataDir, "oci")
+	store, err := imagestore.Open(filepath.Join(root, "images"), nil)
+	if err != nil {
+		return fail(e, "%v", err)
+	}
+	progress := func(p imagestore.Progress) {
+		if isTerminal(e.stderr) {
+			fmt.Fprintf(e.stderr, "\r%s: %d/%d layers, %.1f MiB written", p.Image, p.LayersDone, p.LayersTotal, float64(p.BytesWritten)/(1<<20))
+			if p.LayersDone == p.LayersTotal {
+				fmt.Fprintln(e.stderr)
+			}
+		}
+	}
+	switch sub {
+	case "import":
+		if fs.NArg() != 1 {
+			return fail(e, "image import: give one file or directory")
+		}
+		imgs, err := store.Import(ctx, fs.Arg(0), *asName, progress)
+		if err != nil {
+			return fail(e, "%v", err)
+		}
+		for _, img := range imgs {
+			fmt.Fprintln(e.stdout, img.Name)
+		}
+	case "pull":
+		if fs.NArg() != 1 {
+			return fail(e, "image pull: give one image reference")
+		}
+		img, err := store.Pull(ctx, fs.Arg(0), imagestore.PullOptions{Username: *user, Password: *pass, Platform: *platform, Progress: progress})
+		if err != nil {
+			return fail(e, "%v", err)
+		}
+		fmt.Fprintln(e.stdout, img.Name)
+	case "ls", "list":
+		imgs, err := store.List()
+		if err != nil {
+			return fail(e, "%v", err)
+		}
+		if *output == "json" {
+			b, _ := json.MarshalIndent(imgs, "", "  ")
+			fmt.Fprintln(e.stdout, string(b))
+			return 0
+		}
+		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tDIGEST\tLAYERS\tSIZE\tADDED")
+		for _, img := range imgs {
+			fmt.Fprintf(tw, "%s\t%.19s\t%d\t%.1f MiB\t%s\n", img.Name, img.Digest, len(img.Layers), float64(img.Size)/(1<<20), img.Added.Format(time.RFC3339))
+		}
+		_ = tw.Flush()
+	case "rm":
+		if fs.NArg() == 0 {
+			return fail(e, "image rm: give at least one image")
+		}
+		for _, ref := range fs.Args() {
+			if err := store.Remove(ref); err != nil {
+				return fail(e, "%v", err)
+			}
+			fmt.Fprintln(e.stdout, ref)
+		}
+	case "gc":
+		n, err := store.GC(oci.LayersInUse(root))
+		if err != nil {
+			return fail(e, "%v", err)
+		}
+		fmt.Fprintf(e.stdout, "removed %d layers\n", n)
+	default:
+		return fail(e, "image: unknown subcommand %q (import, pull, ls, rm, gc)", sub)
+	}
+	return 0
+}
+
+// reorder moves flags before positional arguments, so `image import FILE
+// --name X` works as people type it.
+func reorder(args []string) []string {
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if len(a) > 1 && a[0] == '-' {
+			flags = append(flags, a)
+			if !containsEq(a) && i+1 < len(args) && takesValue(a) {
+				flags = append(flags, args[i+1])
+				i++
+			}
+			continue
+		}
+		pos = append(pos, a)
+	}
+	return append(flags, pos...)
+}
+
+func containsEq(s string) bool {
+	for _, c := range s {
+		if c == '=' {
+			return true
+		}
+	}
+	return false
+}
+
+func takesValue(flag string) bool {
+	switch flag {
+	case "-h", "--help", "-help":
+		return false
+	}
+	return true
+}
