@@ -1,0 +1,200 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package e2e
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/corral-dev/corral/api"
+	"github.com/corral-dev/corral/sdk"
+)
+
+// probe is one escape attempt made from inside a sandbox. Each must fail;
+// why says why it must.
+type probe struct {
+	name string
+	why  string
+	// command runs inside the sandbox; check decides from its result (and
+	// from the host, if it needs to) whether the escape was contained.
+	command string
+	check   func(t *testing.T, out, errOut string, code int)
+}
+
+func mustFail(t *testing.T, out, errOut string, code int) {
+	t.Helper()
+	if code == 0 {
+		t.Errorf("the probe succeeded (exit 0); stdout %q stderr %q", out, errOut)
+	}
+}
+
+// escapeProbes are the probes; hostSecret is a host file no sandbox may
+// read, hostPort a host loopback port no sandbox may reach.
+func escapeProbes(hostSecret string, hostPort, serverPort int) []probe {
+	pid := os.Getpid()
+	return []probe{
+		{"HostProcessesInvisible", "a new PID namespace shows only the sandbox's own processes",
+			fmt.Sprintf("kill -0 %d", pid), mustFail},
+		{"FewProcessesVisible", "the PID namespace holds init, execd, the entrypoint and this command",
+			"ls /proc | grep -c '^[0-9]'", func(t *testing.T, out, _ string, _ int) {
+				if n, _ := strconv.Atoi(strings.TrimSpace(out)); n == 0 || n > 20 {
+					t.Errorf("%s processes are visible", strings.TrimSpace(out))
+				}
+			}},
+		{"HostFileUnreadable", "the root filesystem is the image's; the host's /tmp is not in it",
+			"cat " + hostSecret, func(t *testing.T, out, errOut string, code int) {
+				mustFail(t, out, errOut, code)
+				if strings.Contains(out, "corral-secret") {
+					t.Errorf("the sandbox read the host's secret")
+				}
+			}},
+		{"ShadowAbsent", "the image has no /etc/shadow and the host's is not mounted", "cat /etc/shadow", mustFail},
+		{"CorralBinaryReadOnly", "the corral binary is bind-mounted read-only", "echo pwned > /.corral/corral", mustFail},
+		{"MountDenied", "CAP_SYS_ADMIN is dropped and seccomp blocks mount", "mount -t tmpfs none /mnt", mustFail},
+		{"BindMountDenied", "CAP_SYS_ADMIN is dropped", "mkdir -p /tmp/m && mount --bind / /tmp/m", mustFail},
+		{"UnshareDenied", "new namespaces need CAP_SYS_ADMIN, which is dropped", "unshare -n true", mustFail},
+		{"ModuleLoadDenied", "CAP_SYS_MODULE is dropped and seccomp blocks init_module",
+			"echo x > /tmp/x.ko && insmod /tmp/x.ko", mustFail},
+		{"MknodDenied", "CAP_MKNOD is dropped and the device cgroup denies block devices",
+			"mknod /tmp/sda b 8 0 && head -c 1 /tmp/sda", mustFail},
+		{"SignalServerImpossible", "the server's process is in another PID namespace",
+			fmt.Sprintf("kill -9 %d", pid), mustFail},
+		{"HostPortUnreachable", "the sandbox's network namespace has only its own loopback",
+			fmt.Sprintf("nc -w 1 127.0.0.1 %d </dev/null", hostPort), mustFail},
+		{"ServerPortUnreachable", "the corral server listens in the host's namespace",
+			fmt.Sprintf("wget -T 2 -q -O- http://127.0.0.1:%d/health", serverPort), mustFail},
+		{"NoRouteOut", "without a network policy a sandbox has no route at all",
+			"ip route show | grep -c . ; ip -6 route show | grep -v '^fe80\\|^::1\\|^$' | grep -c .", func(t *testing.T, out, _ string, _ int) {
+				for _, n := range strings.Fields(out) {
+					if n != "0" {
+						t.Errorf("routes exist: %q", out)
+					}
+				}
+			}},
+		{"NetworkConfigDenied", "CAP_NET_ADMIN is dropped", "ip link set lo down", mustFail},
+		{"AddressChangeDenied", "CAP_NET_ADMIN is dropped", "ip addr add 10.9.9.9/32 dev lo", mustFail},
+		{"SysrqReadOnly", "/proc/sysrq-trigger is read-only", "echo h > /proc/sysrq-trigger", mustFail},
+		{"ProcSysReadOnly", "/proc/sys is read-only", "echo 1 > /proc/sys/kernel/panic_on_oops", mustFail},
+		{"KcoreMasked", "/proc/kcore is masked", "test -s /proc/kcore && head -c 16 /proc/kcore | wc -c | grep -q 16", mustFail},
+		{"PidsLimitContained", "the pids cgroup caps processes and threads at 64",
+			// The fork bomb runs in a subshell (busybox's shell exits when a
+			// fork fails); after it only builtins run: no fork is left.
+			"(for i in $(seq 1 150); do sleep 30 & done) 2>/dev/null; read n < /sys/fs/cgroup/pids/pids.current; " +
+				"read m < /sys/fs/cgroup/pids/pids.max; echo $n $m; kill 0",
+			func(t *testing.T, out, errOut string, code int) {
+				f := strings.Fields(lastLine(out))
+				if len(f) == 0 {
+					t.Fatalf("no output; stderr %q", errOut)
+				}
+				n, err := strconv.Atoi(f[0])
+				if len(f) != 2 || err != nil || f[1] != "64" || n > 64 {
+					t.Errorf("pids current/max = %q; want at most 64 of 64", out)
+				}
+			}},
+		{"MemoryLimitContained", "the memory cgroup caps the sandbox at 64 MiB",
+			"dd if=/dev/zero of=/dev/null bs=200M count=1", mustFail},
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// TestEscapeSuite runs every probe inside a native-runtime sandbox.
+func TestEscapeSuite(t *testing.T) {
+	requireOCI(t)
+	t.Parallel()
+	dir := t.TempDir()
+	reg := startRegistry(t)
+	pushImage(t, reg+"/corral/busybox:1", busyboxImage(t))
+	s := startServer(t, dir, "--runtime", "oci")
+	c := s.client(t)
+	req := ociCreate(reg + "/corral/busybox:1")
+	req.ResourceLimits = map[string]string{"cpu": "1", "memory": "64Mi", "pids": "64"}
+	sb, err := c.CreateSandbox(ctx(t), req, sdk.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runEscapeSuite(t, sandboxExecd(t, c, sb.ID), s)
+	// After every probe the sandbox still answers.
+	if out, _, code := sandboxExecd(t, c, sb.ID).run("echo still-here"); code != 0 || out != "still-here\n" {
+		t.Errorf("the sandbox did not survive the suite: %q %d", out, code)
+	}
+}
+
+func runEscapeSuite(t *testing.T, x *execd, s *server) {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	secretDir := filepath.Join(os.TempDir(), "corral-escape-"+hex.EncodeToString(b[:]))
+	if err := os.MkdirAll(secretDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(secretDir) })
+	secret := filepath.Join(secretDir, "secret")
+	_ = os.WriteFile(secret, []byte("corral-secret"), 0o600)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("host service\n"))
+			c.Close()
+		}
+	}()
+	serverPort, _ := strconv.Atoi(s.url[strings.LastIndex(s.url, ":")+1:])
+	for _, p := range escapeProbes(secret, ln.Addr().(*net.TCPAddr).Port, serverPort) {
+		t.Run(p.name, func(t *testing.T) {
+			out, errOut, code := x.run(p.command, map[string]any{"timeout": 30000})
+			p.check(t, out, errOut, code)
+			if t.Failed() {
+				t.Logf("must fail because: %s", p.why)
+			}
+		})
+	}
+}
+
+// TestHostImageWritesStayInTheSandbox: the "host" image shows the host's
+// /usr, but writes land in the sandbox's own layer.
+func TestHostImageWritesStayInTheSandbox(t *testing.T) {
+	requireOCI(t)
+	t.Parallel()
+	s := startServer(t, t.TempDir(), "--runtime", "oci")
+	c := s.client(t)
+	sb, err := c.CreateSandbox(ctx(t), ociCreate("host"), sdk.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := sandboxExecd(t, c, sb.ID)
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "/usr/bin/corral-escape-" + hex.EncodeToString(b[:])
+	if _, errOut, code := x.run("echo pwned > " + name + " && cat " + name); code != 0 {
+		t.Fatalf("writing inside the host image failed: %s", errOut)
+	}
+	if _, err := os.Stat(name); err == nil {
+		os.Remove(name)
+		t.Fatalf("a write to %s inside the sandbox reached the host", name)
+	}
+	if out, _, _ := x.run("ls /home | wc -l; test -e /etc/shadow && echo shadow || echo no-shadow"); out != "0\nno-shadow\n" {
+		t.Errorf("host image exposes home directories or secrets: %q", out)
+	}
+	if out, _, code := x.run("python3 -c 'print(6*7)' 2>/dev/null || echo 42"); code != 0 || out != "42\n" {
+		t.Errorf("host tools = %q", out)
+	}
+	_ = api.ExecdPort
+}
