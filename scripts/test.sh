@@ -12,6 +12,9 @@ fi
 
 need=()
 command -v wrk >/dev/null || need+=(wrk)
+command -v runc >/dev/null || need+=(runc)
+[ -x /bin/busybox ] || need+=(busybox-static)
+command -v unshare >/dev/null || need+=(util-linux)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
@@ -28,7 +31,17 @@ required=(
   test/e2e.TestInitAsPID1ExitCodeAndParent
   test/e2e.TestInitAsPID1ReapsOrphans
   test/e2e.TestInitAsPID1ForwardsSIGTERM
+  internal/imagestore.TestPullUnpacksForOverlay
+  internal/imagestore.TestImportDockerAndOCILayout
+  internal/driver/oci.TestConformance
+  test/e2e.TestOCIEndToEnd
+  test/e2e.TestOCIStartFailuresAreExplained
+  test/e2e.TestEscapeSuite
+  test/e2e.TestHostImageWritesStayInTheSandbox
+  test/e2e.TestOpenSandboxJavaScriptSDK
 )
+
+command -v node >/dev/null && command -v npm >/dev/null || { echo "scripts/test.sh: node and npm are needed (the OpenSandbox JavaScript SDK scenario)" >&2; exit 1; }
 
 go vet ./...
 go test -race -json -timeout 60m ./... | go run ./hack/tiercheck "${required[@]}"

@@ -1,0 +1,48 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestOpenSandboxJavaScriptSDK runs a scenario written against the
+// OpenSandbox JavaScript SDK from npm, unchanged, against corral on the
+// native runtime: create, command output and exit code, files, list, kill.
+func TestOpenSandboxJavaScriptSDK(t *testing.T) {
+	requireOCI(t)
+	for _, tool := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is needed for the JavaScript SDK scenario: %v", tool, err)
+		}
+	}
+	t.Parallel()
+	dir, _ := filepath.Abs("jssdk")
+	install := exec.CommandContext(ctx(t), "npm", "ci", "--no-audit", "--no-fund")
+	install.Dir = dir
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("npm ci: %v\n%s", err, out)
+	}
+	s := startServer(t, t.TempDir(), "--runtime", "oci")
+	node := exec.CommandContext(ctx(t), "node", "scenario.mjs")
+	node.Dir = dir
+	node.Env = append(os.Environ(), "CORRAL_DOMAIN="+strings.TrimPrefix(s.url, "http://"), "CORRAL_API_KEY="+testKey, "CORRAL_IMAGE=host")
+	start := time.Now()
+	out, err := node.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the JavaScript scenario failed: %v\n%s", err, out)
+	}
+	var findings map[string]any
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &findings); err != nil || findings["afterKill"] != "SANDBOX::NOT_FOUND" {
+		t.Fatalf("findings = %s (%v)", out, err)
+	}
+	t.Logf("JavaScript SDK scenario passed in %v: %s", time.Since(start).Round(time.Millisecond), lines[len(lines)-1])
+}
