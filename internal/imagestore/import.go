@@ -270,4 +270,3 @@ func (s *Store) addLocal(ctx context.Context, imgName string, img v1.Image, prog
 	}
 	return s.add(ctx, imgName, img, plat, progress)
 }
-

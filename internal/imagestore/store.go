@@ -244,4 +244,3 @@ func (s *Store) GC(inUse map[string]bool) (int, error) {
 
 // HostPlatform is "linux/<arch of this machine>".
 func HostPlatform() string { return "linux/" + runtime.GOARCH }
-

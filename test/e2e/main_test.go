@@ -15,12 +15,14 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/corral-dev/corral/internal/driver/oci"
 	"github.com/corral-dev/corral/internal/testutil"
 	"github.com/corral-dev/corral/sdk"
 )
@@ -93,6 +95,8 @@ func startServer(t *testing.T, dir string, args ...string) *server {
 		if t.Failed() {
 			t.Logf("server log:\n%s", s.stderr.String())
 		}
+		// The native runtime keeps bundles on a tmpfs in the data dir.
+		_ = oci.UnmountRunDir(filepath.Join(dir, "oci"))
 	})
 	urlCh := make(chan string, 1)
 	go func() {

@@ -80,17 +80,21 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 	if err := validID(spec.ID); err != nil {
 		return nil, err
 	}
-	bundle := d.bundleDir(spec.ID)
-	if _, err := os.Stat(bundle); err == nil {
-		return nil, fmt.Errorf("sandbox %s: %w", spec.ID, errdefs.ErrAlreadyExists)
-	}
-	if _, err := d.state(ctx, spec.ID); err == nil {
-		return nil, fmt.Errorf("sandbox %s: %w", spec.ID, errdefs.ErrAlreadyExists)
+	bundle, disk := d.bundleDir(spec.ID), d.diskDir(spec.ID)
+	for _, dir := range []string{bundle, disk} {
+		if _, err := os.Stat(dir); err == nil {
+			return nil, fmt.Errorf("sandbox %s: %w", spec.ID, errdefs.ErrAlreadyExists)
+		}
 	}
 	if len(spec.Entrypoint) == 0 {
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "SANDBOX::INVALID_PARAMETER", "entrypoint is empty")
 	}
+	t0 := time.Now()
+	mark := func(step string) {
+		d.log.DebugContext(ctx, "create step", "step", step, "ms", float64(time.Since(t0).Microseconds())/1000)
+	}
 	plan, err := d.plan(ctx, spec)
+	mark("plan")
 	if err != nil {
 		return nil, err
 	}
@@ -114,15 +118,23 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 	if err := os.WriteFile(filepath.Join(bundle, "meta.json"), meta, 0o600); err != nil {
 		return nil, err
 	}
-	rootfs := filepath.Join(bundle, "rootfs")
-	for _, dir := range []string{"rootfs", "upper", "work", "status"} {
-		if err := os.Mkdir(filepath.Join(bundle, dir), 0o755); err != nil {
+	if err := os.Mkdir(filepath.Join(bundle, "status"), 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.Mkdir(disk, 0o700); err != nil {
+		return nil, err
+	}
+	rootfs := filepath.Join(disk, "rootfs")
+	for _, dir := range []string{"rootfs", "upper", "work"} {
+		if err := os.Mkdir(filepath.Join(disk, dir), 0o755); err != nil {
 			return nil, err
 		}
 	}
-	if err := mountOverlay(plan.lowers, filepath.Join(bundle, "upper"), filepath.Join(bundle, "work"), rootfs); err != nil {
+	mark("bundle")
+	if err := mountOverlay(plan.lowers, filepath.Join(disk, "upper"), filepath.Join(disk, "work"), rootfs); err != nil {
 		return nil, err
 	}
+	mark("overlay")
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -134,16 +146,12 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 	if cwd == "" {
 		cwd = "/"
 	}
-	if err := os.MkdirAll(filepath.Join(rootfs, cwd), 0o755); err != nil {
-		return nil, err
-	}
-	for _, p := range []string{".corral/corral", "etc/hosts", "etc/hostname"} {
-		if err := touch(filepath.Join(rootfs, p)); err != nil {
+	// runc creates the mount points it needs; only a missing working
+	// directory must be made here.
+	if _, err := os.Stat(filepath.Join(rootfs, cwd)); err != nil {
+		if err := os.MkdirAll(filepath.Join(rootfs, cwd), 0o755); err != nil {
 			return nil, err
 		}
-	}
-	if err := os.MkdirAll(filepath.Join(rootfs, ".corral/status"), 0o755); err != nil {
-		return nil, err
 	}
 	hostname := "sandbox-" + strings.ReplaceAll(spec.ID, "-", "")[:min(12, len(strings.ReplaceAll(spec.ID, "-", "")))]
 	if err := os.WriteFile(filepath.Join(bundle, "hostname"), []byte(hostname+"\n"), 0o644); err != nil {
@@ -153,10 +161,12 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 	if err := os.WriteFile(filepath.Join(bundle, "hosts"), []byte(hosts), 0o644); err != nil {
 		return nil, err
 	}
+	mark("files")
 	netns := d.netnsPath(spec.ID)
 	if err := createNetns(netns); err != nil {
 		return nil, err
 	}
+	mark("netns")
 	mounts := []specs.Mount{
 		bindMount(d.cfg.CorralBinary, corralInSandbox, true),
 		bindMount(filepath.Join(bundle, "status"), statusInSandbox, false),
@@ -168,7 +178,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 			if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
 				continue
 			}
-			up, wk := filepath.Join(bundle, "host", dir, "upper"), filepath.Join(bundle, "host", dir, "work")
+			up, wk := filepath.Join(disk, "host", dir, "upper"), filepath.Join(disk, "host", dir, "work")
 			if err := os.MkdirAll(up, 0o755); err != nil {
 				return nil, err
 			}
@@ -188,7 +198,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 		env = append(env, "HOME=/root")
 	}
 	s, err := buildSpec(specParams{
-		id: spec.ID, hostname: hostname, args: args, env: env, cwd: cwd, netns: netns,
+		id: spec.ID, rootfs: rootfs, hostname: hostname, args: args, env: env, cwd: cwd, netns: netns,
 		cgroupsPath: cgroupsPath(spec.ID), annotations: labels, mounts: mounts,
 		cpuMillis: spec.Resources.CPUMillis, memoryBytes: spec.Resources.MemoryBytes, pids: spec.Resources.Pids,
 	})
@@ -202,6 +212,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 	if err := os.WriteFile(filepath.Join(bundle, "config.json"), sb, 0o600); err != nil {
 		return nil, err
 	}
+	mark("spec")
 	console, err := os.OpenFile(filepath.Join(bundle, "console.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
@@ -211,6 +222,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 	if _, err := d.runc.Run(ctx, spec.ID, bundle, &runc.CreateOpts{IO: fileIO{console}, PidFile: pidFile, Detach: true}); err != nil {
 		return nil, d.startError(bundle, fmt.Errorf("runc run: %w", err))
 	}
+	mark("runc")
 	pid, err := readPid(pidFile)
 	if err != nil {
 		return nil, err
@@ -222,6 +234,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 	if err := d.waitReady(ctx, netns, pid, start); err != nil {
 		return nil, d.startError(bundle, err)
 	}
+	mark("ready")
 	d.mu.Lock()
 	d.live[spec.ID] = &sandbox{bundle: bundle, pid: pid, startTime: start, netns: netns}
 	d.mu.Unlock()
@@ -236,17 +249,6 @@ func hasVar(env []string, name string) bool {
 		}
 	}
 	return false
-}
-
-func touch(p string) error {
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	return f.Close()
 }
 
 func readPid(path string) (int, error) {
@@ -304,7 +306,7 @@ func consoleTail(path string, n int) string {
 func (d *Driver) waitReady(ctx context.Context, netns string, pid int, start uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.ReadyTimeout)
 	defer cancel()
-	delay := 500 * time.Microsecond
+	delay := 250 * time.Microsecond
 	for {
 		if ok, err := pingExecd(ctx, netns); ok {
 			return nil
@@ -318,7 +320,7 @@ func (d *Driver) waitReady(ctx context.Context, netns string, pid int, start uin
 		case <-ctx.Done():
 		case <-time.After(delay):
 		}
-		delay = min(delay*2, 20*time.Millisecond)
+		delay = min(delay*2, 2*time.Millisecond)
 	}
 }
 

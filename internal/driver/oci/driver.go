@@ -130,8 +130,14 @@ func New(cfg Config) (*Driver, error) {
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("oci: the native runtime needs root (overlay mounts, namespaces, cgroups): %w", errdefs.ErrPermissionDenied)
 	}
-	for _, d := range []string{"sandboxes", "netns", "runc"} {
-		if err := os.MkdirAll(filepath.Join(cfg.Root, d), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Join(cfg.Root, "sandboxes"), 0o700); err != nil {
+		return nil, fmt.Errorf("oci: %w", err)
+	}
+	if err := mountRunDir(runDir(cfg.Root)); err != nil {
+		return nil, fmt.Errorf("oci: %w", err)
+	}
+	for _, d := range []string{"bundles", "netns", "runc"} {
+		if err := os.MkdirAll(filepath.Join(runDir(cfg.Root), d), 0o700); err != nil {
 			return nil, fmt.Errorf("oci: %w", err)
 		}
 	}
@@ -141,7 +147,7 @@ func New(cfg Config) (*Driver, error) {
 	}
 	d := &Driver{
 		cfg: cfg, log: cfg.Logger, images: images,
-		runc:      &runc.Runc{Command: rt, Root: filepath.Join(cfg.Root, "runc")},
+		runc:      &runc.Runc{Command: rt, Root: filepath.Join(runDir(cfg.Root), "runc")},
 		live:      map[string]*sandbox{},
 		forwarder: map[string]map[int]*forwarder{},
 	}
@@ -156,9 +162,15 @@ func New(cfg Config) (*Driver, error) {
 // Images returns the image store.
 func (d *Driver) Images() *imagestore.Store { return d.images }
 
+// Where a sandbox's parts live. The bundle (runtime config, metadata,
+// status, console log), the runc state and the namespace pins are small
+// files written on every create: they live on a tmpfs under Root/run. The
+// root filesystem's writable layer lives on disk under Root/sandboxes.
+func runDir(root string) string              { return filepath.Join(root, "run") }
 func (d *Driver) hostSkeleton() string       { return filepath.Join(d.cfg.Root, "hostroot") }
-func (d *Driver) bundleDir(id string) string { return filepath.Join(d.cfg.Root, "sandboxes", id) }
-func (d *Driver) netnsPath(id string) string { return filepath.Join(d.cfg.Root, "netns", id) }
+func (d *Driver) bundleDir(id string) string { return filepath.Join(runDir(d.cfg.Root), "bundles", id) }
+func (d *Driver) diskDir(id string) string   { return filepath.Join(d.cfg.Root, "sandboxes", id) }
+func (d *Driver) netnsPath(id string) string { return filepath.Join(runDir(d.cfg.Root), "netns", id) }
 
 // Close stops the port forwarders; sandboxes keep running.
 func (d *Driver) Close() error {
@@ -244,6 +256,18 @@ func (d *Driver) Recover(ctx context.Context, h *driver.Handle) error {
 	d.mu.Lock()
 	d.live[h.ID] = &sandbox{bundle: hs.Bundle, pid: hs.Pid, startTime: hs.StartTime, netns: hs.Netns}
 	d.mu.Unlock()
+	return nil
+}
+
+// running returns a sandbox this instance tracks whose PID 1 is alive,
+// without asking runc (an exec of runc costs milliseconds).
+func (d *Driver) running(id string) *sandbox {
+	d.mu.Lock()
+	sb := d.live[id]
+	d.mu.Unlock()
+	if sb != nil && alive(sb.pid, sb.startTime) {
+		return sb
+	}
 	return nil
 }
 
@@ -371,10 +395,12 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 	if err := d.runc.Delete(ctx, id, &runc.DeleteOpts{Force: true}); err != nil && !notExist(err) {
 		errs = append(errs, fmt.Errorf("runc delete: %w", err))
 	}
-	bundle := d.bundleDir(id)
-	for _, m := range bundleMounts(bundle) {
-		if err := unmount(m); err != nil {
-			errs = append(errs, err)
+	bundle, disk := d.bundleDir(id), d.diskDir(id)
+	for _, dir := range []string{disk, bundle} {
+		for _, m := range mountsUnder(dir) {
+			if err := unmount(m); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if err := removeNetns(d.netnsPath(id)); err != nil {
@@ -382,8 +408,10 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 	}
 	removeCgroups(cgroupsPath(id))
 	if len(errs) == 0 {
-		if err := os.RemoveAll(bundle); err != nil {
-			errs = append(errs, err)
+		for _, dir := range []string{disk, bundle} {
+			if err := os.RemoveAll(dir); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	d.mu.Lock()
@@ -395,8 +423,8 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 	return nil
 }
 
-// bundleMounts lists the mount points under a bundle, deepest first.
-func bundleMounts(bundle string) []string {
+// mountsUnder lists the mount points under dir, deepest first.
+func mountsUnder(bundle string) []string {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return []string{filepath.Join(bundle, "rootfs")}
@@ -471,12 +499,16 @@ func (d *Driver) Endpoint(ctx context.Context, id string, port int) (netip.AddrP
 	if port < 1 || port > 65535 {
 		return netip.AddrPort{}, fmt.Errorf("port %d: %w", port, errdefs.ErrInvalidArgument)
 	}
-	sb, c, err := d.lookup(ctx, id)
-	if err != nil {
-		return netip.AddrPort{}, err
-	}
-	if c.Status == "stopped" {
-		return netip.AddrPort{}, fmt.Errorf("sandbox %s has stopped: %w", id, errdefs.ErrFailedPrecondition)
+	sb := d.running(id)
+	if sb == nil {
+		var c *runc.Container
+		var err error
+		if sb, c, err = d.lookup(ctx, id); err != nil {
+			return netip.AddrPort{}, err
+		}
+		if c.Status == "stopped" {
+			return netip.AddrPort{}, fmt.Errorf("sandbox %s has stopped: %w", id, errdefs.ErrFailedPrecondition)
+		}
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -505,25 +537,33 @@ func (d *Driver) closeForwarders(id string) {
 	}
 }
 
-// List implements driver.Driver: every bundle under the driver's root,
-// with or without a runc container, is a sandbox it owns.
+// List implements driver.Driver: every bundle or on-disk sandbox
+// directory under the driver's root, with or without a runc container, is
+// a sandbox it owns.
 func (d *Driver) List(ctx context.Context) ([]driver.Listing, error) {
-	entries, err := os.ReadDir(filepath.Join(d.cfg.Root, "sandboxes"))
-	if err != nil {
-		return nil, err
-	}
 	seen := map[string]bool{}
 	var out []driver.Listing
-	for _, e := range entries {
-		meta, err := readMeta(filepath.Join(d.cfg.Root, "sandboxes", e.Name()))
+	for _, dir := range []string{filepath.Join(runDir(d.cfg.Root), "bundles"), filepath.Join(d.cfg.Root, "sandboxes")} {
+		entries, err := os.ReadDir(dir)
 		if err != nil {
-			meta = &bundleMeta{ID: e.Name()}
-			if fi, err := e.Info(); err == nil {
-				meta.Created = fi.ModTime()
-			}
+			return nil, err
 		}
-		seen[meta.ID] = true
-		out = append(out, driver.Listing{ID: meta.ID, Tenant: meta.Tenant, CreatedAt: meta.Created, Labels: meta.Labels})
+		for _, e := range entries {
+			if seen[e.Name()] {
+				continue
+			}
+			meta, err := readMeta(d.bundleDir(e.Name()))
+			if err != nil {
+				// A disk directory without a bundle: left by a reboot or
+				// an interrupted create.
+				meta = &bundleMeta{ID: e.Name()}
+				if fi, err := e.Info(); err == nil {
+					meta.Created = fi.ModTime()
+				}
+			}
+			seen[meta.ID] = true
+			out = append(out, driver.Listing{ID: meta.ID, Tenant: meta.Tenant, CreatedAt: meta.Created, Labels: meta.Labels})
+		}
 	}
 	cs, err := d.runc.List(ctx)
 	if err != nil {
@@ -557,9 +597,10 @@ func (d *Driver) LayersInUse() map[string]bool {
 // LayersInUse reads the layers of every sandbox bundle under root.
 func LayersInUse(root string) map[string]bool {
 	out := map[string]bool{}
-	entries, _ := os.ReadDir(filepath.Join(root, "sandboxes"))
+	bundles := filepath.Join(runDir(root), "bundles")
+	entries, _ := os.ReadDir(bundles)
 	for _, e := range entries {
-		if m, err := readMeta(filepath.Join(root, "sandboxes", e.Name())); err == nil {
+		if m, err := readMeta(filepath.Join(bundles, e.Name())); err == nil {
 			for _, l := range m.Layers {
 				out[l] = true
 			}

@@ -57,6 +57,7 @@ func newTestDriver(t *testing.T, root string) *Driver {
 func TestConformance(t *testing.T) {
 	requireRunc(t)
 	root := t.TempDir()
+	t.Cleanup(func() { _ = UnmountRunDir(root) })
 	drivertest.Run(t, drivertest.Harness{
 		New: func(t *testing.T) driver.Driver { return newTestDriver(t, root) },
 		Spec: func(*testing.T) driver.Spec {
@@ -66,7 +67,7 @@ func TestConformance(t *testing.T) {
 			return driver.Spec{Image: driver.Image{URI: HostImage}, Entrypoint: []string{"sh", "-c", fmt.Sprintf("sleep 0.5; exit %d", code)}}
 		},
 		Kill: func(t *testing.T, id string) {
-			out, err := exec.Command("runc", "--root", filepath.Join(root, "runc"), "delete", "--force", id).CombinedOutput()
+			out, err := exec.Command("runc", "--root", filepath.Join(root, "run", "runc"), "delete", "--force", id).CombinedOutput()
 			if err != nil {
 				t.Fatalf("runc delete: %v %s", err, out)
 			}
@@ -79,7 +80,7 @@ func TestConformance(t *testing.T) {
 // containers, mounts, network namespaces, bundles and cgroups.
 func assertNoLeaks(t *testing.T, root string) {
 	t.Helper()
-	out, err := exec.Command("runc", "--root", filepath.Join(root, "runc"), "list", "-q").Output()
+	out, err := exec.Command("runc", "--root", filepath.Join(root, "run", "runc"), "list", "-q").Output()
 	if err != nil || strings.TrimSpace(string(out)) != "" {
 		t.Errorf("leak: runc containers %q (%v)", out, err)
 	}
@@ -87,11 +88,11 @@ func assertNoLeaks(t *testing.T, root string) {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if strings.Contains(sc.Text(), root) {
-			t.Errorf("leak: mount %s", sc.Text())
+		if fields := strings.Fields(sc.Text()); len(fields) > 4 && strings.HasPrefix(fields[4], root) && fields[4] != filepath.Join(root, "run") {
+			t.Errorf("leak: mount %s", fields[4])
 		}
 	}
-	for _, sub := range []string{"sandboxes", "netns"} {
+	for _, sub := range []string{"sandboxes", "run/bundles", "run/netns"} {
 		if entries, _ := os.ReadDir(filepath.Join(root, sub)); len(entries) > 0 {
 			t.Errorf("leak: %s has %d entries", sub, len(entries))
 		}

@@ -28,6 +28,33 @@ func mountOverlay(lowers []string, upper, work, target string) error {
 	return nil
 }
 
+// mountRunDir mounts a small tmpfs at dir unless one is there already. It
+// stays mounted when the server stops: running sandboxes keep their
+// bundles in it.
+func mountRunDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	var st, parent unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return err
+	}
+	if err := unix.Statfs(filepath.Dir(dir), &parent); err != nil {
+		return err
+	}
+	if st.Type == unix.TMPFS_MAGIC && st.Fsid != parent.Fsid {
+		return nil
+	}
+	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0700,size=256m"); err != nil {
+		return fmt.Errorf("mount the runtime tmpfs: %w", err)
+	}
+	return nil
+}
+
+// UnmountRunDir removes the runtime tmpfs of a driver root; for tests and
+// uninstalls, once no sandbox runs.
+func UnmountRunDir(root string) error { return unmount(runDir(root)) }
+
 // unmount detaches a mount point; one that is not mounted is fine.
 func unmount(target string) error {
 	err := unix.Unmount(target, unix.MNT_DETACH)

@@ -47,6 +47,7 @@ func readonlyPaths() []string {
 // specParams is what a sandbox's runtime spec is made from.
 type specParams struct {
 	id          string
+	rootfs      string
 	hostname    string
 	args        []string
 	env         []string
@@ -82,7 +83,7 @@ func buildSpec(p specParams) (*specs.Spec, error) {
 			NoNewPrivileges: true,
 			Capabilities:    &specs.LinuxCapabilities{Bounding: caps, Effective: caps, Permitted: caps},
 		},
-		Root:        &specs.Root{Path: "rootfs"},
+		Root:        &specs.Root{Path: p.rootfs},
 		Hostname:    p.hostname,
 		Annotations: p.annotations,
 		Mounts: append([]specs.Mount{

@@ -199,8 +199,16 @@ func NewTable(dir string, ret Retention) (*Table, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	return &Table{dir: dir, shell: Shell(), ret: ret, cmds: map[string]*Command{},
-		spare: make(chan slot, spareSlots), kick: make(chan struct{}, 1)}, nil
+	t := &Table{dir: dir, shell: Shell(), ret: ret, cmds: map[string]*Command{},
+		spare: make(chan slot, spareSlots), kick: make(chan struct{}, 1)}
+	// One slot is ready before the first command arrives; the rest are
+	// made in the background once commands start using them, so that a
+	// freshly started sandbox's first command does not compete with them
+	// for the disk.
+	if s, err := t.newSlot(); err == nil {
+		t.spare <- s
+	}
+	return t, nil
 }
 
 // newSlot prepares a command directory and its log.
@@ -250,6 +258,11 @@ func (t *Table) refill(ctx context.Context) {
 		}
 	}()
 	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.kick:
+		}
 		for len(t.spare) < cap(t.spare) {
 			s, err := t.newSlot()
 			if err != nil {
@@ -261,11 +274,6 @@ func (t *Table) refill(ctx context.Context) {
 				_ = s.log.Close()
 				_ = os.RemoveAll(s.dir)
 			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.kick:
 		}
 	}
 }

@@ -1,0 +1,341 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Command tti measures time-to-interactive of the native runtime: from the
+// create request to the end of the first `true` run through execd, over
+// HTTP, for sequential and concurrent creates, next to a raw `runc run` of
+// `true` in a bundle of the same image, measured in the same run. Needs
+// root, runc and /bin/busybox (Debian's busybox-static).
+//
+//	go run ./bench/tti [-n 20] [-concurrency 4]
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/corral-dev/corral/sse"
+)
+
+const key = "ck_bench-admin-key-0123456789"
+
+func main() {
+	n := flag.Int("n", 20, "sandboxes per measurement")
+	conc := flag.Int("concurrency", 4, "concurrent creates")
+	flag.Parse()
+	if err := run(*n, *conc); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(n, conc int) error {
+	dir, err := os.MkdirTemp("", "corral-bench-tti-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "corral")
+	b := exec.Command("go", "build", "-o", bin, "./cmd/corral")
+	b.Env = append(os.Environ(), "CGO_ENABLED=0")
+	b.Stderr = os.Stderr
+	if err := b.Run(); err != nil {
+		return err
+	}
+	rootfs := filepath.Join(dir, "bundle", "rootfs")
+	layer, err := busyboxRootfs(rootfs)
+	if err != nil {
+		return err
+	}
+	imgTar := filepath.Join(dir, "busybox.tar")
+	if err := writeImage(imgTar, layer); err != nil {
+		return err
+	}
+	data := filepath.Join(dir, "data")
+	if out, err := exec.Command(bin, "image", "import", imgTar, "--data-dir", data).CombinedOutput(); err != nil {
+		return fmt.Errorf("import: %v %s", err, out)
+	}
+
+	raw, err := rawRunc(filepath.Join(dir, "bundle"), n)
+	if err != nil {
+		return fmt.Errorf("raw runc: %w", err)
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	srv := exec.Command(bin, "serve", "--runtime", "oci", "--listen", addr, "--data-dir", data, "--api-key", key, "--log-level", "debug", "--log-format", "json")
+	// The server logs each create's steps at debug level; the log stays
+	// in the temporary directory for the run's duration.
+	srv.Stderr, _ = os.Create(filepath.Join(dir, "server.log"))
+	if err := srv.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = srv.Process.Signal(os.Interrupt); _ = srv.Wait() }()
+	base := "http://" + addr
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if res, err := http.Get(base + "/health"); err == nil {
+			res.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			return errors.New("server did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// One warm-up sandbox: the first create pays one-time costs.
+	if _, id, err := tti(base); err != nil {
+		return err
+	} else if err := del(base, id); err != nil {
+		return err
+	}
+	var seq []time.Duration
+	var ids []string
+	for range n {
+		d, id, err := tti(base)
+		if err != nil {
+			return err
+		}
+		seq = append(seq, d)
+		ids = append(ids, id)
+	}
+	for _, id := range ids {
+		_ = del(base, id)
+	}
+	var mu sync.Mutex
+	var par []time.Duration
+	ids = ids[:0]
+	var firstErr error
+	start := time.Now()
+	sem := make(chan struct{}, conc)
+	var wg sync.WaitGroup
+	for range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			d, id, err := tti(base)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				firstErr = err
+				return
+			}
+			par = append(par, d)
+			ids = append(ids, id)
+		})
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	for _, id := range ids {
+		_ = del(base, id)
+	}
+	if firstErr != nil {
+		return firstErr
+	}
+	rp := pct(raw, .5)
+	fmt.Printf("time to interactive, native runtime (runc), busybox image, %d samples each\n\n", n)
+	fmt.Println("| measurement | p50 | p99 | p50 vs raw runc |")
+	fmt.Println("|---|---:|---:|---:|")
+	fmt.Printf("| raw `runc run` of `true` in the same image's bundle | %s | %s | 1.00× |\n", round(rp), round(pct(raw, .99)))
+	fmt.Printf("| create → first `true` done, sequential | %s | %s | %.2f× |\n", round(pct(seq, .5)), round(pct(seq, .99)), float64(pct(seq, .5))/float64(rp))
+	fmt.Printf("| create → first `true` done, %d concurrent | %s | %s | %.2f× |\n", conc, round(pct(par, .5)), round(pct(par, .99)), float64(pct(par, .5))/float64(rp))
+	fmt.Printf("\n%d concurrent creates: %d sandboxes interactive in %s (%.1f/s)\n", conc, n, round(wall), float64(n)/wall.Seconds())
+	return nil
+}
+
+func round(d time.Duration) time.Duration { return d.Round(100 * time.Microsecond) }
+
+func pct(d []time.Duration, q float64) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(float64(len(s))*q))]
+}
+
+// tti creates a sandbox and runs `true` in it, timing the whole.
+func tti(base string) (time.Duration, string, error) {
+	start := time.Now()
+	body := `{"image":{"uri":"local/busybox:bench"},"timeout":600,"entrypoint":["sleep","3600"],"resourceLimits":{"cpu":"1","memory":"256Mi"}}`
+	var created struct{ ID string }
+	if err := call("POST", base+"/v1/sandboxes", body, &created, 202); err != nil {
+		return 0, "", err
+	}
+	var ep struct {
+		Endpoint string
+		Headers  map[string]string
+	}
+	if err := call("GET", base+"/v1/sandboxes/"+created.ID+"/endpoints/44772", "", &ep, 200); err != nil {
+		return 0, created.ID, err
+	}
+	req, _ := http.NewRequest("POST", "http://"+ep.Endpoint+"/command", strings.NewReader(`{"command":"true"}`))
+	for k, v := range ep.Headers {
+		req.Header.Set(k, v)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, created.ID, err
+	}
+	defer res.Body.Close()
+	rd := sse.NewReader(res.Body)
+	ok := false
+	for {
+		raw, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return 0, created.ID, err
+		}
+		ok = ok || bytes.Contains(raw, []byte(`"execution_complete"`))
+	}
+	if !ok {
+		return 0, created.ID, errors.New("true did not complete")
+	}
+	return time.Since(start), created.ID, nil
+}
+
+func call(method, url, body string, out any, want int) error {
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	req.Header.Set("OPEN-SANDBOX-API-KEY", key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != want {
+		return fmt.Errorf("%s %s = %d %s", method, url, res.StatusCode, b)
+	}
+	if out != nil {
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}
+
+func del(base, id string) error { return call("DELETE", base+"/v1/sandboxes/"+id, "", nil, 204) }
+
+// rawRunc times `runc run` of `true` in a plain bundle of the image.
+func rawRunc(bundle string, n int) ([]time.Duration, error) {
+	root := filepath.Join(bundle, "..", "runc-root")
+	if out, err := exec.Command("runc", "spec", "--bundle", bundle).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("runc spec: %v %s", err, out)
+	}
+	cfgPath := filepath.Join(bundle, "config.json")
+	var spec map[string]any
+	raw, _ := os.ReadFile(cfgPath)
+	if err := json.Unmarshal(raw, &spec); err != nil {
+		return nil, err
+	}
+	proc := spec["process"].(map[string]any)
+	proc["terminal"], proc["args"] = false, []string{"/bin/true"}
+	spec["root"].(map[string]any)["readonly"] = false
+	out, _ := json.Marshal(spec)
+	if err := os.WriteFile(cfgPath, out, 0o600); err != nil {
+		return nil, err
+	}
+	var ds []time.Duration
+	for i := range n + 1 {
+		start := time.Now()
+		cmd := exec.Command("runc", "--root", root, "run", "--bundle", bundle, fmt.Sprintf("raw%d", i))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("runc run: %v %s", err, out)
+		}
+		if i > 0 { // the first one warms caches
+			ds = append(ds, time.Since(start))
+		}
+		_ = exec.Command("runc", "--root", root, "delete", "-f", fmt.Sprintf("raw%d", i)).Run()
+	}
+	return ds, nil
+}
+
+// busyboxRootfs writes a busybox root filesystem to dir and returns the
+// same as a tar layer.
+func busyboxRootfs(dir string) ([]byte, error) {
+	bb, err := os.ReadFile("/bin/busybox")
+	if err != nil {
+		return nil, fmt.Errorf("needs /bin/busybox (apt-get install busybox-static): %w", err)
+	}
+	list, err := exec.Command("/bin/busybox", "--list").Output()
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	add := func(h *tar.Header, body []byte) error {
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		_, err := tw.Write(body)
+		return err
+	}
+	for _, d := range []string{"bin", "etc", "tmp", "proc", "sys", "dev", "root"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return nil, err
+		}
+		if err := add(&tar.Header{Name: d + "/", Typeflag: tar.TypeDir, Mode: 0o755}, nil); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bin", "busybox"), bb, 0o755); err != nil {
+		return nil, err
+	}
+	if err := add(&tar.Header{Name: "bin/busybox", Mode: 0o755, Size: int64(len(bb))}, bb); err != nil {
+		return nil, err
+	}
+	for _, applet := range strings.Fields(string(list)) {
+		if applet == "busybox" {
+			continue
+		}
+		if err := os.Symlink("busybox", filepath.Join(dir, "bin", applet)); err != nil {
+			return nil, err
+		}
+		if err := add(&tar.Header{Name: "bin/" + applet, Typeflag: tar.TypeSymlink, Linkname: "busybox", Mode: 0o777}, nil); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func writeImage(path string, layerTar []byte) error {
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(layerTar)), nil })
+	if err != nil {
+		return err
+	}
+	img, err := mutate.AppendLayers(empty.Image, l)
+	if err != nil {
+		return err
+	}
+	cf, _ := img.ConfigFile()
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", "amd64"
+	cf.Config.Env = []string{"PATH=/bin"}
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		return err
+	}
+	tag, _ := name.NewTag("local/busybox:bench")
+	return tarball.WriteToFile(path, tag, img)
+}
