@@ -106,6 +106,10 @@ All take --data-dir (default: the server's).`
 			}
 			fmt.Fprintln(e.stdout, ref)
 		}
+		// Layers no other image and no sandbox uses go with the image.
+		if _, err := store.GC(oci.LayersInUse(root)); err != nil {
+			return fail(e, "%v", err)
+		}
 	case "gc":
 		n, err := store.GC(oci.LayersInUse(root))
 		if err != nil {

@@ -33,7 +33,37 @@ type rootfsPlan struct {
 	host   bool
 }
 
+// checkPolicy accepts the network policies this runtime can honour: none,
+// or one that allows nothing. Sandboxes have no route out; a policy that
+// allows traffic is refused rather than silently not applied.
+func checkPolicy(raw []byte) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	var p struct {
+		DefaultAction string `json:"defaultAction"`
+		Egress        []struct {
+			Action string `json:"action"`
+		} `json:"egress"`
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return errdefs.New(errdefs.ErrInvalidArgument, "SANDBOX::INVALID_PARAMETER", "networkPolicy is not valid JSON")
+	}
+	allows := strings.EqualFold(p.DefaultAction, "allow")
+	for _, r := range p.Egress {
+		allows = allows || strings.EqualFold(r.Action, "allow")
+	}
+	if allows {
+		return errdefs.New(errdefs.ErrInvalidArgument, "SANDBOX::API_NOT_SUPPORTED",
+			"this server's sandboxes have no network access yet, so a networkPolicy that allows traffic cannot be honoured; omit it or deny everything")
+	}
+	return nil
+}
+
 func (d *Driver) plan(ctx context.Context, spec driver.Spec) (*rootfsPlan, error) {
+	if err := checkPolicy(spec.NetworkPolicy); err != nil {
+		return nil, err
+	}
 	if spec.Snapshot != nil {
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "SANDBOX::API_NOT_SUPPORTED", "the oci runtime cannot restore snapshots yet")
 	}
@@ -64,10 +94,6 @@ func (d *Driver) plan(ctx context.Context, spec driver.Spec) (*rootfsPlan, error
 	p := &rootfsPlan{layers: img.Layers, config: img.Config}
 	for i := len(img.Layers) - 1; i >= 0; i-- {
 		p.lowers = append(p.lowers, d.images.LayerDir(img.Layers[i]))
-	}
-	if len(p.lowers) == 1 {
-		// overlayfs needs two layers without an upper; with one it is fine
-		// as we always have an upper, but an empty image has none at all.
 	}
 	if len(p.lowers) == 0 {
 		return nil, errdefs.Newf(errdefs.ErrInvalidArgument, "IMAGE::EMPTY", "image %q has no layers", spec.Image.URI)
