@@ -33,6 +33,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/corral-dev/corral/internal/driver/oci"
 	"github.com/corral-dev/corral/sse"
 )
 
@@ -54,6 +55,8 @@ func run(n, conc int) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
+	// The native runtime mounts a tmpfs in its data dir; it goes first.
+	defer func() { _ = oci.UnmountRunDir(filepath.Join(dir, "data", "oci")) }()
 	bin := filepath.Join(dir, "corral")
 	b := exec.Command("go", "build", "-o", bin, "./cmd/corral")
 	b.Env = append(os.Environ(), "CGO_ENABLED=0")
