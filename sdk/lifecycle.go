@@ -5,6 +5,7 @@ package sdk
 
 import (
 	"context"
+	"iter"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -19,6 +20,9 @@ type CreateOptions struct {
 	// with the sandbox the first request made. CreateSandbox generates one
 	// when empty, so its own retries never make a second sandbox.
 	IdempotencyKey string
+	// Wait returns only once the sandbox is Running and its execd answers
+	// (servers that answer Pending are polled).
+	Wait bool
 }
 
 // CreateSandbox creates a sandbox; it returns once the server answers
@@ -34,7 +38,67 @@ func (c *Client) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest
 	if err != nil {
 		return nil, err
 	}
+	if opts.Wait {
+		if err := c.WaitRunning(ctx, out.ID); err != nil {
+			return &out, err
+		}
+		out.Status.State = api.StateRunning
+	}
 	return &out, nil
+}
+
+// WaitRunning waits until a sandbox is Running and its execd answers. A
+// sandbox that becomes Failed or Terminated is an error that says why.
+func (c *Client) WaitRunning(ctx context.Context, id string) error {
+	delay := 50 * time.Millisecond
+	for {
+		sb, err := c.GetSandbox(ctx, id)
+		if err != nil {
+			return err
+		}
+		switch sb.Status.State {
+		case api.StateRunning:
+			s, err := c.Sandbox(ctx, id, SandboxOptions{})
+			if err != nil {
+				return err
+			}
+			return s.WaitReady(ctx)
+		case api.StateFailed, api.StateTerminated:
+			return &APIError{Status: http.StatusConflict, Code: "SANDBOX::NOT_RUNNING", kind: ErrFailedPrecondition,
+				Message: "sandbox " + id + " is " + sb.Status.State + ": " + sb.Status.Message}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, time.Second)
+	}
+}
+
+// Sandboxes iterates over every sandbox matching opts, page by page.
+func (c *Client) Sandboxes(ctx context.Context, opts ListOptions) iter.Seq2[api.Sandbox, error] {
+	return func(yield func(api.Sandbox, error) bool) {
+		if opts.PageSize == 0 {
+			opts.PageSize = 100
+		}
+		for page := 1; ; page++ {
+			opts.Page = page
+			res, err := c.ListSandboxes(ctx, opts)
+			if err != nil {
+				yield(api.Sandbox{}, err)
+				return
+			}
+			for _, sb := range res.Items {
+				if !yield(sb, nil) {
+					return
+				}
+			}
+			if !res.Pagination.HasNextPage {
+				return
+			}
+		}
+	}
 }
 
 // GetSandbox returns a sandbox.
