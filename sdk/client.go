@@ -316,13 +316,17 @@ func retryableStatus(code int) bool {
 		code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout
 }
 
-// retryAfter reads a Retry-After in seconds, capped at a minute.
+// retryAfter reads a Retry-After, in seconds or as a date, capped at a
+// minute.
 func retryAfter(resp *http.Response) time.Duration {
-	n, err := strconv.Atoi(resp.Header.Get("Retry-After"))
-	if err != nil || n <= 0 {
-		return 0
+	v := resp.Header.Get("Retry-After")
+	var d time.Duration
+	if n, err := strconv.Atoi(v); err == nil {
+		d = time.Duration(n) * time.Second
+	} else if at, err := http.ParseTime(v); err == nil {
+		d = time.Until(at)
 	}
-	return min(time.Duration(n)*time.Second, time.Minute)
+	return min(max(d, 0), time.Minute)
 }
 
 func jitter(d time.Duration) time.Duration {

@@ -24,6 +24,10 @@ import (
 // lets a dropped stream resume exactly (a corral extension).
 const headerEventCursors = "Corral-Event-Cursors"
 
+// headerOutput set to "raw" asks execd for output chunks exactly as
+// written instead of one event per line (a corral extension).
+const headerOutput = "Corral-Output"
+
 // CommandOptions tune a command.
 type CommandOptions struct {
 	Cwd string
@@ -68,8 +72,18 @@ func (o CommandOptions) request(command string, background bool) api.RunCommandR
 // once the command has ended; a non-zero exit is not an error (see
 // CommandResult.ExitCode).
 func (s *Sandbox) RunStream(ctx context.Context, command string, opts CommandOptions, fn func(Event) error) (*CommandResult, error) {
+	return s.runStream(ctx, command, opts, false, fn)
+}
+
+// runStream is RunStream; raw asks for output chunks as written rather
+// than lines, for callers that copy output to a byte stream.
+func (s *Sandbox) runStream(ctx context.Context, command string, opts CommandOptions, raw bool, fn func(Event) error) (*CommandResult, error) {
+	hdr := []string{headerEventCursors, "1"}
+	if raw {
+		hdr = append(hdr, headerOutput, "raw")
+	}
 	b, _ := json.Marshal(opts.request(command, false))
-	res, err := s.do(ctx, http.MethodPost, "/command", nil, bytes.NewReader(b), "application/json", headerEventCursors, "1")
+	res, err := s.do(ctx, http.MethodPost, "/command", nil, bytes.NewReader(b), "application/json", hdr...)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +91,8 @@ func (s *Sandbox) RunStream(ctx context.Context, command string, opts CommandOpt
 		defer res.Body.Close()
 		return nil, decodeError(res)
 	}
-	st := &streamState{}
+	st := &streamState{raw: raw}
+	st.lines = raw && res.Header.Get(headerOutput) != "raw"
 	err = st.read(res.Body, fn)
 	res.Body.Close()
 	for attempt := 0; err != nil && st.result == nil && st.id != "" && ctx.Err() == nil; attempt++ {
@@ -87,7 +102,7 @@ func (s *Sandbox) RunStream(ctx context.Context, command string, opts CommandOpt
 		// The stream broke before its end: resume from the cursors.
 		time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
 		q := url.Values{"stdout": {strconv.FormatInt(st.stdout, 10)}, "stderr": {strconv.FormatInt(st.stderr, 10)}}
-		res, rerr := s.do(ctx, http.MethodGet, "/command/"+url.PathEscape(st.id)+"/stream", q, nil, "", headerEventCursors, "1")
+		res, rerr := s.do(ctx, http.MethodGet, "/command/"+url.PathEscape(st.id)+"/stream", q, nil, "", hdr...)
 		if rerr != nil {
 			err = rerr
 			continue
@@ -119,6 +134,10 @@ type streamState struct {
 	stdout, stderr int64
 	resumed        bool
 	result         *CommandResult
+	// raw is set when the caller wants output as written; lines when the
+	// server sends lines anyway (it does not know the corral extension),
+	// which are then given back their newlines.
+	raw, lines bool
 }
 
 func (st *streamState) read(body io.Reader, fn func(Event) error) error {
@@ -143,13 +162,16 @@ func (st *streamState) read(body io.Reader, fn func(Event) error) error {
 			if st.resumed {
 				continue // the resumed stream repeats init
 			}
-		case api.EventStdout:
+		case api.EventStdout, api.EventStderr:
 			if ev.Cursor != nil {
-				st.stdout = *ev.Cursor
+				if ev.Type == api.EventStdout {
+					st.stdout = *ev.Cursor
+				} else {
+					st.stderr = *ev.Cursor
+				}
 			}
-		case api.EventStderr:
-			if ev.Cursor != nil {
-				st.stderr = *ev.Cursor
+			if st.lines && ev.Text != "\n" {
+				ev.Text += "\n"
 			}
 		case api.EventExecutionComplete:
 			st.result = &CommandResult{ID: st.id, ExecutionTime: time.Duration(ev.ExecutionTime) * time.Millisecond}
@@ -173,31 +195,34 @@ func (st *streamState) read(body io.Reader, fn func(Event) error) error {
 	}
 }
 
-// Exec runs a command and writes its output, line by line, to stdout and
-// stderr (either may be nil). It returns the exit code.
+// Exec runs a command and copies its output, as it comes, to stdout and
+// stderr (either may be nil). It returns the exit code. Against corral the
+// copy is exact for text output; against servers that only send lines,
+// every line ends with a newline.
 func (s *Sandbox) Exec(ctx context.Context, command string, opts CommandOptions, stdout, stderr io.Writer) (int, error) {
-	res, err := s.RunStream(ctx, command, opts, func(ev Event) error {
-		var w io.Writer
-		switch ev.Type {
-		case api.EventStdout:
-			w = stdout
-		case api.EventStderr:
-			w = stderr
-		}
-		if w == nil {
-			return nil
-		}
-		text := ev.Text
-		if text != "\n" {
-			text += "\n"
-		}
-		_, err := io.WriteString(w, text)
-		return err
+	res, err := s.runStream(ctx, command, opts, true, func(ev Event) error {
+		return copyEvent(ev, stdout, stderr)
 	})
 	if err != nil {
 		return -1, err
 	}
 	return res.ExitCode, nil
+}
+
+// copyEvent writes an output event of a raw stream to its writer.
+func copyEvent(ev Event, stdout, stderr io.Writer) error {
+	var w io.Writer
+	switch ev.Type {
+	case api.EventStdout:
+		w = stdout
+	case api.EventStderr:
+		w = stderr
+	}
+	if w == nil {
+		return nil
+	}
+	_, err := io.WriteString(w, ev.Text)
+	return err
 }
 
 // Run runs a command and returns its output. Use Exec or RunStream for
@@ -239,22 +264,8 @@ func (s *Sandbox) Start(ctx context.Context, command string, opts CommandOptions
 	c := &Command{stdout: outR, stderr: errR, done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
-		c.result, c.err = s.RunStream(ctx, command, opts, func(ev Event) error {
-			var w *io.PipeWriter
-			switch ev.Type {
-			case api.EventStdout:
-				w = outW
-			case api.EventStderr:
-				w = errW
-			default:
-				return nil
-			}
-			text := ev.Text
-			if text != "\n" {
-				text += "\n"
-			}
-			_, err := io.WriteString(w, text)
-			return err
+		c.result, c.err = s.runStream(ctx, command, opts, true, func(ev Event) error {
+			return copyEvent(ev, outW, errW)
 		})
 		outW.CloseWithError(c.err)
 		errW.CloseWithError(c.err)

@@ -168,6 +168,7 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) {
 // serveCommand streams a command: init, then (foreground) its output and
 // terminal event, or (background) execution_complete at once.
 func (s *Server) serveCommand(w http.ResponseWriter, r *http.Request, c *process.Command, initText string, from cursors, background bool) {
+	mode := modeOf(w, r)
 	es := newEventStream(w)
 	if err := es.write(api.ServerStreamEvent{Type: api.EventInit, Text: initText}); err != nil {
 		return
@@ -176,8 +177,7 @@ func (s *Server) serveCommand(w http.ResponseWriter, r *http.Request, c *process
 		_ = es.write(api.ServerStreamEvent{Type: api.EventExecutionComplete, ExecutionTime: max(time.Since(c.StartedAt).Milliseconds(), 1)})
 		return
 	}
-	withCursors := r.Header.Get(HeaderEventCursors) != ""
-	if err := s.streamOutput(r.Context(), es, c, from, withCursors); err != nil && r.Context().Err() == nil {
+	if err := s.streamOutput(r.Context(), es, c, from, mode); err != nil && r.Context().Err() == nil {
 		s.log.WarnContext(r.Context(), "command stream ended early", "command_id", c.ID, "err", err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/corral-dev/corral/api"
+	"github.com/corral-dev/corral/internal/execd"
 	"github.com/corral-dev/corral/internal/testutil"
 	"github.com/corral-dev/corral/sse"
 )
@@ -82,6 +83,32 @@ func TestCommandLineSplitting(t *testing.T) {
 	evs := d.events("/command", map[string]any{"command": `printf 'a\r\nb\rc\n\nd'`})
 	if got := output(evs, api.EventStdout); got != "a\nb\nc\n\n\nd\n" {
 		t.Errorf("stdout events = %q, want a b c <blank> d", got)
+	}
+}
+
+func TestCommandRawOutput(t *testing.T) {
+	t.Parallel()
+	d := startExecd(t)
+	// A two-byte character written in two halves must arrive whole.
+	script := `printf 'a\r\nb\rc\n\nd'; printf 'x\303'; sleep 0.3; printf '\251y'; printf 'e1\ne2' >&2`
+	evs := d.events("/command", map[string]any{"command": script}, execd.HeaderOutput, "raw", execd.HeaderEventCursors, "1")
+	var raw strings.Builder
+	var last int64
+	for _, ev := range evs {
+		if ev.Type != api.EventStdout {
+			continue
+		}
+		raw.WriteString(ev.Text)
+		if ev.Cursor == nil || *ev.Cursor <= last {
+			t.Fatalf("event %+v: cursor not increasing past %d", ev, last)
+		}
+		last = *ev.Cursor
+	}
+	if got, want := raw.String(), "a\r\nb\rc\n\ndx\u00e9y"; got != want {
+		t.Errorf("raw stdout = %q, want %q", got, want)
+	}
+	if got := output(evs, api.EventStderr); got != "e1\ne2\n" {
+		t.Errorf("raw stderr = %q", got)
 	}
 }
 

@@ -67,11 +67,12 @@ func (s *Server) runInSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	mode := modeOf(w, r)
 	es := newEventStream(w)
 	if err := es.write(api.ServerStreamEvent{Type: api.EventInit, Text: sess.ID}); err != nil {
 		return
 	}
-	if err := s.streamOutput(r.Context(), es, c, cursors{}, r.Header.Get(HeaderEventCursors) != ""); err != nil && r.Context().Err() == nil {
+	if err := s.streamOutput(r.Context(), es, c, cursors{}, mode); err != nil && r.Context().Err() == nil {
 		s.log.WarnContext(r.Context(), "session stream ended early", "session_id", sess.ID, "err", err)
 	}
 }

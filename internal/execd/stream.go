@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/internal/execd/process"
@@ -18,6 +19,29 @@ import (
 // HeaderEventCursors asks a command stream to put a cursor on every output
 // event (a corral extension; OpenSandbox clients never send it).
 const HeaderEventCursors = "Corral-Event-Cursors"
+
+// HeaderOutput set to "raw" makes a command stream send output as it was
+// written, in chunks, instead of one event per line: concatenating the
+// texts gives the exact output (as long as it is valid UTF-8). A corral
+// extension for clients that copy output to a byte stream.
+const HeaderOutput = "Corral-Output"
+
+// streamMode is how a client asked for output events.
+type streamMode struct {
+	cursors bool // a cursor on every output event
+	raw     bool // chunks, not lines
+}
+
+// modeOf reads the mode a request asks for and, before any event is
+// written, confirms raw output in the response so clients can tell a
+// server that honours it from one that sends lines anyway.
+func modeOf(w http.ResponseWriter, r *http.Request) streamMode {
+	m := streamMode{cursors: r.Header.Get(HeaderEventCursors) != "", raw: r.Header.Get(HeaderOutput) == "raw"}
+	if m.raw {
+		w.Header().Set(HeaderOutput, "raw")
+	}
+	return m
+}
 
 // eventStream writes events. Headers are committed with the first event,
 // so a handler can still answer an early failure with a JSON error.
@@ -110,13 +134,13 @@ type cursors struct{ stdout, stderr int64 }
 // streamOutput sends c's output from cur as line events, pings while idle,
 // and the terminal event once c is done. It returns early, leaving c
 // running, if the client goes away.
-func (s *Server) streamOutput(ctx context.Context, es *eventStream, c *process.Command, cur cursors, withCursors bool) error {
+func (s *Server) streamOutput(ctx context.Context, es *eventStream, c *process.Command, cur cursors, mode streamMode) error {
 	batches := make(chan []byte, 1)
 	followErr := make(chan error, 1)
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
-		followErr <- followLines(fctx, c, cur, withCursors, batches)
+		followErr <- followOutput(fctx, c, cur, mode, batches)
 		close(batches)
 	}()
 	ping := time.NewTicker(s.cfg.PingInterval)
@@ -161,18 +185,20 @@ func appendOutputEvent(b []byte, typ string, text []byte, ts int64, cursor int64
 	return append(b, "}\n\n"...)
 }
 
-// followLines turns c's retained output into encoded line events, one
-// batch per record, until the output of c's main process has all been
-// read. A stream resumed from cur skips what each stream already delivered.
-func followLines(ctx context.Context, c *process.Command, cur cursors, withCursors bool, out chan<- []byte) error {
+// followOutput turns c's retained output into encoded events (lines, or
+// raw chunks), one batch per record, until the output of c's main process
+// has all been read. A stream resumed from cur skips what each stream
+// already delivered.
+func followOutput(ctx context.Context, c *process.Command, cur cursors, mode streamMode, out chan<- []byte) error {
 	var lines [3]process.Lines
+	var chunks [3]rawChunks
 	var last [3]int64
 	last[process.Stdout], last[process.Stderr] = cur.stdout, cur.stderr
 	var batch []byte
 	var ts int64
 	emitter := func(typ string) func([]byte, int64) error {
 		return func(text []byte, end int64) error {
-			batch = appendOutputEvent(batch, typ, text, ts, end, withCursors)
+			batch = appendOutputEvent(batch, typ, text, ts, end, mode.cursors)
 			return nil
 		}
 	}
@@ -203,7 +229,9 @@ func followLines(ctx context.Context, c *process.Command, cur cursors, withCurso
 		if batch == nil {
 			batch = make([]byte, 0, len(data)+len(data)/4+256)
 		}
-		if err := lines[rec.Stream].Feed(data, off, emit[rec.Stream]); err != nil {
+		if mode.raw {
+			chunks[rec.Stream].feed(data, off, emit[rec.Stream])
+		} else if err := lines[rec.Stream].Feed(data, off, emit[rec.Stream]); err != nil {
 			return err
 		}
 		last[rec.Stream] = off + int64(len(data))
@@ -214,9 +242,53 @@ func followLines(ctx context.Context, c *process.Command, cur cursors, withCurso
 	}
 	ts = time.Now().UnixMilli()
 	for _, st := range []process.Stream{process.Stdout, process.Stderr} {
-		if err := lines[st].Flush(last[st], emit[st]); err != nil {
+		if mode.raw {
+			chunks[st].flush(last[st], emit[st])
+		} else if err := lines[st].Flush(last[st], emit[st]); err != nil {
 			return err
 		}
 	}
 	return send()
+}
+
+// rawChunks passes output through as it comes, holding back an incomplete
+// UTF-8 sequence at the end of a chunk until the rest of it arrives, so a
+// character split between two writes is not mangled by JSON encoding.
+type rawChunks struct{ held []byte }
+
+func (r *rawChunks) feed(data []byte, off int64, emit func([]byte, int64) error) {
+	end := off + int64(len(data))
+	if len(r.held) > 0 {
+		data = append(r.held, data...)
+		r.held = nil
+	}
+	cut := incompleteTail(data)
+	if cut < len(data) {
+		r.held = append([]byte(nil), data[cut:]...)
+		data = data[:cut]
+	}
+	if len(data) > 0 {
+		_ = emit(data, end-int64(len(r.held)))
+	}
+}
+
+func (r *rawChunks) flush(end int64, emit func([]byte, int64) error) {
+	if len(r.held) > 0 {
+		_ = emit(r.held, end)
+		r.held = nil
+	}
+}
+
+// incompleteTail returns where a trailing, unfinished UTF-8 sequence of b
+// starts, or len(b) if b ends on a character boundary.
+func incompleteTail(b []byte) int {
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(b[i]) {
+			if !utf8.FullRune(b[i:]) {
+				return i
+			}
+			return len(b)
+		}
+	}
+	return len(b)
 }

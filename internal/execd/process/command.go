@@ -1,6 +1,10 @@
 // Copyright 2026 The corral Authors
 // SPDX-License-Identifier: Apache-2.0
 
+// Package process runs execd's commands and sessions: it starts them in
+// their own process groups, keeps their output in an on-disk log any
+// number of readers can follow from a byte offset, and retains finished
+// commands within count, size and age limits.
 package process
 
 import (

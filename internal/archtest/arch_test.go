@@ -1,0 +1,120 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package archtest checks the module's shape: which packages may import
+// what, and that every package says what it is for.
+package archtest
+
+import (
+	"bufio"
+	"bytes"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/corral-dev/corral/internal/testutil"
+)
+
+const module = "github.com/corral-dev/corral"
+
+type pkg struct {
+	path  string
+	doc   string
+	deps  []string
+	hasGo bool // has non-test Go files
+}
+
+// list runs go list over the module's packages.
+func list(t *testing.T) map[string]pkg {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-f",
+		"{{.ImportPath}}\t{{len .GoFiles}}\t{{join .Deps \" \"}}\t{{.Doc}}", "./...")
+	cmd.Dir = testutil.ModuleRoot(t)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	pkgs := map[string]pkg{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		f := strings.SplitN(sc.Text(), "\t", 4)
+		if len(f) != 4 {
+			t.Fatalf("go list line %q", sc.Text())
+		}
+		pkgs[f[0]] = pkg{path: f[0], hasGo: f[1] != "0", deps: strings.Fields(f[2]), doc: f[3]}
+	}
+	return pkgs
+}
+
+// isStd reports whether an import path is in the standard library: its
+// first element has no dot.
+func isStd(path string) bool {
+	first, _, _ := strings.Cut(path, "/")
+	return !strings.Contains(first, ".")
+}
+
+// TestPublicPackagesImportOnlyTheStandardLibrary keeps the SDK cheap to
+// depend on: it, and the wire packages it uses, pull in nothing else.
+func TestPublicPackagesImportOnlyTheStandardLibrary(t *testing.T) {
+	public := map[string]bool{}
+	for _, p := range []string{"sdk", "api", "sse", "errdefs", "errdefs/errhttp"} {
+		public[module+"/"+p] = true
+	}
+	pkgs := list(t)
+	for path := range public {
+		p, ok := pkgs[path]
+		if !ok || !slices.Contains(p.deps, "net/http") && path == module+"/sdk" {
+			t.Fatalf("package %s not found, or go list gave no dependencies", path)
+		}
+		for _, d := range p.deps {
+			if !isStd(d) && !public[d] {
+				t.Errorf("%s depends on %s; public packages may use only the standard library and each other", path, d)
+			}
+		}
+	}
+}
+
+// TestLayering keeps execd, which runs inside sandboxes, free of the
+// control plane, and the control plane free of the CLI.
+func TestLayering(t *testing.T) {
+	forbidden := map[string][]string{
+		"internal/execd":     {"internal/lifecycle", "internal/driver", "internal/server", "internal/store", "internal/auth", "internal/cli", "sdk"},
+		"internal/initproc":  {"internal/lifecycle", "internal/driver", "internal/server", "internal/store", "internal/cli"},
+		"internal/lifecycle": {"internal/server", "internal/cli", "sdk"},
+		"internal/driver":    {"internal/lifecycle", "internal/server", "internal/store", "internal/cli", "sdk"},
+		"internal/server":    {"internal/cli"},
+	}
+	for path, p := range list(t) {
+		rel := strings.TrimPrefix(path, module+"/")
+		for prefix, bad := range forbidden {
+			if rel != prefix && !strings.HasPrefix(rel, prefix+"/") {
+				continue
+			}
+			for _, d := range p.deps {
+				drel := strings.TrimPrefix(d, module+"/")
+				for _, b := range bad {
+					if drel == b || strings.HasPrefix(drel, b+"/") {
+						t.Errorf("%s depends on %s", rel, drel)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestEveryPackageIsDocumented asks each package for a package comment
+// that starts the way godoc expects.
+func TestEveryPackageIsDocumented(t *testing.T) {
+	for path, p := range list(t) {
+		if !p.hasGo {
+			continue // test-only packages
+		}
+		name := path[strings.LastIndex(path, "/")+1:]
+		if p.doc == "" {
+			t.Errorf("%s has no package comment", path)
+		} else if !strings.HasPrefix(p.doc, "Package "+name+" ") && !strings.HasPrefix(p.doc, "Command ") && name != "corral" {
+			t.Errorf("%s: package comment %q should start with \"Package %s \"", path, p.doc, name)
+		}
+	}
+}
