@@ -192,3 +192,17 @@ type ListSnapshotsResponse struct {
 type Health struct {
 	Status string `json:"status"`
 }
+
+// ValidRequestID reports whether a client-chosen X-Request-ID is safe to
+// echo and log: 1 to 128 printable ASCII characters without spaces.
+func ValidRequestID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c <= ' ' || c > '~' {
+			return false
+		}
+	}
+	return true
+}

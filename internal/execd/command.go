@@ -220,7 +220,7 @@ func (s *Server) interruptCommand(w http.ResponseWriter, r *http.Request) {
 	c, ok := s.table.Get(id)
 	if !ok {
 		// The contract lists no 404 here: an unknown id is a bad request.
-		writeError(w, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeExecdCommandNotFound, "command %s not found", id))
+		writeErrorStatus(w, http.StatusBadRequest, errdefs.Newf(errdefs.ErrNotFound, api.CodeExecdCommandNotFound, "command %s not found", id))
 		return
 	}
 	if err := c.Interrupt(r.Context(), s.cfg.InterruptGrace); err != nil {

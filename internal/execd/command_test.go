@@ -92,9 +92,12 @@ func TestCommandRawOutput(t *testing.T) {
 	// A two-byte character written in two halves must arrive whole.
 	script := `printf 'a\r\nb\rc\n\nd'; printf 'x\303'; sleep 0.3; printf '\251y'; printf 'e1\ne2' >&2`
 	evs := d.events("/command", map[string]any{"command": script}, execd.HeaderOutput, "raw", execd.HeaderEventCursors, "1")
-	var raw strings.Builder
+	var raw, rawErr strings.Builder
 	var last int64
 	for _, ev := range evs {
+		if ev.Type == api.EventStderr {
+			rawErr.WriteString(ev.Text)
+		}
 		if ev.Type != api.EventStdout {
 			continue
 		}
@@ -107,7 +110,7 @@ func TestCommandRawOutput(t *testing.T) {
 	if got, want := raw.String(), "a\r\nb\rc\n\ndx\u00e9y"; got != want {
 		t.Errorf("raw stdout = %q, want %q", got, want)
 	}
-	if got := output(evs, api.EventStderr); got != "e1\ne2\n" {
+	if got := rawErr.String(); got != "e1\ne2" {
 		t.Errorf("raw stderr = %q", got)
 	}
 }

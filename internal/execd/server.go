@@ -11,7 +11,9 @@ package execd
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -164,6 +166,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	// Every answer carries a request id, the caller's if it sent a sane
+	// one, for error messages and logs.
+	id := r.Header.Get(api.HeaderRequestID)
+	if !api.ValidRequestID(id) {
+		id = newRequestID()
+	}
+	w.Header().Set(api.HeaderRequestID, id)
 	if s.cfg.AccessToken != "" && r.URL.Path != "/ping" {
 		got := r.Header.Get(api.HeaderExecdToken)
 		if subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.AccessToken)) != 1 {
@@ -186,7 +195,18 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 
 // writeError answers err as {"code","message"}.
 func writeError(w http.ResponseWriter, err error) {
-	status, code, msg := errhttp.FromError(err)
+	writeErrorStatus(w, 0, err)
+}
+
+// writeErrorStatus answers err with a status the contract fixes (0: the
+// kind's); the Corral-Error-Kind header still names the true kind, so
+// corral's clients see, say, a missing command as not found even where
+// the contract answers 400.
+func writeErrorStatus(w http.ResponseWriter, status int, err error) {
+	st, code, msg := errhttp.FromError(err)
+	if status == 0 {
+		status = st
+	}
 	if status == 499 {
 		status = http.StatusBadRequest
 	}
@@ -236,4 +256,11 @@ func query(r *http.Request, name string) (string, error) {
 		return "", errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeExecdMissingQuery, "query parameter %q is required", name)
 	}
 	return v, nil
+}
+
+// newRequestID returns a random request id.
+func newRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

@@ -34,7 +34,7 @@ func (s *Server) runInSession(w http.ResponseWriter, r *http.Request) {
 	sess, ok := s.sessions.Get(id)
 	if !ok {
 		// The contract lists no 404 for this route.
-		writeError(w, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeExecdSessionNotFound, "session %s not found", id))
+		writeErrorStatus(w, http.StatusBadRequest, errdefs.Newf(errdefs.ErrNotFound, api.CodeExecdSessionNotFound, "session %s not found", id))
 		return
 	}
 	var req api.RunInSessionRequest

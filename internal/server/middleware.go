@@ -84,11 +84,13 @@ func (w *statusWriter) Flush() {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	id := r.Header.Get(api.HeaderRequestID)
-	if !validRequestID(id) {
+	if !api.ValidRequestID(id) {
 		id = sandbox.NewID()
 	}
 	h := w.Header()
 	h.Set(api.HeaderRequestID, id)
+	// Proxied requests carry the id on to the sandbox (execd echoes it).
+	r.Header.Set(api.HeaderRequestID, id)
 	h.Set("Access-Control-Allow-Origin", "*")
 	h.Set("Access-Control-Expose-Headers", "X-Request-ID, Location, Retry-After")
 	sw := &statusWriter{ResponseWriter: w}
@@ -132,20 +134,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.log.DebugContext(ctx, "request", "method", r.Method, "route", route, "status", status,
 			"duration_ms", time.Since(start).Milliseconds())
 	}
-}
-
-// validRequestID accepts client-chosen ids that are safe to echo and log.
-func validRequestID(id string) bool {
-	if id == "" || len(id) > 128 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if c <= ' ' || c > '~' {
-			return false
-		}
-	}
-	return true
 }
 
 // presentedKey returns the API key a request carries, if any.

@@ -115,6 +115,13 @@ func newSandboxProxy(s *Server) *sandboxProxy {
 			pr.SetXForwarded()
 			t.setHeaders(pr.Out.Header)
 		},
+		ModifyResponse: func(res *http.Response) error {
+			// An upstream that echoed the request id would repeat ours.
+			if res.Header.Get(api.HeaderRequestID) == res.Request.Header.Get(api.HeaderRequestID) {
+				res.Header.Del(api.HeaderRequestID)
+			}
+			return nil
+		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if r.Context().Err() != nil {
 				return
