@@ -39,6 +39,12 @@ required=(
   test/e2e.TestEscapeSuite
   test/e2e.TestHostImageWritesStayInTheSandbox
   test/e2e.TestOpenSandboxJavaScriptSDK
+  test/e2e.TestSDKCommands
+  test/e2e.TestSDKFilesAndTerminal
+  test/e2e.TestSDKStreamReattachesAfterACut
+  sdk.ExampleClient_CreateSandbox
+  sdk.ExampleSandbox_Exec
+  sdk.ExampleSandbox_Upload
 )
 
 command -v node >/dev/null && command -v npm >/dev/null || { echo "scripts/test.sh: node and npm are needed (the OpenSandbox JavaScript SDK scenario)" >&2; exit 1; }
