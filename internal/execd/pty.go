@@ -503,6 +503,10 @@ func (s *Server) ptyInput(ctx context.Context, sess *ptySession, c *ptyClient) {
 			if err := sess.signal(f.Signal); err != nil {
 				writeWSError(ctx, c.conn, "INVALID_FRAME", err.Error())
 			}
+		case "stdin_eof":
+			if err := sess.closeStdin(); err != nil {
+				writeWSError(ctx, c.conn, "STDIN_WRITE_FAILED", err.Error())
+			}
 		case "ping":
 			_ = writeWS(ctx, c.conn, websocket.MessageText, []byte(`{"type":"pong"}`))
 		default:
@@ -519,6 +523,24 @@ func (p *ptySession) writeStdin(b []byte) error {
 		return errors.New("the process is not running")
 	}
 	_, err := in.Write(b)
+	return err
+}
+
+// closeStdin ends the input (a corral extension, {"type":"stdin_eof"}):
+// in pipe mode the stdin pipe is closed; a terminal gets its EOF
+// character, which ends input to a program reading a line.
+func (p *ptySession) closeStdin() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stdin == nil {
+		return errors.New("the process is not running")
+	}
+	if p.mode == "pty" {
+		_, err := p.stdin.Write([]byte{4})
+		return err
+	}
+	err := p.stdin.Close()
+	p.stdin = nil
 	return err
 }
 

@@ -174,6 +174,30 @@ func TestPTYPipeModeAndSignals(t *testing.T) {
 	}
 }
 
+func TestPTYPipeStdinEOF(t *testing.T) {
+	t.Parallel()
+	d := startExecd(t)
+	var created map[string]string
+	d.do("POST", "/pty", map[string]string{"command": "wc -c"}).json(t, &created)
+	c, _, err := d.dialPTY(t, created["session_id"], "?pty=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := c.Write(ctx, websocket.MessageBinary, append([]byte{0}, "hello"...)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Write(ctx, websocket.MessageText, []byte(`{"type":"stdin_eof"}`)); err != nil {
+		t.Fatal(err)
+	}
+	out, ctrl := readUntil(t, c, "")
+	if strings.TrimSpace(out) != "5" || ctrl[len(ctrl)-1]["exit_code"] != float64(0) {
+		t.Errorf("wc -c after EOF = %q, %v", out, ctrl)
+	}
+}
+
 func TestProxy(t *testing.T) {
 	t.Parallel()
 	d := startExecd(t)
