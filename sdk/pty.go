@@ -197,6 +197,12 @@ func (p *PTY) control(v any) error {
 	return p.conn.writeFrame(wsText, b)
 }
 
+// CloseStdin ends the input: in pipe mode the program's stdin is closed,
+// on a terminal it gets the EOF character (a corral extension).
+func (p *PTY) CloseStdin() error {
+	return p.control(map[string]any{"type": "stdin_eof"})
+}
+
 // Resize changes the terminal's size.
 func (p *PTY) Resize(cols, rows int) error {
 	return p.control(map[string]any{"type": "resize", "cols": cols, "rows": rows})

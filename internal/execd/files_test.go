@@ -4,6 +4,9 @@
 package execd_test
 
 import (
+	"archive/tar"
+	"github.com/corral-dev/corral/internal/tarfs"
+
 	"bytes"
 	"crypto/rand"
 	"fmt"
@@ -358,5 +361,77 @@ func TestMetricsRoutes(t *testing.T) {
 	}
 	if !strings.Contains(got, `"type":"metrics"`) || !strings.HasPrefix(got, "data: {") {
 		t.Errorf("watch stream = %q", got)
+	}
+}
+
+func TestDirectoryArchives(t *testing.T) {
+	t.Parallel()
+	d := startExecd(t)
+	src := t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(filepath.Join(src, "a/empty"), 0o700))
+	must(os.WriteFile(filepath.Join(src, "a/run.sh"), []byte("#!/bin/sh\n"), 0o755))
+	must(os.Symlink("run.sh", filepath.Join(src, "a/link")))
+	var tarball bytes.Buffer
+	if _, err := tarfs.Write(&tarball, src); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "new")
+	a := d.do("PUT", "/directories/archive?path="+q(dst), tarball.Bytes(), "Content-Type", "application/x-tar")
+	var st map[string]int
+	if a.status != 200 {
+		t.Fatalf("upload archive = %d %s", a.status, a.body)
+	}
+	a.json(t, &st)
+	if st["files"] != 1 || st["dirs"] != 2 || st["links"] != 1 {
+		t.Errorf("stats = %v", st)
+	}
+	if fi, err := os.Stat(filepath.Join(dst, "a/run.sh")); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("unpacked run.sh: %v %v", fi, err)
+	}
+	if l, _ := os.Readlink(filepath.Join(dst, "a/link")); l != "run.sh" {
+		t.Errorf("unpacked link -> %q", l)
+	}
+	a = d.do("GET", "/directories/archive?path="+q(dst), nil)
+	if a.status != 200 || a.header.Get("Content-Type") != "application/x-tar" {
+		t.Fatalf("download archive = %d %s", a.status, a.body)
+	}
+	back := filepath.Join(t.TempDir(), "back")
+	if _, err := tarfs.Extract(bytes.NewReader(a.body), back, tarfs.ExtractOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(back, "a/run.sh")); string(b) != "#!/bin/sh\n" {
+		t.Errorf("round trip lost run.sh: %q", b)
+	}
+
+	// Hostile and mistaken requests are clean errors.
+	var evil bytes.Buffer
+	tw := tar.NewWriter(&evil)
+	_ = tw.WriteHeader(&tar.Header{Name: "../../escaped", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1})
+	_, _ = tw.Write([]byte("x"))
+	_ = tw.Close()
+	outside := t.TempDir()
+	if a := d.do("PUT", "/directories/archive?path="+q(filepath.Join(outside, "in/side")), evil.Bytes()); a.status != 400 {
+		t.Errorf("escaping archive = %d %s", a.status, a.body)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "escaped")); err == nil {
+		t.Error("the archive escaped its directory")
+	}
+	if a := d.do("PUT", "/directories/archive?path="+q(dst), "not a tar file at all, just text that goes on and on"); a.status != 400 {
+		t.Errorf("garbage archive = %d %s", a.status, a.body)
+	}
+	if a := d.do("GET", "/directories/archive?path=/no/such/dir", nil); a.status != 404 {
+		t.Errorf("missing dir = %d", a.status)
+	}
+	if a := d.do("GET", "/directories/archive?path="+q(filepath.Join(dst, "a/run.sh")), nil); a.status != 400 {
+		t.Errorf("archive of a file = %d", a.status)
+	}
+	if a := d.do("GET", "/directories/archive", nil); a.status != 400 {
+		t.Errorf("no path = %d", a.status)
 	}
 }

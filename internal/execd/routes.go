@@ -43,6 +43,8 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /directories/list", s.listDirectory)
 	m.HandleFunc("POST /directories", s.makeDirs)
 	m.HandleFunc("DELETE /directories", s.removeDirs)
+	m.HandleFunc("GET /directories/archive", s.downloadArchive)
+	m.HandleFunc("PUT /directories/archive", s.uploadArchive)
 
 	m.HandleFunc("GET /metrics", s.getMetrics)
 	m.HandleFunc("GET /metrics/watch", s.watchMetrics)

@@ -19,6 +19,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -138,7 +139,7 @@ func Extract(r io.Reader, dir string, opts ExtractOptions) (Stats, error) {
 			break
 		}
 		if err != nil {
-			return st, fmt.Errorf("read archive: %w", err)
+			return st, fmt.Errorf("read archive: %w: %w", ErrBadArchive, err)
 		}
 		name, err := cleanName(hdr.Name)
 		if err != nil {
@@ -149,7 +150,7 @@ func Extract(r io.Reader, dir string, opts ExtractOptions) (Stats, error) {
 		}
 		if parent := path.Dir(name); parent != "." {
 			if err := root.MkdirAll(parent, 0o755); err != nil {
-				return st, fmt.Errorf("%s: %w", hdr.Name, err)
+				return st, entryErr(hdr.Name, err)
 			}
 		}
 		mode := fs.FileMode(hdr.Mode).Perm() | fs.FileMode(hdr.Mode)&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky)
@@ -157,11 +158,11 @@ func Extract(r io.Reader, dir string, opts ExtractOptions) (Stats, error) {
 		case tar.TypeDir:
 			if fi, err := root.Lstat(name); err == nil && !fi.IsDir() {
 				if err := root.Remove(name); err != nil {
-					return st, fmt.Errorf("%s: %w", hdr.Name, err)
+					return st, entryErr(hdr.Name, err)
 				}
 			}
 			if err := root.MkdirAll(name, 0o755); err != nil {
-				return st, fmt.Errorf("%s: %w", hdr.Name, err)
+				return st, entryErr(hdr.Name, err)
 			}
 			if err := chmod(root, name, mode, hdr); err != nil {
 				return st, err
@@ -170,18 +171,18 @@ func Extract(r io.Reader, dir string, opts ExtractOptions) (Stats, error) {
 			st.Dirs++
 		case tar.TypeReg:
 			if err := replaceable(root, name); err != nil {
-				return st, fmt.Errorf("%s: %w", hdr.Name, err)
+				return st, entryErr(hdr.Name, err)
 			}
 			f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 			if err != nil {
-				return st, fmt.Errorf("%s: %w", hdr.Name, err)
+				return st, entryErr(hdr.Name, err)
 			}
 			n, err := io.Copy(f, tr)
 			if cerr := f.Close(); err == nil {
 				err = cerr
 			}
 			if err != nil {
-				return st, fmt.Errorf("%s: %w", hdr.Name, err)
+				return st, entryErr(hdr.Name, err)
 			}
 			if err := chmod(root, name, mode, hdr); err != nil {
 				return st, err
@@ -194,13 +195,13 @@ func Extract(r io.Reader, dir string, opts ExtractOptions) (Stats, error) {
 			st.Bytes += n
 		case tar.TypeSymlink:
 			if err := replaceable(root, name); err != nil {
-				return st, fmt.Errorf("%s: %w", hdr.Name, err)
+				return st, entryErr(hdr.Name, err)
 			}
 			if strings.ContainsRune(hdr.Linkname, 0) {
-				return st, fmt.Errorf("%s: link target contains a NUL byte", hdr.Name)
+				return st, fmt.Errorf("%s: link target contains a NUL byte: %w", hdr.Name, ErrBadArchive)
 			}
 			if err := root.Symlink(hdr.Linkname, name); err != nil {
-				return st, fmt.Errorf("%s: %w", hdr.Name, err)
+				return st, entryErr(hdr.Name, err)
 			}
 			if opts.Chown {
 				_ = root.Lchown(name, hdr.Uid, hdr.Gid)
@@ -212,10 +213,10 @@ func Extract(r io.Reader, dir string, opts ExtractOptions) (Stats, error) {
 				return st, err
 			}
 			if err := replaceable(root, name); err != nil {
-				return st, fmt.Errorf("%s: %w", hdr.Name, err)
+				return st, entryErr(hdr.Name, err)
 			}
 			if err := root.Link(target, name); err != nil {
-				return st, fmt.Errorf("%s: %w", hdr.Name, err)
+				return st, entryErr(hdr.Name, err)
 			}
 			st.Links++
 		default:
@@ -233,11 +234,11 @@ func Extract(r io.Reader, dir string, opts ExtractOptions) (Stats, error) {
 // names that point outside the target.
 func cleanName(name string) (string, error) {
 	if name == "" || strings.ContainsRune(name, 0) {
-		return "", fmt.Errorf("archive entry %q: bad name", name)
+		return "", fmt.Errorf("archive entry %q: bad name: %w", name, ErrBadArchive)
 	}
 	clean := path.Clean(strings.TrimPrefix(name, "./"))
 	if path.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, "../") {
-		return "", fmt.Errorf("archive entry %q points outside the target directory", name)
+		return "", fmt.Errorf("archive entry %q points outside the target directory: %w", name, ErrBadArchive)
 	}
 	return clean, nil
 }
@@ -253,14 +254,33 @@ func replaceable(root *os.Root, name string) error {
 		return err
 	}
 	if fi.IsDir() {
-		return fmt.Errorf("a directory is in the way")
+		return fmt.Errorf("a directory is in the way: %w", ErrBadArchive)
 	}
 	return root.Remove(name)
 }
 
 func chmod(root *os.Root, name string, mode fs.FileMode, hdr *tar.Header) error {
 	if err := root.Chmod(name, mode); err != nil {
-		return fmt.Errorf("%s: %w", hdr.Name, err)
+		return entryErr(hdr.Name, err)
 	}
 	return nil
+}
+
+// ErrBadArchive marks errors caused by the archive's content (names or
+// links that point outside, entries in each other's way, a corrupt
+// stream), as opposed to the target filesystem's (no space, read-only).
+var ErrBadArchive = errors.New("bad archive")
+
+// entryErr wraps an error unpacking entry name, marking it as the
+// archive's fault unless the filesystem itself failed.
+func entryErr(name string, err error) error {
+	for _, sys := range []error{syscall.ENOSPC, syscall.EDQUOT, syscall.EROFS, syscall.EIO, syscall.EACCES, syscall.EPERM} {
+		if errors.Is(err, sys) {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	if errors.Is(err, ErrBadArchive) {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return fmt.Errorf("%s: %w: %w", name, ErrBadArchive, err)
 }

@@ -62,8 +62,8 @@ func notFound(p string) error {
 	return errdefs.Newf(errdefs.ErrNotFound, api.CodeExecdFileNotFound, "%s: no such file or directory", p)
 }
 
-// fsError turns a filesystem error on path p into a user-facing error.
-func fsError(p string, err error) error {
+// FSError turns a filesystem error on path p into a user-facing error.
+func FSError(p string, err error) error {
 	switch {
 	case err == nil:
 		return nil
@@ -200,7 +200,7 @@ func Info(paths []string) (map[string]api.FileInfo, error) {
 		}
 		fi, err := os.Lstat(abs)
 		if err != nil {
-			return nil, fsError(p, err)
+			return nil, FSError(p, err)
 		}
 		out[p] = info(abs, fi, n)
 	}
@@ -220,13 +220,13 @@ func RemoveFiles(paths []string) error {
 			continue
 		}
 		if err != nil {
-			return fsError(p, err)
+			return FSError(p, err)
 		}
 		if fi.IsDir() {
 			return errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeExecdInvalidPath, "%s is a directory; remove it with DELETE /directories", p)
 		}
 		if err := os.Remove(abs); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fsError(p, err)
+			return FSError(p, err)
 		}
 	}
 	return nil
@@ -272,7 +272,7 @@ func apply(abs, shown string, perm api.Permission) error {
 	}
 	if uid >= 0 || gid >= 0 {
 		if err := os.Lchown(abs, uid, gid); err != nil {
-			return fsError(shown, err)
+			return FSError(shown, err)
 		}
 	}
 	if perm.Mode != 0 {
@@ -281,7 +281,7 @@ func apply(abs, shown string, perm api.Permission) error {
 			return err
 		}
 		if err := os.Chmod(abs, m); err != nil {
-			return fsError(shown, err)
+			return FSError(shown, err)
 		}
 	}
 	return nil
@@ -295,7 +295,7 @@ func Chmod(perms map[string]api.Permission) error {
 			return err
 		}
 		if _, err := os.Lstat(abs); err != nil {
-			return fsError(p, err)
+			return FSError(p, err)
 		}
 		if err := apply(abs, p, perm); err != nil {
 			return err
@@ -317,16 +317,16 @@ func Move(items []api.RenameFileItem) error {
 			return err
 		}
 		if _, err := os.Lstat(src); err != nil {
-			return fsError(it.Src, err)
+			return FSError(it.Src, err)
 		}
 		if _, err := os.Lstat(dest); err == nil {
 			return errdefs.Newf(errdefs.ErrInvalidArgument, "FILE_EXISTS", "%s already exists", it.Dest)
 		}
 		if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
-			return fsError(it.Dest, err)
+			return FSError(it.Dest, err)
 		}
 		if err := os.Rename(src, dest); err != nil {
-			return fsError(it.Src, err)
+			return FSError(it.Src, err)
 		}
 	}
 	return nil
@@ -347,7 +347,7 @@ func Mkdirs(perms map[string]api.Permission) error {
 			}
 		}
 		if err := os.MkdirAll(abs, mode); err != nil {
-			return fsError(p, err)
+			return FSError(p, err)
 		}
 		if perm.Mode == 0 {
 			perm.Mode = 755
@@ -371,7 +371,7 @@ func RemoveDirs(paths []string) error {
 			return errdefs.New(errdefs.ErrInvalidArgument, api.CodeExecdInvalidPath, "refusing to remove /")
 		}
 		if err := os.RemoveAll(abs); err != nil {
-			return fsError(p, err)
+			return FSError(p, err)
 		}
 	}
 	return nil
@@ -387,7 +387,7 @@ func List(dir string, depth int) ([]api.FileInfo, error) {
 	}
 	fi, err := os.Lstat(abs)
 	if err != nil {
-		return nil, fsError(dir, err)
+		return nil, FSError(dir, err)
 	}
 	if !fi.IsDir() {
 		return nil, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeExecdInvalidPath, "%s is not a directory", dir)
@@ -401,7 +401,7 @@ func List(dir string, depth int) ([]api.FileInfo, error) {
 		}
 		entries, err := os.ReadDir(d)
 		if err != nil {
-			return fsError(d, err)
+			return FSError(d, err)
 		}
 		for _, e := range entries {
 			p := filepath.Join(d, e.Name())

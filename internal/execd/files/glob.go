@@ -189,7 +189,7 @@ func Search(dir, pattern string) ([]api.FileInfo, error) {
 	}
 	fi, err := os.Stat(abs)
 	if err != nil {
-		return nil, fsError(dir, err)
+		return nil, FSError(dir, err)
 	}
 	if !fi.IsDir() {
 		return nil, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeExecdInvalidPath, "%s is not a directory", dir)

@@ -38,7 +38,7 @@ func Replace(items map[string]api.ReplaceFileContentItem) (map[string]api.Replac
 		}
 		fi, err := os.Stat(abs)
 		if err != nil {
-			return nil, fsError(p, err)
+			return nil, FSError(p, err)
 		}
 		if !fi.Mode().IsRegular() {
 			return nil, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeExecdInvalidPath, "%s is not a regular file", p)
@@ -48,7 +48,7 @@ func Replace(items map[string]api.ReplaceFileContentItem) (map[string]api.Replac
 		}
 		data, err := os.ReadFile(abs)
 		if err != nil {
-			return nil, fsError(p, err)
+			return nil, FSError(p, err)
 		}
 		n := bytes.Count(data, []byte(it.Old))
 		if n > 0 {
@@ -68,7 +68,7 @@ func writeAtomic(abs, shown string, r io.Reader, like fs.FileInfo) (err error) {
 	dir := filepath.Dir(abs)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(abs)+".corral-*")
 	if err != nil {
-		return fsError(shown, err)
+		return FSError(shown, err)
 	}
 	defer func() {
 		if err != nil {
@@ -81,22 +81,22 @@ func writeAtomic(abs, shown string, r io.Reader, like fs.FileInfo) (err error) {
 	}
 	if like != nil {
 		if err = tmp.Chmod(like.Mode().Perm()); err != nil {
-			return fsError(shown, err)
+			return FSError(shown, err)
 		}
 		if st, ok := statOwner(like); ok {
 			_ = tmp.Chown(st[0], st[1])
 		}
 	} else if err = tmp.Chmod(0o644); err != nil {
-		return fsError(shown, err)
+		return FSError(shown, err)
 	}
 	if err = tmp.Sync(); err != nil {
-		return fsError(shown, err)
+		return FSError(shown, err)
 	}
 	if err = tmp.Close(); err != nil {
-		return fsError(shown, err)
+		return FSError(shown, err)
 	}
 	if err = os.Rename(tmp.Name(), abs); err != nil {
-		return fsError(shown, err)
+		return FSError(shown, err)
 	}
 	if d, derr := os.Open(dir); derr == nil {
 		_ = d.Sync()
@@ -111,7 +111,7 @@ func uploadError(shown string, err error) error {
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || strings.Contains(err.Error(), "multipart") {
 		return errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeExecdInvalidFileContent, "%s: the upload ended early (%v); nothing was written", shown, err)
 	}
-	return fsError(shown, err)
+	return FSError(shown, err)
 }
 
 // Upload reads a multipart body of (metadata, file) pairs and writes each
@@ -208,7 +208,7 @@ func writeUpload(m api.FileMetadata, r io.Reader) (string, error) {
 		return "", errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeExecdInvalidPath, "%s is a directory", m.Path)
 	}
 	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
-		return "", fsError(m.Path, err)
+		return "", FSError(m.Path, err)
 	}
 	if err := writeAtomic(abs, m.Path, r, nil); err != nil {
 		return "", err
@@ -243,12 +243,12 @@ func OpenDownload(path, rangeHeader string) (*Download, error) {
 	}
 	f, err := os.Open(abs)
 	if err != nil {
-		return nil, fsError(path, err)
+		return nil, FSError(path, err)
 	}
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, fsError(path, err)
+		return nil, FSError(path, err)
 	}
 	if fi.IsDir() {
 		f.Close()
