@@ -70,7 +70,7 @@ func (o CommandOptions) request(command string, background bool) api.RunCommandR
 // events excluded) as they arrive. If the connection drops, it resumes the
 // stream where it broke, so fn sees every event exactly once. It returns
 // once the command has ended; a non-zero exit is not an error (see
-// CommandResult.ExitCode).
+// CommandResult.ExitCode). Cancelling ctx interrupts the command.
 func (s *Sandbox) RunStream(ctx context.Context, command string, opts CommandOptions, fn func(Event) error) (*CommandResult, error) {
 	return s.runStream(ctx, command, opts, false, fn)
 }
@@ -123,6 +123,12 @@ func (s *Sandbox) runStream(ctx context.Context, command string, opts CommandOpt
 		err = errors.New("the stream ended without a final event")
 	}
 	if ctx.Err() != nil {
+		if st.id != "" {
+			// The caller gave up on the command: stop it too.
+			ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_ = s.Interrupt(ictx, st.id)
+			cancel()
+		}
 		return nil, ctx.Err()
 	}
 	return nil, fmt.Errorf("sandbox %s: command %s: %w", s.ID, st.id, err)

@@ -4,61 +4,125 @@
 package cli
 
 import (
-	"encoding/json"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"strings"
 
+	"github.com/corral-dev/corral/api"
+	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/sdk"
 )
 
 // clientFlags are the flags of every command that talks to a server.
 type clientFlags struct {
-	server string
-	apiKey string
-	output string
+	server  string
+	apiKey  string
+	profile string
+	output  string
+	formats []string
 }
 
-func (c *clientFlags) register(fs *flag.FlagSet, e *env) {
-	fs.StringVar(&c.server, "server", "", "server address (default: $CORRAL_SERVER, else $OPEN_SANDBOX_PROTOCOL://$OPEN_SANDBOX_DOMAIN, else http://localhost:8080)")
-	fs.StringVar(&c.apiKey, "api-key", "", "API key (default: $OPEN_SANDBOX_API_KEY)")
-	fs.StringVar(&c.output, "o", "table", "output format: table or json")
+// register adds the connection flags and -o with the given formats (the
+// first is the default).
+func (c *clientFlags) register(fs *flag.FlagSet, formats ...string) {
+	if len(formats) == 0 {
+		formats = []string{"table", "json", "yaml"}
+	}
+	c.formats = formats
+	fs.StringVar(&c.server, "server", "", "server address (default: $CORRAL_SERVER, $OPEN_SANDBOX_DOMAIN, the profile's, else http://localhost:8080)")
+	fs.StringVar(&c.apiKey, "api-key", "", "API key (default: $CORRAL_API_KEY, $OPEN_SANDBOX_API_KEY, else the profile's)")
+	fs.StringVar(&c.profile, "profile", "", "connection profile from 'corral config set' (default: $CORRAL_PROFILE, else the current one)")
+	fs.StringVar(&c.output, "o", formats[0], "output format: "+strings.Join(formats, ", "))
 }
 
+// client resolves where to connect and with which key. Precedence: flags,
+// CORRAL_SERVER / CORRAL_API_KEY, the OpenSandbox variables, the profile,
+// then http://localhost:8080 without a key.
 func (c *clientFlags) client(e *env) (*sdk.Client, error) {
-	var opts []sdk.Option
-	server := c.server
+	if indexOf(c.formats, c.output) < 0 {
+		return nil, fmt.Errorf("-o %q: want one of %s", c.output, strings.Join(c.formats, ", "))
+	}
+	server, key := c.server, c.apiKey
 	if server == "" {
 		server = e.getenv("CORRAL_SERVER")
 	}
-	if server != "" {
-		opts = append(opts, sdk.WithBaseURL(server))
-	}
-	if c.apiKey != "" {
-		opts = append(opts, sdk.WithAPIKey(c.apiKey))
-	}
-	if c.output != "table" && c.output != "json" {
-		return nil, fmt.Errorf("-o %q: want table or json", c.output)
-	}
-	return sdk.New(opts...)
-}
-
-// apiFail prints an API error as one sentence (or JSON with -o json).
-func (c *clientFlags) apiFail(e *env, err error) int {
-	if c.output == "json" {
-		out := map[string]any{"error": err.Error()}
-		var ae *sdk.APIError
-		if errors.As(err, &ae) {
-			out = map[string]any{"error": ae.Message, "code": ae.Code, "status": ae.Status, "requestId": ae.RequestID}
+	if server == "" && e.getenv(sdk.EnvDomain) != "" {
+		proto := e.getenv(sdk.EnvProtocol)
+		if proto == "" {
+			proto = "http"
 		}
-		b, _ := json.Marshal(out)
-		fmt.Fprintln(e.stderr, string(b))
-		return 1
+		server = proto + "://" + e.getenv(sdk.EnvDomain)
 	}
-	return fail(e, "%v", err)
+	if key == "" {
+		key = e.getenv("CORRAL_API_KEY")
+	}
+	if key == "" {
+		key = e.getenv(sdk.EnvAPIKey)
+	}
+	if server == "" || key == "" {
+		p, err := loadProfile(e, c.profile)
+		if err != nil {
+			return nil, err
+		}
+		if server == "" {
+			server = p.Server
+		}
+		if key == "" {
+			key = p.APIKey
+		}
+	}
+	if server == "" {
+		server = "http://" + sdk.DefaultDomain
+	}
+	return sdk.New(sdk.WithBaseURL(server), sdk.WithAPIKey(key))
 }
 
-func printJSON(e *env, v any) {
-	b, _ := json.MarshalIndent(v, "", "  ")
-	fmt.Fprintln(e.stdout, string(b))
+// fail reports an error the way -o asks and returns code.
+func (c *clientFlags) fail(e *env, err error, code int) int {
+	return report(e, c.output, err, code)
+}
+
+// apiFail reports an API error with exit code 1.
+func (c *clientFlags) apiFail(e *env, err error) int { return c.fail(e, err, 1) }
+
+// resolveID accepts a sandbox id or a unique prefix of one, like docker.
+func resolveID(ctx context.Context, c *sdk.Client, id string) (string, error) {
+	_, err := c.GetSandbox(ctx, id)
+	if err == nil || !errors.Is(err, sdk.ErrNotFound) || len(id) >= 36 || id == "" {
+		return id, err
+	}
+	var matches []string
+	for sb, lerr := range c.Sandboxes(ctx, sdk.ListOptions{}) {
+		if lerr != nil {
+			return id, err
+		}
+		if strings.HasPrefix(sb.ID, id) {
+			matches = append(matches, sb.ID)
+		}
+	}
+	switch len(matches) {
+	case 1:
+		return matches[0], nil
+	case 0:
+		return id, err
+	}
+	return id, errdefs.Newf(errdefs.ErrInvalidArgument, "", "%q matches %d sandboxes (%s, ...); give more of the id", id, len(matches), matches[0])
+}
+
+// sandbox resolves an id and returns the handle of its execd.
+func sandbox(ctx context.Context, c *sdk.Client, id string) (*sdk.Sandbox, error) {
+	full, err := resolveID(ctx, c, id)
+	if err != nil {
+		return nil, err
+	}
+	sb, err := c.GetSandbox(ctx, full)
+	if err != nil {
+		return nil, err
+	}
+	if sb.Status.State != api.StateRunning {
+		return nil, errdefs.Newf(errdefs.ErrFailedPrecondition, "", "sandbox %s is %s, not Running", full, sb.Status.State)
+	}
+	return c.Sandbox(ctx, full, sdk.SandboxOptions{})
 }

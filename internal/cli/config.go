@@ -4,7 +4,6 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -50,21 +49,16 @@ log_level = "info"
 insecure_no_auth = false
 `
 
-func runConfig(_ context.Context, e *env, args []string) int {
-	if len(args) == 0 || args[0] != "init" {
-		fmt.Fprintln(e.stderr, "Usage: corral config init [PATH]   write a commented example configuration (to stdout without PATH)")
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			return 0
-		}
-		return 2
-	}
-	if len(args) == 1 || args[1] == "-" {
+// configInit writes the example server configuration to args[0], or to
+// stdout without it.
+func configInit(e *env, args []string) int {
+	if len(args) == 0 || args[0] == "-" {
 		fmt.Fprint(e.stdout, exampleConfig)
 		return 0
 	}
-	f, err := os.OpenFile(args[1], os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := os.OpenFile(args[0], os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, os.ErrExist) {
-		return fail(e, "%s already exists; not overwriting it", args[1])
+		return fail(e, "%s already exists; not overwriting it", args[0])
 	}
 	if err != nil {
 		return fail(e, "%v", err)
@@ -73,6 +67,6 @@ func runConfig(_ context.Context, e *env, args []string) int {
 	if _, err := f.WriteString(exampleConfig); err != nil {
 		return fail(e, "%v", err)
 	}
-	fmt.Fprintf(e.stderr, "wrote %s\n", args[1])
+	fmt.Fprintf(e.stderr, "wrote %s\n", args[0])
 	return 0
 }

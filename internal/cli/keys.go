@@ -30,7 +30,7 @@ These talk to a running server with an admin key.`)
 	switch args[0] {
 	case "create":
 		fs := newFlagSet(e, "keys create", "keys create --tenant NAME [--name TEXT] [--admin]")
-		cf.register(fs, e)
+		cf.register(fs)
 		tenant := fs.String("tenant", "", "tenant the key acts for (required)")
 		name := fs.String("name", "", "a note to recognise the key by")
 		admin := fs.Bool("admin", false, "the key may also manage keys and read /metrics")
@@ -42,14 +42,14 @@ These talk to a running server with an admin key.`)
 		}
 		c, err := cf.client(e)
 		if err != nil {
-			return fail(e, "%v", err)
+			return cf.fail(e, err, 1)
 		}
 		k, err := c.CreateAPIKey(ctx, api.CreateAPIKeyRequest{Tenant: *tenant, Name: *name, Admin: *admin})
 		if err != nil {
 			return cf.apiFail(e, err)
 		}
-		if cf.output == "json" {
-			printJSON(e, k)
+		if cf.output != "table" {
+			_ = printValue(e.stdout, cf.output, k)
 			return 0
 		}
 		fmt.Fprintf(e.stdout, "%s\n", k.Key)
@@ -57,20 +57,20 @@ These talk to a running server with an admin key.`)
 		return 0
 	case "ls", "list":
 		fs := newFlagSet(e, "keys ls", "keys ls")
-		cf.register(fs, e)
+		cf.register(fs)
 		if ok, code := parseFlags(fs, e, args[1:]); !ok {
 			return code
 		}
 		c, err := cf.client(e)
 		if err != nil {
-			return fail(e, "%v", err)
+			return cf.fail(e, err, 1)
 		}
 		keys, err := c.ListAPIKeys(ctx)
 		if err != nil {
 			return cf.apiFail(e, err)
 		}
-		if cf.output == "json" {
-			printJSON(e, keys)
+		if cf.output != "table" {
+			_ = printValue(e.stdout, cf.output, keys)
 			return 0
 		}
 		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
@@ -86,7 +86,7 @@ These talk to a running server with an admin key.`)
 		return 0
 	case "revoke":
 		fs := newFlagSet(e, "keys revoke", "keys revoke KEY_ID")
-		cf.register(fs, e)
+		cf.register(fs)
 		if ok, code := parseFlags(fs, e, args[1:]); !ok {
 			return code
 		}
@@ -95,7 +95,7 @@ These talk to a running server with an admin key.`)
 		}
 		c, err := cf.client(e)
 		if err != nil {
-			return fail(e, "%v", err)
+			return cf.fail(e, err, 1)
 		}
 		if err := c.RevokeAPIKey(ctx, fs.Arg(0)); err != nil {
 			return cf.apiFail(e, err)

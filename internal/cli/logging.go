@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 
 	"github.com/corral-dev/corral/internal/logctx"
 )
@@ -39,11 +38,7 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 }
 
 // isTerminal reports whether w is a terminal.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+func isTerminal(w any) bool {
+	_, ok := terminalFD(w)
+	return ok
 }

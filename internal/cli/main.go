@@ -13,7 +13,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 
 	"github.com/corral-dev/corral/internal/version"
@@ -34,12 +33,26 @@ type command struct {
 
 func commands() []command {
 	return []command{
+		{"create", "create a sandbox and print its id", runCreate},
+		{"ls", "list sandboxes", runList},
+		{"get", "show a sandbox", runGet},
+		{"exec", "run a command in a sandbox (output streamed, exit code kept)", runExec},
+		{"shell", "open an interactive shell in a sandbox", runShell},
+		{"logs", "print the output of a background command", runLogs},
+		{"cp", "copy files and directories into or out of a sandbox", runCp},
+		{"endpoint", "print the address of a sandbox port", runEndpoint},
+		{"pause", "freeze sandboxes", runPause},
+		{"resume", "thaw paused sandboxes", runResume},
+		{"renew", "extend a sandbox's time to live", runRenew},
+		{"kill", "delete sandboxes", runKill},
+		{"snapshot", "create, list and delete snapshots", runSnapshot},
 		{"serve", "run the lifecycle API server (the control plane)", runServe},
 		{"keys", "create, list and revoke API keys", runKeys},
+		{"config", "manage connection profiles; write a server configuration", runConfig},
+		{"image", "import, pull, list and remove images of the native runtime", runImage},
+		{"completion", "print a bash, zsh or fish completion script", runCompletion},
 		{"execd", "run the in-sandbox daemon (the execd API on :44772)", runExecd},
 		{"init", "run as PID 1 of a sandbox: the entrypoint, execd, reaping and signals", runInit},
-		{"config", "write an example configuration file", runConfig},
-		{"image", "import, pull, list and remove images of the native runtime", runImage},
 		{"version", "print the version", runVersion},
 	}
 }
@@ -72,10 +85,8 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "Usage: corral <command> [flags]")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Commands:")
-	cs := commands()
-	sort.Slice(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
-	for _, c := range cs {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Run 'corral <command> --help' for a command's flags.")

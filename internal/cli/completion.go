@@ -1,0 +1,110 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package cli
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// idCommands take sandbox ids, which completion fetches with 'corral ls -q'.
+var idCommands = []string{"exec", "shell", "get", "kill", "pause", "resume", "renew", "endpoint", "logs", "cp"}
+
+const bashCompletion = `# bash completion for corral; load with: source <(corral completion bash)
+_corral() {
+  local cur=${COMP_WORDS[COMP_CWORD]}
+  if [ "$COMP_CWORD" -eq 1 ]; then
+    COMPREPLY=($(compgen -W "%[1]s" -- "$cur")); return
+  fi
+  case "${COMP_WORDS[1]}" in
+    %[2]s)
+      case "$cur" in
+        -*) ;;
+        *) COMPREPLY=($(compgen -W "$(corral ls -q 2>/dev/null)" -- "$cur")); return ;;
+      esac ;;
+    %[3]s)
+      if [ "$COMP_CWORD" -eq 2 ]; then COMPREPLY=($(compgen -W "$(_corral_sub ${COMP_WORDS[1]})" -- "$cur")); return; fi ;;
+  esac
+  COMPREPLY=($(compgen -f -- "$cur"))
+}
+_corral_sub() {
+  case "$1" in
+%[4]s
+  esac
+}
+complete -F _corral corral
+`
+
+const zshCompletion = `#compdef corral
+# zsh completion for corral; load with: source <(corral completion zsh)
+_corral() {
+  if (( CURRENT == 2 )); then
+    compadd -- %[1]s; return
+  fi
+  case "${words[2]}" in
+    %[2]s)
+      if [[ "${words[CURRENT]}" != -* ]]; then compadd -- ${(f)"$(corral ls -q 2>/dev/null)"}; fi ;;
+%[3]s
+    *) _files ;;
+  esac
+}
+compdef _corral corral
+`
+
+const fishCompletion = `# fish completion for corral; load with: corral completion fish | source
+complete -c corral -f
+complete -c corral -n "__fish_use_subcommand" -a "%[1]s"
+complete -c corral -n "__fish_seen_subcommand_from %[2]s" -a "(corral ls -q 2>/dev/null)"
+%[3]s`
+
+// subcommands of the commands that have them.
+var subcommands = map[string][]string{
+	"config":     {"set", "use", "ls", "rm", "init"},
+	"image":      {"import", "pull", "ls", "rm", "gc"},
+	"keys":       {"create", "ls", "revoke"},
+	"snapshot":   {"create", "ls", "rm"},
+	"completion": {"bash", "zsh", "fish"},
+}
+
+func runCompletion(_ context.Context, e *env, args []string) int {
+	if len(args) != 1 {
+		fmt.Fprintln(e.stderr, "Usage: corral completion bash|zsh|fish\n\n  bash: source <(corral completion bash)\n  zsh:  source <(corral completion zsh)\n  fish: corral completion fish | source")
+		return 2
+	}
+	var names []string
+	for _, c := range commands() {
+		names = append(names, c.name)
+	}
+	sort.Strings(names)
+	var withSubs []string
+	for k := range subcommands {
+		withSubs = append(withSubs, k)
+	}
+	sort.Strings(withSubs)
+	switch args[0] {
+	case "bash":
+		var cases strings.Builder
+		for _, k := range withSubs {
+			fmt.Fprintf(&cases, "    %s) echo %q ;;\n", k, strings.Join(subcommands[k], " "))
+		}
+		fmt.Fprintf(e.stdout, bashCompletion, strings.Join(names, " "), strings.Join(idCommands, "|"), strings.Join(withSubs, "|"), strings.TrimRight(cases.String(), "\n"))
+	case "zsh":
+		var cases strings.Builder
+		for _, k := range withSubs {
+			fmt.Fprintf(&cases, "    %s) (( CURRENT == 3 )) && compadd -- %s ;;\n", k, strings.Join(subcommands[k], " "))
+		}
+		fmt.Fprintf(e.stdout, zshCompletion, strings.Join(names, " "), strings.Join(idCommands, "|"), strings.TrimRight(cases.String(), "\n"))
+	case "fish":
+		var subs strings.Builder
+		for _, k := range withSubs {
+			fmt.Fprintf(&subs, "complete -c corral -n \"__fish_seen_subcommand_from %s\" -a %q\n", k, strings.Join(subcommands[k], " "))
+		}
+		fmt.Fprintf(e.stdout, fishCompletion, strings.Join(names, " "), strings.Join(idCommands, " "), subs.String())
+	default:
+		return fail(e, "completion: unknown shell %q (bash, zsh, fish)", args[0])
+	}
+	return 0
+}

@@ -1,0 +1,470 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/corral-dev/corral/api"
+	"github.com/corral-dev/corral/sdk"
+)
+
+func runCreate(ctx context.Context, e *env, args []string) int {
+	fs := newFlagSet(e, "create", "create --image REF [flags]")
+	var cf clientFlags
+	cf.register(fs, "id", "json", "yaml")
+	image := fs.String("image", "", "image reference, or \"host\" on the native runtime (required unless --snapshot)")
+	snapshot := fs.String("snapshot", "", "create from this snapshot instead of an image")
+	envs := newKV("-e")
+	fs.Var(envs, "e", "environment variable KEY=VALUE (repeatable)")
+	meta := newKV("-l")
+	fs.Var(meta, "l", "metadata label KEY=VALUE (repeatable)")
+	fs.Var(meta, "metadata", "same as -l")
+	cpu := fs.String("cpu", "", "CPU limit, such as 1 or 500m")
+	memory := fs.String("memory", "", "memory limit, such as 512Mi or 2Gi")
+	res := newKV("--resource")
+	fs.Var(res, "resource", "other resource limit KEY=VALUE, such as pids=256 (repeatable)")
+	timeout := fs.Duration("timeout", 30*time.Minute, "time to live; the sandbox is deleted after it (0: no expiry)")
+	entry := fs.String("entrypoint", "", `command the sandbox runs: words split on spaces, or a JSON array such as '["sh","-c","sleep 1d"]'`)
+	wait := fs.Bool("wait", false, "return only once the sandbox runs and answers commands")
+	if ok, code := parseNoArgs(fs, e, args, "create"); !ok {
+		return code
+	}
+	if (*image == "") == (*snapshot == "") {
+		return fail(e, "create: give --image or --snapshot (one of them)")
+	}
+	req := api.CreateSandboxRequest{SnapshotID: *snapshot, Metadata: meta.m}
+	if *image != "" {
+		req.Image = &api.ImageSpec{URI: *image}
+	}
+	if *timeout < 0 {
+		return fail(e, "create: --timeout must not be negative")
+	}
+	if *timeout > 0 {
+		secs := int64((*timeout + time.Second - 1) / time.Second)
+		req.Timeout = &secs
+	}
+	if len(envs.m) > 0 {
+		req.Env = map[string]*string{}
+		for k, v := range envs.m {
+			req.Env[k] = &v
+		}
+	}
+	limits := map[string]string{}
+	for k, v := range res.m {
+		limits[k] = v
+	}
+	if *cpu != "" {
+		limits["cpu"] = *cpu
+	}
+	if *memory != "" {
+		limits["memory"] = *memory
+	}
+	if len(limits) > 0 {
+		req.ResourceLimits = limits
+	}
+	if *entry != "" {
+		if strings.HasPrefix(strings.TrimSpace(*entry), "[") {
+			if err := json.Unmarshal([]byte(*entry), &req.Entrypoint); err != nil {
+				return fail(e, "create: --entrypoint is not a JSON array of strings: %v", err)
+			}
+		} else {
+			req.Entrypoint = strings.Fields(*entry)
+		}
+	}
+	c, err := cf.client(e)
+	if err != nil {
+		return cf.fail(e, err, 1)
+	}
+	start := time.Now()
+	out, err := c.CreateSandbox(ctx, req, sdk.CreateOptions{Wait: *wait})
+	if err != nil {
+		if out != nil {
+			err = fmt.Errorf("sandbox %s was created but did not become ready: %w", out.ID, err)
+		}
+		return cf.apiFail(e, err)
+	}
+	if cf.output != "id" {
+		_ = printValue(e.stdout, cf.output, out)
+		return 0
+	}
+	fmt.Fprintln(e.stdout, out.ID)
+	if isTerminal(e.stderr) {
+		fmt.Fprintf(e.stderr, "created %s (%s) in %v\n", out.ID, out.Status.State, time.Since(start).Round(time.Millisecond))
+	}
+	return 0
+}
+
+// parseNoArgs parses flags of a command that takes no positional arguments.
+func parseNoArgs(fs *flag.FlagSet, e *env, args []string, name string) (bool, int) {
+	pos, tail, ok, code := parseArgs(fs, e, args, -1)
+	if !ok {
+		return false, code
+	}
+	if len(pos)+len(tail) > 0 {
+		fmt.Fprintf(e.stderr, "corral: %s takes no arguments (got %q)\n", name, append(pos, tail...))
+		return false, 2
+	}
+	return true, 0
+}
+
+func runList(ctx context.Context, e *env, args []string) int {
+	fs := newFlagSet(e, "ls", "ls [--state STATE] [-l KEY=VALUE] [-q] [-o table|json|yaml]")
+	var cf clientFlags
+	cf.register(fs)
+	var states listFlag
+	fs.Var(&states, "state", "only sandboxes in this state: Pending, Running, Paused, ... (repeatable)")
+	meta := newKV("-l")
+	fs.Var(meta, "l", "only sandboxes with this metadata KEY=VALUE (repeatable)")
+	quiet := fs.Bool("q", false, "print ids only")
+	if ok, code := parseNoArgs(fs, e, args, "ls"); !ok {
+		return code
+	}
+	c, err := cf.client(e)
+	if err != nil {
+		return cf.fail(e, err, 1)
+	}
+	items := []api.Sandbox{}
+	for sb, err := range c.Sandboxes(ctx, sdk.ListOptions{States: states, Metadata: meta.m}) {
+		if err != nil {
+			return cf.apiFail(e, err)
+		}
+		items = append(items, sb)
+	}
+	switch {
+	case *quiet:
+		for _, sb := range items {
+			fmt.Fprintln(e.stdout, sb.ID)
+		}
+	case cf.output != "table":
+		_ = printValue(e.stdout, cf.output, items)
+	default:
+		now := time.Now()
+		t := newTable(e.stdout, "ID", "IMAGE", "STATE", "AGE", "EXPIRES", "METADATA")
+		for _, sb := range items {
+			t.row(sb.ID, imageOf(sb), sb.Status.State, age(sb.CreatedAt, now), expiresIn(sb.ExpiresAt, now), labels(sb.Metadata))
+		}
+		t.flush()
+	}
+	return 0
+}
+
+func imageOf(sb api.Sandbox) string {
+	switch {
+	case sb.Image != nil:
+		return sb.Image.URI
+	case sb.SnapshotID != "":
+		return "snapshot:" + sb.SnapshotID
+	}
+	return "-"
+}
+
+func expiresIn(t *time.Time, now time.Time) string {
+	if t == nil {
+		return "never"
+	}
+	if t.Before(now) {
+		return "expired"
+	}
+	return "in " + age(*t, now)
+}
+
+func labels(m map[string]string) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for i, k := range keys {
+		keys[i] = k + "=" + m[k]
+	}
+	return strings.Join(keys, ",")
+}
+
+func runGet(ctx context.Context, e *env, args []string) int {
+	fs := newFlagSet(e, "get", "get ID [-o table|json|yaml]")
+	var cf clientFlags
+	cf.register(fs)
+	pos, _, ok, code := parseArgs(fs, e, args, -1)
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 {
+		return fail(e, "get: give one sandbox id")
+	}
+	c, err := cf.client(e)
+	if err != nil {
+		return cf.fail(e, err, 1)
+	}
+	id, err := resolveID(ctx, c, pos[0])
+	if err != nil {
+		return cf.apiFail(e, err)
+	}
+	sb, err := c.GetSandbox(ctx, id)
+	if err != nil {
+		return cf.apiFail(e, err)
+	}
+	if cf.output != "table" {
+		_ = printValue(e.stdout, cf.output, sb)
+		return 0
+	}
+	now := time.Now()
+	t := newTable(e.stdout, "FIELD", "VALUE")
+	t.row("id", sb.ID)
+	t.row("image", imageOf(*sb))
+	t.row("state", sb.Status.State)
+	if sb.Status.Reason != "" || sb.Status.Message != "" {
+		t.row("reason", strings.TrimSpace(sb.Status.Reason+" "+sb.Status.Message))
+	}
+	t.row("created", sb.CreatedAt.Local().Format(time.RFC3339)+" ("+age(sb.CreatedAt, now)+" ago)")
+	if sb.ExpiresAt != nil {
+		t.row("expires", sb.ExpiresAt.Local().Format(time.RFC3339)+" ("+expiresIn(sb.ExpiresAt, now)+")")
+	} else {
+		t.row("expires", "never")
+	}
+	t.row("entrypoint", commandLine(sb.Entrypoint))
+	t.row("metadata", labels(sb.Metadata))
+	t.flush()
+	return 0
+}
+
+// forEachID runs fn for each sandbox id (or prefix) given, reporting
+// failures and going on; the exit code is 1 if any failed.
+func forEachID(ctx context.Context, e *env, args []string, name, synopsis string, fn func(c *sdk.Client, id string) error) int {
+	fs := newFlagSet(e, name, synopsis)
+	var cf clientFlags
+	cf.register(fs, "table", "json", "yaml")
+	pos, _, ok, code := parseArgs(fs, e, args, -1)
+	if !ok {
+		return code
+	}
+	if len(pos) == 0 {
+		return fail(e, "%s: give at least one sandbox id", name)
+	}
+	c, err := cf.client(e)
+	if err != nil {
+		return cf.fail(e, err, 1)
+	}
+	status := 0
+	for _, p := range pos {
+		id, err := resolveID(ctx, c, p)
+		if err == nil {
+			err = fn(c, id)
+		}
+		if err != nil {
+			status = cf.apiFail(e, err)
+			continue
+		}
+		fmt.Fprintln(e.stdout, id)
+	}
+	return status
+}
+
+func runKill(ctx context.Context, e *env, args []string) int {
+	return forEachID(ctx, e, args, "kill", "kill ID...", func(c *sdk.Client, id string) error {
+		return c.DeleteSandbox(ctx, id)
+	})
+}
+
+func runPause(ctx context.Context, e *env, args []string) int {
+	return forEachID(ctx, e, args, "pause", "pause ID...", func(c *sdk.Client, id string) error {
+		return c.PauseSandbox(ctx, id)
+	})
+}
+
+func runResume(ctx context.Context, e *env, args []string) int {
+	return forEachID(ctx, e, args, "resume", "resume ID...", func(c *sdk.Client, id string) error {
+		return c.ResumeSandbox(ctx, id)
+	})
+}
+
+func runRenew(ctx context.Context, e *env, args []string) int {
+	fs := newFlagSet(e, "renew", "renew ID [--timeout 30m]")
+	var cf clientFlags
+	cf.register(fs)
+	timeout := fs.Duration("timeout", 30*time.Minute, "new time to live, from now")
+	pos, _, ok, code := parseArgs(fs, e, args, -1)
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 || *timeout <= 0 {
+		return fail(e, "renew: give one sandbox id and a positive --timeout")
+	}
+	c, err := cf.client(e)
+	if err != nil {
+		return cf.fail(e, err, 1)
+	}
+	id, err := resolveID(ctx, c, pos[0])
+	if err != nil {
+		return cf.apiFail(e, err)
+	}
+	at, err := c.RenewSandbox(ctx, id, time.Now().Add(*timeout))
+	if err != nil {
+		return cf.apiFail(e, err)
+	}
+	if cf.output != "table" {
+		_ = printValue(e.stdout, cf.output, api.RenewSandboxExpirationResponse{ExpiresAt: at})
+		return 0
+	}
+	fmt.Fprintf(e.stdout, "%s expires at %s\n", id, at.Local().Format(time.RFC3339))
+	return 0
+}
+
+func runEndpoint(ctx context.Context, e *env, args []string) int {
+	fs := newFlagSet(e, "endpoint", "endpoint ID PORT [--server-proxy]")
+	var cf clientFlags
+	cf.register(fs, "url", "json", "yaml")
+	proxy := fs.Bool("server-proxy", false, "route through the server (for clients that cannot reach the sandbox host)")
+	pos, _, ok, code := parseArgs(fs, e, args, -1)
+	if !ok {
+		return code
+	}
+	if len(pos) != 2 {
+		return fail(e, "endpoint: give a sandbox id and a port")
+	}
+	port, err := strconv.Atoi(pos[1])
+	if err != nil {
+		return fail(e, "endpoint: port %q is not a number", pos[1])
+	}
+	c, err := cf.client(e)
+	if err != nil {
+		return cf.fail(e, err, 1)
+	}
+	id, err := resolveID(ctx, c, pos[0])
+	if err != nil {
+		return cf.apiFail(e, err)
+	}
+	ep, err := c.GetEndpoint(ctx, id, port, *proxy)
+	if err != nil {
+		return cf.apiFail(e, err)
+	}
+	if cf.output != "url" {
+		_ = printValue(e.stdout, cf.output, ep)
+		return 0
+	}
+	scheme := "http://"
+	if strings.HasPrefix(c.BaseURL(), "https://") {
+		scheme = "https://"
+	}
+	fmt.Fprintln(e.stdout, scheme+ep.Endpoint)
+	for k, v := range ep.Headers {
+		fmt.Fprintf(e.stderr, "send header %s: %s\n", k, v)
+	}
+	return 0
+}
+
+func runSnapshot(ctx context.Context, e *env, args []string) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprintln(e.stderr, `Usage: corral snapshot <command>
+
+  corral snapshot create ID [--name NAME]   snapshot a running sandbox (prints the snapshot id)
+  corral snapshot ls [--sandbox ID]         list snapshots
+  corral snapshot rm SNAPSHOT...            delete snapshots
+
+Create a sandbox from one with 'corral create --snapshot SNAPSHOT'.`)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	var cf clientFlags
+	switch args[0] {
+	case "create":
+		fs := newFlagSet(e, "snapshot create", "snapshot create ID [--name NAME]")
+		cf.register(fs, "id", "json", "yaml")
+		name := fs.String("name", "", "a name to recognise it by")
+		pos, _, ok, code := parseArgs(fs, e, args[1:], -1)
+		if !ok {
+			return code
+		}
+		if len(pos) != 1 {
+			return fail(e, "snapshot create: give one sandbox id")
+		}
+		c, err := cf.client(e)
+		if err != nil {
+			return cf.fail(e, err, 1)
+		}
+		id, err := resolveID(ctx, c, pos[0])
+		if err != nil {
+			return cf.apiFail(e, err)
+		}
+		sn, err := c.CreateSnapshot(ctx, id, *name)
+		if err != nil {
+			return cf.apiFail(e, err)
+		}
+		if cf.output != "id" {
+			_ = printValue(e.stdout, cf.output, sn)
+			return 0
+		}
+		fmt.Fprintln(e.stdout, sn.ID)
+		return 0
+	case "ls", "list":
+		fs := newFlagSet(e, "snapshot ls", "snapshot ls [--sandbox ID]")
+		cf.register(fs)
+		of := fs.String("sandbox", "", "only snapshots of this sandbox")
+		if ok, code := parseNoArgs(fs, e, args[1:], "snapshot ls"); !ok {
+			return code
+		}
+		c, err := cf.client(e)
+		if err != nil {
+			return cf.fail(e, err, 1)
+		}
+		items := []api.Snapshot{}
+		for page := 1; ; page++ {
+			res, err := c.ListSnapshots(ctx, sdk.ListSnapshotsOptions{SandboxID: *of, Page: page, PageSize: 100})
+			if err != nil {
+				return cf.apiFail(e, err)
+			}
+			items = append(items, res.Items...)
+			if !res.Pagination.HasNextPage {
+				break
+			}
+		}
+		if cf.output != "table" {
+			_ = printValue(e.stdout, cf.output, items)
+			return 0
+		}
+		now := time.Now()
+		t := newTable(e.stdout, "ID", "SANDBOX", "NAME", "STATE", "AGE")
+		for _, s := range items {
+			t.row(s.ID, s.SandboxID, s.Name, s.Status.State, age(s.CreatedAt, now))
+		}
+		t.flush()
+		return 0
+	case "rm":
+		fs := newFlagSet(e, "snapshot rm", "snapshot rm SNAPSHOT...")
+		cf.register(fs)
+		pos, _, ok, code := parseArgs(fs, e, args[1:], -1)
+		if !ok {
+			return code
+		}
+		if len(pos) == 0 {
+			return fail(e, "snapshot rm: give at least one snapshot id")
+		}
+		c, err := cf.client(e)
+		if err != nil {
+			return cf.fail(e, err, 1)
+		}
+		status := 0
+		for _, id := range pos {
+			if err := c.DeleteSnapshot(ctx, id); err != nil {
+				status = cf.apiFail(e, err)
+				continue
+			}
+			fmt.Fprintln(e.stdout, id)
+		}
+		return status
+	}
+	return fail(e, "snapshot: unknown command %q (create, ls, rm)", args[0])
+}

@@ -1,0 +1,338 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package e2e
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+	"go.yaml.in/yaml/v4"
+	"golang.org/x/sys/unix"
+
+	"github.com/corral-dev/corral/api"
+)
+
+// cli runs the corral binary against one server, as a user would: the
+// server and key come from the environment, profiles from a private file.
+type cli struct {
+	t   *testing.T
+	env []string
+}
+
+func newCLI(t *testing.T, s *server) *cli {
+	return &cli{t: t, env: append(os.Environ(),
+		"CORRAL_SERVER="+s.url, "CORRAL_API_KEY="+testKey, "OPEN_SANDBOX_DOMAIN=", "OPEN_SANDBOX_API_KEY=",
+		"CORRAL_CONFIG="+filepath.Join(t.TempDir(), "config.toml"))}
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+func (c *cli) run(stdin io.Reader, args ...string) result {
+	c.t.Helper()
+	cmd := exec.CommandContext(ctx(c.t), binary, args...)
+	cmd.Env = c.env
+	cmd.Stdin = stdin
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		c.t.Fatalf("corral %v: %v", args, err)
+	}
+	return result{out.String(), errb.String(), code}
+}
+
+// ok runs a command that must succeed and returns its stdout.
+func (c *cli) ok(args ...string) string {
+	c.t.Helper()
+	r := c.run(nil, args...)
+	if r.code != 0 {
+		c.t.Fatalf("corral %s: exit %d\n%s", strings.Join(args, " "), r.code, r.stderr)
+	}
+	return r.stdout
+}
+
+// wantError checks a failure: its exit code and a one-line message.
+func (c *cli) wantError(r result, code int, contains string) {
+	c.t.Helper()
+	if r.code != code || !strings.Contains(r.stderr, contains) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+		c.t.Errorf("exit %d (want %d), stderr %q (want one line with %q)", r.code, code, r.stderr, contains)
+	}
+}
+
+func sha(t *testing.T, path string) [32]byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		t.Fatal(err)
+	}
+	return [32]byte(h.Sum(nil))
+}
+
+// treeOf describes a directory tree: path → mode, kind and content.
+func treeOf(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			l, _ := os.Readlink(p)
+			out[rel] = "link " + l
+		case fi.IsDir():
+			out[rel] = fi.Mode().Perm().String() + " dir"
+		default:
+			out[rel] = fi.Mode().Perm().String() + " " + hexOf(sha(t, p))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestCLIAgainstARealSandbox drives the built CLI against a sandbox of
+// the native runtime: output formats, exit codes, streams, copies both
+// ways, background commands and errors.
+func TestCLIAgainstARealSandbox(t *testing.T) {
+	requireOCI(t)
+	t.Parallel()
+	s := startServer(t, t.TempDir(), "--runtime", "oci")
+	c := newCLI(t, s)
+
+	id := strings.TrimSpace(c.ok("create", "--image", "host", "--wait", "-l", "team=a", "--timeout", "10m"))
+	if len(id) != 36 {
+		t.Fatalf("create printed %q, want an id", id)
+	}
+	var list []api.Sandbox
+	if err := json.Unmarshal([]byte(c.ok("ls", "-o", "json")), &list); err != nil || len(list) != 1 || list[0].ID != id {
+		t.Fatalf("ls -o json = %v %v", list, err)
+	}
+	var ylist []map[string]any
+	if err := yaml.Unmarshal([]byte(c.ok("ls", "-o", "yaml", "-l", "team=a", "--state", "Running")), &ylist); err != nil || len(ylist) != 1 || ylist[0]["id"] != id {
+		t.Errorf("ls -o yaml = %v %v", ylist, err)
+	}
+	if out := c.ok("ls", "-q", "-l", "team=b"); out != "" {
+		t.Errorf("ls filtered to nothing = %q", out)
+	}
+	if out := c.ok("ls"); !strings.Contains(out, id) || !strings.Contains(out, "Running") || !strings.Contains(out, "team=a") {
+		t.Errorf("ls table = %q", out)
+	}
+	var got api.Sandbox
+	if err := json.Unmarshal([]byte(c.ok("get", id[:8], "-o", "json")), &got); err != nil || got.ID != id {
+		t.Errorf("get by prefix = %+v %v", got, err)
+	}
+
+	// Exit codes and streams.
+	r := c.run(nil, "exec", id, "--", "sh", "-c", "echo out; echo err >&2; exit 7")
+	if r.code != 7 || r.stdout != "out\n" || r.stderr != "err\n" {
+		t.Errorf("exec exit 7: %+v", r)
+	}
+	r = c.run(nil, "exec", "-w", "/tmp", "-e", "A=b c", id, "echo $A; pwd; printf 'no newline'")
+	if r.code != 0 || r.stdout != "b c\n/tmp\nno newline" {
+		t.Errorf("exec with -w -e: %+v", r)
+	}
+	r = c.run(strings.NewReader("hello\n"), "exec", "-i", id, "--", "wc", "-c")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "6" {
+		t.Errorf("exec -i with stdin: %+v", r)
+	}
+	if r = c.run(nil, "exec", "--timeout", "300ms", id, "--", "sleep", "30"); r.code == 0 {
+		t.Errorf("exec past its timeout exited 0: %+v", r)
+	}
+	cmdID := strings.TrimSpace(c.ok("exec", "-d", id, "--", "sh", "-c", "echo first; sleep 0.5; echo second"))
+	if out := c.ok("logs", "-f", id, cmdID); out != "first\nsecond\n" {
+		t.Errorf("logs -f = %q", out)
+	}
+
+	// Copies: a 100 MiB file and a tree, both ways, byte for byte.
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.bin")
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.CopyN(f, rand.Reader, 100<<20); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	c.ok("cp", big, id+":/work/")
+	c.ok("cp", id+":/work/big.bin", filepath.Join(dir, "back.bin"))
+	if sha(t, big) != sha(t, filepath.Join(dir, "back.bin")) {
+		t.Error("the 100 MiB file changed on its way in and out")
+	}
+	if out := c.ok("exec", id, "--", "sha256sum", "/work/big.bin"); !strings.HasPrefix(out, hexOf(sha(t, big))) {
+		t.Errorf("inside, the file hashes to %q", out)
+	}
+	tree := filepath.Join(dir, "tree")
+	for _, d := range []string{"src/pkg", "empty"} {
+		if err := os.MkdirAll(filepath.Join(tree, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = os.WriteFile(filepath.Join(tree, "src/pkg/main.go"), []byte("package main\n"), 0o644)
+	_ = os.WriteFile(filepath.Join(tree, "run.sh"), []byte("#!/bin/sh\necho run\n"), 0o755)
+	_ = os.WriteFile(filepath.Join(tree, "src/secret"), []byte("s"), 0o600)
+	_ = os.Symlink("src/pkg/main.go", filepath.Join(tree, "link"))
+	c.ok("cp", tree, id+":/work/tree")
+	if out := c.ok("exec", id, "/work/tree/run.sh; readlink /work/tree/link; stat -c %a /work/tree/src/secret"); out != "run\nsrc/pkg/main.go\n600\n" {
+		t.Errorf("the tree inside: %q", out)
+	}
+	c.ok("cp", id+":/work/tree", filepath.Join(dir, "tree-back"))
+	want, gotTree := treeOf(t, tree), treeOf(t, filepath.Join(dir, "tree-back"))
+	if len(want) != len(gotTree) {
+		t.Errorf("tree came back with %d entries, want %d", len(gotTree), len(want))
+	}
+	for k, v := range want {
+		if gotTree[k] != v {
+			t.Errorf("tree entry %s = %q, want %q", k, gotTree[k], v)
+		}
+	}
+	c.run(strings.NewReader("from stdin"), "cp", "-", id+":/work/stdin.txt")
+	if r := c.run(nil, "cp", id+":/work/stdin.txt", "-"); r.stdout != "from stdin" {
+		t.Errorf("cp to stdout = %+v", r)
+	}
+
+	if out := c.ok("endpoint", id, "44772"); !strings.HasPrefix(out, "http://127.0.0.1:") {
+		t.Errorf("endpoint = %q", out)
+	}
+	if out := c.ok("renew", id, "--timeout", "2h"); !strings.Contains(out, "expires at") {
+		t.Errorf("renew = %q", out)
+	}
+
+	// Errors: one sentence with the request id, or JSON with -o json.
+	c.wantError(c.run(nil, "get", "no-such-sandbox"), 1, "request id")
+	r = c.run(nil, "get", "no-such-sandbox", "-o", "json")
+	var je struct{ Error, Kind, Code, RequestID string }
+	if err := json.Unmarshal([]byte(r.stderr), &je); err != nil || r.code != 1 || je.Kind != "not_found" || je.RequestID == "" {
+		t.Errorf("-o json error = %q (%v)", r.stderr, err)
+	}
+	c.wantError(c.run(nil, "exec", "no-such-sandbox", "--", "true"), 125, "not found")
+	c.wantError(c.run(nil, "cp", id+":/no/such/file", dir), 1, "no such file")
+	c.wantError(c.run(nil, "create"), 1, "--image")
+	if r := c.run(nil, "exec", id); r.code != 1 && r.code != 2 {
+		t.Errorf("exec without a command: %+v", r)
+	}
+	wrongKey := &cli{t: t, env: append(c.env, "CORRAL_API_KEY=ck_wrong")}
+	wrongKey.wantError(wrongKey.run(nil, "ls"), 1, "--api-key")
+
+	if out := c.ok("kill", id[:8]); strings.TrimSpace(out) != id {
+		t.Errorf("kill printed %q", out)
+	}
+	c.wantError(c.run(nil, "get", id), 1, "not found")
+}
+
+func hexOf(b [32]byte) string { return hex.EncodeToString(b[:]) }
+
+// TestCLIShellThroughAPseudoTerminal types into `corral shell` on a real
+// pseudo-terminal: a command and its output, a resize the shell sees, and
+// an exit that leaves the terminal as it found it.
+func TestCLIShellThroughAPseudoTerminal(t *testing.T) {
+	requireOCI(t)
+	t.Parallel()
+	s := startServer(t, t.TempDir(), "--runtime", "oci")
+	c := newCLI(t, s)
+	id := strings.TrimSpace(c.ok("create", "--image", "host", "--wait"))
+
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptmx.Close()
+	defer tty.Close()
+	if err := pty.Setsize(ptmx, &pty.Winsize{Cols: 80, Rows: 24}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx(t), binary, "shell", id)
+	cmd.Env = c.env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	cmd.SysProcAttr = &unix.SysProcAttr{Setsid: true, Setctty: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out := &lockedBuffer{}
+	go func() { _, _ = io.Copy(out, ptmx) }()
+	expect := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !strings.Contains(out.String(), want) {
+			if time.Now().After(deadline) {
+				t.Fatalf("waited for %q; the terminal shows:\n%s", want, out.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	type_ := func(s string) {
+		if _, err := ptmx.Write([]byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type_("echo marker-$((6*7))\r")
+	expect("marker-42")
+	// The raw local terminal passes keys through: the remote shell echoes.
+	if err := pty.Setsize(ptmx, &pty.Winsize{Cols: 132, Rows: 43}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // SIGWINCH reaches the CLI, the resize the sandbox
+	type_("stty size\r")
+	expect("43 132")
+	type_("exit 5\r")
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 5 {
+			t.Errorf("shell ended with %v, want exit status 5", err)
+		}
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("the shell did not exit:\n%s", out.String())
+	}
+	after, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Lflag != before.Lflag || after.Iflag != before.Iflag || after.Oflag != before.Oflag {
+		t.Errorf("the terminal was not restored: lflag %#x→%#x iflag %#x→%#x", before.Lflag, after.Lflag, before.Iflag, after.Iflag)
+	}
+	if before.Lflag&unix.ECHO == 0 || before.Lflag&unix.ICANON == 0 {
+		t.Fatalf("the test terminal did not start in cooked mode")
+	}
+}
