@@ -45,6 +45,8 @@ required=(
   sdk.ExampleClient_CreateSandbox
   sdk.ExampleSandbox_Exec
   sdk.ExampleSandbox_Upload
+  test/e2e.TestCLIAgainstARealSandbox
+  test/e2e.TestCLIShellThroughAPseudoTerminal
 )
 
 command -v node >/dev/null && command -v npm >/dev/null || { echo "scripts/test.sh: node and npm are needed (the OpenSandbox JavaScript SDK scenario)" >&2; exit 1; }

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -335,4 +336,98 @@ func TestCLIShellThroughAPseudoTerminal(t *testing.T) {
 	if before.Lflag&unix.ECHO == 0 || before.Lflag&unix.ICANON == 0 {
 		t.Fatalf("the test terminal did not start in cooked mode")
 	}
+}
+
+// TestCLIProfilesLifecycleAndCompletion covers what needs no real
+// runtime: connection profiles, pause/resume/kill of several sandboxes,
+// snapshots, and completion scripts that the shells accept.
+func TestCLIProfilesLifecycleAndCompletion(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, t.TempDir(), "--runtime", "fake")
+	conf := filepath.Join(t.TempDir(), "corral", "config.toml")
+	// No server or key in the environment: only the profile says where.
+	c := &cli{t: t, env: append(os.Environ(), "CORRAL_SERVER=", "CORRAL_API_KEY=", "OPEN_SANDBOX_DOMAIN=", "OPEN_SANDBOX_API_KEY=", "CORRAL_CONFIG="+conf)}
+	c.wantError(c.run(nil, "ls"), 1, "is the server running")
+	c.ok("config", "set", "dev", "--server", s.url, "--api-key", testKey)
+	c.ok("config", "set", "broken", "--server", "http://127.0.0.1:1", "--api-key", "ck_x")
+	if fi, err := os.Stat(conf); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("profile file: %v %v (want mode 0600: it holds keys)", fi, err)
+	}
+	if out := c.ok("config", "ls"); !regexp.MustCompile(`(?m)^\*\s+dev\s`).MatchString(out) || strings.Contains(out, testKey) {
+		t.Errorf("config ls = %q (the current profile starred, keys hidden)", out)
+	}
+	if out := c.ok("ls"); !strings.HasPrefix(out, "ID") {
+		t.Errorf("ls through the profile = %q", out)
+	}
+	c.wantError(c.run(nil, "ls", "--profile", "nope"), 1, `no profile "nope"`)
+	c.ok("config", "use", "broken")
+	c.wantError(c.run(nil, "ls"), 1, "is the server running")
+	if out := c.ok("ls", "--profile", "dev", "-q"); out != "" {
+		t.Errorf("ls --profile dev = %q", out)
+	}
+	c.ok("config", "rm", "broken")
+	c.ok("config", "use", "dev")
+
+	a := strings.TrimSpace(c.ok("create", "--image", "fake:ok", "-e", "K=V", "--cpu", "1", "--memory", "256Mi", "--entrypoint", `["sleep","1d"]`))
+	b := strings.TrimSpace(c.ok("create", "--image", "fake:ok", "--timeout", "0"))
+	if out := c.ok("pause", a, b); out != a+"\n"+b+"\n" {
+		t.Errorf("pause = %q", out)
+	}
+	if out := c.ok("ls", "--state", "Paused", "-q"); strings.Count(out, "\n") != 2 {
+		t.Errorf("paused = %q", out)
+	}
+	c.wantError(c.run(nil, "exec", a, "--", "true"), 125, "Paused")
+	c.ok("resume", a, b)
+	var sb api.Sandbox
+	if err := json.Unmarshal([]byte(c.ok("get", a, "-o", "json")), &sb); err != nil || sb.Status.State != api.StateRunning || len(sb.Entrypoint) != 2 || sb.ExpiresAt == nil {
+		t.Errorf("get = %+v %v", sb, err)
+	}
+	snap := strings.TrimSpace(c.ok("snapshot", "create", a, "--name", "first"))
+	if out := c.ok("snapshot", "ls", "--sandbox", a); !strings.Contains(out, snap) || !strings.Contains(out, "first") {
+		t.Errorf("snapshot ls = %q", out)
+	}
+	testutilWaitSnapshotCLI(t, c, snap)
+	from := strings.TrimSpace(c.ok("create", "--snapshot", snap))
+	c.ok("snapshot", "rm", snap)
+	// kill goes on past a failure and reports it.
+	r := c.run(nil, "kill", a, "no-such-sandbox", b, from)
+	if r.code != 1 || strings.Count(r.stdout, "\n") != 3 || !strings.Contains(r.stderr, "no-such-sandbox") {
+		t.Errorf("kill with one bad id = %+v", r)
+	}
+	if out := c.ok("ls", "-q"); out != "" {
+		t.Errorf("after kill: %q", out)
+	}
+
+	for _, sh := range []struct{ name, check string }{{"bash", "bash -n"}, {"zsh", "zsh -n"}, {"fish", "fish -n"}} {
+		script := c.ok("completion", sh.name)
+		if !strings.Contains(script, "exec") || !strings.Contains(script, "ls -q") {
+			t.Errorf("%s completion lacks commands or id completion", sh.name)
+		}
+		bin := strings.Fields(sh.check)[0]
+		if _, err := exec.LookPath(bin); err != nil {
+			continue // only the shells this machine has can check syntax
+		}
+		chk := exec.Command(bin, "-n")
+		chk.Stdin = strings.NewReader(script)
+		if out, err := chk.CombinedOutput(); err != nil {
+			t.Errorf("%s rejects its completion script: %v\n%s", sh.name, err, out)
+		}
+	}
+}
+
+// testutilWaitSnapshotCLI waits for a snapshot to be Ready.
+func testutilWaitSnapshotCLI(t *testing.T, c *cli, id string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		var sn []api.Snapshot
+		_ = json.Unmarshal([]byte(c.ok("snapshot", "ls", "-o", "json")), &sn)
+		for _, s := range sn {
+			if s.ID == id && s.Status.State == api.SnapshotReady {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("snapshot %s never became Ready", id)
 }
