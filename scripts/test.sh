@@ -15,6 +15,7 @@ command -v wrk >/dev/null || need+=(wrk)
 command -v runc >/dev/null || need+=(runc)
 [ -x /bin/busybox ] || need+=(busybox-static)
 command -v unshare >/dev/null || need+=(util-linux)
+command -v npm >/dev/null || need+=(nodejs npm)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
@@ -47,9 +48,9 @@ required=(
   sdk.ExampleSandbox_Upload
   test/e2e.TestCLIAgainstARealSandbox
   test/e2e.TestCLIShellThroughAPseudoTerminal
+  test/e2e.TestDocumentedExamples
 )
 
-command -v node >/dev/null && command -v npm >/dev/null || { echo "scripts/test.sh: node and npm are needed (the OpenSandbox JavaScript SDK scenario)" >&2; exit 1; }
 
 go vet ./...
 go test -race -json -timeout 60m ./... | go run ./hack/tiercheck "${required[@]}"
