@@ -126,3 +126,56 @@ func sandbox(ctx context.Context, c *sdk.Client, id string) (*sdk.Sandbox, error
 	}
 	return c.Sandbox(ctx, full, sdk.SandboxOptions{})
 }
+
+// invocation is a parsed client command, connected to its server.
+type invocation struct {
+	c    *sdk.Client
+	pos  []string // positional arguments; with resolveID, pos[0] is a full sandbox id
+	tail []string // what followed "--" (or the positional limit)
+}
+
+// setup parses args (see parseArgs; maxPos bounds the positionals), asks
+// check whether they are right (a non-empty answer is printed as a usage
+// error), connects, and with resolveID turns pos[0] from an id prefix into
+// the full id. When ok is false the command returns code; failures to
+// connect or resolve exit with errCode.
+func (cf *clientFlags) setup(ctx context.Context, e *env, fs *flag.FlagSet, args []string, maxPos int, resolve bool, errCode int,
+	check func(pos, tail []string) string) (inv invocation, ok bool, code int) {
+	pos, tail, ok, code := parseArgs(fs, e, args, maxPos)
+	if !ok {
+		return inv, false, code
+	}
+	if msg := check(pos, tail); msg != "" {
+		return inv, false, fail(e, "%s", msg)
+	}
+	c, err := cf.client(e)
+	if err != nil {
+		return inv, false, cf.fail(e, err, errCode)
+	}
+	if resolve && len(pos) > 0 {
+		if pos[0], err = resolveID(ctx, c, pos[0]); err != nil {
+			return inv, false, cf.fail(e, err, errCode)
+		}
+	}
+	return invocation{c: c, pos: pos, tail: tail}, true, 0
+}
+
+// nArgs is a check for setup: exactly n positionals, else msg.
+func nArgs(n int, msg string) func(pos, tail []string) string {
+	return func(pos, _ []string) string {
+		if len(pos) != n {
+			return msg
+		}
+		return ""
+	}
+}
+
+// someArgs is a check for setup: at least one positional, else msg.
+func someArgs(msg string) func(pos, tail []string) string {
+	return func(pos, _ []string) string {
+		if len(pos) == 0 {
+			return msg
+		}
+		return ""
+	}
+}

@@ -51,27 +51,28 @@ func runCp(ctx context.Context, e *env, args []string) int {
 	var cf clientFlags
 	cf.register(fs, "text", "json")
 	quiet := fs.Bool("q", false, "draw no progress bar")
-	pos, _, ok, code := parseArgs(fs, e, args, -1)
+	var id, srcPath, dstPath string
+	var dstRemote bool
+	inv, ok, code := cf.setup(ctx, e, fs, args, -1, false, 1, func(pos, _ []string) string {
+		if len(pos) != 2 {
+			return "cp: give a source and a destination (see 'corral cp --help')"
+		}
+		srcID, src, srcRemote := splitRemote(pos[0])
+		dstID, dst, isRemote := splitRemote(pos[1])
+		if srcRemote == isRemote {
+			return "cp: exactly one of source and destination must be ID:PATH"
+		}
+		id, srcPath, dstPath, dstRemote = srcID, src, dst, isRemote
+		if dstRemote {
+			id = dstID
+		}
+		return ""
+	})
 	if !ok {
 		return code
 	}
-	if len(pos) != 2 {
-		return fail(e, "cp: give a source and a destination (see 'corral cp --help')")
-	}
-	srcID, srcPath, srcRemote := splitRemote(pos[0])
-	dstID, dstPath, dstRemote := splitRemote(pos[1])
-	if srcRemote == dstRemote {
-		return fail(e, "cp: exactly one of source and destination must be ID:PATH")
-	}
-	c, err := cf.client(e)
-	if err != nil {
-		return cf.fail(e, err, 1)
-	}
-	id := srcID
-	if dstRemote {
-		id = dstID
-	}
-	sb, err := sandbox(ctx, c, id)
+	pos := inv.pos
+	sb, err := sandbox(ctx, inv.c, id)
 	if err != nil {
 		return cf.fail(e, err, 1)
 	}

@@ -36,29 +36,29 @@ func runExec(ctx context.Context, e *env, args []string) int {
 	interactive := fs.Bool("i", false, "send this terminal's stdin to the command")
 	tty := fs.Bool("t", false, "run the command on a terminal (use with -i)")
 	user := fs.String("u", "", "run as UID or UID:GID")
-	pos, rest, ok, code := parseArgs(fs, e, args, 1)
+	var opts sdk.CommandOptions
+	inv, ok, code := cf.setup(ctx, e, fs, args, 1, false, exitCLIError, func(pos, rest []string) string {
+		if len(pos) != 1 || len(rest) == 0 {
+			return "exec: give a sandbox id and a command, such as: corral exec ID -- ls -l /"
+		}
+		opts = sdk.CommandOptions{Cwd: *workdir, Env: envs.m, Timeout: *timeout}
+		if *user != "" {
+			uid, gid, err := parseUser(*user)
+			if err != nil {
+				return "exec: " + err.Error()
+			}
+			opts.UID, opts.GID = uid, gid
+		}
+		return ""
+	})
 	if !ok {
 		return code
 	}
-	if len(pos) != 1 || len(rest) == 0 {
-		return fail(e, "exec: give a sandbox id and a command, such as: corral exec ID -- ls -l /")
-	}
-	opts := sdk.CommandOptions{Cwd: *workdir, Env: envs.m, Timeout: *timeout}
-	if *user != "" {
-		uid, gid, err := parseUser(*user)
-		if err != nil {
-			return fail(e, "exec: %v", err)
-		}
-		opts.UID, opts.GID = uid, gid
-	}
-	c, err := cf.client(e)
+	sb, err := sandbox(ctx, inv.c, inv.pos[0])
 	if err != nil {
 		return cf.fail(e, err, exitCLIError)
 	}
-	sb, err := sandbox(ctx, c, pos[0])
-	if err != nil {
-		return cf.fail(e, err, exitCLIError)
-	}
+	rest := inv.tail
 	script := commandLine(rest)
 	switch {
 	case *detach:
@@ -125,18 +125,11 @@ func runShell(ctx context.Context, e *env, args []string) int {
 	var cf clientFlags
 	cf.register(fs, "text", "json")
 	workdir := fs.String("w", "", "working directory in the sandbox")
-	pos, _, ok, code := parseArgs(fs, e, args, -1)
+	inv, ok, code := cf.setup(ctx, e, fs, args, -1, false, exitCLIError, nArgs(1, "shell: give one sandbox id"))
 	if !ok {
 		return code
 	}
-	if len(pos) != 1 {
-		return fail(e, "shell: give one sandbox id")
-	}
-	c, err := cf.client(e)
-	if err != nil {
-		return cf.fail(e, err, exitCLIError)
-	}
-	sb, err := sandbox(ctx, c, pos[0])
+	sb, err := sandbox(ctx, inv.c, inv.pos[0])
 	if err != nil {
 		return cf.fail(e, err, exitCLIError)
 	}
@@ -234,18 +227,12 @@ func runLogs(ctx context.Context, e *env, args []string) int {
 	var cf clientFlags
 	cf.register(fs, "text", "json")
 	follow := fs.Bool("f", false, "keep printing output until the command ends")
-	pos, _, ok, code := parseArgs(fs, e, args, -1)
+	inv, ok, code := cf.setup(ctx, e, fs, args, -1, false, 1, nArgs(2, "logs: give a sandbox id and the command id 'corral exec -d' printed"))
 	if !ok {
 		return code
 	}
-	if len(pos) != 2 {
-		return fail(e, "logs: give a sandbox id and the command id 'corral exec -d' printed")
-	}
-	c, err := cf.client(e)
-	if err != nil {
-		return cf.fail(e, err, 1)
-	}
-	sb, err := sandbox(ctx, c, pos[0])
+	pos := inv.pos
+	sb, err := sandbox(ctx, inv.c, pos[0])
 	if err != nil {
 		return cf.apiFail(e, err)
 	}

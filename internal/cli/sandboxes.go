@@ -196,22 +196,11 @@ func runGet(ctx context.Context, e *env, args []string) int {
 	fs := newFlagSet(e, "get", "get ID [-o table|json|yaml]")
 	var cf clientFlags
 	cf.register(fs)
-	pos, _, ok, code := parseArgs(fs, e, args, -1)
+	inv, ok, code := cf.setup(ctx, e, fs, args, -1, true, 1, nArgs(1, "get: give one sandbox id"))
 	if !ok {
 		return code
 	}
-	if len(pos) != 1 {
-		return fail(e, "get: give one sandbox id")
-	}
-	c, err := cf.client(e)
-	if err != nil {
-		return cf.fail(e, err, 1)
-	}
-	id, err := resolveID(ctx, c, pos[0])
-	if err != nil {
-		return cf.apiFail(e, err)
-	}
-	sb, err := c.GetSandbox(ctx, id)
+	sb, err := inv.c.GetSandbox(ctx, inv.pos[0])
 	if err != nil {
 		return cf.apiFail(e, err)
 	}
@@ -245,17 +234,11 @@ func forEachID(ctx context.Context, e *env, args []string, name, synopsis string
 	fs := newFlagSet(e, name, synopsis)
 	var cf clientFlags
 	cf.register(fs, "table", "json", "yaml")
-	pos, _, ok, code := parseArgs(fs, e, args, -1)
+	inv, ok, code := cf.setup(ctx, e, fs, args, -1, false, 1, someArgs(name+": give at least one sandbox id"))
 	if !ok {
 		return code
 	}
-	if len(pos) == 0 {
-		return fail(e, "%s: give at least one sandbox id", name)
-	}
-	c, err := cf.client(e)
-	if err != nil {
-		return cf.fail(e, err, 1)
-	}
+	c, pos := inv.c, inv.pos
 	status := 0
 	for _, p := range pos {
 		id, err := resolveID(ctx, c, p)
@@ -294,22 +277,17 @@ func runRenew(ctx context.Context, e *env, args []string) int {
 	var cf clientFlags
 	cf.register(fs)
 	timeout := fs.Duration("timeout", 30*time.Minute, "new time to live, from now")
-	pos, _, ok, code := parseArgs(fs, e, args, -1)
+	inv, ok, code := cf.setup(ctx, e, fs, args, -1, true, 1, func(pos, _ []string) string {
+		if len(pos) != 1 || *timeout <= 0 {
+			return "renew: give one sandbox id and a positive --timeout"
+		}
+		return ""
+	})
 	if !ok {
 		return code
 	}
-	if len(pos) != 1 || *timeout <= 0 {
-		return fail(e, "renew: give one sandbox id and a positive --timeout")
-	}
-	c, err := cf.client(e)
-	if err != nil {
-		return cf.fail(e, err, 1)
-	}
-	id, err := resolveID(ctx, c, pos[0])
-	if err != nil {
-		return cf.apiFail(e, err)
-	}
-	at, err := c.RenewSandbox(ctx, id, time.Now().Add(*timeout))
+	id := inv.pos[0]
+	at, err := inv.c.RenewSandbox(ctx, id, time.Now().Add(*timeout))
 	if err != nil {
 		return cf.apiFail(e, err)
 	}
@@ -326,26 +304,22 @@ func runEndpoint(ctx context.Context, e *env, args []string) int {
 	var cf clientFlags
 	cf.register(fs, "url", "json", "yaml")
 	proxy := fs.Bool("server-proxy", false, "route through the server (for clients that cannot reach the sandbox host)")
-	pos, _, ok, code := parseArgs(fs, e, args, -1)
+	var port int
+	inv, ok, code := cf.setup(ctx, e, fs, args, -1, true, 1, func(pos, _ []string) string {
+		if len(pos) != 2 {
+			return "endpoint: give a sandbox id and a port"
+		}
+		var err error
+		if port, err = strconv.Atoi(pos[1]); err != nil {
+			return fmt.Sprintf("endpoint: port %q is not a number", pos[1])
+		}
+		return ""
+	})
 	if !ok {
 		return code
 	}
-	if len(pos) != 2 {
-		return fail(e, "endpoint: give a sandbox id and a port")
-	}
-	port, err := strconv.Atoi(pos[1])
-	if err != nil {
-		return fail(e, "endpoint: port %q is not a number", pos[1])
-	}
-	c, err := cf.client(e)
-	if err != nil {
-		return cf.fail(e, err, 1)
-	}
-	id, err := resolveID(ctx, c, pos[0])
-	if err != nil {
-		return cf.apiFail(e, err)
-	}
-	ep, err := c.GetEndpoint(ctx, id, port, *proxy)
+	c := inv.c
+	ep, err := c.GetEndpoint(ctx, inv.pos[0], port, *proxy)
 	if err != nil {
 		return cf.apiFail(e, err)
 	}
@@ -384,22 +358,11 @@ Create a sandbox from one with 'corral create --snapshot SNAPSHOT'.`)
 		fs := newFlagSet(e, "snapshot create", "snapshot create ID [--name NAME]")
 		cf.register(fs, "id", "json", "yaml")
 		name := fs.String("name", "", "a name to recognise it by")
-		pos, _, ok, code := parseArgs(fs, e, args[1:], -1)
+		inv, ok, code := cf.setup(ctx, e, fs, args[1:], -1, true, 1, nArgs(1, "snapshot create: give one sandbox id"))
 		if !ok {
 			return code
 		}
-		if len(pos) != 1 {
-			return fail(e, "snapshot create: give one sandbox id")
-		}
-		c, err := cf.client(e)
-		if err != nil {
-			return cf.fail(e, err, 1)
-		}
-		id, err := resolveID(ctx, c, pos[0])
-		if err != nil {
-			return cf.apiFail(e, err)
-		}
-		sn, err := c.CreateSnapshot(ctx, id, *name)
+		sn, err := inv.c.CreateSnapshot(ctx, inv.pos[0], *name)
 		if err != nil {
 			return cf.apiFail(e, err)
 		}
@@ -445,17 +408,11 @@ Create a sandbox from one with 'corral create --snapshot SNAPSHOT'.`)
 	case "rm":
 		fs := newFlagSet(e, "snapshot rm", "snapshot rm SNAPSHOT...")
 		cf.register(fs)
-		pos, _, ok, code := parseArgs(fs, e, args[1:], -1)
+		inv, ok, code := cf.setup(ctx, e, fs, args[1:], -1, false, 1, someArgs("snapshot rm: give at least one snapshot id"))
 		if !ok {
 			return code
 		}
-		if len(pos) == 0 {
-			return fail(e, "snapshot rm: give at least one snapshot id")
-		}
-		c, err := cf.client(e)
-		if err != nil {
-			return cf.fail(e, err, 1)
-		}
+		c, pos := inv.c, inv.pos
 		status := 0
 		for _, id := range pos {
 			if err := c.DeleteSnapshot(ctx, id); err != nil {

@@ -8,43 +8,13 @@ import (
 	"bytes"
 	"crypto/rand"
 	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-// tree describes a directory tree as path → "mode kind content".
-func tree(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		switch {
-		case info.Mode()&fs.ModeSymlink != 0:
-			l, _ := os.Readlink(p)
-			out[rel] = "link " + l
-		case info.IsDir():
-			out[rel] = info.Mode().Perm().String() + " dir"
-		default:
-			b, _ := os.ReadFile(p)
-			out[rel] = info.Mode().Perm().String() + " file " + string(b)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
+	"github.com/corral-dev/corral/internal/testutil"
+)
 
 func TestRoundTrip(t *testing.T) {
 	src := t.TempDir()
@@ -72,15 +42,7 @@ func TestRoundTrip(t *testing.T) {
 	if ws.Bytes != xs.Bytes || ws.Files != xs.Files || ws.Dirs != xs.Dirs || ws.Links != xs.Links || xs.Files != 3 || xs.Links != 3 {
 		t.Errorf("written %+v, extracted %+v", ws, xs)
 	}
-	want, got := tree(t, src), tree(t, dst)
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s: got %.60q, want %.60q", k, got[k], v)
-		}
-	}
-	if len(got) != len(want) {
-		t.Errorf("extracted %d entries, want %d", len(got), len(want))
-	}
+	testutil.SameTree(t, src, dst)
 	a, _ := os.Stat(filepath.Join(dst, "hard"))
 	b, _ := os.Stat(filepath.Join(dst, "a/b/secret"))
 	if !os.SameFile(a, b) {
@@ -145,7 +107,7 @@ func TestHostileArchivesStayInside(t *testing.T) {
 			if _, err := Extract(bytes.NewReader(archive(t, entries...)), target, ExtractOptions{}); !errors.Is(err, ErrBadArchive) && name != "write via link" {
 				t.Errorf("extract = %v, want a bad-archive error", err)
 			}
-			if left := tree(t, outside); len(left) != 1 {
+			if left := testutil.Tree(t, outside); len(left) != 1 {
 				t.Errorf("the archive wrote outside the target: %v", left)
 			}
 			if _, err := os.Lstat(filepath.Join(base, "escaped")); err == nil {

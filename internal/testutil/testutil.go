@@ -9,6 +9,9 @@
 package testutil
 
 import (
+	"crypto/sha256"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -63,5 +66,58 @@ func ModuleRoot(t testing.TB) string {
 			t.Fatal("go.mod not found above the test's directory")
 		}
 		dir = parent
+	}
+}
+
+// Tree describes the directory tree under dir for comparisons: each
+// relative path maps to its permission bits and kind, with a link's
+// target and a file's SHA-256.
+func Tree(t testing.TB, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			l, _ := os.Readlink(p)
+			out[rel] = "link " + l
+		case fi.IsDir():
+			out[rel] = fi.Mode().Perm().String() + " dir"
+		default:
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			out[rel] = fmt.Sprintf("%v file %x", fi.Mode().Perm(), sha256.Sum256(b))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// SameTree fails the test unless the trees under want and got are alike
+// (see Tree).
+func SameTree(t testing.TB, want, got string) {
+	t.Helper()
+	w, g := Tree(t, want), Tree(t, got)
+	for k, v := range w {
+		if g[k] != v {
+			t.Errorf("%s: got %q, want %q", k, g[k], v)
+		}
+	}
+	for k := range g {
+		if _, ok := w[k]; !ok {
+			t.Errorf("%s: not expected", k)
+		}
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/corral-dev/corral/api"
+	"github.com/corral-dev/corral/internal/testutil"
 )
 
 // cli runs the corral binary against one server, as a user would: the
@@ -93,36 +93,6 @@ func sha(t *testing.T, path string) [32]byte {
 		t.Fatal(err)
 	}
 	return [32]byte(h.Sum(nil))
-}
-
-// treeOf describes a directory tree: path → mode, kind and content.
-func treeOf(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		switch {
-		case fi.Mode()&fs.ModeSymlink != 0:
-			l, _ := os.Readlink(p)
-			out[rel] = "link " + l
-		case fi.IsDir():
-			out[rel] = fi.Mode().Perm().String() + " dir"
-		default:
-			out[rel] = fi.Mode().Perm().String() + " " + hexOf(sha(t, p))
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // TestCLIAgainstARealSandbox drives the built CLI against a sandbox of
@@ -212,15 +182,7 @@ func TestCLIAgainstARealSandbox(t *testing.T) {
 		t.Errorf("the tree inside: %q", out)
 	}
 	c.ok("cp", id+":/work/tree", filepath.Join(dir, "tree-back"))
-	want, gotTree := treeOf(t, tree), treeOf(t, filepath.Join(dir, "tree-back"))
-	if len(want) != len(gotTree) {
-		t.Errorf("tree came back with %d entries, want %d", len(gotTree), len(want))
-	}
-	for k, v := range want {
-		if gotTree[k] != v {
-			t.Errorf("tree entry %s = %q, want %q", k, gotTree[k], v)
-		}
-	}
+	testutil.SameTree(t, tree, filepath.Join(dir, "tree-back"))
 	c.run(strings.NewReader("from stdin"), "cp", "-", id+":/work/stdin.txt")
 	if r := c.run(nil, "cp", id+":/work/stdin.txt", "-"); r.stdout != "from stdin" {
 		t.Errorf("cp to stdout = %+v", r)
