@@ -18,7 +18,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -26,12 +28,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	runc "github.com/containerd/go-runc"
 
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/driver/forward"
 	"github.com/corral-dev/corral/internal/imagestore"
 	"github.com/corral-dev/corral/internal/logctx"
 )
@@ -67,10 +71,9 @@ type Driver struct {
 	images *imagestore.Store
 
 	// mu guards the fields below.
-	mu        sync.Mutex
-	live      map[string]*sandbox
-	forwarder map[string]map[int]*forwarder
-	wg        sync.WaitGroup
+	mu         sync.Mutex
+	live       map[string]*sandbox
+	forwarders forward.Set
 }
 
 var (
@@ -147,9 +150,8 @@ func New(cfg Config) (*Driver, error) {
 	}
 	d := &Driver{
 		cfg: cfg, log: cfg.Logger, images: images,
-		runc:      &runc.Runc{Command: rt, Root: filepath.Join(runDir(cfg.Root), "runc")},
-		live:      map[string]*sandbox{},
-		forwarder: map[string]map[int]*forwarder{},
+		runc: &runc.Runc{Command: rt, Root: filepath.Join(runDir(cfg.Root), "runc")},
+		live: map[string]*sandbox{},
 	}
 	if cfg.AllowHostImage {
 		if err := buildHostSkeleton(d.hostSkeleton()); err != nil {
@@ -174,15 +176,7 @@ func (d *Driver) netnsPath(id string) string { return filepath.Join(runDir(d.cfg
 
 // Close stops the port forwarders; sandboxes keep running.
 func (d *Driver) Close() error {
-	d.mu.Lock()
-	for id, fs := range d.forwarder {
-		for _, f := range fs {
-			_ = f.close()
-		}
-		delete(d.forwarder, id)
-	}
-	d.mu.Unlock()
-	d.wg.Wait()
+	d.forwarders.Close()
 	return nil
 }
 
@@ -363,7 +357,7 @@ func (d *Driver) Stop(ctx context.Context, id string, grace time.Duration) error
 	if err != nil {
 		return err
 	}
-	d.closeForwarders(id)
+	d.forwarders.CloseSandbox(id)
 	if c.Status == "stopped" {
 		return nil
 	}
@@ -390,7 +384,7 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 	if validID(id) != nil {
 		return nil
 	}
-	d.closeForwarders(id)
+	d.forwarders.CloseSandbox(id)
 	var errs []error
 	if err := d.runc.Delete(ctx, id, &runc.DeleteOpts{Force: true}); err != nil && !notExist(err) {
 		errs = append(errs, fmt.Errorf("runc delete: %w", err))
@@ -406,7 +400,9 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 	if err := removeNetns(d.netnsPath(id)); err != nil {
 		errs = append(errs, err)
 	}
-	removeCgroups(cgroupsPath(id))
+	if err := removeCgroups(cgroupsPath(id)); err != nil {
+		errs = append(errs, err)
+	}
 	if len(errs) == 0 {
 		for _, dir := range []string{disk, bundle} {
 			if err := os.RemoveAll(dir); err != nil {
@@ -452,15 +448,48 @@ func mountsUnder(bundle string) []string {
 func cgroupsPath(id string) string { return "/corral/" + id }
 
 // removeCgroups removes what is left of a sandbox's cgroups after runc
-// (runc deletes them itself; a create interrupted midway may not have).
-func removeCgroups(path string) {
+// (runc deletes them itself; a create interrupted midway, or processes
+// still being reaped when runc tried, can leave them). A cgroup that still
+// holds processes is busy: they are killed and the removal retried for a
+// few seconds.
+func removeCgroups(path string) error {
 	entries, err := os.ReadDir("/sys/fs/cgroup")
+	if err != nil {
+		return nil
+	}
+	dirs := []string{filepath.Join("/sys/fs/cgroup", path)}
+	for _, e := range entries {
+		dirs = append(dirs, filepath.Join("/sys/fs/cgroup", e.Name(), path))
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	var errs []error
+	for _, dir := range dirs {
+		for {
+			err := os.Remove(dir)
+			if err == nil || errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+				break
+			}
+			if !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
+				errs = append(errs, fmt.Errorf("remove cgroup %s: %w", dir, err))
+				break
+			}
+			killCgroupProcs(dir)
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// killCgroupProcs sends SIGKILL to every process listed in a cgroup.
+func killCgroupProcs(dir string) {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 	if err != nil {
 		return
 	}
-	_ = os.Remove(filepath.Join("/sys/fs/cgroup", path))
-	for _, e := range entries {
-		_ = os.Remove(filepath.Join("/sys/fs/cgroup", e.Name(), path))
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
 	}
 }
 
@@ -510,31 +539,15 @@ func (d *Driver) Endpoint(ctx context.Context, id string, port int) (netip.AddrP
 			return netip.AddrPort{}, fmt.Errorf("sandbox %s has stopped: %w", id, errdefs.ErrFailedPrecondition)
 		}
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if f, ok := d.forwarder[id][port]; ok {
-		return f.addr, nil
-	}
-	f, err := newForwarder(sb.netns, port)
+	netns := sb.netns
+	target := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port)).String()
+	addr, err := d.forwarders.Addr(id, port, func(ctx context.Context) (net.Conn, error) {
+		return dialNetns(ctx, netns, target)
+	})
 	if err != nil {
 		return netip.AddrPort{}, fmt.Errorf("endpoint: %w", err)
 	}
-	if d.forwarder[id] == nil {
-		d.forwarder[id] = map[int]*forwarder{}
-	}
-	d.forwarder[id][port] = f
-	d.wg.Go(func() { f.serve(&d.wg) })
-	return f.addr, nil
-}
-
-func (d *Driver) closeForwarders(id string) {
-	d.mu.Lock()
-	fs := d.forwarder[id]
-	delete(d.forwarder, id)
-	d.mu.Unlock()
-	for _, f := range fs {
-		_ = f.close()
-	}
+	return addr, nil
 }
 
 // List implements driver.Driver: every bundle or on-disk sandbox
