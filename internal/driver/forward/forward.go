@@ -8,11 +8,13 @@
 package forward
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 )
@@ -168,4 +170,26 @@ func (s *Set) Close() {
 		}
 	}
 	s.wg.Wait()
+}
+
+// Ping sends GET /ping over a connection from dial and reports whether it
+// was answered 200 (execd's readiness check). Each try is bounded to a
+// couple of seconds.
+func Ping(ctx context.Context, dial Dialer) (bool, error) {
+	dctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	conn, err := dial(dctx)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := io.WriteString(conn, "GET /ping HTTP/1.1\r\nHost: execd\r\nConnection: close\r\n\r\n"); err != nil {
+		return false, err
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return false, err
+	}
+	return strings.HasPrefix(line, "HTTP/1.1 200"), nil
 }

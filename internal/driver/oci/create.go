@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +23,8 @@ import (
 
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/driver/forward"
+	"github.com/corral-dev/corral/internal/driver/netns"
 	"github.com/corral-dev/corral/internal/imagestore"
 )
 
@@ -351,23 +354,10 @@ func (d *Driver) waitReady(ctx context.Context, netns string, pid int, start uin
 }
 
 // pingExecd sends GET /ping to execd inside the namespace.
-func pingExecd(ctx context.Context, netns string) (bool, error) {
-	dctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	conn, err := dialNetns(dctx, netns, "127.0.0.1:44772")
-	if err != nil {
-		return false, err
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := io.WriteString(conn, "GET /ping HTTP/1.1\r\nHost: execd\r\nConnection: close\r\n\r\n"); err != nil {
-		return false, err
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil {
-		return false, err
-	}
-	return strings.HasPrefix(line, "HTTP/1.1 200"), nil
+func pingExecd(ctx context.Context, nsPath string) (bool, error) {
+	return forward.Ping(ctx, func(ctx context.Context) (net.Conn, error) {
+		return netns.Dial(ctx, nsPath, "127.0.0.1:44772")
+	})
 }
 
 // fileIO gives runc a file for the sandbox's stdout and stderr, which the

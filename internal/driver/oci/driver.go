@@ -36,6 +36,7 @@ import (
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/driver/forward"
+	"github.com/corral-dev/corral/internal/driver/netns"
 	"github.com/corral-dev/corral/internal/imagestore"
 	"github.com/corral-dev/corral/internal/logctx"
 )
@@ -539,10 +540,10 @@ func (d *Driver) Endpoint(ctx context.Context, id string, port int) (netip.AddrP
 			return netip.AddrPort{}, fmt.Errorf("sandbox %s has stopped: %w", id, errdefs.ErrFailedPrecondition)
 		}
 	}
-	netns := sb.netns
+	nsPath := sb.netns
 	target := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port)).String()
 	addr, err := d.forwarders.Addr(id, port, func(ctx context.Context) (net.Conn, error) {
-		return dialNetns(ctx, netns, target)
+		return netns.Dial(ctx, nsPath, target)
 	})
 	if err != nil {
 		return netip.AddrPort{}, fmt.Errorf("endpoint: %w", err)

@@ -4,45 +4,14 @@
 package oci
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"runtime"
 	"strconv"
 
 	"golang.org/x/sys/unix"
 )
-
-// inNetns runs fn on a thread switched into the network namespace at path
-// and switches back. The thread is locked throughout; if switching back
-// fails it stays locked and dies with the goroutine, so no other goroutine
-// ever runs in the wrong namespace.
-func inNetns(path string, fn func() error) (err error) {
-	target, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("open netns: %w", err)
-	}
-	defer target.Close()
-	runtime.LockOSThread()
-	orig, err := os.Open("/proc/self/task/" + strconv.Itoa(unix.Gettid()) + "/ns/net")
-	if err != nil {
-		runtime.UnlockOSThread()
-		return err
-	}
-	defer orig.Close()
-	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-		runtime.UnlockOSThread()
-		return fmt.Errorf("enter netns: %w", err)
-	}
-	ferr := fn()
-	if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-		return errors.Join(ferr, fmt.Errorf("leave netns: %w", err))
-	}
-	runtime.UnlockOSThread()
-	return ferr
-}
 
 // createNetns makes a network namespace with loopback up and pins it at
 // path with a bind mount.
@@ -108,17 +77,4 @@ func removeNetns(path string) error {
 		return err
 	}
 	return nil
-}
-
-// dialNetns connects to addr inside the namespace at path. The socket is
-// created inside it; the connection is then used from anywhere.
-func dialNetns(ctx context.Context, path, addr string) (net.Conn, error) {
-	var conn net.Conn
-	err := inNetns(path, func() error {
-		var d net.Dialer
-		c, err := d.DialContext(ctx, "tcp", addr)
-		conn = c
-		return err
-	})
-	return conn, err
 }
