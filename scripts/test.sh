@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test tier of corral on a Debian machine as root: installs what
 # the tiers need, opts them in, and fails if a required integration test
-# was skipped. Usage: scripts/test.sh
+# was skipped. Starts dockerd for the Docker tier if none runs (and stops
+# it at the end). Usage: scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,13 +17,30 @@ command -v runc >/dev/null || need+=(runc)
 [ -x /bin/busybox ] || need+=(busybox-static)
 command -v unshare >/dev/null || need+=(util-linux)
 command -v npm >/dev/null || need+=(nodejs npm)
+command -v dockerd >/dev/null || need+=(docker.io)
+command -v curl >/dev/null || need+=(curl)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
+# The Docker tier needs an engine. Start one (with --live-restore, as
+# production should run it) unless one answers already, and stop it after.
+if ! curl -sf --unix-socket /var/run/docker.sock http://docker/_ping >/dev/null 2>&1; then
+  dockerd --live-restore >/tmp/corral-ci-dockerd.log 2>&1 &
+  dockerd_pid=$!
+  trap 'kill "$dockerd_pid" 2>/dev/null; wait "$dockerd_pid" 2>/dev/null || true' EXIT
+  for _ in $(seq 1 60); do
+    curl -sf --unix-socket /var/run/docker.sock http://docker/_ping >/dev/null 2>&1 && break
+    kill -0 "$dockerd_pid" 2>/dev/null || { cat /tmp/corral-ci-dockerd.log >&2; echo "scripts/test.sh: dockerd exited" >&2; exit 1; }
+    sleep 1
+  done
+  curl -sf --unix-socket /var/run/docker.sock http://docker/_ping >/dev/null || { echo "scripts/test.sh: dockerd did not answer in 60 s" >&2; exit 1; }
+fi
+
 export CGO_ENABLED=1 # the race detector needs cgo; the shipped binary is built with CGO_ENABLED=0
 export CORRAL_TEST_ROOT=1
+export CORRAL_TEST_DOCKER=1
 
 # Tests that must run and pass; a skip is a failure.
 required=(
@@ -49,6 +67,8 @@ required=(
   test/e2e.TestCLIAgainstARealSandbox
   test/e2e.TestCLIShellThroughAPseudoTerminal
   test/e2e.TestDocumentedExamples
+  internal/driver/docker.TestConformance
+  internal/driver/docker.TestConformanceRemote
 )
 
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/corral-dev/corral/internal/auth"
 	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/driver/docker"
 	"github.com/corral-dev/corral/internal/driver/fakedriver"
 	"github.com/corral-dev/corral/internal/driver/oci"
 	"github.com/corral-dev/corral/internal/lifecycle"
@@ -44,6 +45,10 @@ type serveConfig struct {
 	fakeCreateDelay  time.Duration
 	ociRuntime       string
 	hostImage        bool
+	dockerHost       string
+	dockerRuntime    string
+	dockerRemote     bool
+	dockerPublishIP  string
 }
 
 // driverFactory builds a driver from the serve configuration.
@@ -57,6 +62,14 @@ func drivers() map[string]driverFactory {
 		},
 		oci.Name: func(cfg *serveConfig, log *slog.Logger) (driver.Driver, error) {
 			return oci.New(oci.Config{Root: filepath.Join(cfg.dataDir, "oci"), Runtime: cfg.ociRuntime, AllowHostImage: cfg.hostImage, Logger: log})
+		},
+		docker.Name: func(cfg *serveConfig, log *slog.Logger) (driver.Driver, error) {
+			bin, err := os.Executable()
+			if err != nil {
+				return nil, err
+			}
+			return docker.New(context.Background(), docker.Config{Host: cfg.dockerHost, Runtime: cfg.dockerRuntime,
+				Remote: cfg.dockerRemote, PublishIP: cfg.dockerPublishIP, CorralBinary: bin, Logger: log})
 		},
 	}
 }
@@ -101,6 +114,10 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&cfg.ociRuntime, "oci-runtime", "runc", "runtime oci: the OCI runtime binary (runc, crun, runsc)")
 	fs.BoolVar(&cfg.hostImage, "host-image", true, `runtime oci: allow image.uri "host" (a read-only view of this machine's /usr; turn off for multi-tenant use)`)
+	fs.StringVar(&cfg.dockerHost, "docker-host", "", "runtime docker: the engine's address (default $DOCKER_HOST, else unix:///var/run/docker.sock)")
+	fs.StringVar(&cfg.dockerRuntime, "docker-runtime", "", "runtime docker: OCI runtime name for containers, such as runsc (default: the engine's)")
+	fs.BoolVar(&cfg.dockerRemote, "docker-remote", false, "runtime docker: the engine is on another machine (implied by a tcp:// or ssh:// host): copy the corral binary in, publish execd")
+	fs.StringVar(&cfg.dockerPublishIP, "docker-publish-ip", "127.0.0.1", "runtime docker, remote engines: the address execd ports are published on")
 	fs.DurationVar(&cfg.fakeCreateDelay, "fake-create-delay", 0, "runtime fake only: how long each create takes (for tests)")
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code

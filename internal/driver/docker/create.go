@@ -1,0 +1,374 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package docker
+
+import (
+	"archive/tar"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/api/types/registry"
+	"github.com/moby/moby/client"
+
+	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/driver/forward"
+	"github.com/corral-dev/corral/internal/driver/netns"
+)
+
+// Create implements driver.Driver: image (pulled when missing), container,
+// start, and execd answering. Whatever fails, or a cancelled ctx, leaves
+// no container behind.
+func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle, err error) {
+	if err := validID(spec.ID); err != nil {
+		return nil, err
+	}
+	if len(spec.Entrypoint) == 0 {
+		return nil, fmt.Errorf("entrypoint is empty: %w", errdefs.ErrInvalidArgument)
+	}
+	if len(spec.NetworkPolicy) > 0 && string(spec.NetworkPolicy) != "null" {
+		return nil, errdefs.New(errdefs.ErrNotImplemented, "NETWORK_POLICY_UNSUPPORTED",
+			"network policies are not enforced yet: sandboxes of the docker runtime have no network but their own loopback")
+	}
+	ref := spec.Image.URI
+	if spec.Snapshot != nil {
+		var ss snapState
+		if err := json.Unmarshal(spec.Snapshot.State, &ss); err != nil || ss.Image == "" {
+			return nil, fmt.Errorf("snapshot %s: bad reference: %w", spec.Snapshot.ID, errdefs.ErrInvalidArgument)
+		}
+		ref = ss.Image
+	}
+	user, err := d.ensureImage(ctx, ref, spec.Image)
+	if err != nil {
+		return nil, err
+	}
+	cfg, host := d.containerConfig(spec, ref, user)
+	cctx, cancel := d.call(ctx)
+	created, err := d.cli.ContainerCreate(cctx, client.ContainerCreateOptions{Config: cfg, HostConfig: host, Name: containerName(spec.ID)})
+	cancel()
+	if err != nil {
+		if cerrdefs.IsConflict(err) {
+			return nil, fmt.Errorf("sandbox %s exists: %w", spec.ID, errdefs.ErrAlreadyExists)
+		}
+		return nil, d.engineErr("create "+spec.ID, err)
+	}
+	defer func() {
+		if err != nil {
+			// Cleanup must run even when ctx is what ended the create.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.CallTimeout)
+			_, _ = d.cli.ContainerRemove(rctx, created.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+			cancel()
+			d.dropNetns(spec.ID)
+		}
+	}()
+	if d.cfg.Remote {
+		if err := d.copyBinary(ctx, created.ID); err != nil {
+			return nil, err
+		}
+	}
+	cctx, cancel = d.call(ctx)
+	_, err = d.cli.ContainerStart(cctx, created.ID, client.ContainerStartOptions{})
+	cancel()
+	if err != nil {
+		return nil, d.startErr(ctx, spec.ID, err)
+	}
+	if err := d.waitReady(ctx, spec.ID); err != nil {
+		return nil, err
+	}
+	st, _ := json.Marshal(state{ContainerID: created.ID})
+	return &driver.Handle{ID: spec.ID, Driver: Name, Version: stateVersion, State: st}, nil
+}
+
+// containerConfig is the container a spec asks for.
+func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string) (*container.Config, *container.HostConfig) {
+	hex := strings.ReplaceAll(spec.ID, "-", "")
+	hostname := "sandbox-" + hex[:min(12, len(hex))]
+	args := []string{corralInSandbox, "init", "--execd-state-dir", execdStateDir}
+	if imageUser != "" {
+		args = append(args, "--user", imageUser)
+	}
+	args = append(append(args, "--"), spec.Entrypoint...)
+	env := make([]string, 0, len(spec.Env)+1)
+	for k, v := range spec.Env {
+		env = append(env, k+"="+v)
+	}
+	env = append(env, "EXECD_ACCESS_TOKEN="+spec.ExecdToken)
+	pids := spec.Resources.Pids
+	if pids <= 0 {
+		pids = DefaultPids
+	}
+	cfg := &container.Config{
+		Image:      ref,
+		Hostname:   hostname,
+		Entrypoint: args,
+		Cmd:        nil,
+		Env:        env,
+		User:       "0:0", // corral init drops to the image's user for the entrypoint
+		Labels:     driver.BackendLabels(spec),
+	}
+	host := &container.HostConfig{
+		NetworkMode: "none",
+		CapDrop:     []string{"ALL"},
+		CapAdd:      capabilities,
+		SecurityOpt: []string{"no-new-privileges"},
+		Runtime:     d.cfg.Runtime,
+		LogConfig:   container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "10m", "max-file": "2"}},
+		// execd's retained output lives in an anonymous volume: off the
+		// snapshot, and removed with the container.
+		Mounts: []mount.Mount{{Type: mount.TypeVolume, Target: execdStateDir}},
+		Resources: container.Resources{
+			NanoCPUs:  spec.Resources.CPUMillis * 1_000_000,
+			Memory:    spec.Resources.MemoryBytes,
+			PidsLimit: &pids,
+		},
+	}
+	if spec.Resources.MemoryBytes > 0 {
+		host.Resources.MemorySwap = spec.Resources.MemoryBytes // no swap beyond the limit
+	}
+	if d.cfg.Remote {
+		// The engine's machine cannot enter our namespaces: execd is
+		// published instead, and the sandbox gets the default network.
+		port := network.MustParsePort(strconv.Itoa(execdPort) + "/tcp")
+		host.NetworkMode = "bridge"
+		cfg.ExposedPorts = network.PortSet{port: {}}
+		ip, _ := netip.ParseAddr(d.cfg.PublishIP)
+		host.PortBindings = network.PortMap{port: {{HostIP: ip, HostPort: "0"}}}
+	} else {
+		host.Binds = []string{d.cfg.CorralBinary + ":" + corralInSandbox + ":ro"}
+	}
+	return cfg, host
+}
+
+// startErr explains a failed start with what the container printed.
+func (d *Driver) startErr(ctx context.Context, id string, err error) error {
+	msg := err.Error()
+	if strings.Contains(msg, "executable file not found") || strings.Contains(msg, "no such file or directory") {
+		return errdefs.Wrap(errdefs.ErrInvalidArgument, "START_FAILED", fmt.Sprintf("sandbox %s did not start: %s", id, msg), err)
+	}
+	return d.engineErr("start "+id, err)
+}
+
+// waitReady polls execd's /ping until it answers, the container exits,
+// or ReadyTimeout passes.
+func (d *Driver) waitReady(ctx context.Context, id string) error {
+	deadline := time.Now().Add(d.cfg.ReadyTimeout)
+	var dial forward.Dialer
+	delay := 2 * time.Millisecond
+	for {
+		if dial == nil || d.cfg.Remote {
+			c, err := d.inspect(ctx, id)
+			if err != nil {
+				return err
+			}
+			if !c.State.Running {
+				return d.exitedEarly(ctx, id, c)
+			}
+			if d.cfg.Remote {
+				addr, err := d.published(c, execdPort)
+				if err == nil {
+					dial = func(ctx context.Context) (net.Conn, error) {
+						var nd net.Dialer
+						return nd.DialContext(ctx, "tcp", addr.String())
+					}
+				}
+			} else if ns, err := d.nsPath(id, c); err == nil {
+				dial = func(ctx context.Context) (net.Conn, error) {
+					return netns.Dial(ctx, ns, "127.0.0.1:"+strconv.Itoa(execdPort))
+				}
+			}
+		}
+		if dial != nil {
+			if ok, _ := forward.Ping(ctx, dial); ok {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return errdefs.Newf(errdefs.ErrUnavailable, "START_FAILED", "sandbox %s: execd did not answer within %v", id, d.cfg.ReadyTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 50*time.Millisecond)
+		if !d.cfg.Remote && dial != nil && delay >= 50*time.Millisecond {
+			dial = nil // look at the container again: did it exit?
+		}
+	}
+}
+
+// exitedEarly is the error for a container that exited before execd
+// answered, with the end of what it printed.
+func (d *Driver) exitedEarly(ctx context.Context, id string, c container.InspectResponse) error {
+	out := ""
+	cctx, cancel := d.call(ctx)
+	defer cancel()
+	if logs, err := d.cli.ContainerLogs(cctx, c.ID, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Tail: "20"}); err == nil {
+		b, _ := io.ReadAll(io.LimitReader(logs, 64<<10))
+		logs.Close()
+		out = strings.TrimSpace(demux(b))
+	}
+	msg := fmt.Sprintf("sandbox %s exited with code %d before it was ready", id, c.State.ExitCode)
+	if out != "" {
+		msg += ": " + out
+	}
+	return errdefs.New(errdefs.ErrInvalidArgument, "START_FAILED", msg)
+}
+
+// demux strips the 8-byte frame headers of a non-TTY log stream.
+func demux(b []byte) string {
+	var out strings.Builder
+	for len(b) >= 8 {
+		n := int(b[4])<<24 | int(b[5])<<16 | int(b[6])<<8 | int(b[7])
+		b = b[8:]
+		if n > len(b) {
+			n = len(b)
+		}
+		out.Write(b[:n])
+		b = b[n:]
+	}
+	return out.String()
+}
+
+// ensureImage makes sure ref is present, pulling it with the spec's
+// credentials when it is not, and returns the image's user.
+func (d *Driver) ensureImage(ctx context.Context, ref string, img driver.Image) (string, error) {
+	if ref == "" {
+		return "", fmt.Errorf("image is empty: %w", errdefs.ErrInvalidArgument)
+	}
+	cctx, cancel := d.call(ctx)
+	res, err := d.cli.ImageInspect(cctx, ref)
+	cancel()
+	if err == nil {
+		return userOf(res), nil
+	}
+	if !cerrdefs.IsNotFound(err) {
+		return "", d.engineErr("inspect image "+ref, err)
+	}
+	if err := d.pull(ctx, ref, img); err != nil {
+		return "", err
+	}
+	cctx, cancel = d.call(ctx)
+	defer cancel()
+	if res, err = d.cli.ImageInspect(cctx, ref); err != nil {
+		return "", d.engineErr("inspect image "+ref, err)
+	}
+	return userOf(res), nil
+}
+
+func userOf(res client.ImageInspectResult) string {
+	if res.Config == nil {
+		return ""
+	}
+	u := res.Config.User
+	if u == "0" || u == "root" || u == "0:0" || u == "root:root" {
+		return ""
+	}
+	return u
+}
+
+// pull pulls ref, logging progress every few seconds.
+func (d *Driver) pull(ctx context.Context, ref string, img driver.Image) error {
+	opts := client.ImagePullOptions{}
+	if img.Username != "" || img.Password != "" {
+		b, _ := json.Marshal(registry.AuthConfig{Username: img.Username, Password: img.Password})
+		opts.RegistryAuth = base64.URLEncoding.EncodeToString(b)
+	}
+	start := time.Now()
+	d.cfg.Logger.InfoContext(ctx, "pulling image", "image", ref)
+	res, err := d.cli.ImagePull(ctx, ref, opts)
+	if err != nil {
+		return d.pullErr(ref, err)
+	}
+	defer res.Close()
+	layers := map[string][2]int64{}
+	last := time.Now()
+	for m, err := range res.JSONMessages(ctx) {
+		if err != nil {
+			return d.pullErr(ref, err)
+		}
+		if m.Error != nil {
+			return d.pullErr(ref, errors.New(m.Error.Message))
+		}
+		if m.ID != "" && m.Progress != nil && m.Progress.Total > 0 {
+			layers[m.ID] = [2]int64{m.Progress.Current, m.Progress.Total}
+		}
+		if time.Since(last) > 2*time.Second {
+			var cur, total int64
+			for _, l := range layers {
+				cur, total = cur+l[0], total+l[1]
+			}
+			d.cfg.Logger.InfoContext(ctx, "pulling image", "image", ref, "layers", len(layers), "bytes", cur, "of", total)
+			last = time.Now()
+		}
+	}
+	d.cfg.Logger.InfoContext(ctx, "pulled image", "image", ref, "duration_ms", time.Since(start).Milliseconds())
+	return nil
+}
+
+func (d *Driver) pullErr(ref string, err error) error {
+	msg := err.Error()
+	switch {
+	case client.IsErrConnectionFailed(err):
+		return d.engineErr("pull "+ref, err)
+	case cerrdefs.IsNotFound(err) || strings.Contains(msg, "not found") || strings.Contains(msg, "manifest unknown"):
+		return errdefs.Wrap(errdefs.ErrInvalidArgument, "IMAGE_NOT_FOUND", fmt.Sprintf("image %s was not found", ref), err)
+	case cerrdefs.IsUnauthorized(err) || strings.Contains(msg, "unauthorized") || strings.Contains(msg, "denied"):
+		return errdefs.Wrap(errdefs.ErrInvalidArgument, "IMAGE_AUTH", fmt.Sprintf("image %s: the registry refused the credentials", ref), err)
+	case cerrdefs.IsInvalidArgument(err) || strings.Contains(msg, "invalid reference"):
+		return errdefs.Wrap(errdefs.ErrInvalidArgument, "IMAGE_REFERENCE", fmt.Sprintf("image %q is not a valid reference", ref), err)
+	}
+	return errdefs.Wrap(errdefs.ErrUnavailable, "IMAGE_PULL", fmt.Sprintf("pull %s: %s", ref, msg), err)
+}
+
+// copyBinary puts the corral binary into a created container, for
+// engines that cannot bind-mount this machine's files.
+func (d *Driver) copyBinary(ctx context.Context, containerID string) error {
+	f, err := os.Open(d.cfg.CorralBinary)
+	if err != nil {
+		return fmt.Errorf("corral binary: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		tw := tar.NewWriter(pw)
+		err := tw.WriteHeader(&tar.Header{Name: ".corral/", Typeflag: tar.TypeDir, Mode: 0o755})
+		if err == nil {
+			err = tw.WriteHeader(&tar.Header{Name: ".corral/corral", Typeflag: tar.TypeReg, Mode: 0o555, Size: fi.Size()})
+		}
+		if err == nil {
+			_, err = io.Copy(tw, f)
+		}
+		if err == nil {
+			err = tw.Close()
+		}
+		pw.CloseWithError(err)
+	}()
+	cctx, cancel := context.WithTimeout(ctx, 2*d.cfg.CallTimeout)
+	defer cancel()
+	_, err = d.cli.CopyToContainer(cctx, containerID, client.CopyToContainerOptions{DestinationPath: "/", Content: pr})
+	pr.Close()
+	if err != nil {
+		return d.engineErr("copy the corral binary", err)
+	}
+	return nil
+}

@@ -1,0 +1,514 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package docker runs sandboxes as containers of a Docker engine, through
+// the Engine API with version negotiation (Debian's engine, API 1.41, and
+// current ones). Each sandbox is one container named corral-<id>, labelled
+// with corral's ownership labels, running `corral init -- <entrypoint>` as
+// PID 1 (which reaps zombies and runs execd), with no network but its own
+// loopback, every capability but a small default set dropped,
+// no-new-privileges, Docker's default seccomp profile, and limits from the
+// request. On a local engine the corral binary is bind-mounted read-only
+// and execd is reached through the container's network namespace; on a
+// remote engine (Config.Remote) the binary is copied in and execd's port
+// is published instead. Snapshots are committed images.
+package docker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/driver/forward"
+	"github.com/corral-dev/corral/internal/driver/netns"
+)
+
+// Name is the driver's name in handles.
+const Name = "docker"
+
+const (
+	stateVersion    = 1
+	corralInSandbox = "/.corral/corral"
+	execdStateDir   = "/var/lib/corral-execd"
+	execdPort       = 44772
+	// DefaultPids caps processes and threads when a request sets no limit.
+	DefaultPids = 4096
+	// LabelSnapshotID marks images that are corral snapshots.
+	LabelSnapshotID = "corral.dev/snapshot-id"
+	snapshotRepo    = "corral-snapshot"
+)
+
+// capabilities are the only ones a sandbox keeps (the same set as the
+// native runtime's).
+var capabilities = []string{"CHOWN", "DAC_OVERRIDE", "FSETID", "FOWNER", "SETGID", "SETUID",
+	"SETPCAP", "NET_BIND_SERVICE", "SYS_CHROOT", "KILL"}
+
+// Config configures the driver.
+type Config struct {
+	// Host is the engine's address (unix:///var/run/docker.sock,
+	// tcp://host:2376, ssh://user@host); empty means $DOCKER_HOST, else
+	// the local socket.
+	Host string
+	// Remote treats the engine as another machine's: the corral binary is
+	// copied into each container and execd's port is published on
+	// PublishIP instead of being reached through the network namespace.
+	// It is implied by a tcp:// or ssh:// Host.
+	Remote bool
+	// PublishIP is where a remote engine publishes execd (default
+	// 127.0.0.1, which suits an engine reached through a tunnel).
+	PublishIP string
+	// CorralBinary is this machine's corral binary, which sandboxes run
+	// as PID 1 (linux, statically linked).
+	CorralBinary string
+	// Runtime is the OCI runtime for containers, such as runsc; empty is
+	// the engine's default.
+	Runtime string
+	// ReadyTimeout bounds the wait for execd after start (default 30 s).
+	ReadyTimeout time.Duration
+	// CallTimeout bounds each Engine API call but image pulls (default
+	// 30 s), so a hung engine makes calls fail instead of hang.
+	CallTimeout time.Duration
+	Logger      *slog.Logger
+}
+
+// Driver implements driver.Driver, driver.Pauser and driver.Snapshotter
+// on a Docker engine.
+type Driver struct {
+	cfg        Config
+	cli        *client.Client
+	forwarders forward.Set
+
+	mu sync.Mutex
+	// netns holds an open handle on each running local sandbox's network
+	// namespace, so a reused pid can never redirect a connection.
+	netns map[string]*os.File
+}
+
+// state is the handle's driver-private part.
+type state struct {
+	ContainerID string `json:"containerId"`
+}
+
+// snapState is a snapshot reference's driver-private part.
+type snapState struct {
+	Image string `json:"image"`
+}
+
+// New connects to the engine and checks that it answers.
+func New(ctx context.Context, cfg Config) (*Driver, error) {
+	if cfg.ReadyTimeout == 0 {
+		cfg.ReadyTimeout = 30 * time.Second
+	}
+	if cfg.CallTimeout == 0 {
+		cfg.CallTimeout = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.PublishIP == "" {
+		cfg.PublishIP = "127.0.0.1"
+	}
+	if _, err := netip.ParseAddr(cfg.PublishIP); err != nil {
+		return nil, fmt.Errorf("docker: publish address %q: %w", cfg.PublishIP, errdefs.ErrInvalidArgument)
+	}
+	if cfg.CorralBinary == "" {
+		return nil, fmt.Errorf("docker: the corral binary to run in sandboxes is not set: %w", errdefs.ErrInvalidArgument)
+	}
+	opts := []client.Opt{client.FromEnv}
+	if cfg.Host != "" {
+		opts = append(opts, client.WithHost(cfg.Host))
+	}
+	cli, err := client.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("docker: %w: %w", errdefs.ErrInvalidArgument, err)
+	}
+	host := cli.DaemonHost()
+	if strings.HasPrefix(host, "tcp://") || strings.HasPrefix(host, "ssh://") || strings.HasPrefix(host, "http") {
+		cfg.Remote = true
+	}
+	d := &Driver{cfg: cfg, cli: cli, netns: map[string]*os.File{}}
+	cctx, cancel := d.call(ctx)
+	defer cancel()
+	if _, err := cli.Ping(cctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		// Not fatal: calls answer "unavailable" until the engine is back,
+		// and the server recovers its sandboxes then.
+		cfg.Logger.WarnContext(ctx, "the Docker engine does not answer yet", "host", cli.DaemonHost(), "err", err)
+	}
+	return d, nil
+}
+
+// Close stops the port forwarders; sandboxes keep running.
+func (d *Driver) Close() error {
+	d.forwarders.Close()
+	d.mu.Lock()
+	for id, f := range d.netns {
+		f.Close()
+		delete(d.netns, id)
+	}
+	d.mu.Unlock()
+	return d.cli.Close()
+}
+
+// call bounds one Engine API call.
+func (d *Driver) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, d.cfg.CallTimeout)
+}
+
+// engineErr classifies an engine error: an engine that cannot be reached
+// or does not answer in time is unavailable, and the message says which.
+func (d *Driver) engineErr(op string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case client.IsErrConnectionFailed(err) || errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled):
+		return errdefs.Wrap(errdefs.ErrUnavailable, "RUNTIME_UNAVAILABLE",
+			fmt.Sprintf("the Docker engine at %s did not answer (%s); sandboxes come back when it does", d.cli.DaemonHost(), op), err)
+	case cerrdefs.IsNotFound(err):
+		return fmt.Errorf("%s: %w: %w", op, errdefs.ErrNotFound, err)
+	case cerrdefs.IsConflict(err):
+		return fmt.Errorf("%s: %w: %w", op, errdefs.ErrFailedPrecondition, err)
+	case cerrdefs.IsInvalidArgument(err):
+		return fmt.Errorf("%s: %w: %w", op, errdefs.ErrInvalidArgument, err)
+	case cerrdefs.IsUnauthorized(err) || cerrdefs.IsPermissionDenied(err):
+		return fmt.Errorf("%s: %w: %w", op, errdefs.ErrPermissionDenied, err)
+	}
+	return fmt.Errorf("docker %s: %w", op, err)
+}
+
+func containerName(id string) string { return "corral-" + id }
+
+func validID(id string) error {
+	if id == "" || len(id) > 128 {
+		return fmt.Errorf("sandbox id %q: %w", id, errdefs.ErrInvalidArgument)
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return fmt.Errorf("sandbox id %q: %w", id, errdefs.ErrInvalidArgument)
+		}
+	}
+	return nil
+}
+
+// inspect returns the sandbox's container; ErrNotFound if there is none
+// or it is not ours.
+func (d *Driver) inspect(ctx context.Context, id string) (container.InspectResponse, error) {
+	if validID(id) != nil {
+		return container.InspectResponse{}, fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
+	}
+	cctx, cancel := d.call(ctx)
+	defer cancel()
+	res, err := d.cli.ContainerInspect(cctx, containerName(id), client.ContainerInspectOptions{})
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return container.InspectResponse{}, fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
+		}
+		return container.InspectResponse{}, d.engineErr("inspect "+id, err)
+	}
+	c := res.Container
+	if c.Config == nil || c.Config.Labels[driver.LabelSandboxID] != id || c.State == nil {
+		return container.InspectResponse{}, fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
+	}
+	return c, nil
+}
+
+// Recover implements driver.Driver.
+func (d *Driver) Recover(ctx context.Context, h *driver.Handle) error {
+	if h.Driver != Name {
+		return fmt.Errorf("handle of driver %q: %w", h.Driver, errdefs.ErrInvalidArgument)
+	}
+	var st state
+	if len(h.State) > 0 {
+		if err := json.Unmarshal(h.State, &st); err != nil {
+			return fmt.Errorf("handle state: %w", errdefs.ErrInvalidArgument)
+		}
+	}
+	c, err := d.inspect(ctx, h.ID)
+	if err != nil {
+		return err
+	}
+	if st.ContainerID != "" && c.ID != st.ContainerID {
+		return fmt.Errorf("sandbox %s: its container was replaced: %w", h.ID, errdefs.ErrNotFound)
+	}
+	return nil
+}
+
+// Inspect implements driver.Driver.
+func (d *Driver) Inspect(ctx context.Context, id string) (driver.Status, error) {
+	c, err := d.inspect(ctx, id)
+	if err != nil {
+		return driver.Status{}, err
+	}
+	return statusOf(c), nil
+}
+
+func statusOf(c container.InspectResponse) driver.Status {
+	st := driver.Status{}
+	st.StartedAt, _ = time.Parse(time.RFC3339Nano, c.State.StartedAt)
+	switch {
+	case c.State.Paused:
+		st.Phase = driver.PhasePaused
+	case c.State.Running || c.State.Restarting:
+		st.Phase = driver.PhaseRunning
+	case c.State.Status == container.StateCreated:
+		st.Phase = driver.PhaseCreating
+	default:
+		st.Phase = driver.PhaseExited
+		exit := exitOf(c)
+		st.Exit = &exit
+	}
+	return st
+}
+
+func exitOf(c container.InspectResponse) driver.Exit {
+	e := driver.Exit{Code: c.State.ExitCode}
+	e.At, _ = time.Parse(time.RFC3339Nano, c.State.FinishedAt)
+	switch {
+	case c.State.OOMKilled:
+		e.Reason = "OOMKilled"
+	case c.State.Error != "":
+		e.Reason = c.State.Error
+	}
+	return e
+}
+
+// Wait implements driver.Driver. It outlives engine restarts: while the
+// engine cannot be reached it retries, so exit watchers need no help.
+func (d *Driver) Wait(ctx context.Context, id string) (driver.Exit, error) {
+	delay := 100 * time.Millisecond
+	for {
+		c, err := d.inspect(ctx, id)
+		if errors.Is(err, errdefs.ErrNotFound) {
+			return driver.Exit{}, err
+		}
+		if err == nil && !c.State.Running && !c.State.Paused && !c.State.Restarting && c.State.Status != container.StateCreated {
+			return exitOf(c), nil
+		}
+		if err == nil {
+			res := d.cli.ContainerWait(ctx, containerName(id), client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+			select {
+			case <-res.Result:
+				delay = 100 * time.Millisecond
+				continue // inspect for the full story
+			case err = <-res.Error:
+			case <-ctx.Done():
+				return driver.Exit{}, ctx.Err()
+			}
+		}
+		if ctx.Err() != nil {
+			return driver.Exit{}, ctx.Err()
+		}
+		d.cfg.Logger.DebugContext(ctx, "waiting for the Docker engine", "sandbox_id", id, "err", err)
+		select {
+		case <-ctx.Done():
+			return driver.Exit{}, ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 5*time.Second)
+	}
+}
+
+// Stop implements driver.Driver.
+func (d *Driver) Stop(ctx context.Context, id string, grace time.Duration) error {
+	c, err := d.inspect(ctx, id)
+	if err != nil {
+		return err
+	}
+	d.forwarders.CloseSandbox(id)
+	if !c.State.Running {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, d.cfg.CallTimeout+grace)
+	defer cancel()
+	if c.State.Paused {
+		if _, err := d.cli.ContainerUnpause(cctx, c.ID, client.ContainerUnpauseOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+			return d.engineErr("unpause "+id, err)
+		}
+	}
+	secs := int((grace + time.Second - 1) / time.Second)
+	if _, err := d.cli.ContainerStop(cctx, c.ID, client.ContainerStopOptions{Timeout: &secs}); err != nil && !cerrdefs.IsNotFound(err) {
+		return d.engineErr("stop "+id, err)
+	}
+	return nil
+}
+
+// Destroy implements driver.Driver.
+func (d *Driver) Destroy(ctx context.Context, id string) error {
+	if validID(id) != nil {
+		return nil
+	}
+	d.forwarders.CloseSandbox(id)
+	d.dropNetns(id)
+	cctx, cancel := d.call(ctx)
+	defer cancel()
+	_, err := d.cli.ContainerRemove(cctx, containerName(id), client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !cerrdefs.IsNotFound(err) && !strings.Contains(err.Error(), "is already in progress") {
+		return d.engineErr("remove "+id, err)
+	}
+	if err == nil {
+		d.pruneSnapshots(ctx)
+	}
+	return nil
+}
+
+func (d *Driver) dropNetns(id string) {
+	d.mu.Lock()
+	f := d.netns[id]
+	delete(d.netns, id)
+	d.mu.Unlock()
+	if f != nil {
+		f.Close()
+	}
+}
+
+// nsPath returns a path to sandbox id's network namespace that stays
+// right for as long as the driver tracks the sandbox: it names a
+// descriptor held open, not a pid.
+func (d *Driver) nsPath(id string, c container.InspectResponse) (string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if f, ok := d.netns[id]; ok {
+		return "/proc/self/fd/" + strconv.Itoa(int(f.Fd())), nil
+	}
+	if c.State.Pid <= 0 {
+		return "", fmt.Errorf("sandbox %s is not running: %w", id, errdefs.ErrFailedPrecondition)
+	}
+	f, err := os.Open("/proc/" + strconv.Itoa(c.State.Pid) + "/ns/net")
+	if err != nil {
+		return "", fmt.Errorf("sandbox %s: its network namespace: %w", id, err)
+	}
+	d.netns[id] = f
+	return "/proc/self/fd/" + strconv.Itoa(int(f.Fd())), nil
+}
+
+// Endpoint implements driver.Driver. On a local engine every port gets a
+// loopback forwarder into the sandbox's namespace; a remote engine
+// publishes execd only.
+func (d *Driver) Endpoint(ctx context.Context, id string, port int) (netip.AddrPort, error) {
+	if port < 1 || port > 65535 {
+		return netip.AddrPort{}, fmt.Errorf("port %d: %w", port, errdefs.ErrInvalidArgument)
+	}
+	c, err := d.inspect(ctx, id)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	if !c.State.Running {
+		return netip.AddrPort{}, fmt.Errorf("sandbox %s has stopped: %w", id, errdefs.ErrFailedPrecondition)
+	}
+	if d.cfg.Remote {
+		return d.published(c, port)
+	}
+	ns, err := d.nsPath(id, c)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	target := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port)).String()
+	addr, err := d.forwarders.Addr(id, port, func(ctx context.Context) (net.Conn, error) {
+		return netns.Dial(ctx, ns, target)
+	})
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("endpoint: %w", err)
+	}
+	return addr, nil
+}
+
+// published returns where a remote engine published port.
+func (d *Driver) published(c container.InspectResponse, port int) (netip.AddrPort, error) {
+	if port != execdPort {
+		return netip.AddrPort{}, fmt.Errorf("on a remote Docker engine only execd's port is reachable; reach port %d through execd's /proxy/%d: %w",
+			port, port, errdefs.ErrNotImplemented)
+	}
+	if c.NetworkSettings != nil {
+		for p, bindings := range c.NetworkSettings.Ports {
+			if int(p.Num()) != port {
+				continue
+			}
+			for _, b := range bindings {
+				n, err := strconv.Atoi(b.HostPort)
+				if err != nil {
+					continue
+				}
+				ip, err := netip.ParseAddr(d.cfg.PublishIP)
+				if err != nil || ip.IsUnspecified() {
+					ip = netip.MustParseAddr("127.0.0.1")
+				}
+				return netip.AddrPortFrom(ip, uint16(n)), nil
+			}
+		}
+	}
+	return netip.AddrPort{}, fmt.Errorf("sandbox execd port is not published: %w", errdefs.ErrFailedPrecondition)
+}
+
+// List implements driver.Driver.
+func (d *Driver) List(ctx context.Context) ([]driver.Listing, error) {
+	cctx, cancel := d.call(ctx)
+	defer cancel()
+	res, err := d.cli.ContainerList(cctx, client.ContainerListOptions{All: true,
+		Filters: client.Filters{}.Add("label", driver.LabelManaged+"=true")})
+	if err != nil {
+		return nil, d.engineErr("list", err)
+	}
+	var out []driver.Listing
+	for _, c := range res.Items {
+		id := c.Labels[driver.LabelSandboxID]
+		if id == "" {
+			continue
+		}
+		out = append(out, driver.Listing{ID: id, Tenant: c.Labels[driver.LabelTenant], CreatedAt: time.Unix(c.Created, 0), Labels: c.Labels})
+	}
+	return out, nil
+}
+
+// Pause implements driver.Pauser with the engine's cgroup freezer.
+func (d *Driver) Pause(ctx context.Context, id string) error {
+	c, err := d.inspect(ctx, id)
+	if err != nil {
+		return err
+	}
+	if !c.State.Running || c.State.Paused {
+		return fmt.Errorf("sandbox %s is not running: %w", id, errdefs.ErrFailedPrecondition)
+	}
+	cctx, cancel := d.call(ctx)
+	defer cancel()
+	if _, err := d.cli.ContainerPause(cctx, c.ID, client.ContainerPauseOptions{}); err != nil {
+		return d.engineErr("pause "+id, err)
+	}
+	return nil
+}
+
+// Resume implements driver.Pauser.
+func (d *Driver) Resume(ctx context.Context, id string) error {
+	c, err := d.inspect(ctx, id)
+	if err != nil {
+		return err
+	}
+	if !c.State.Paused {
+		return fmt.Errorf("sandbox %s is not paused: %w", id, errdefs.ErrFailedPrecondition)
+	}
+	cctx, cancel := d.call(ctx)
+	defer cancel()
+	if _, err := d.cli.ContainerUnpause(cctx, c.ID, client.ContainerUnpauseOptions{}); err != nil {
+		return d.engineErr("resume "+id, err)
+	}
+	return nil
+}
+
+var (
+	_ driver.Driver      = (*Driver)(nil)
+	_ driver.Pauser      = (*Driver)(nil)
+	_ driver.Snapshotter = (*Driver)(nil)
+)

@@ -1,0 +1,111 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package docker
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/driver/drivertest"
+	"github.com/corral-dev/corral/internal/testutil"
+)
+
+var corralBin string
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "corral-docker-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if corralBin, err = testutil.BuildCorral(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+func newTestDriver(t *testing.T, cfg Config) *Driver {
+	t.Helper()
+	cfg.CorralBinary = corralBin
+	d, err := New(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	return d
+}
+
+// engine is a client for the test's own inspections.
+func engine(t *testing.T) *client.Client {
+	t.Helper()
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+func volumes(t *testing.T, cli *client.Client) map[string]bool {
+	t.Helper()
+	res, err := cli.VolumeList(context.Background(), client.VolumeListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, v := range res.Items {
+		out[v.Name] = true
+	}
+	return out
+}
+
+func conformance(t *testing.T, cfg Config) {
+	testutil.RequireDocker(t)
+	image := testutil.DockerBusybox(t)
+	cli := engine(t)
+	before := volumes(t, cli)
+	drivertest.Run(t, drivertest.Harness{
+		New: func(t *testing.T) driver.Driver { return newTestDriver(t, cfg) },
+		Spec: func(*testing.T) driver.Spec {
+			return driver.Spec{Image: driver.Image{URI: image}, Entrypoint: []string{"sleep", "3600"}, Labels: map[string]string{"team": "a"}}
+		},
+		ExitSpec: func(_ *testing.T, code int) driver.Spec {
+			return driver.Spec{Image: driver.Image{URI: image}, Entrypoint: []string{"sh", "-c", fmt.Sprintf("sleep 0.5; exit %d", code)}}
+		},
+		Kill: func(t *testing.T, id string) {
+			if _, err := cli.ContainerRemove(context.Background(), containerName(id), client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
+				t.Fatalf("docker rm: %v", err)
+			}
+		},
+	})
+	// Beyond the suite's own check: no volume the sandboxes used is left.
+	testutil.WaitFor(t, 10*time.Second, "sandbox volumes to be removed", func() bool {
+		for v := range volumes(t, cli) {
+			if !before[v] {
+				return false
+			}
+		}
+		return true
+	})
+	res, err := cli.ImageList(context.Background(), client.ImageListOptions{Filters: client.Filters{}.Add("label", LabelSnapshotID)})
+	if err != nil || len(res.Items) != 0 {
+		t.Errorf("snapshot images left: %v %v", res.Items, err)
+	}
+}
+
+func TestConformance(t *testing.T) { conformance(t, Config{}) }
+
+// TestConformanceRemote runs the suite as if the engine were another
+// machine's: the binary is copied in and execd's port published.
+func TestConformanceRemote(t *testing.T) { conformance(t, Config{Remote: true}) }

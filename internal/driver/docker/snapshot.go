@@ -1,0 +1,110 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package docker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/internal/driver"
+)
+
+// Snapshot implements driver.Snapshotter: the container's filesystem is
+// committed (paused meanwhile) to the local image corral-snapshot:<id>.
+// Bind mounts and execd's volume are not part of it, and neither is the
+// sandbox's access token.
+func (d *Driver) Snapshot(ctx context.Context, id, snapshotID string) (*driver.SnapshotRef, error) {
+	if err := validID(snapshotID); err != nil {
+		return nil, err
+	}
+	c, err := d.inspect(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !c.State.Running {
+		return nil, fmt.Errorf("sandbox %s is not running: %w", id, errdefs.ErrFailedPrecondition)
+	}
+	ref := snapshotRepo + ":" + strings.ToLower(snapshotID)
+	labels := map[string]string{driver.LabelManaged: "true", LabelSnapshotID: snapshotID, driver.LabelSandboxID: id,
+		driver.LabelTenant: c.Config.Labels[driver.LabelTenant]}
+	var env []string
+	for _, kv := range c.Config.Env {
+		if !strings.HasPrefix(kv, "EXECD_ACCESS_TOKEN=") {
+			env = append(env, kv)
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*d.cfg.CallTimeout)
+	defer cancel()
+	_, err = d.cli.ContainerCommit(cctx, c.ID, client.ContainerCommitOptions{
+		Reference: ref,
+		Comment:   "corral snapshot " + snapshotID + " of sandbox " + id,
+		Config:    &container.Config{Env: env, Labels: labels},
+	})
+	if err != nil {
+		return nil, d.engineErr("snapshot "+id, err)
+	}
+	st, _ := json.Marshal(snapState{Image: ref})
+	return &driver.SnapshotRef{ID: snapshotID, Driver: Name, Version: stateVersion, State: st, Labels: labels}, nil
+}
+
+// RemoveSnapshot implements driver.Snapshotter. Sandboxes still running
+// from the snapshot keep their layers; the image is gone from the list.
+func (d *Driver) RemoveSnapshot(ctx context.Context, ref *driver.SnapshotRef) error {
+	var ss snapState
+	if err := json.Unmarshal(ref.State, &ss); err != nil || ss.Image == "" {
+		return nil
+	}
+	cctx, cancel := d.call(ctx)
+	defer cancel()
+	_, err := d.cli.ImageRemove(cctx, ss.Image, client.ImageRemoveOptions{Force: true, PruneChildren: true})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return d.engineErr("remove snapshot "+ref.ID, err)
+	}
+	d.pruneSnapshots(ctx)
+	return nil
+}
+
+// pruneSnapshots removes snapshot images that were removed while a
+// sandbox still ran from them (the engine then only untags them) once no
+// container uses them.
+func (d *Driver) pruneSnapshots(ctx context.Context) {
+	cctx, cancel := d.call(ctx)
+	defer cancel()
+	res, err := d.cli.ImageList(cctx, client.ImageListOptions{Filters: client.Filters{}.Add("dangling", "true").Add("label", LabelSnapshotID)})
+	if err != nil {
+		return
+	}
+	for _, img := range res.Items {
+		_, _ = d.cli.ImageRemove(cctx, img.ID, client.ImageRemoveOptions{PruneChildren: true})
+	}
+}
+
+// ListSnapshots implements driver.Snapshotter.
+func (d *Driver) ListSnapshots(ctx context.Context) ([]driver.SnapshotRef, error) {
+	cctx, cancel := d.call(ctx)
+	defer cancel()
+	res, err := d.cli.ImageList(cctx, client.ImageListOptions{Filters: client.Filters{}.Add("label", driver.LabelManaged+"=true").Add("label", LabelSnapshotID)})
+	if err != nil {
+		return nil, d.engineErr("list snapshots", err)
+	}
+	var out []driver.SnapshotRef
+	for _, img := range res.Items {
+		id := img.Labels[LabelSnapshotID]
+		tag := snapshotRepo + ":" + strings.ToLower(id)
+		if id == "" || !slices.Contains(img.RepoTags, tag) {
+			continue // removed, kept only while a sandbox runs from it
+		}
+		st, _ := json.Marshal(snapState{Image: tag})
+		out = append(out, driver.SnapshotRef{ID: id, Driver: Name, Version: stateVersion, State: st, Labels: img.Labels})
+	}
+	return out, nil
+}
