@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -18,22 +19,46 @@ import (
 // native runtime: create, command output and exit code, files, list, kill.
 func TestOpenSandboxJavaScriptSDK(t *testing.T) {
 	requireOCI(t)
+	t.Parallel()
+	jsScenario(t, startServer(t, t.TempDir(), "--runtime", "oci"), "host")
+}
+
+// TestOpenSandboxJavaScriptSDKDocker runs the same scenario, unchanged,
+// against the docker runtime.
+func TestOpenSandboxJavaScriptSDKDocker(t *testing.T) {
+	cli := requireDocker(t)
+	t.Parallel()
+	ref := registryImage(t, cli)
+	jsScenario(t, startServer(t, t.TempDir(), "--runtime", "docker"), ref)
+}
+
+var npmInstall struct {
+	sync.Once
+	out []byte
+	err error
+}
+
+// jsScenario runs jssdk/scenario.mjs with the OpenSandbox JavaScript SDK
+// from npm against server s, creating sandboxes of image.
+func jsScenario(t *testing.T, s *server, image string) {
+	t.Helper()
 	for _, tool := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("%s is needed for the JavaScript SDK scenario: %v", tool, err)
 		}
 	}
-	t.Parallel()
 	dir, _ := filepath.Abs("jssdk")
-	install := exec.CommandContext(ctx(t), "npm", "ci", "--no-audit", "--no-fund")
-	install.Dir = dir
-	if out, err := install.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci: %v\n%s", err, out)
+	npmInstall.Do(func() {
+		install := exec.Command("npm", "ci", "--no-audit", "--no-fund")
+		install.Dir = dir
+		npmInstall.out, npmInstall.err = install.CombinedOutput()
+	})
+	if npmInstall.err != nil {
+		t.Fatalf("npm ci: %v\n%s", npmInstall.err, npmInstall.out)
 	}
-	s := startServer(t, t.TempDir(), "--runtime", "oci")
 	node := exec.CommandContext(ctx(t), "node", "scenario.mjs")
 	node.Dir = dir
-	node.Env = append(os.Environ(), "CORRAL_DOMAIN="+strings.TrimPrefix(s.url, "http://"), "CORRAL_API_KEY="+testKey, "CORRAL_IMAGE=host")
+	node.Env = append(os.Environ(), "CORRAL_DOMAIN="+strings.TrimPrefix(s.url, "http://"), "CORRAL_API_KEY="+testKey, "CORRAL_IMAGE="+image)
 	start := time.Now()
 	out, err := node.CombinedOutput()
 	if err != nil {
