@@ -115,7 +115,11 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*sandbox.Sandb
 	if prev, err := m.st.InsertSandbox(ctx, sb, idem, eventFor(sb, "created")); err != nil {
 		if prev != nil {
 			// A concurrent request with the same key won the race.
-			sb, _, err := m.replay(ctx, req)
+			sb, found, err := m.replay(ctx, req)
+			if !found {
+				return nil, errdefs.Newf(errdefs.ErrUnavailable, "SANDBOX::RUNTIME_UNAVAILABLE",
+					"a concurrent create with Idempotency-Key %q could not reach the runtime; retry", req.IdempotencyKey)
+			}
 			return sb, err
 		}
 		return nil, err
@@ -156,12 +160,16 @@ func (m *Manager) failCreate(ctx context.Context, e *entry, cause error) error {
 	if err := m.d.Destroy(ctx, sb.ID); err != nil {
 		m.log.WarnContext(ctx, "destroy after failed start", "sandbox_id", sb.ID, "err", err)
 	}
+	kind := errdefs.KindOf(cause)
+	reason := sandbox.ReasonStartFailed
+	if kind == errdefs.ErrUnavailable {
+		reason = sandbox.ReasonRuntimeUnavailable
+	}
 	next := sb.Clone()
-	_ = next.SetStatus(sandbox.StateFailed, sandbox.ReasonStartFailed, msg, time.Now().UTC())
+	_ = next.SetStatus(sandbox.StateFailed, reason, msg, time.Now().UTC())
 	if err := m.commit(ctx, e, next, "start_failed"); err != nil {
 		m.log.ErrorContext(ctx, "record failed start", "sandbox_id", sb.ID, "err", err)
 	}
-	kind := errdefs.KindOf(cause)
 	if kind == nil {
 		if errors.Is(cause, context.DeadlineExceeded) {
 			kind = errdefs.ErrUnavailable
@@ -222,6 +230,13 @@ func (m *Manager) replay(ctx context.Context, req CreateRequest) (_ *sandbox.San
 		return nil, true, ctx.Err()
 	}
 	sb := m.current(e)
+	if sb.Status.State == sandbox.StateFailed && sb.Status.Reason == sandbox.ReasonRuntimeUnavailable {
+		// The first try never reached the runtime: this one tries again.
+		if err := m.st.ReleaseIdempotency(ctx, req.Tenant, req.IdempotencyKey, sb.ID); err != nil {
+			return nil, true, err
+		}
+		return nil, false, nil
+	}
 	if sb.Status.State == sandbox.StateFailed && sb.Status.Reason == sandbox.ReasonStartFailed {
 		return nil, true, errdefs.Newf(errdefs.ErrFailedPrecondition, "SANDBOX::START_FAILED",
 			"sandbox %s failed to start: %s", sb.ID, sb.Status.Message)

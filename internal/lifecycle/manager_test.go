@@ -165,8 +165,8 @@ func TestCreateFailureIsRecordedAndCleanedUp(t *testing.T) {
 		t.Fatalf("Create(fake:fail) = %v, want ErrUnavailable", err)
 	}
 	items, _ := r.m.List(t.Context(), "t1", Filter{PageSize: 10})
-	if len(items) != 1 || items[0].Status.State != sandbox.StateFailed || items[0].Status.Reason != sandbox.ReasonStartFailed {
-		t.Fatalf("after a failed create, List = %+v; want one Failed start_failed record", items)
+	if len(items) != 1 || items[0].Status.State != sandbox.StateFailed || items[0].Status.Reason != sandbox.ReasonRuntimeUnavailable {
+		t.Fatalf("after a failed create, List = %+v; want one Failed runtime_unavailable record", items)
 	}
 	if ids := backendIDs(t, r.d); len(ids) != 0 {
 		t.Fatalf("failed create left backend objects %v", ids)
@@ -174,6 +174,36 @@ func TestCreateFailureIsRecordedAndCleanedUp(t *testing.T) {
 	_, err = r.m.Create(t.Context(), req("t1", "fake:missing"))
 	if !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Fatalf("Create(fake:missing) = %v, want ErrInvalidArgument", err)
+	}
+}
+
+// TestRetryAfterUnavailableRuntimeCreatesAgain: a create that failed
+// because the runtime could not be reached is not replayed to a retry
+// with the same Idempotency-Key; the retry creates anew. A create that
+// failed for a reason of its own is replayed.
+func TestRetryAfterUnavailableRuntimeCreatesAgain(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, t.TempDir(), nil)
+	first := req("t1", "fake:fail")
+	first.IdempotencyKey, first.RequestHash = "retry-key", "h"
+	if _, err := r.m.Create(t.Context(), first); !errors.Is(err, errdefs.ErrUnavailable) {
+		t.Fatalf("first = %v", err)
+	}
+	if _, err := r.m.Create(t.Context(), first); !errors.Is(err, errdefs.ErrUnavailable) {
+		t.Fatalf("retry = %v, want the runtime's unavailability again, not a replayed conflict", err)
+	}
+	if items, total := r.m.List(t.Context(), "t1", Filter{PageSize: 10}); total != 2 || items[0].ID == items[1].ID {
+		t.Fatalf("the retry made %d records, want 2 (it must run again)", total)
+	}
+	missing := req("t1", "fake:missing")
+	missing.IdempotencyKey, missing.RequestHash = "missing-key", "h2"
+	_, err1 := r.m.Create(t.Context(), missing)
+	_, err2 := r.m.Create(t.Context(), missing)
+	if !errors.Is(err1, errdefs.ErrInvalidArgument) || !errors.Is(err2, errdefs.ErrFailedPrecondition) {
+		t.Fatalf("missing image: first %v, replay %v", err1, err2)
+	}
+	if _, total := r.m.List(t.Context(), "t1", Filter{PageSize: 10}); total != 3 {
+		t.Fatalf("a replayed failure made a record: %d", total)
 	}
 }
 

@@ -18,22 +18,26 @@ import (
 // Reasons recorded in Status.Reason. They are stable strings users and
 // scripts can match on.
 const (
-	ReasonProvisioning   = "provisioning"
-	ReasonStarted        = "started"
-	ReasonStartFailed    = "start_failed"
-	ReasonInterrupted    = "interrupted_by_restart"
-	ReasonPaused         = "paused"
-	ReasonResumed        = "resumed"
-	ReasonPauseFailed    = "pause_failed"
-	ReasonResumeFailed   = "resume_failed"
-	ReasonUserDelete     = "user_delete"
-	ReasonTTLExpiry      = "ttl_expiry"
-	ReasonExited         = "entrypoint_exited"
-	ReasonExitedError    = "entrypoint_failed"
-	ReasonLost           = "runtime_lost"
-	ReasonRecovered      = "recovered"
-	ReasonRecovering     = "recovering"
-	ReasonDestroyPending = "destroy_retrying"
+	ReasonProvisioning = "provisioning"
+	ReasonStarted      = "started"
+	ReasonStartFailed  = "start_failed"
+	// ReasonRuntimeUnavailable is a start that failed because the runtime
+	// could not be reached; a retry with the same Idempotency-Key tries
+	// again instead of replaying the failure.
+	ReasonRuntimeUnavailable = "runtime_unavailable"
+	ReasonInterrupted        = "interrupted_by_restart"
+	ReasonPaused             = "paused"
+	ReasonResumed            = "resumed"
+	ReasonPauseFailed        = "pause_failed"
+	ReasonResumeFailed       = "resume_failed"
+	ReasonUserDelete         = "user_delete"
+	ReasonTTLExpiry          = "ttl_expiry"
+	ReasonExited             = "entrypoint_exited"
+	ReasonExitedError        = "entrypoint_failed"
+	ReasonLost               = "runtime_lost"
+	ReasonRecovered          = "recovered"
+	ReasonRecovering         = "recovering"
+	ReasonDestroyPending     = "destroy_retrying"
 )
 
 // Status is a sandbox's state and why it is in it.

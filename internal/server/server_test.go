@@ -180,7 +180,7 @@ func TestCreateFailureAnswers(t *testing.T) {
 	l := s.call("GET", "/v1/sandboxes?state=Failed", s.keyA, nil)
 	var list api.ListSandboxesResponse
 	l.decode(t, &list)
-	if list.Pagination.TotalItems != 2 || list.Items[0].Status.Reason != "start_failed" || list.Items[0].Status.Message == "" {
+	if list.Pagination.TotalItems != 2 || list.Items[0].Status.Reason != "runtime_unavailable" || list.Items[1].Status.Reason != "start_failed" || list.Items[0].Status.Message == "" {
 		t.Errorf("failed sandboxes = %s", l.body)
 	}
 }

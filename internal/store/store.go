@@ -422,6 +422,16 @@ func (s *Store) LookupIdempotency(ctx context.Context, tenant, key string) (*Ide
 	return out, err
 }
 
+// ReleaseIdempotency forgets a tenant's key if it is still bound to
+// sandboxID, so that the next request with it creates anew.
+func (s *Store) ReleaseIdempotency(ctx context.Context, tenant, key, sandboxID string) error {
+	_, err := s.db.ExecContext(ctx, `DELETE FROM idempotency_keys WHERE tenant = ? AND key = ? AND sandbox_id = ?`, tenant, key, sandboxID)
+	if err != nil {
+		return fmt.Errorf("release idempotency key: %w", err)
+	}
+	return nil
+}
+
 // PurgeIdempotency forgets keys created before t.
 func (s *Store) PurgeIdempotency(ctx context.Context, before time.Time) error {
 	_, err := s.db.ExecContext(ctx, `DELETE FROM idempotency_keys WHERE created_at < ?`, nanos(before))
