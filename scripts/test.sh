@@ -69,6 +69,10 @@ required=(
   test/e2e.TestDocumentedExamples
   internal/driver/docker.TestConformance
   internal/driver/docker.TestConformanceRemote
+  test/e2e.TestDockerEndToEnd
+  test/e2e.TestDockerEscapeSuite
+  test/e2e.TestOpenSandboxJavaScriptSDKDocker
+  test/e2e.TestDockerEngineOutage
 )
 
 
