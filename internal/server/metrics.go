@@ -9,18 +9,15 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/corral-dev/corral/internal/lifecycle"
+	"github.com/corral-dev/corral/internal/promtext"
 	"github.com/corral-dev/corral/internal/sandbox"
 )
 
 type metrics struct {
-	requests *prometheus.CounterVec
-	duration *prometheus.HistogramVec
-	creates  *prometheus.HistogramVec
+	requests *promtext.CounterVec
+	duration *promtext.HistogramVec
+	creates  *promtext.HistogramVec
 	driver   string
 	handler  http.Handler
 
@@ -31,8 +28,8 @@ type metrics struct {
 }
 
 type boundSeries struct {
-	count    prometheus.Counter
-	duration prometheus.Observer
+	count    *promtext.Counter
+	duration *promtext.Histogram
 }
 
 type requestLabels struct {
@@ -40,29 +37,28 @@ type requestLabels struct {
 	code  int
 }
 
-func newMetrics(reg *prometheus.Registry, mgr *lifecycle.Manager) *metrics {
+func newMetrics(reg *promtext.Registry, mgr *lifecycle.Manager) *metrics {
 	m := &metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "corral_http_requests_total", Help: "HTTP requests by route pattern and status code.",
-		}, []string{"route", "code"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "corral_http_request_duration_seconds", Help: "HTTP request latency by route pattern.",
-			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
-		}, []string{"route"}),
-		creates: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "corral_sandbox_create_duration_seconds", Help: "Time to create a sandbox, by driver and outcome.",
-			Buckets: []float64{.01, .025, .05, .075, .1, .15, .25, .5, 1, 2.5, 5, 10, 30, 60},
-		}, []string{"driver", "outcome"}),
+		requests: reg.NewCounterVec("corral_http_requests_total", "HTTP requests by route pattern and status code.", "route", "code"),
+		duration: reg.NewHistogramVec("corral_http_request_duration_seconds", "HTTP request latency by route pattern.",
+			[]float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}, "route"),
+		creates: reg.NewHistogramVec("corral_sandbox_create_duration_seconds", "Time to create a sandbox, by driver and outcome.",
+			[]float64{.01, .025, .05, .075, .1, .15, .25, .5, 1, 2.5, 5, 10, 30, 60}, "driver", "outcome"),
 		bound: map[requestLabels]boundSeries{},
 	}
 	if mgr != nil {
 		m.driver = mgr.DriverName()
-		reg.MustRegister(&stateCollector{mgr: mgr, desc: prometheus.NewDesc("corral_sandboxes",
-			"Sandboxes by lifecycle state.", []string{"state"}, nil)})
+		reg.NewGaugeFunc("corral_sandboxes", "Sandboxes by lifecycle state.", "state", func() map[string]float64 {
+			counts := mgr.Counts()
+			out := map[string]float64{}
+			for _, st := range sandbox.States() {
+				out[st.String()] = float64(counts[st])
+			}
+			return out
+		})
 	}
-	reg.MustRegister(m.requests, m.duration, m.creates,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	reg.RegisterProcess()
+	m.handler = reg.Handler()
 	return m
 }
 
@@ -72,7 +68,7 @@ func (m *metrics) observeRequest(route string, code int, d time.Duration) {
 	b, ok := m.bound[key]
 	m.mu.RUnlock()
 	if !ok {
-		b = boundSeries{m.requests.WithLabelValues(route, strconv.Itoa(code)), m.duration.WithLabelValues(route)}
+		b = boundSeries{m.requests.With(route, strconv.Itoa(code)), m.duration.With(route)}
 		m.mu.Lock()
 		m.bound[key] = b
 		m.mu.Unlock()
@@ -86,20 +82,5 @@ func (m *metrics) observeCreate(d time.Duration, err error) {
 	if err != nil {
 		outcome = "error"
 	}
-	m.creates.WithLabelValues(m.driver, outcome).Observe(d.Seconds())
-}
-
-// stateCollector reports the number of sandboxes per state at scrape time.
-type stateCollector struct {
-	mgr  *lifecycle.Manager
-	desc *prometheus.Desc
-}
-
-func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
-
-func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
-	counts := c.mgr.Counts()
-	for _, st := range sandbox.States() {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[st]), st.String())
-	}
+	m.creates.With(m.driver, outcome).Observe(d.Seconds())
 }

@@ -14,11 +14,10 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/corral-dev/corral/internal/auth"
 	"github.com/corral-dev/corral/internal/lifecycle"
 	"github.com/corral-dev/corral/internal/logctx"
+	"github.com/corral-dev/corral/internal/promtext"
 )
 
 // Config configures a Server.
@@ -29,7 +28,7 @@ type Config struct {
 	// InsecureNoAuth accepts every request as the default tenant's admin.
 	InsecureNoAuth bool
 	// Registry receives the server's metrics; nil means a private registry.
-	Registry *prometheus.Registry
+	Registry *promtext.Registry
 }
 
 // Server serves the lifecycle API.
@@ -49,7 +48,7 @@ func New(cfg Config) *Server {
 		cfg.Logger = logctx.Discard()
 	}
 	if cfg.Registry == nil {
-		cfg.Registry = prometheus.NewRegistry()
+		cfg.Registry = promtext.NewRegistry()
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, mgr: cfg.Manager, keys: cfg.Keys, mux: http.NewServeMux()}
 	s.metrics = newMetrics(cfg.Registry, cfg.Manager)
