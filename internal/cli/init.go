@@ -5,7 +5,9 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/user"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,7 +24,7 @@ func runInit(_ context.Context, e *env, args []string) int {
 	listen := fs.String("execd-listen", ":44772", "address execd listens on")
 	stateDir := fs.String("execd-state-dir", "/var/lib/corral-execd", "where execd retains command output")
 	statusDir := fs.String("status-dir", "", "directory that receives the entrypoint's exit code in a file named exit")
-	userSpec := fs.String("user", "", "run the entrypoint as UID:GID")
+	userSpec := fs.String("user", "", "run the entrypoint as USER[:GROUP] (names or numbers, as an image's config gives them)")
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code
 	}
@@ -37,16 +39,46 @@ func runInit(_ context.Context, e *env, args []string) int {
 	}
 	cfg := initproc.Config{Entrypoint: fs.Args(), Env: entryEnv, DaemonEnv: daemonEnv, Stderr: e.stderr, StatusDir: *statusDir}
 	if *userSpec != "" {
-		u, g, ok := strings.Cut(*userSpec, ":")
-		uid, err1 := strconv.ParseUint(u, 10, 32)
-		gid, err2 := strconv.ParseUint(g, 10, 32)
-		if !ok || err1 != nil || err2 != nil {
-			return fail(e, "init: --user %q: want UID:GID", *userSpec)
+		cred, err := lookupCredential(*userSpec)
+		if err != nil {
+			return fail(e, "init: --user %q: %v", *userSpec, err)
 		}
-		cfg.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		cfg.Credential = cred
 	}
 	if !*noExecd {
 		cfg.Daemon = []string{"corral", "execd", "--listen", *listen, "--state-dir", *stateDir}
 	}
 	return initproc.Run(cfg)
+}
+
+// lookupCredential resolves USER[:GROUP] the way an image's User field
+// means it: numbers are taken as they are, names are looked up in the
+// sandbox's /etc/passwd and /etc/group, and a user without a group gets
+// its primary group (or, if it has no passwd entry, its UID).
+func lookupCredential(spec string) (*syscall.Credential, error) {
+	u, g, hasGroup := strings.Cut(spec, ":")
+	var uid, gid uint64
+	var err error
+	if uid, err = strconv.ParseUint(u, 10, 32); err != nil {
+		pw, lerr := user.Lookup(u)
+		if lerr != nil {
+			return nil, fmt.Errorf("no user %q in /etc/passwd", u)
+		}
+		uid, _ = strconv.ParseUint(pw.Uid, 10, 32)
+		gid, _ = strconv.ParseUint(pw.Gid, 10, 32)
+	} else if pw, lerr := user.LookupId(u); lerr == nil {
+		gid, _ = strconv.ParseUint(pw.Gid, 10, 32)
+	} else {
+		gid = uid
+	}
+	if hasGroup {
+		if gid, err = strconv.ParseUint(g, 10, 32); err != nil {
+			gr, lerr := user.LookupGroup(g)
+			if lerr != nil {
+				return nil, fmt.Errorf("no group %q in /etc/group", g)
+			}
+			gid, _ = strconv.ParseUint(gr.Gid, 10, 32)
+		}
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }
