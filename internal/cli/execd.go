@@ -15,6 +15,7 @@ func runExecd(ctx context.Context, e *env, args []string) int {
 	fs := newFlagSet(e, "execd", "execd [flags]")
 	listen := fs.String("listen", execd.DefaultListen, "address to serve the execd API on")
 	token := fs.String("access-token", e.getenv("EXECD_ACCESS_TOKEN"), "token required in X-EXECD-ACCESS-TOKEN (default $EXECD_ACCESS_TOKEN; empty: no auth)")
+	tokenFile := fs.String("access-token-file", "", "read the access token from this file instead, re-read when it changes (empty file: nothing passes)")
 	stateDir := fs.String("state-dir", "", "where command output is retained (default: a directory under $TMPDIR)")
 	envFile := fs.String("env-file", e.getenv("EXECD_ENVS"), "file of KEY=VALUE lines added to every command's environment (default $EXECD_ENVS)")
 	retainN := fs.Int("retain-commands", 1000, "finished commands kept for status and logs")
@@ -32,7 +33,7 @@ func runExecd(ctx context.Context, e *env, args []string) int {
 		return fail(e, "%v", err)
 	}
 	srv, err := execd.New(execd.Config{
-		Listen: *listen, AccessToken: *token, StateDir: *stateDir, EnvFile: *envFile, Logger: log,
+		Listen: *listen, AccessToken: *token, AccessTokenFile: *tokenFile, StateDir: *stateDir, EnvFile: *envFile, Logger: log,
 		InterruptGrace: *grace, PingInterval: *ping,
 		Retention: process.Retention{MaxCommands: *retainN, MaxBytes: *retainBytes, MaxAge: *retainAge},
 	})

@@ -24,6 +24,9 @@ func runInit(_ context.Context, e *env, args []string) int {
 	listen := fs.String("execd-listen", ":44772", "address execd listens on")
 	stateDir := fs.String("execd-state-dir", "/var/lib/corral-execd", "where execd retains command output")
 	statusDir := fs.String("status-dir", "", "directory that receives the entrypoint's exit code in a file named exit")
+	waitStart := fs.String("wait-start", "", "start no entrypoint until a JSON {\"args\",\"env\"} arrives on this FIFO (warm pools)")
+	tokenFile := fs.String("execd-token-file", "", "execd reads its access token from this file, re-read when it changes")
+	envFile := fs.String("execd-env-file", "", "file of KEY=VALUE lines execd adds to every command's environment")
 	userSpec := fs.String("user", "", "run the entrypoint as USER[:GROUP] (names or numbers, as an image's config gives them)")
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code
@@ -37,7 +40,7 @@ func runInit(_ context.Context, e *env, args []string) int {
 		}
 		entryEnv = append(entryEnv, kv)
 	}
-	cfg := initproc.Config{Entrypoint: fs.Args(), Env: entryEnv, DaemonEnv: daemonEnv, Stderr: e.stderr, StatusDir: *statusDir}
+	cfg := initproc.Config{Entrypoint: fs.Args(), Env: entryEnv, DaemonEnv: daemonEnv, Stderr: e.stderr, StatusDir: *statusDir, StartFIFO: *waitStart}
 	if *userSpec != "" {
 		cred, err := lookupCredential(*userSpec)
 		if err != nil {
@@ -47,6 +50,12 @@ func runInit(_ context.Context, e *env, args []string) int {
 	}
 	if !*noExecd {
 		cfg.Daemon = []string{"corral", "execd", "--listen", *listen, "--state-dir", *stateDir}
+		if *tokenFile != "" {
+			cfg.Daemon = append(cfg.Daemon, "--access-token-file", *tokenFile)
+		}
+		if *envFile != "" {
+			cfg.Daemon = append(cfg.Daemon, "--env-file", *envFile)
+		}
 	}
 	return initproc.Run(cfg)
 }

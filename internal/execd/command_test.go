@@ -498,3 +498,36 @@ func TestCode(t *testing.T) {
 		t.Errorf("code without code = %d", a.status)
 	}
 }
+
+// TestAccessTokenFile: a warm-pool execd takes its token from a file that
+// changes when the sandbox is claimed; a missing or empty file lets
+// nothing in.
+func TestAccessTokenFile(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "token")
+	d := startExecd(t, "--access-token-file", file)
+	if a := d.do("GET", "/metrics", nil); a.status != 401 {
+		t.Errorf("without the file = %d", a.status)
+	}
+	if err := os.WriteFile(file, []byte("pool-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if a := d.do("GET", "/metrics", nil, api.HeaderExecdToken, "pool-token"); a.status != 200 {
+		t.Errorf("the file's token = %d", a.status)
+	}
+	if err := os.WriteFile(file, []byte(token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if a := d.do("GET", "/metrics", nil, api.HeaderExecdToken, "pool-token"); a.status != 401 {
+		t.Errorf("the old token after a change = %d", a.status)
+	}
+	if a := d.do("GET", "/metrics", nil); a.status != 200 {
+		t.Errorf("the new token = %d", a.status)
+	}
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if a := d.do("GET", "/metrics", nil, api.HeaderExecdToken, ""); a.status != 401 {
+		t.Errorf("an empty file let an empty token in: %d", a.status)
+	}
+}

@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/corral-dev/corral/api"
@@ -44,6 +45,10 @@ type Config struct {
 	// AccessToken, when set, is required in X-EXECD-ACCESS-TOKEN on every
 	// route but /ping.
 	AccessToken string
+	// AccessTokenFile, when set, holds the token instead (re-read when the
+	// file changes; a missing or empty file lets nothing in): a warm-pool
+	// sandbox gets its token when it is claimed.
+	AccessTokenFile string
 	// StateDir holds retained command output.
 	StateDir string
 	// EnvFile is a file of KEY=VALUE lines merged into every command's
@@ -70,6 +75,40 @@ type Server struct {
 	// baseEnv is execd's own environment without its secrets.
 	baseEnv []string
 	workdir string
+	token   tokenFile
+}
+
+// tokenFile caches the token of Config.AccessTokenFile, re-reading it when
+// its inode, size or modification time changes (writers replace it by
+// rename, so a new token is always a new inode).
+type tokenFile struct {
+	mu    sync.Mutex
+	path  string
+	stamp [3]int64
+	value string
+}
+
+// get returns the current token; "" means nothing may pass.
+func (t *tokenFile) get() string {
+	fi, err := os.Stat(t.path)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err != nil {
+		t.value, t.stamp = "", [3]int64{}
+		return ""
+	}
+	stamp := [3]int64{fi.Size(), fi.ModTime().UnixNano(), 0}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		stamp[2] = int64(st.Ino)
+	}
+	if stamp != t.stamp {
+		b, err := os.ReadFile(t.path)
+		if err != nil {
+			return ""
+		}
+		t.value, t.stamp = strings.TrimSpace(string(b)), stamp
+	}
+	return t.value
 }
 
 // New prepares a Server.
@@ -99,7 +138,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, log: cfg.Logger, table: table, sessions: process.NewSessions(table), ptys: newPTYTable(),
-		metrics: newSampler(), mux: http.NewServeMux(), baseEnv: cleanEnv(os.Environ()), workdir: wd,
+		metrics: newSampler(), mux: http.NewServeMux(), baseEnv: cleanEnv(os.Environ()), workdir: wd, token: tokenFile{path: cfg.AccessTokenFile},
 	}
 	s.proxy = newLocalProxy(s)
 	s.routes()
@@ -142,7 +181,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	wg.Go(func() { s.table.Run(bg, time.Minute) })
 	errc := make(chan error, 1)
 	wg.Go(func() { errc <- hs.Serve(ln) })
-	s.log.InfoContext(ctx, "execd serving", "listen", ln.Addr().String(), "auth", s.cfg.AccessToken != "")
+	s.log.InfoContext(ctx, "execd serving", "listen", ln.Addr().String(), "auth", s.cfg.AccessToken != "" || s.cfg.AccessTokenFile != "")
 	var err error
 	select {
 	case <-ctx.Done():
@@ -173,9 +212,13 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		id = newRequestID()
 	}
 	w.Header().Set(api.HeaderRequestID, id)
-	if s.cfg.AccessToken != "" && r.URL.Path != "/ping" {
+	if (s.cfg.AccessToken != "" || s.cfg.AccessTokenFile != "") && r.URL.Path != "/ping" {
+		want := s.cfg.AccessToken
+		if s.cfg.AccessTokenFile != "" {
+			want = s.token.get()
+		}
 		got := r.Header.Get(api.HeaderExecdToken)
-		if subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.AccessToken)) != 1 {
+		if want == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
 			writeError(w, errdefs.New(errdefs.ErrUnauthenticated, api.CodeExecdUnauthorized,
 				"invalid or missing header X-EXECD-ACCESS-TOKEN"))
 			return

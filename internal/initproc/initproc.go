@@ -9,6 +9,7 @@
 package initproc
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -44,10 +45,22 @@ type Config struct {
 	// exit code before PID 1 exits: the runtime outside reads it, as it is
 	// not the parent of PID 1.
 	StatusDir string
+	// StartFIFO, when set, holds the entrypoint back: PID 1 starts the
+	// daemon, then waits for one JSON Start written to this FIFO (a
+	// warm-pool sandbox waiting to be claimed); Entrypoint is then unused.
+	StartFIFO string
 	// StopGrace is how long the daemon gets to stop (default 2s).
 	StopGrace time.Duration
 	Stderr    io.Writer
 	Logger    *slog.Logger
+}
+
+// Start is what a claim writes to a waiting PID 1's StartFIFO.
+type Start struct {
+	// Args is the entrypoint and its arguments.
+	Args []string `json:"args"`
+	// Env is added to the entrypoint's environment (KEY=VALUE).
+	Env []string `json:"env,omitempty"`
 }
 
 // Exit codes for an entrypoint that cannot start, as shells use them.
@@ -106,7 +119,7 @@ func Run(cfg Config) int {
 	if cfg.Stderr == nil {
 		cfg.Stderr = os.Stderr
 	}
-	if len(cfg.Entrypoint) == 0 {
+	if len(cfg.Entrypoint) == 0 && cfg.StartFIFO == "" {
 		fmt.Fprintln(cfg.Stderr, "corral init: no entrypoint given (usage: corral init [flags] -- PROGRAM [ARGS...])")
 		return 2
 	}
@@ -135,13 +148,26 @@ func run(cfg Config) int {
 	signal.Notify(sigs, append(forwarded(), syscall.SIGCHLD)...)
 	defer signal.Stop(sigs)
 
+	p := &pid1{cfg: cfg}
+	if cfg.StartFIFO != "" {
+		p.startDaemon()
+		st, code, ok := p.waitStart(sigs)
+		if !ok {
+			p.stopDaemon(sigs)
+			return code
+		}
+		cfg.Entrypoint, cfg.Env = st.Args, append(append([]string(nil), cfg.Env...), st.Env...)
+		p.cfg = cfg
+	}
 	path, code, err := resolve(cfg.Entrypoint[0], cfg.Env)
 	if err != nil {
 		fmt.Fprintln(cfg.Stderr, "corral init: "+err.Error())
+		p.stopDaemon(sigs)
 		return code
 	}
-	p := &pid1{cfg: cfg}
-	p.startDaemon()
+	if p.daemon == nil && cfg.StartFIFO == "" {
+		p.startDaemon()
+	}
 	var sys *syscall.SysProcAttr
 	if cfg.Credential != nil {
 		sys = &syscall.SysProcAttr{Credential: cfg.Credential}
@@ -166,6 +192,47 @@ func run(cfg Config) int {
 		if exit, done := p.reap(entry.Pid); done {
 			p.stopDaemon(sigs)
 			return exit
+		}
+	}
+}
+
+// waitStart reads the Start from the FIFO while reaping and keeping the
+// daemon alive. A terminating signal first ends PID 1 (ok false).
+func (p *pid1) waitStart(sigs <-chan os.Signal) (Start, int, bool) {
+	got := make(chan Start, 1)
+	bad := make(chan error, 1)
+	go func() {
+		for {
+			f, err := os.OpenFile(p.cfg.StartFIFO, os.O_RDONLY, 0)
+			if err != nil {
+				bad <- err
+				return
+			}
+			var st Start
+			err = json.NewDecoder(f).Decode(&st)
+			f.Close()
+			if err == nil && len(st.Args) > 0 {
+				got <- st
+				return
+			}
+			fmt.Fprintf(p.cfg.Stderr, "corral init: a bad start request (%v); waiting for another\n", err)
+		}
+	}()
+	for {
+		select {
+		case st := <-got:
+			return st, 0, true
+		case err := <-bad:
+			fmt.Fprintln(p.cfg.Stderr, "corral init: wait for the start request: "+err.Error())
+			return Start{}, 2, false
+		case sig := <-sigs:
+			if sig == syscall.SIGCHLD {
+				p.reap(-1)
+				continue
+			}
+			if sig == syscall.SIGTERM || sig == syscall.SIGINT || sig == syscall.SIGHUP || sig == syscall.SIGQUIT {
+				return Start{}, 128 + int(sig.(syscall.Signal)), false
+			}
 		}
 	}
 }
