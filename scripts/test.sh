@@ -53,6 +53,8 @@ required=(
   internal/imagestore.TestPullUnpacksForOverlay
   internal/imagestore.TestImportDockerAndOCILayout
   internal/driver/oci.TestConformance
+  internal/driver/oci.TestWarmPool
+  test/e2e.TestOCIWarmPool
   test/e2e.TestOCIEndToEnd
   test/e2e.TestOCIStartFailuresAreExplained
   test/e2e.TestEscapeSuite

@@ -101,31 +101,11 @@ func run(runtime string, n, conc int) error {
 		}
 	}
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	base, stop, err := startServer(bin, runtime, data, filepath.Join(dir, "server.log"))
 	if err != nil {
 		return err
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	srv := exec.Command(bin, "serve", "--runtime", runtime, "--listen", addr, "--data-dir", data, "--api-key", key, "--log-level", "debug", "--log-format", "json")
-	// The server logs each create's steps at debug level; the log stays
-	// in the temporary directory for the run's duration.
-	srv.Stderr, _ = os.Create(filepath.Join(dir, "server.log"))
-	if err := srv.Start(); err != nil {
-		return err
-	}
-	defer func() { _ = srv.Process.Signal(os.Interrupt); _ = srv.Wait() }()
-	base := "http://" + addr
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		if res, err := http.Get(base + "/health"); err == nil {
-			res.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			return errors.New("server did not start")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	defer func() { stop() }()
 	// One warm-up sandbox: the first create pays one-time costs.
 	if _, id, err := tti(base); err != nil {
 		return err
@@ -137,7 +117,7 @@ func run(runtime string, n, conc int) error {
 	for range n {
 		d, id, err := tti(base)
 		if err != nil {
-			return err
+			return fmt.Errorf("sequential create: %w", err)
 		}
 		seq = append(seq, d)
 		ids = append(ids, id)
@@ -175,6 +155,33 @@ func run(runtime string, n, conc int) error {
 	if firstErr != nil {
 		return firstErr
 	}
+	// Warm: a server keeping a warm pool of the image; each create
+	// claims a sandbox the pool had ready (the bench waits for the pool to
+	// refill between creates, so this is the time when one is ready).
+	var warm []time.Duration
+	if runtime == "oci" {
+		stop()
+		stop = func() {}
+		wbase, wstop, err := startServer(bin, runtime, data, filepath.Join(dir, "server-warm.log"), "--warm-pool", "local/busybox:bench=1")
+		if err != nil {
+			return err
+		}
+		stop = wstop
+		bundles := filepath.Join(data, "oci", "run", "bundles")
+		for range n {
+			if err := waitEntries(bundles, 1); err != nil {
+				return err
+			}
+			d, id, err := tti(wbase)
+			if err != nil {
+				return fmt.Errorf("warm create: %w", err)
+			}
+			warm = append(warm, d)
+			if err := del(wbase, id); err != nil {
+				return err
+			}
+		}
+	}
 	rp := pct(raw, .5)
 	fmt.Printf("time to interactive, runtime %s, busybox image, %d samples each\n\n", runtime, n)
 	fmt.Println("| measurement | p50 | p99 | p50 vs raw | p50 − raw |")
@@ -184,8 +191,58 @@ func run(runtime string, n, conc int) error {
 		float64(pct(seq, .5))/float64(rp), round(pct(seq, .5)-rp))
 	fmt.Printf("| create → first `true` done, %d concurrent | %s | %s | %.2f× | %s |\n", conc, round(pct(par, .5)), round(pct(par, .99)),
 		float64(pct(par, .5))/float64(rp), round(pct(par, .5)-rp))
+	if len(warm) > 0 {
+		fmt.Printf("| create → first `true` done, warm pool (`--warm-pool IMAGE=1`, a sandbox ready) | %s | %s | %.2f× | %s |\n",
+			round(pct(warm, .5)), round(pct(warm, .99)), float64(pct(warm, .5))/float64(rp), round(pct(warm, .5)-rp))
+	}
 	fmt.Printf("\n%d concurrent creates: %d sandboxes interactive in %s (%.1f/s)\n", conc, n, round(wall), float64(n)/wall.Seconds())
 	return nil
+}
+
+// startServer runs corral serve and returns its URL and a stop function.
+func startServer(bin, runtime, data, logPath string, extra ...string) (string, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	args := append([]string{"serve", "--runtime", runtime, "--listen", addr, "--data-dir", data, "--api-key", key,
+		"--log-level", "debug", "--log-format", "json"}, extra...)
+	srv := exec.Command(bin, args...)
+	// The server logs each create's steps at debug level; the log stays
+	// in the temporary directory for the run's duration.
+	srv.Stderr, _ = os.Create(logPath)
+	if err := srv.Start(); err != nil {
+		return "", nil, err
+	}
+	stop := func() { _ = srv.Process.Signal(os.Interrupt); _ = srv.Wait() }
+	base := "http://" + addr
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if res, err := http.Get(base + "/health"); err == nil {
+			res.Body.Close()
+			return base, stop, nil
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return "", nil, errors.New("server did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitEntries waits until dir holds exactly n entries.
+func waitEntries(dir string, n int) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if entries, err := os.ReadDir(dir); err == nil && len(entries) == n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not come to %d entries", dir, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func round(d time.Duration) time.Duration { return d.Round(100 * time.Microsecond) }

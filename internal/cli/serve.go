@@ -45,6 +45,7 @@ type serveConfig struct {
 	fakeCreateDelay  time.Duration
 	ociRuntime       string
 	hostImage        bool
+	warmPool         string
 	dockerHost       string
 	dockerRuntime    string
 	dockerRemote     bool
@@ -61,7 +62,11 @@ func drivers() map[string]driverFactory {
 			return fakedriver.New(fakedriver.Config{Dir: filepath.Join(cfg.dataDir, "fake"), CreateDelay: cfg.fakeCreateDelay})
 		},
 		oci.Name: func(cfg *serveConfig, log *slog.Logger) (driver.Driver, error) {
-			return oci.New(oci.Config{Root: filepath.Join(cfg.dataDir, "oci"), Runtime: cfg.ociRuntime, AllowHostImage: cfg.hostImage, Logger: log})
+			pool, err := oci.ParsePool(cfg.warmPool)
+			if err != nil {
+				return nil, err
+			}
+			return oci.New(oci.Config{Root: filepath.Join(cfg.dataDir, "oci"), Runtime: cfg.ociRuntime, AllowHostImage: cfg.hostImage, Pool: pool, Logger: log})
 		},
 		docker.Name: func(cfg *serveConfig, log *slog.Logger) (driver.Driver, error) {
 			bin, err := os.Executable()
@@ -114,6 +119,7 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&cfg.ociRuntime, "oci-runtime", "runc", "runtime oci: the OCI runtime binary (runc, crun, runsc)")
 	fs.BoolVar(&cfg.hostImage, "host-image", true, `runtime oci: allow image.uri "host" (a read-only view of this machine's /usr; turn off for multi-tenant use)`)
+	fs.StringVar(&cfg.warmPool, "warm-pool", "", `runtime oci: keep sandboxes of these images started ahead of time, claimed by creates ("host=2,python:3.12=1")`)
 	fs.StringVar(&cfg.dockerHost, "docker-host", "", "runtime docker: the engine's address (default $DOCKER_HOST, else unix:///var/run/docker.sock)")
 	fs.StringVar(&cfg.dockerRuntime, "docker-runtime", "", "runtime docker: OCI runtime name for containers, such as runsc (default: the engine's)")
 	fs.BoolVar(&cfg.dockerRemote, "docker-remote", false, "runtime docker: the engine is on another machine (implied by a tcp:// or ssh:// host): copy the corral binary in, publish execd")

@@ -77,6 +77,17 @@ type Snapshotter interface {
 	ListSnapshots(ctx context.Context) ([]SnapshotRef, error)
 }
 
+// Pooler is implemented by drivers that keep sandboxes started ahead of
+// time (a warm pool). Claim reserves one that can become spec and returns
+// its ID; the caller then calls Create with spec.ID set to that ID, which
+// only personalises the waiting sandbox (tenant, labels, environment,
+// entrypoint, limits, access token). ok is false when none suits, and the
+// caller creates as usual. A claimed ID that Create is never called for
+// is destroyed when the driver closes.
+type Pooler interface {
+	Claim(spec Spec) (id string, ok bool)
+}
+
 // Spec is everything a driver needs to create one sandbox.
 type Spec struct {
 	ID     string

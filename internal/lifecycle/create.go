@@ -88,8 +88,15 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*sandbox.Sandb
 	}
 
 	now := time.Now().UTC()
+	id := sandbox.NewID()
+	if p, ok := m.d.(driver.Pooler); ok {
+		// A warm sandbox, if one suits, becomes this one: its ID is used.
+		if pid, ok := p.Claim(spec); ok {
+			id = pid
+		}
+	}
 	sb := &sandbox.Sandbox{
-		ID: sandbox.NewID(), Tenant: req.Tenant, Image: req.Image, SnapshotID: req.SnapshotID, Platform: req.Platform,
+		ID: id, Tenant: req.Tenant, Image: req.Image, SnapshotID: req.SnapshotID, Platform: req.Platform,
 		Entrypoint: spec.Entrypoint, Metadata: req.Metadata, Resources: req.Resources, Extensions: req.Extensions,
 		NetworkPolicy: req.NetworkPolicy, CreatedAt: now, UpdatedAt: now, Driver: m.cfg.DriverName,
 		ExecdToken: sandbox.NewToken(), EgressToken: sandbox.NewToken(),

@@ -190,3 +190,49 @@ func TestOCIStartFailuresAreExplained(t *testing.T) {
 		t.Errorf("failed creates left %d bundles", len(entries))
 	}
 }
+
+// TestOCIWarmPool: with --warm-pool, creates claim sandboxes started
+// ahead of time, and the API cannot tell: the sandbox has its own
+// environment, metadata, entrypoint and token, lists alone, and nothing
+// warm is left when the server stops.
+func TestOCIWarmPool(t *testing.T) {
+	requireOCI(t)
+	t.Parallel()
+	dir := t.TempDir()
+	s := startServer(t, dir, "--runtime", "oci", "--warm-pool", "host=1")
+	c := s.client(t)
+	testutil.WaitFor(t, time.Minute, "a warm sandbox", func() bool {
+		entries, _ := os.ReadDir(filepath.Join(dir, "oci", "run", "bundles"))
+		return len(entries) == 1
+	})
+	req := ociCreate("host", "sh", "-c", "echo from-entrypoint > /tmp/e; exec sleep 3600")
+	v := "warm"
+	req.Env = map[string]*string{"KIND": &v}
+	req.Metadata = map[string]string{"pool": "yes"}
+	sb, err := c.CreateSandbox(ctx(t), req, sdk.CreateOptions{Wait: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := c.Sandbox(ctx(t), sb.ID, sdk.SandboxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "the entrypoint", func() bool {
+		out, _, _, _ := x.Run(ctx(t), "cat /tmp/e 2>/dev/null", sdk.CommandOptions{})
+		return out == "from-entrypoint\n"
+	})
+	if out, _, _, _ := x.Run(ctx(t), "echo $KIND", sdk.CommandOptions{}); out != "warm\n" {
+		t.Errorf("environment = %q", out)
+	}
+	list, err := c.ListSandboxes(ctx(t), sdk.ListOptions{})
+	if err != nil || len(list.Items) != 1 || list.Items[0].Metadata["pool"] != "yes" {
+		t.Errorf("list = %+v, %v", list, err)
+	}
+	if err := c.DeleteSandbox(ctx(t), sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	s.stop(t)
+	if entries, _ := os.ReadDir(filepath.Join(dir, "oci", "run", "bundles")); len(entries) != 0 {
+		t.Errorf("warm sandboxes left after the server stopped: %d", len(entries))
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	runc "github.com/containerd/go-runc"
@@ -104,8 +105,26 @@ func (d *Driver) plan(ctx context.Context, spec driver.Spec) (*rootfsPlan, error
 	return p, nil
 }
 
-// Create implements driver.Driver.
-func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle, err error) {
+// Create implements driver.Driver. A claimed warm sandbox is only
+// personalised; if that fails it is replaced by a fresh one.
+func (d *Driver) Create(ctx context.Context, spec driver.Spec) (*driver.Handle, error) {
+	if d.takeClaim(spec.ID) {
+		h, err := d.personalise(ctx, spec)
+		if err == nil {
+			return h, nil
+		}
+		d.log.WarnContext(ctx, "a warm sandbox could not be personalised; creating afresh", "sandbox_id", spec.ID, "err", err)
+		if err := d.Destroy(ctx, spec.ID); err != nil {
+			return nil, err
+		}
+	}
+	return d.create(ctx, spec, false)
+}
+
+// create makes a sandbox from nothing. A warm one (for the pool) runs no
+// entrypoint: PID 1 waits for one on the start FIFO, and execd takes its
+// token and extra environment from files that a claim rewrites.
+func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *driver.Handle, err error) {
 	if err := validID(spec.ID); err != nil {
 		return nil, err
 	}
@@ -115,7 +134,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 			return nil, fmt.Errorf("sandbox %s: %w", spec.ID, errdefs.ErrAlreadyExists)
 		}
 	}
-	if len(spec.Entrypoint) == 0 {
+	if len(spec.Entrypoint) == 0 && !warm {
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "SANDBOX::INVALID_PARAMETER", "entrypoint is empty")
 	}
 	t0 := time.Now()
@@ -149,6 +168,19 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 	}
 	if err := os.Mkdir(filepath.Join(bundle, "status"), 0o755); err != nil {
 		return nil, err
+	}
+	if warm {
+		if err := os.WriteFile(filepath.Join(bundle, "pool"), nil, 0o600); err != nil {
+			return nil, err
+		}
+		if err := syscall.Mkfifo(filepath.Join(bundle, "status", "start"), 0o600); err != nil {
+			return nil, err
+		}
+		for name, body := range map[string]string{"token": spec.ExecdToken + "\n", "env": ""} {
+			if err := os.WriteFile(filepath.Join(bundle, "status", name), []byte(body), 0o600); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if err := os.Mkdir(disk, 0o700); err != nil {
 		return nil, err
@@ -221,8 +253,15 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 	if uid != 0 || gid != 0 {
 		args = append(args, "--user", formatUser(uid, gid))
 	}
+	extra := []string{"HOSTNAME=" + hostname, "EXECD_ACCESS_TOKEN=" + spec.ExecdToken}
+	if warm {
+		// The token is in a file a claim replaces, not in the environment.
+		args = append(args, "--wait-start", statusInSandbox+"/start",
+			"--execd-token-file", statusInSandbox+"/token", "--execd-env-file", statusInSandbox+"/env")
+		extra = extra[:1]
+	}
 	args = append(append(args, "--"), spec.Entrypoint...)
-	env := mergeEnv(plan.config.Env, spec.Env, "HOSTNAME="+hostname, "EXECD_ACCESS_TOKEN="+spec.ExecdToken)
+	env := mergeEnv(plan.config.Env, spec.Env, extra...)
 	if !hasVar(env, "HOME") {
 		env = append(env, "HOME=/root")
 	}

@@ -61,7 +61,9 @@ type Config struct {
 	AllowHostImage bool
 	// ReadyTimeout bounds the wait for execd after start (default 30s).
 	ReadyTimeout time.Duration
-	Logger       *slog.Logger
+	// Pool keeps warm sandboxes of these images ready to be claimed.
+	Pool   []PoolImage
+	Logger *slog.Logger
 }
 
 // Driver runs sandboxes with runc.
@@ -75,6 +77,7 @@ type Driver struct {
 	mu         sync.Mutex
 	live       map[string]*sandbox
 	forwarders forward.Set
+	pool       *pool
 }
 
 var (
@@ -159,6 +162,7 @@ func New(cfg Config) (*Driver, error) {
 			return nil, fmt.Errorf("oci: host image: %w", err)
 		}
 	}
+	d.startPool()
 	return d, nil
 }
 
@@ -175,8 +179,10 @@ func (d *Driver) bundleDir(id string) string { return filepath.Join(runDir(d.cfg
 func (d *Driver) diskDir(id string) string   { return filepath.Join(d.cfg.Root, "sandboxes", id) }
 func (d *Driver) netnsPath(id string) string { return filepath.Join(runDir(d.cfg.Root), "netns", id) }
 
-// Close stops the port forwarders; sandboxes keep running.
+// Close destroys the warm pool and stops the port forwarders; sandboxes
+// keep running.
 func (d *Driver) Close() error {
+	d.stopPool()
 	d.forwarders.Close()
 	return nil
 }
@@ -576,6 +582,9 @@ func (d *Driver) List(ctx context.Context) ([]driver.Listing, error) {
 				}
 			}
 			seen[meta.ID] = true
+			if meta.Labels[LabelPool] == "true" {
+				continue // warm and unclaimed: nobody's sandbox yet
+			}
 			out = append(out, driver.Listing{ID: meta.ID, Tenant: meta.Tenant, CreatedAt: meta.Created, Labels: meta.Labels})
 		}
 	}
@@ -584,7 +593,7 @@ func (d *Driver) List(ctx context.Context) ([]driver.Listing, error) {
 		return nil, fmt.Errorf("runc list: %w", err)
 	}
 	for _, c := range cs {
-		if !seen[c.ID] && c.Annotations[driver.LabelManaged] == "true" {
+		if !seen[c.ID] && c.Annotations[driver.LabelManaged] == "true" && c.Annotations[LabelPool] != "true" {
 			out = append(out, driver.Listing{ID: c.ID, Tenant: c.Annotations[driver.LabelTenant], CreatedAt: c.Created, Labels: c.Annotations})
 		}
 	}

@@ -1,0 +1,416 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package oci
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/imagestore"
+	"github.com/corral-dev/corral/internal/initproc"
+)
+
+// A warm pool keeps sandboxes of chosen images started ahead of time:
+// root filesystem mounted, namespaces made, runc run, execd answering,
+// and PID 1 waiting for an entrypoint. Claiming one personalises it in
+// well under a millisecond of work: its access token and environment are
+// files execd re-reads, its limits are cgroup writes, its entrypoint goes
+// down a FIFO to PID 1, and its records are rewritten. A warm sandbox has
+// no tenant and runs no user code until it is claimed.
+
+// LabelPool marks the backend objects of a warm, unclaimed sandbox.
+const LabelPool = "corral.dev/pool"
+
+// PoolImage asks for Size warm sandboxes of Image.
+type PoolImage struct {
+	Image string
+	Size  int
+}
+
+// ParsePool reads "IMAGE=N,IMAGE=N" (the --warm-pool flag).
+func ParsePool(s string) ([]PoolImage, error) {
+	var out []PoolImage
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		i := strings.LastIndex(part, "=")
+		if i <= 0 {
+			return nil, fmt.Errorf("warm pool %q: want IMAGE=COUNT", part)
+		}
+		n, err := strconv.Atoi(part[i+1:])
+		if err != nil || n < 0 || n > 256 {
+			return nil, fmt.Errorf("warm pool %q: the count must be 0 to 256", part)
+		}
+		out = append(out, PoolImage{Image: part[:i], Size: n})
+	}
+	return out, nil
+}
+
+// claimTTL is how long a claim may wait for its Create before the warm
+// sandbox is destroyed.
+const claimTTL = 2 * time.Minute
+
+type pool struct {
+	want    []PoolImage
+	mu      sync.Mutex
+	ready   map[string][]string  // image → warm sandbox IDs
+	claimed map[string]time.Time // ID → when it was claimed
+	wake    chan struct{}
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// startPool destroys warm sandboxes an earlier process left and starts
+// keeping the pool full.
+func (d *Driver) startPool() {
+	d.removeStaleWarm()
+	if len(d.cfg.Pool) == 0 {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	d.pool = &pool{want: d.cfg.Pool, ready: map[string][]string{}, claimed: map[string]time.Time{},
+		wake: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+	go d.fillPool(ctx)
+}
+
+// removeStaleWarm destroys warm sandboxes no process owns any more.
+func (d *Driver) removeStaleWarm() {
+	entries, _ := os.ReadDir(filepath.Join(runDir(d.cfg.Root), "bundles"))
+	for _, e := range entries {
+		if _, err := os.Stat(filepath.Join(d.bundleDir(e.Name()), "pool")); err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			if err := d.Destroy(ctx, e.Name()); err != nil {
+				d.log.Warn("remove a stale warm sandbox", "sandbox_id", e.Name(), "err", err)
+			}
+			cancel()
+		}
+	}
+}
+
+// stopPool stops filling and destroys every warm sandbox not handed over.
+func (d *Driver) stopPool() {
+	p := d.pool
+	if p == nil {
+		return
+	}
+	p.cancel()
+	<-p.done
+	p.mu.Lock()
+	var ids []string
+	for _, l := range p.ready {
+		ids = append(ids, l...)
+	}
+	for id := range p.claimed {
+		ids = append(ids, id)
+	}
+	p.ready, p.claimed = map[string][]string{}, map[string]time.Time{}
+	p.mu.Unlock()
+	for _, id := range ids {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		_ = d.Destroy(ctx, id)
+		cancel()
+	}
+}
+
+func (p *pool) poke() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// fillPool keeps each image's warm sandboxes at the asked number, one
+// create at a time so the pool never competes hard with real creates.
+func (d *Driver) fillPool(ctx context.Context) {
+	defer close(d.pool.done)
+	p := d.pool
+	backoff := time.Second
+	tick := time.NewTicker(30 * time.Second)
+	defer tick.Stop()
+	for {
+		d.expireClaims(ctx)
+		failed := false
+		for _, w := range p.want {
+			for ctx.Err() == nil {
+				p.mu.Lock()
+				n := len(p.ready[w.Image])
+				p.mu.Unlock()
+				if n >= w.Size {
+					break
+				}
+				id, err := d.createWarm(ctx, w.Image)
+				if err != nil {
+					if ctx.Err() == nil {
+						d.log.WarnContext(ctx, "warm pool: create failed", "image", w.Image, "err", err)
+					}
+					failed = true
+					break
+				}
+				p.mu.Lock()
+				p.ready[w.Image] = append(p.ready[w.Image], id)
+				p.mu.Unlock()
+			}
+		}
+		wait := tick.C
+		var retry <-chan time.Time
+		if failed {
+			retry = time.After(backoff)
+			backoff = min(backoff*2, time.Minute)
+		} else {
+			backoff = time.Second
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.wake:
+		case <-wait:
+		case <-retry:
+		}
+	}
+}
+
+// expireClaims destroys warm sandboxes claimed long ago but never created.
+func (d *Driver) expireClaims(ctx context.Context) {
+	p := d.pool
+	p.mu.Lock()
+	var old []string
+	for id, at := range p.claimed {
+		if time.Since(at) > claimTTL {
+			old = append(old, id)
+			delete(p.claimed, id)
+		}
+	}
+	p.mu.Unlock()
+	for _, id := range old {
+		_ = d.Destroy(ctx, id)
+	}
+}
+
+func newWarmID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40 // a version 4 UUID, like every other sandbox ID
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// createWarm starts one warm sandbox of image.
+func (d *Driver) createWarm(ctx context.Context, image string) (string, error) {
+	var tok [32]byte
+	_, _ = rand.Read(tok[:])
+	spec := driver.Spec{ID: newWarmID(), Image: driver.Image{URI: image}, Labels: map[string]string{LabelPool: "true"},
+		ExecdToken: hex.EncodeToString(tok[:])}
+	if _, err := d.create(ctx, spec, true); err != nil {
+		return "", err
+	}
+	return spec.ID, nil
+}
+
+// Claim implements driver.Pooler.
+func (d *Driver) Claim(spec driver.Spec) (string, bool) {
+	p := d.pool
+	if p == nil || spec.Snapshot != nil || checkPolicy(spec.NetworkPolicy) != nil || len(spec.Entrypoint) == 0 {
+		return "", false
+	}
+	if spec.Platform.OS != "" && spec.Platform.OS+"/"+spec.Platform.Arch != imagestore.HostPlatform() {
+		return "", false
+	}
+	for k, v := range spec.Env {
+		// The environment travels as KEY=VALUE lines.
+		if strings.ContainsAny(k, "=\n\x00") || strings.ContainsAny(v, "\n\x00") {
+			return "", false
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ids := p.ready[spec.Image.URI]
+	if len(ids) == 0 {
+		return "", false
+	}
+	id := ids[0]
+	p.ready[spec.Image.URI] = ids[1:]
+	p.claimed[id] = time.Now()
+	p.poke()
+	return id, true
+}
+
+// takeClaim reports whether id was claimed, forgetting the claim.
+func (d *Driver) takeClaim(id string) bool {
+	p := d.pool
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.claimed[id]
+	delete(p.claimed, id)
+	return ok
+}
+
+// personalise turns a claimed warm sandbox into spec.
+func (d *Driver) personalise(ctx context.Context, spec driver.Spec) (*driver.Handle, error) {
+	sb := d.running(spec.ID)
+	if sb == nil {
+		return nil, errors.New("the warm sandbox is gone")
+	}
+	status, err := os.OpenRoot(filepath.Join(sb.bundle, "status"))
+	if err != nil {
+		return nil, err
+	}
+	defer status.Close()
+	// The access token first: from here on the pool's token opens nothing.
+	if err := replaceFile(status, "token", []byte(spec.ExecdToken+"\n")); err != nil {
+		return nil, fmt.Errorf("token: %w", err)
+	}
+	var env []string
+	for k, v := range spec.Env {
+		env = append(env, k+"="+v)
+	}
+	if err := replaceFile(status, "env", []byte(strings.Join(env, "\n")+"\n")); err != nil {
+		return nil, fmt.Errorf("environment: %w", err)
+	}
+	if err := setLimits(spec.ID, spec.Resources); err != nil {
+		return nil, fmt.Errorf("limits: %w", err)
+	}
+	meta, _ := json.Marshal(bundleMeta{ID: spec.ID, Tenant: spec.Tenant, Labels: driver.BackendLabels(spec), Created: time.Now().UTC(),
+		Layers: readLayers(sb.bundle)})
+	if err := os.WriteFile(filepath.Join(sb.bundle, "meta.json"), meta, 0o600); err != nil {
+		return nil, err
+	}
+	if err := sendStart(ctx, status, initproc.Start{Args: spec.Entrypoint, Env: env}); err != nil {
+		return nil, fmt.Errorf("start the entrypoint: %w", err)
+	}
+	if err := os.Remove(filepath.Join(sb.bundle, "pool")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	state, _ := json.Marshal(handleState{Bundle: sb.bundle, Pid: sb.pid, StartTime: sb.startTime, Netns: sb.netns})
+	return &driver.Handle{ID: spec.ID, Driver: Name, Version: 1, State: state}, nil
+}
+
+func readLayers(bundle string) []string {
+	m, err := readMeta(bundle)
+	if err != nil {
+		return nil
+	}
+	return m.Layers
+}
+
+// replaceFile writes name inside root by rename, so a reader sees the old
+// or the new content, and nothing the sandbox planted is followed.
+func replaceFile(root *os.Root, name string, data []byte) error {
+	tmp := "." + name + ".new"
+	_ = root.Remove(tmp)
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return root.Rename(tmp, name)
+}
+
+// sendStart writes the Start to PID 1's FIFO, waiting briefly for PID 1
+// to open it.
+func sendStart(ctx context.Context, status *os.Root, st initproc.Start) error {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		f, err := status.OpenFile("start", os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		if err == nil {
+			if fi, serr := f.Stat(); serr != nil || fi.Mode()&fs.ModeNamedPipe == 0 {
+				f.Close()
+				return errors.New("the start FIFO is not a FIFO")
+			}
+			_ = syscall.SetNonblock(int(f.Fd()), false)
+			_, err = f.Write(b)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			return err
+		}
+		if !errors.Is(err, syscall.ENXIO) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// setLimits applies a sandbox's limits to its cgroups (v1 or v2).
+func setLimits(id string, r driver.Resources) error {
+	pids := r.Pids
+	if pids <= 0 {
+		pids = DefaultPids
+	}
+	write := func(path, v string) error {
+		if err := os.WriteFile(path, []byte(v), 0o644); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		return nil
+	}
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		dir := filepath.Join("/sys/fs/cgroup", cgroupsPath(id))
+		if r.MemoryBytes > 0 {
+			if err := write(filepath.Join(dir, "memory.max"), strconv.FormatInt(r.MemoryBytes, 10)); err != nil {
+				return err
+			}
+			_ = write(filepath.Join(dir, "memory.swap.max"), "0")
+		}
+		if r.CPUMillis > 0 {
+			if err := write(filepath.Join(dir, "cpu.max"), strconv.FormatInt(r.CPUMillis*100, 10)+" 100000"); err != nil {
+				return err
+			}
+		}
+		return write(filepath.Join(dir, "pids.max"), strconv.FormatInt(pids, 10))
+	}
+	v1 := func(ctrl, file string) string { return filepath.Join("/sys/fs/cgroup", ctrl, cgroupsPath(id), file) }
+	if r.MemoryBytes > 0 {
+		if err := write(v1("memory", "memory.limit_in_bytes"), strconv.FormatInt(r.MemoryBytes, 10)); err != nil {
+			return err
+		}
+		if _, err := os.Stat(v1("memory", "memory.memsw.limit_in_bytes")); err == nil {
+			if err := write(v1("memory", "memory.memsw.limit_in_bytes"), strconv.FormatInt(r.MemoryBytes, 10)); err != nil {
+				return err
+			}
+		}
+	}
+	if r.CPUMillis > 0 {
+		if err := write(v1("cpu", "cpu.cfs_period_us"), "100000"); err != nil {
+			return err
+		}
+		if err := write(v1("cpu", "cpu.cfs_quota_us"), strconv.FormatInt(r.CPUMillis*100, 10)); err != nil {
+			return err
+		}
+	}
+	return write(v1("pids", "pids.max"), strconv.FormatInt(pids, 10))
+}
+
+var _ driver.Pooler = (*Driver)(nil)
