@@ -239,9 +239,27 @@ func AppendJSONString[T string | []byte](b []byte, s T) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
-		// Skip eight plain ASCII bytes at a time: no control character,
-		// quote, backslash or non-ASCII byte among them.
-		for i+8 <= len(s) && plainWord(s[i], s[i+1], s[i+2], s[i+3], s[i+4], s[i+5], s[i+6], s[i+7]) {
+		// Skip plain ASCII bytes sixteen, then eight, at a time: no
+		// control character, quote, backslash or non-ASCII byte among
+		// them. Each word is one load (the compiler combines the bytes).
+		for i+16 <= len(s) {
+			_ = s[i+15]
+			x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+				uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+			y := uint64(s[i+8]) | uint64(s[i+9])<<8 | uint64(s[i+10])<<16 | uint64(s[i+11])<<24 |
+				uint64(s[i+12])<<32 | uint64(s[i+13])<<40 | uint64(s[i+14])<<48 | uint64(s[i+15])<<56
+			if !plainWord(x) || !plainWord(y) {
+				break
+			}
+			i += 16
+		}
+		for i+8 <= len(s) {
+			_ = s[i+7]
+			x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+				uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+			if !plainWord(x) {
+				break
+			}
 			i += 8
 		}
 		if i >= len(s) {
@@ -307,11 +325,9 @@ func decodeRune[T string | []byte](s T) (rune, int) {
 
 const hexDigits = "0123456789abcdef"
 
-// plainWord reports whether none of 8 bytes needs escaping in a JSON
-// string (and none is part of a multi-byte UTF-8 sequence).
-func plainWord(c0, c1, c2, c3, c4, c5, c6, c7 byte) bool {
-	x := uint64(c0) | uint64(c1)<<8 | uint64(c2)<<16 | uint64(c3)<<24 |
-		uint64(c4)<<32 | uint64(c5)<<40 | uint64(c6)<<48 | uint64(c7)<<56
+// plainWord reports whether none of the 8 bytes of x needs escaping in a
+// JSON string (and none is part of a multi-byte UTF-8 sequence).
+func plainWord(x uint64) bool {
 	const lo, hi = 0x0101010101010101, 0x8080808080808080
 	hasLess := func(x uint64, n uint64) uint64 { return (x - lo*n) & ^x & hi }
 	hasZero := func(x uint64) uint64 { return (x - lo) & ^x & hi }

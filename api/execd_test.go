@@ -4,6 +4,7 @@
 package api_test
 
 import (
+	"strings"
 	"bytes"
 	"encoding/json"
 	"testing"
@@ -52,4 +53,13 @@ func FuzzAppendJSON(f *testing.F) {
 			t.Fatalf("AppendJSON(%q) = %s, want %s", text, got, want)
 		}
 	})
+}
+
+func BenchmarkAppendJSONStringPlain(b *testing.B) {
+	line := []byte(strings.Repeat("x", 1023))
+	buf := make([]byte, 0, 2048)
+	b.SetBytes(int64(len(line)))
+	for b.Loop() {
+		buf = api.AppendJSONString(buf[:0], line)
+	}
 }

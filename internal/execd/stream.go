@@ -136,11 +136,15 @@ type cursors struct{ stdout, stderr int64 }
 // running, if the client goes away.
 func (s *Server) streamOutput(ctx context.Context, es *eventStream, c *process.Command, cur cursors, mode streamMode) error {
 	batches := make(chan []byte, 1)
+	// Written batches come back for reuse: a fast command's records are
+	// up to a MiB each, and allocating (and zeroing) a buffer per record
+	// costs more than encoding it.
+	free := make(chan []byte, 2)
 	followErr := make(chan error, 1)
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
-		followErr <- followOutput(fctx, c, cur, mode, batches)
+		followErr <- followOutput(fctx, c, cur, mode, batches, free)
 		close(batches)
 	}()
 	ping := time.NewTicker(s.cfg.PingInterval)
@@ -156,6 +160,10 @@ func (s *Server) streamOutput(ctx context.Context, es *eventStream, c *process.C
 			}
 			if err := es.writeRaw(batch); err != nil {
 				return err
+			}
+			select {
+			case free <- batch[:0]:
+			default:
 			}
 		case <-ping.C:
 			if time.Since(es.last) >= s.cfg.PingInterval {
@@ -189,7 +197,7 @@ func appendOutputEvent(b []byte, typ string, text []byte, ts int64, cursor int64
 // raw chunks), one batch per record, until the output of c's main process
 // has all been read. A stream resumed from cur skips what each stream
 // already delivered.
-func followOutput(ctx context.Context, c *process.Command, cur cursors, mode streamMode, out chan<- []byte) error {
+func followOutput(ctx context.Context, c *process.Command, cur cursors, mode streamMode, out chan<- []byte, free <-chan []byte) error {
 	var lines [3]process.Lines
 	var chunks [3]rawChunks
 	var last [3]int64
@@ -227,7 +235,11 @@ func followOutput(ctx context.Context, c *process.Command, cur cursors, mode str
 		}
 		ts = time.Now().UnixMilli()
 		if batch == nil {
-			batch = make([]byte, 0, len(data)+len(data)/4+256)
+			select {
+			case batch = <-free:
+			default:
+				batch = make([]byte, 0, len(data)+len(data)/4+256)
+			}
 		}
 		if mode.raw {
 			chunks[rec.Stream].feed(data, off, emit[rec.Stream])

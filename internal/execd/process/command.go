@@ -331,6 +331,8 @@ func (t *Table) Start(spec Spec) (_ *Command, err error) {
 		return nil, err
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
+	growPipe(outR)
+	growPipe(errR)
 	startErr := cmd.Start()
 	outW.Close()
 	errW.Close()
@@ -374,6 +376,34 @@ func (t *Table) add(c *Command) {
 func (c *Command) copy(r *os.File, s Stream, activity chan<- struct{}) {
 	defer c.readers.Done()
 	defer r.Close()
+	notify := func() {
+		select {
+		case activity <- struct{}{}:
+		default:
+		}
+	}
+	// Spliced from the pipe into the log: the output never passes through
+	// execd's memory on its way to disk.
+	if rc, err := r.SyscallConn(); err == nil {
+		for {
+			var n int
+			var serr error
+			err := rc.Read(func(fd uintptr) bool {
+				n, serr = c.Log.appendFromPipe(s, int(fd), pipeSize)
+				return !errors.Is(serr, syscall.EAGAIN)
+			})
+			if err != nil {
+				return
+			}
+			if serr != nil {
+				break // no splice here, or a log that cannot be written: copy below
+			}
+			if n == 0 {
+				return
+			}
+			notify()
+		}
+	}
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := r.Read(buf)
@@ -381,10 +411,7 @@ func (c *Command) copy(r *os.File, s Stream, activity chan<- struct{}) {
 			// A log that cannot be written (disk full) still drains the
 			// pipe, so the command never blocks on us.
 			_ = c.Log.Append(s, buf[:n])
-			select {
-			case activity <- struct{}{}:
-			default:
-			}
+			notify()
 		}
 		if err != nil {
 			return

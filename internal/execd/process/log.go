@@ -41,8 +41,9 @@ const indexEntrySize = 16
 // never blocks on readers, and readers never hold output in memory beyond
 // one record, so output of any size costs disk, not heap.
 type Log struct {
-	data  *os.File
-	index *os.File
+	data   *os.File
+	dataFD int // data's descriptor, for splice
+	index  *os.File
 
 	// mu guards the fields below.
 	mu      sync.Mutex
@@ -65,7 +66,7 @@ func CreateLog(dir string) (*Log, error) {
 		data.Close()
 		return nil, err
 	}
-	return &Log{data: data, index: index, changed: make(chan struct{})}, nil
+	return &Log{data: data, dataFD: int(data.Fd()), index: index, changed: make(chan struct{})}, nil
 }
 
 // Append records p as output of stream s.
