@@ -4,9 +4,9 @@
 package api_test
 
 import (
-	"strings"
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/corral-dev/corral/api"
