@@ -28,3 +28,20 @@ func BuildCorral(dir string) (string, error) {
 	}
 	return bin, nil
 }
+
+// RunWithCorral is a TestMain body: it builds the corral binary into a
+// temporary directory, sets *bin to its path, runs the tests and removes
+// the directory. It returns the exit code.
+func RunWithCorral(m interface{ Run() int }, bin *string) int {
+	dir, err := os.MkdirTemp("", "corral-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if *bin, err = BuildCorral(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}

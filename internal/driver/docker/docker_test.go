@@ -19,21 +19,7 @@ import (
 
 var corralBin string
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "corral-docker-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	if corralBin, err = testutil.BuildCorral(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
-}
+func TestMain(m *testing.M) { os.Exit(testutil.RunWithCorral(m, &corralBin)) }
 
 func newTestDriver(t *testing.T, cfg Config) *Driver {
 	t.Helper()
