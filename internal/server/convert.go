@@ -15,6 +15,7 @@ import (
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/egress/policy"
 	"github.com/corral-dev/corral/internal/lifecycle"
 	"github.com/corral-dev/corral/internal/sandbox"
 )
@@ -154,21 +155,18 @@ func createRequest(tenant string, in *api.CreateSandboxRequest, body []byte, ide
 	return out, nil
 }
 
+// validatePolicy compiles the policy the way the egress enforcer will, so
+// a rule it could not apply is a 400 naming that rule.
 func validatePolicy(p *api.NetworkPolicy) error {
-	switch strings.ToLower(p.DefaultAction) {
-	case "", "allow", "deny":
-	default:
-		return invalid("networkPolicy.defaultAction %q: must be allow or deny", p.DefaultAction)
-	}
+	rules := make([]policy.Rule, len(p.Egress))
 	for i, r := range p.Egress {
-		switch strings.ToLower(r.Action) {
-		case "allow", "deny":
-		default:
-			return invalid("networkPolicy.egress[%d].action %q: must be allow or deny", i, r.Action)
+		if hasControl(r.Target) {
+			return invalid("networkPolicy.egress[%d].target %q: control characters are not allowed", i, r.Target)
 		}
-		if strings.TrimSpace(r.Target) == "" || hasControl(r.Target) {
-			return invalid("networkPolicy.egress[%d].target %q: must name a domain, *.domain, IP or CIDR", i, r.Target)
-		}
+		rules[i] = policy.Rule{Action: r.Action, Target: r.Target}
+	}
+	if _, err := policy.Compile(policy.Policy{DefaultAction: p.DefaultAction, Egress: rules}, policy.Options{}); err != nil {
+		return invalid("%s", err.Error())
 	}
 	return nil
 }

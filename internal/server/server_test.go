@@ -143,6 +143,12 @@ func TestCreateRejectsBadInput(t *testing.T) {
 			b["networkPolicy"] = map[string]any{"egress": []map[string]string{{"action": "maybe", "target": "x.com"}}}
 		}), api.CodeInvalidParameter},
 		{"bad default action", with(func(b map[string]any) { b["networkPolicy"] = map[string]any{"defaultAction": "drop"} }), api.CodeInvalidParameter},
+		{"policy target that is a URL", with(func(b map[string]any) {
+			b["networkPolicy"] = map[string]any{"egress": []map[string]string{{"action": "allow", "target": "ok.com"}, {"action": "allow", "target": "https://x.com/"}}}
+		}), api.CodeInvalidParameter},
+		{"policy target with a bad CIDR", with(func(b map[string]any) {
+			b["networkPolicy"] = map[string]any{"egress": []map[string]string{{"action": "deny", "target": "10.0.0.0/40"}}}
+		}), api.CodeInvalidParameter},
 		{"credential proxy without policy", with(func(b map[string]any) { b["credentialProxy"] = map[string]bool{"enabled": true} }), api.CodeInvalidParameter},
 		{"secure access", with(func(b map[string]any) { b["secureAccess"] = true }), api.CodeAPINotSupported},
 		{"volumes", with(func(b map[string]any) { b["volumes"] = []map[string]string{{"name": "v", "mountPath": "/x"}} }), api.CodeAPINotSupported},
