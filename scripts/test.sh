@@ -69,6 +69,7 @@ required=(
   test/e2e.TestCLIAgainstARealSandbox
   test/e2e.TestCLIShellThroughAPseudoTerminal
   test/e2e.TestDocumentedExamples
+  internal/egress/nft.TestEnforcement
   internal/driver/docker.TestConformance
   internal/driver/docker.TestConformanceRemote
   test/e2e.TestDockerEndToEnd

@@ -46,9 +46,9 @@ type Config struct {
 	Upstreams []string
 	// Policy returns the policy in force (it may change at any time).
 	Policy func() *policy.Compiled
-	// Allow receives the addresses of an allowed answer with their TTL
-	// before the answer is sent; an error turns the answer into SERVFAIL.
-	Allow func(ctx context.Context, addrs []netip.Addr, ttl time.Duration) error
+	// Allow receives the addresses of an allowed name's answer with their
+	// TTL before the answer is sent; an error turns it into SERVFAIL.
+	Allow func(ctx context.Context, name string, addrs []netip.Addr, ttl time.Duration) error
 	// Audit receives every decision (optional).
 	Audit func(Event)
 	// Timeout bounds each upstream exchange (default 5 s).
@@ -149,7 +149,7 @@ func (p *Proxy) Answer(ctx context.Context, req *dns.Msg, network string) *dns.M
 	}
 	addrs, ttl := filterAnswers(up, pol)
 	if len(addrs) > 0 && p.cfg.Allow != nil {
-		if err := p.cfg.Allow(ctx, addrs, ttl); err != nil {
+		if err := p.cfg.Allow(ctx, name, addrs, ttl); err != nil {
 			p.audit(Event{Name: name, Type: qtype, Allow: true, Reason: d.Reason, Addrs: addrs, Err: "enforcer: " + err.Error()})
 			m := new(dns.Msg)
 			m.SetRcode(req, dns.RcodeServerFailure)

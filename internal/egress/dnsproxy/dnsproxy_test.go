@@ -100,7 +100,7 @@ func startProxy(t *testing.T, pol policy.Policy, upstreams ...string) *rig {
 	r := &rig{allowed: map[netip.Addr]time.Duration{}}
 	p := New(Config{
 		Upstreams: upstreams, Policy: func() *policy.Compiled { return c }, Timeout: time.Second,
-		Allow: func(_ context.Context, addrs []netip.Addr, ttl time.Duration) error {
+		Allow: func(_ context.Context, _ string, addrs []netip.Addr, ttl time.Duration) error {
 			if r.fail.Load() {
 				return errors.New("nft is broken")
 			}

@@ -231,6 +231,9 @@ func checkDomain(d string) error {
 	return nil
 }
 
+// DefaultAllows reports whether what no rule matches is allowed.
+func (c *Compiled) DefaultAllows() bool { return c.defAllow }
+
 // Policy returns the normalised policy (actions and targets lowercased).
 func (c *Compiled) Policy() Policy { return c.policy }
 

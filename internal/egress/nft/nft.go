@@ -1,0 +1,311 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package nft enforces an egress policy at L3 in a network namespace with
+// nftables, through netlink (no nft binary). One table, rebuilt atomically
+// on every policy change, holds an output chain whose policy is the
+// policy's default action and, in order: established traffic, loopback and
+// the proxy's own marked traffic pass; DNS to any resolver but the proxy
+// is dropped; the always-deny set and the rules' denied ranges drop; the
+// addresses the DNS proxy resolved for allowed names (with their TTLs)
+// and the rules' allowed ranges pass. IP and CIDR rules keep their
+// first-match order: each rule decides only the part of its range no
+// earlier rule decided.
+package nft
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+
+	"github.com/corral-dev/corral/internal/egress/policy"
+)
+
+// TableName is the table the enforcer owns.
+const TableName = "corral_egress"
+
+// ProxyMark marks the DNS proxy's own upstream traffic, which passes.
+const ProxyMark = 0x1
+
+// Enforcer programs one network namespace.
+type Enforcer struct {
+	mu   sync.Mutex
+	ns   *os.File
+	conn *nftables.Conn
+	pol  *policy.Compiled
+	// dyn remembers what the DNS proxy allowed, so a policy change keeps
+	// the addresses of names still allowed.
+	dyn map[netip.Addr]resolved
+}
+
+type resolved struct {
+	name    string
+	expires time.Time
+}
+
+// New returns an enforcer for the network namespace at nsPath.
+func New(nsPath string) (*Enforcer, error) {
+	ns, err := os.Open(nsPath)
+	if err != nil {
+		return nil, fmt.Errorf("nft: %w", err)
+	}
+	conn, err := nftables.New(nftables.WithNetNSFd(int(ns.Fd())))
+	if err != nil {
+		ns.Close()
+		return nil, fmt.Errorf("nft: %w", err)
+	}
+	return &Enforcer{ns: ns, conn: conn, dyn: map[netip.Addr]resolved{}}, nil
+}
+
+// Close releases the namespace handle; the rules stay.
+func (e *Enforcer) Close() error { return e.ns.Close() }
+
+// span is an inclusive address range of one family.
+type span struct{ lo, hi netip.Addr }
+
+func prefixSpan(p netip.Prefix) span {
+	p = p.Masked()
+	lo := p.Addr()
+	b := lo.AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 1 << (7 - i%8)
+	}
+	hi, _ := netip.AddrFromSlice(b)
+	return span{lo, hi}
+}
+
+// subtract returns the parts of s outside the sorted, disjoint covered.
+func subtract(s span, covered []span) []span {
+	var out []span
+	cur := s.lo
+	for _, c := range covered {
+		if c.hi.Less(cur) || s.hi.Less(c.lo) {
+			continue
+		}
+		if cur.Less(c.lo) {
+			out = append(out, span{cur, c.lo.Prev()})
+		}
+		if !c.hi.Less(s.hi) {
+			return out
+		}
+		cur = c.hi.Next()
+	}
+	return append(out, span{cur, s.hi})
+}
+
+// insert adds s to the sorted, disjoint list, merging neighbours.
+func insert(list []span, s span) []span {
+	list = append(list, s)
+	sort.Slice(list, func(i, j int) bool { return list[i].lo.Less(list[j].lo) })
+	out := list[:0:0]
+	for _, x := range list {
+		if n := len(out); n > 0 && (!out[n-1].hi.Less(x.lo) || out[n-1].hi.Next() == x.lo) {
+			if out[n-1].hi.Less(x.hi) {
+				out[n-1].hi = x.hi
+			}
+			continue
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+// ranges splits the policy's IP and CIDR rules into disjoint allowed and
+// denied ranges per family, honouring first-match order.
+func ranges(c *policy.Compiled, extraDeny []netip.Prefix) (allow, deny [2][]span) {
+	var decided [2][]span
+	fam := func(a netip.Addr) int {
+		if a.Is4() {
+			return 0
+		}
+		return 1
+	}
+	for _, r := range c.Policy().Egress {
+		p, err := netip.ParsePrefix(r.Target)
+		if err != nil {
+			a, aerr := netip.ParseAddr(r.Target)
+			if aerr != nil {
+				continue // a domain rule: the DNS proxy's business
+			}
+			a = a.Unmap()
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		s := prefixSpan(p)
+		f := fam(s.lo)
+		for _, part := range subtract(s, decided[f]) {
+			decided[f] = insert(decided[f], part)
+			if r.Action == policy.Allow {
+				allow[f] = insert(allow[f], part)
+			} else {
+				deny[f] = insert(deny[f], part)
+			}
+		}
+	}
+	for _, p := range append(policy.AlwaysDeny(), extraDeny...) {
+		s := prefixSpan(p)
+		deny[fam(s.lo)] = insert(deny[fam(s.lo)], s)
+	}
+	return allow, deny
+}
+
+// elements turns disjoint spans into interval-set elements.
+func elements(spans []span) []nftables.SetElement {
+	var out []nftables.SetElement
+	for _, s := range spans {
+		out = append(out, nftables.SetElement{Key: s.lo.AsSlice()})
+		if end := s.hi.Next(); end.IsValid() {
+			out = append(out, nftables.SetElement{Key: end.AsSlice(), IntervalEnd: true})
+		}
+	}
+	return out
+}
+
+// Apply replaces the namespace's rules with pol's, atomically: the old
+// table and the new never both half-apply. extraDeny joins the
+// always-deny set (the host, the server, other sandboxes).
+func (e *Enforcer) Apply(pol *policy.Compiled, extraDeny []netip.Prefix) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	allow, deny := ranges(pol, extraDeny)
+	t := &nftables.Table{Family: nftables.TableFamilyINet, Name: TableName}
+	// Add, delete, add: one batch that cannot fail for a missing table.
+	e.conn.AddTable(t)
+	e.conn.DelTable(t)
+	e.conn.AddTable(t)
+	// Resolved addresses survive a policy change while their name is
+	// still allowed.
+	now := time.Now()
+	for a, r := range e.dyn {
+		if r.expires.Sub(now) <= time.Second || !pol.DecideName(r.name).Allow {
+			delete(e.dyn, a)
+		}
+	}
+	types := [2]nftables.SetDatatype{nftables.TypeIPAddr, nftables.TypeIP6Addr}
+	var allowSets, denySets, dynSets [2]*nftables.Set
+	for f := range 2 {
+		suffix := []string{"4", "6"}[f]
+		denySets[f] = &nftables.Set{Table: t, Name: "deny" + suffix, KeyType: types[f], Interval: true}
+		allowSets[f] = &nftables.Set{Table: t, Name: "allow" + suffix, KeyType: types[f], Interval: true}
+		dynSets[f] = &nftables.Set{Table: t, Name: "dyn" + suffix, KeyType: types[f], HasTimeout: true}
+		var dyn []nftables.SetElement
+		for a, r := range e.dyn {
+			if a.Is4() == (f == 0) {
+				dyn = append(dyn, nftables.SetElement{Key: a.AsSlice(), Timeout: r.expires.Sub(now)})
+			}
+		}
+		for _, s := range []struct {
+			set *nftables.Set
+			els []nftables.SetElement
+		}{{denySets[f], elements(deny[f])}, {allowSets[f], elements(allow[f])}, {dynSets[f], dyn}} {
+			if err := e.conn.AddSet(s.set, s.els); err != nil {
+				return err
+			}
+		}
+	}
+	chainPolicy := nftables.ChainPolicyDrop
+	if pol.DefaultAllows() {
+		chainPolicy = nftables.ChainPolicyAccept
+	}
+	ch := e.conn.AddChain(&nftables.Chain{Name: "egress", Table: t, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityFilter, Policy: &chainPolicy})
+	add := func(exprs ...expr.Any) { e.conn.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: exprs}) }
+	accept, drop := &expr.Verdict{Kind: expr.VerdictAccept}, &expr.Verdict{Kind: expr.VerdictDrop}
+	// Established and related traffic passes.
+	add(&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
+			Mask: binaryutil.NativeEndian.PutUint32(expr.CtStateBitESTABLISHED | expr.CtStateBitRELATED),
+			Xor:  binaryutil.NativeEndian.PutUint32(0)},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte{0, 0, 0, 0}}, accept)
+	// Loopback passes: the proxy and the sandbox's own services live there.
+	add(&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifname("lo")}, accept)
+	// The proxy's upstream queries pass.
+	add(&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(ProxyMark)}, accept)
+	// No other resolver: DNS anywhere else is dropped, whatever the rules.
+	for _, proto := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} {
+		add(&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{proto}},
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(53)}, drop)
+	}
+	for f, proto := range []byte{unix.NFPROTO_IPV4, unix.NFPROTO_IPV6} {
+		off, n := uint32(16), uint32(4)
+		if f == 1 {
+			off, n = 24, 16
+		}
+		daddr := func(set *nftables.Set, verdict *expr.Verdict) {
+			add(&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{proto}},
+				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n},
+				&expr.Lookup{SourceRegister: 1, SetName: set.Name, SetID: set.ID}, verdict)
+		}
+		daddr(denySets[f], drop)
+		daddr(dynSets[f], accept)
+		daddr(allowSets[f], accept)
+	}
+	if err := e.conn.Flush(); err != nil {
+		return fmt.Errorf("nft: apply the policy: %w", err)
+	}
+	e.pol = pol
+	return nil
+}
+
+// AllowResolved lets the sandbox reach the addresses the DNS proxy
+// returned for an allowed name, until ttl passes.
+func (e *Enforcer) AllowResolved(name string, addrs []netip.Addr, ttl time.Duration) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.pol == nil {
+		return fmt.Errorf("nft: no policy applied yet")
+	}
+	t := &nftables.Table{Family: nftables.TableFamilyINet, Name: TableName}
+	var v4, v6 []nftables.SetElement
+	expires := time.Now().Add(ttl)
+	for _, a := range addrs {
+		a = a.Unmap()
+		el := nftables.SetElement{Key: a.AsSlice(), Timeout: ttl}
+		if a.Is4() {
+			v4 = append(v4, el)
+		} else {
+			v6 = append(v6, el)
+		}
+		if r, ok := e.dyn[a]; !ok || r.expires.Before(expires) {
+			e.dyn[a] = resolved{name: policy.NormalizeTarget(name), expires: expires}
+		}
+	}
+	for _, set := range []struct {
+		name string
+		els  []nftables.SetElement
+		typ  nftables.SetDatatype
+	}{{"dyn4", v4, nftables.TypeIPAddr}, {"dyn6", v6, nftables.TypeIP6Addr}} {
+		if len(set.els) == 0 {
+			continue
+		}
+		s := &nftables.Set{Table: t, Name: set.name, KeyType: set.typ, HasTimeout: true}
+		// Adding an element that exists keeps its old timeout: delete
+		// first (its own batch, as absent elements make it fail), then add.
+		if err := e.conn.SetDeleteElements(s, set.els); err == nil {
+			_ = e.conn.Flush()
+		}
+		if err := e.conn.SetAddElements(s, set.els); err != nil {
+			return err
+		}
+		if err := e.conn.Flush(); err != nil {
+			return fmt.Errorf("nft: allow resolved addresses: %w", err)
+		}
+	}
+	return nil
+}
+
+// ifname pads an interface name as the kernel compares it.
+func ifname(n string) []byte {
+	b := make([]byte, 16)
+	copy(b, n)
+	return b
+}
