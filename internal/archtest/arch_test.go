@@ -84,6 +84,7 @@ func TestLayering(t *testing.T) {
 		"internal/lifecycle": {"internal/server", "internal/cli", "sdk"},
 		"internal/driver":    {"internal/lifecycle", "internal/server", "internal/store", "internal/cli", "sdk"},
 		"internal/server":    {"internal/cli"},
+		"internal/egress":    {"internal/lifecycle", "internal/server", "internal/store", "internal/cli", "sdk"},
 	}
 	for path, p := range list(t) {
 		rel := strings.TrimPrefix(path, module+"/")
