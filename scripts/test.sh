@@ -70,6 +70,7 @@ required=(
   test/e2e.TestCLIShellThroughAPseudoTerminal
   test/e2e.TestDocumentedExamples
   internal/egress/nft.TestEnforcement
+  internal/egress.TestEnforcerEndToEnd
   internal/driver/docker.TestConformance
   internal/driver/docker.TestConformanceRemote
   test/e2e.TestDockerEndToEnd

@@ -52,6 +52,7 @@ func commands() []command {
 		{"image", "import, pull, list and remove images of the native runtime", runImage},
 		{"completion", "print a bash, zsh or fish completion script", runCompletion},
 		{"execd", "run the in-sandbox daemon (the execd API on :44772)", runExecd},
+		{"egress", "enforce a sandbox's egress policy (DNS, nftables, the policy API on :18080)", runEgress},
 		{"init", "run as PID 1 of a sandbox: the entrypoint, execd, reaping and signals", runInit},
 		{"version", "print the version", runVersion},
 	}

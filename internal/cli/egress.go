@@ -1,0 +1,102 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package cli
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+
+	"github.com/corral-dev/corral/internal/egress"
+	"github.com/corral-dev/corral/internal/egress/policy"
+)
+
+// runEgress is a sandbox's egress enforcer, run on the host:
+// `corral egress --netns PATH [flags]`.
+func runEgress(ctx context.Context, e *env, args []string) int {
+	fs := newFlagSet(e, "egress", "egress --netns PATH [flags]")
+	ns := fs.String("netns", "", "the sandbox's network namespace (required)")
+	token := fs.String("token", e.getenv("OPENSANDBOX_EGRESS_TOKEN"), "token required in OPENSANDBOX-EGRESS-AUTH (default $OPENSANDBOX_EGRESS_TOKEN)")
+	policyFile := fs.String("policy-file", "", "where the policy is kept across restarts")
+	initial := fs.String("policy", e.getenv("OPENSANDBOX_EGRESS_RULES"), "the initial policy as JSON (default $OPENSANDBOX_EGRESS_RULES; none: deny everything)")
+	upstreams := fs.String("upstream", "", "resolvers to forward DNS to, ip:port comma-separated (default: this machine's /etc/resolv.conf)")
+	deny := fs.String("deny", "", "more prefixes nothing may reach, comma-separated CIDRs (the host, the server, other sandboxes)")
+	dnsListen := fs.String("dns-listen", "127.0.0.1:53", "DNS address inside the namespace")
+	apiListen := fs.String("api-listen", "0.0.0.0:18080", "policy API address inside the namespace")
+	logFormat := fs.String("log-format", "json", "log format: json or text")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	if ok, code := parseFlags(fs, e, args); !ok {
+		return code
+	}
+	if *ns == "" {
+		return fail(e, "egress: --netns is required")
+	}
+	log, err := newLogger(e.stderr, *logFormat, *logLevel)
+	if err != nil {
+		return fail(e, "%v", err)
+	}
+	pol, err := policy.Decode([]byte(*initial))
+	if err != nil {
+		return fail(e, "egress: %v", err)
+	}
+	cfg := egress.Config{Netns: *ns, Token: *token, PolicyFile: *policyFile, Initial: pol,
+		DNSListen: *dnsListen, APIListen: *apiListen, Logger: log}
+	for _, p := range splitList(*deny) {
+		pfx, err := netip.ParsePrefix(p)
+		if err != nil {
+			return fail(e, "egress: --deny %q: want a CIDR", p)
+		}
+		cfg.DenyPrefixes = append(cfg.DenyPrefixes, pfx)
+	}
+	cfg.Upstreams = splitList(*upstreams)
+	if len(cfg.Upstreams) == 0 {
+		cfg.Upstreams = systemResolvers()
+	}
+	for _, u := range cfg.Upstreams {
+		if _, err := netip.ParseAddrPort(u); err != nil {
+			return fail(e, "egress: upstream %q: want ip:port", u)
+		}
+	}
+	svc, err := egress.New(cfg)
+	if err != nil {
+		return fail(e, "egress: %v", err)
+	}
+	if err := svc.Run(ctx); err != nil {
+		return fail(e, "egress: %v", err)
+	}
+	return 0
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// systemResolvers reads the nameservers of /etc/resolv.conf.
+func systemResolvers() []string {
+	f, err := os.Open("/etc/resolv.conf")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 2 && fields[0] == "nameserver" {
+			if ip, err := netip.ParseAddr(fields[1]); err == nil {
+				out = append(out, net.JoinHostPort(ip.String(), "53"))
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,313 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package egress is a sandbox's egress enforcer: a process on the host,
+// outside the sandbox's pid and mount namespaces, that programs the
+// sandbox's network namespace (internal/egress/nft), answers its DNS
+// (internal/egress/dnsproxy, listening inside the namespace, asking the
+// upstream resolvers from the host's) and serves the egress contract's
+// policy API inside the namespace on port 18080, authenticated by
+// OPENSANDBOX-EGRESS-AUTH. A policy change is persisted, programmed into
+// the kernel, then swapped into the DNS proxy — never half-applied.
+package egress
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/corral-dev/corral/internal/driver/netns"
+	"github.com/corral-dev/corral/internal/egress/dnsproxy"
+	"github.com/corral-dev/corral/internal/egress/nft"
+	"github.com/corral-dev/corral/internal/egress/policy"
+)
+
+// HeaderAuth carries the egress API's token.
+const HeaderAuth = "OPENSANDBOX-EGRESS-AUTH"
+
+// Config configures a Service.
+type Config struct {
+	// Netns is the sandbox's network namespace.
+	Netns string
+	// Token is required in OPENSANDBOX-EGRESS-AUTH ("" disables auth).
+	Token string
+	// PolicyFile persists the policy across restarts of the enforcer.
+	PolicyFile string
+	// Initial is the policy when PolicyFile holds none.
+	Initial policy.Policy
+	// Upstreams are the resolvers DNS is forwarded to (ip:port).
+	Upstreams []string
+	// DenyPrefixes join the always-deny set: the host's addresses, the
+	// server, other sandboxes.
+	DenyPrefixes []netip.Prefix
+	// DNSListen and APIListen are addresses inside the namespace
+	// (defaults 127.0.0.1:53 and 0.0.0.0:18080).
+	DNSListen string
+	APIListen string
+	Logger    *slog.Logger
+}
+
+// Service is a running enforcer.
+type Service struct {
+	cfg   Config
+	log   *slog.Logger
+	enf   *nft.Enforcer
+	dns   *dnsproxy.Proxy
+	cur   atomic.Pointer[policy.Compiled]
+	mu    sync.Mutex // serialises changes
+	ready atomic.Bool
+}
+
+// New loads the policy and programs the namespace; Run then serves.
+func New(cfg Config) (*Service, error) {
+	if cfg.DNSListen == "" {
+		cfg.DNSListen = "127.0.0.1:53"
+	}
+	if cfg.APIListen == "" {
+		cfg.APIListen = "0.0.0.0:18080"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Service{cfg: cfg, log: cfg.Logger}
+	pol := cfg.Initial
+	if cfg.PolicyFile != "" {
+		if b, err := os.ReadFile(cfg.PolicyFile); err == nil {
+			if p, err := policy.Decode(b); err == nil {
+				pol = p
+			} else {
+				s.log.Warn("the persisted policy is unreadable; using the initial one", "err", err)
+			}
+		}
+	}
+	c, err := policy.Compile(pol, policy.Options{DenyPrefixes: cfg.DenyPrefixes})
+	if err != nil {
+		return nil, err
+	}
+	if s.enf, err = nft.New(cfg.Netns); err != nil {
+		return nil, err
+	}
+	if err := s.enf.Apply(c, cfg.DenyPrefixes); err != nil {
+		s.enf.Close()
+		return nil, err
+	}
+	s.cur.Store(c)
+	s.dns = dnsproxy.New(dnsproxy.Config{
+		Upstreams: cfg.Upstreams,
+		Policy:    func() *policy.Compiled { return s.cur.Load() },
+		Allow: func(_ context.Context, name string, addrs []netip.Addr, ttl time.Duration) error {
+			return s.enf.AllowResolved(name, addrs, ttl)
+		},
+		Audit: func(e dnsproxy.Event) {
+			s.log.Info("dns", "name", e.Name, "type", e.Type, "allow", e.Allow, "reason", e.Reason, "addrs", e.Addrs, "err", e.Err)
+		},
+	})
+	return s, nil
+}
+
+// Run serves DNS and the API inside the namespace until ctx ends.
+func (s *Service) Run(ctx context.Context) error {
+	defer s.enf.Close()
+	var pc net.PacketConn
+	var dnsLn, apiLn net.Listener
+	err := netns.Do(s.cfg.Netns, func() error {
+		var err error
+		if pc, err = net.ListenPacket("udp", s.cfg.DNSListen); err != nil {
+			return err
+		}
+		if dnsLn, err = net.Listen("tcp", s.cfg.DNSListen); err != nil {
+			return err
+		}
+		apiLn, err = net.Listen("tcp", s.cfg.APIListen)
+		return err
+	})
+	if err != nil {
+		if pc != nil {
+			pc.Close()
+		}
+		if dnsLn != nil {
+			dnsLn.Close()
+		}
+		if apiLn != nil {
+			apiLn.Close()
+		}
+		return fmt.Errorf("egress: listen in the sandbox's namespace: %w", err)
+	}
+	hs := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 2)
+	go func() { errc <- s.dns.Serve(ctx, pc, dnsLn) }()
+	go func() { errc <- hs.Serve(apiLn) }()
+	s.ready.Store(true)
+	s.log.Info("egress enforcing", "netns", s.cfg.Netns, "mode", s.cur.Load().Mode())
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = hs.Shutdown(sctx)
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// status is the contract's PolicyStatusResponse.
+type status struct {
+	Status          string         `json:"status"`
+	Mode            string         `json:"mode"`
+	EnforcementMode string         `json:"enforcementMode"`
+	Reason          string         `json:"reason,omitempty"`
+	Policy          *policy.Policy `json:"policy,omitempty"`
+}
+
+// ServeHTTP serves the policy API.
+func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/healthz" {
+		if !s.ready.Load() {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+		return
+	}
+	if s.cfg.Token != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(HeaderAuth)), []byte(s.cfg.Token)) != 1 {
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	if r.URL.Path != "/policy" {
+		http.Error(w, "not found", http.StatusNotFound)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20+1))
+	if err != nil || len(body) > 1<<20 {
+		http.Error(w, "the body is unreadable or larger than 1 MiB", http.StatusRequestEntityTooLarge)
+		return
+	}
+	switch r.Method {
+	case http.MethodGet:
+		c := s.cur.Load()
+		p := c.Policy()
+		writeStatus(w, status{Status: "ok", Mode: c.Mode(), EnforcementMode: "dns+nft", Policy: &p})
+	case http.MethodPatch:
+		var rules []policy.Rule
+		if err := strictJSON(body, &rules); err != nil || len(rules) == 0 {
+			http.Error(w, "the body must be a non-empty JSON array of {action, target} rules", http.StatusBadRequest)
+			return
+		}
+		s.change(w, func(cur policy.Policy) (policy.Policy, string) { return policy.Merge(cur, rules), "" })
+	case http.MethodDelete:
+		var targets []string
+		if err := strictJSON(body, &targets); err != nil || len(targets) == 0 {
+			http.Error(w, "the body must be a non-empty JSON array of targets", http.StatusBadRequest)
+			return
+		}
+		s.change(w, func(cur policy.Policy) (policy.Policy, string) {
+			next, n := policy.Remove(cur, targets)
+			if n == 0 {
+				return next, "no matching targets found"
+			}
+			return next, ""
+		})
+	case http.MethodPost, http.MethodPut:
+		p, err := policy.Decode(body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		reason := ""
+		if p.DefaultAction == "" && len(p.Egress) == 0 {
+			reason = "policy reset to default deny-all"
+		}
+		s.change(w, func(policy.Policy) (policy.Policy, string) { return p, reason })
+	default:
+		w.Header().Set("Allow", "GET, PATCH, DELETE, POST, PUT")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+	}
+}
+
+// change computes, persists, programs and swaps a new policy.
+func (s *Service) change(w http.ResponseWriter, next func(policy.Policy) (policy.Policy, string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, reason := next(s.cur.Load().Policy())
+	c, err := policy.Compile(p, policy.Options{DenyPrefixes: s.cfg.DenyPrefixes})
+	if err != nil {
+		code := http.StatusBadRequest
+		if len(p.Egress) > policy.MaxRules {
+			code = http.StatusRequestEntityTooLarge
+		}
+		http.Error(w, err.Error(), code)
+		return
+	}
+	if err := s.persist(c.Policy()); err != nil {
+		s.log.Error("persist the policy", "err", err)
+		http.Error(w, "could not persist the policy", http.StatusInternalServerError)
+		return
+	}
+	if err := s.enf.Apply(c, s.cfg.DenyPrefixes); err != nil {
+		s.log.Error("apply the policy", "err", err)
+		http.Error(w, "could not apply the policy", http.StatusInternalServerError)
+		return
+	}
+	s.cur.Store(c)
+	s.log.Info("policy changed", "mode", c.Mode(), "rules", len(c.Policy().Egress))
+	writeStatus(w, status{Status: "ok", Mode: c.Mode(), EnforcementMode: "dns+nft", Reason: reason})
+}
+
+// persist writes the policy atomically and durably.
+func (s *Service) persist(p policy.Policy) error {
+	if s.cfg.PolicyFile == "" {
+		return nil
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	tmp := s.cfg.PolicyFile + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err = f.Write(b); err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, s.cfg.PolicyFile); err != nil {
+		return err
+	}
+	if d, err := os.Open(filepath.Dir(s.cfg.PolicyFile)); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+func strictJSON(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+func writeStatus(w http.ResponseWriter, st status) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(st)
+}

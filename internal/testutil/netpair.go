@@ -1,0 +1,140 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package testutil
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/corral-dev/corral/internal/driver/netns"
+)
+
+// NetPair is two network namespaces a test made, joined by a veth: the
+// "sandbox" at 10.250.0.1/24 and the "outside" holding .2, .3 and .4.
+type NetPair struct {
+	// Inside and Outside are the namespaces' names (under /var/run/netns).
+	Inside, Outside string
+}
+
+// NewNetPair makes a NetPair, removed when the test ends (root tier).
+func NewNetPair(t testing.TB) NetPair {
+	t.Helper()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	id := hex.EncodeToString(b)
+	p := NetPair{Inside: "cni-" + id, Outside: "cno-" + id}
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v %s", args, err, out)
+		}
+	}
+	run("netns", "add", p.Inside)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", p.Inside).Run() })
+	run("netns", "add", p.Outside)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", p.Outside).Run() })
+	run("link", "add", "vi"+id, "type", "veth", "peer", "name", "vo"+id)
+	run("link", "set", "vi"+id, "netns", p.Inside)
+	run("link", "set", "vo"+id, "netns", p.Outside)
+	run("-n", p.Inside, "addr", "add", "10.250.0.1/24", "dev", "vi"+id)
+	for _, a := range []string{"10.250.0.2/24", "10.250.0.3/24", "10.250.0.4/24"} {
+		run("-n", p.Outside, "addr", "add", a, "dev", "vo"+id)
+	}
+	for _, ns := range []string{p.Inside, p.Outside} {
+		run("-n", ns, "link", "set", "lo", "up")
+	}
+	run("-n", p.Inside, "link", "set", "vi"+id, "up")
+	run("-n", p.Outside, "link", "set", "vo"+id, "up")
+	return p
+}
+
+// NetnsPath is where ip(8) pins a named namespace.
+func NetnsPath(ns string) string { return "/var/run/netns/" + ns }
+
+// ListenIn serves on addr inside ns until the test ends: TCP connections
+// are accepted and closed, UDP datagrams echoed.
+func ListenIn(t testing.TB, ns, network, addr string) {
+	t.Helper()
+	err := netns.Do(NetnsPath(ns), func() error {
+		if network == "udp" {
+			pc, err := net.ListenPacket("udp", addr)
+			if err != nil {
+				return err
+			}
+			t.Cleanup(func() { pc.Close() })
+			go func() {
+				buf := make([]byte, 512)
+				for {
+					n, from, err := pc.ReadFrom(buf)
+					if err != nil {
+						return
+					}
+					_, _ = pc.WriteTo(buf[:n], from)
+				}
+			}()
+			return nil
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return err
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Reaches reports whether a TCP connection from inside ns gets through
+// within 400 ms.
+func Reaches(ns, addr string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	defer cancel()
+	c, err := netns.Dial(ctx, NetnsPath(ns), addr)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// UDPAnswered reports whether a UDP datagram sent from inside ns is
+// echoed within 400 ms.
+func UDPAnswered(t testing.TB, ns, addr string) bool {
+	var ok bool
+	err := netns.Do(NetnsPath(ns), func() error {
+		c, err := net.Dial("udp", addr)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(400 * time.Millisecond))
+		if _, err := c.Write([]byte("q")); err != nil {
+			return nil
+		}
+		b := make([]byte, 8)
+		_, err = c.Read(b)
+		ok = err == nil
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
