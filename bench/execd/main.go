@@ -28,6 +28,8 @@ import (
 	"time"
 
 	"github.com/corral-dev/corral/sse"
+
+	"github.com/corral-dev/corral/internal/testutil"
 )
 
 func main() {
@@ -49,12 +51,8 @@ func run(bin string, n int, streamBytes, fileBytes int64) error {
 	}
 	defer os.RemoveAll(dir)
 	if bin == "" {
-		bin = filepath.Join(dir, "corral")
-		b := exec.Command("go", "build", "-o", bin, "./cmd/corral")
-		b.Env = append(os.Environ(), "CGO_ENABLED=0")
-		b.Stderr = os.Stderr
-		if err := b.Run(); err != nil {
-			return fmt.Errorf("build: %w", err)
+		if bin, err = testutil.BuildCorral(dir); err != nil {
+			return err
 		}
 	}
 	cmd := exec.Command(bin, "execd", "--listen", "127.0.0.1:0", "--state-dir", filepath.Join(dir, "state"))

@@ -27,6 +27,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/corral-dev/corral/internal/testutil"
 )
 
 const key = "ck_bench-admin-key-0123456789"
@@ -50,12 +52,8 @@ func run(bin string, duration time.Duration, conc, n int) error {
 	}
 	defer os.RemoveAll(dir)
 	if bin == "" {
-		bin = filepath.Join(dir, "corral")
-		b := exec.Command("go", "build", "-o", bin, "./cmd/corral")
-		b.Env = append(os.Environ(), "CGO_ENABLED=0")
-		b.Stderr = os.Stderr
-		if err := b.Run(); err != nil {
-			return fmt.Errorf("build: %w", err)
+		if bin, err = testutil.BuildCorral(dir); err != nil {
+			return err
 		}
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -36,6 +36,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/corral-dev/corral/internal/driver/oci"
+	"github.com/corral-dev/corral/internal/testutil"
 	"github.com/corral-dev/corral/sse"
 )
 
@@ -64,11 +65,8 @@ func run(runtime string, n, conc int) error {
 	defer os.RemoveAll(dir)
 	// The native runtime mounts a tmpfs in its data dir; it goes first.
 	defer func() { _ = oci.UnmountRunDir(filepath.Join(dir, "data", "oci")) }()
-	bin := filepath.Join(dir, "corral")
-	b := exec.Command("go", "build", "-o", bin, "./cmd/corral")
-	b.Env = append(os.Environ(), "CGO_ENABLED=0")
-	b.Stderr = os.Stderr
-	if err := b.Run(); err != nil {
+	bin, err := testutil.BuildCorral(dir)
+	if err != nil {
 		return err
 	}
 	rootfs := filepath.Join(dir, "bundle", "rootfs")

@@ -87,51 +87,58 @@ func (c *clientFlags) fail(e *env, err error, code int) int {
 // apiFail reports an API error with exit code 1.
 func (c *clientFlags) apiFail(e *env, err error) int { return c.fail(e, err, 1) }
 
-// resolveID accepts a sandbox id or a unique prefix of one, like docker.
-func resolveID(ctx context.Context, c *sdk.Client, id string) (string, error) {
-	_, err := c.GetSandbox(ctx, id)
+// findSandbox returns the sandbox of an id or of a unique prefix of one,
+// like docker.
+func findSandbox(ctx context.Context, c *sdk.Client, id string) (*api.Sandbox, error) {
+	sb, err := c.GetSandbox(ctx, id)
 	if err == nil || !errors.Is(err, sdk.ErrNotFound) || len(id) >= 36 || id == "" {
-		return id, err
+		return sb, err
 	}
-	var matches []string
+	var matches []api.Sandbox
 	for sb, lerr := range c.Sandboxes(ctx, sdk.ListOptions{}) {
 		if lerr != nil {
-			return id, err
+			return nil, err
 		}
 		if strings.HasPrefix(sb.ID, id) {
-			matches = append(matches, sb.ID)
+			matches = append(matches, sb)
 		}
 	}
 	switch len(matches) {
 	case 1:
-		return matches[0], nil
+		return &matches[0], nil
 	case 0:
+		return nil, err
+	}
+	return nil, errdefs.Newf(errdefs.ErrInvalidArgument, "", "%q matches %d sandboxes (%s, ...); give more of the id", id, len(matches), matches[0].ID)
+}
+
+// resolveID turns an id or a unique prefix of one into the full id.
+func resolveID(ctx context.Context, c *sdk.Client, id string) (string, error) {
+	sb, err := findSandbox(ctx, c, id)
+	if err != nil {
 		return id, err
 	}
-	return id, errdefs.Newf(errdefs.ErrInvalidArgument, "", "%q matches %d sandboxes (%s, ...); give more of the id", id, len(matches), matches[0])
+	return sb.ID, nil
 }
 
 // sandbox resolves an id and returns the handle of its execd.
 func sandbox(ctx context.Context, c *sdk.Client, id string) (*sdk.Sandbox, error) {
-	full, err := resolveID(ctx, c, id)
-	if err != nil {
-		return nil, err
-	}
-	sb, err := c.GetSandbox(ctx, full)
+	sb, err := findSandbox(ctx, c, id)
 	if err != nil {
 		return nil, err
 	}
 	if sb.Status.State != api.StateRunning {
-		return nil, errdefs.Newf(errdefs.ErrFailedPrecondition, "", "sandbox %s is %s, not Running", full, sb.Status.State)
+		return nil, errdefs.Newf(errdefs.ErrFailedPrecondition, "", "sandbox %s is %s, not Running", sb.ID, sb.Status.State)
 	}
-	return c.Sandbox(ctx, full, sdk.SandboxOptions{})
+	return c.Sandbox(ctx, sb.ID, sdk.SandboxOptions{})
 }
 
 // invocation is a parsed client command, connected to its server.
 type invocation struct {
 	c    *sdk.Client
-	pos  []string // positional arguments; with resolveID, pos[0] is a full sandbox id
-	tail []string // what followed "--" (or the positional limit)
+	pos  []string     // positional arguments; with resolve, pos[0] is a full sandbox id
+	sb   *api.Sandbox // with resolve, the sandbox pos[0] names
+	tail []string     // what followed "--" (or the positional limit)
 }
 
 // setup parses args (see parseArgs; maxPos bounds the positionals), asks
@@ -153,11 +160,13 @@ func (cf *clientFlags) setup(ctx context.Context, e *env, fs *flag.FlagSet, args
 		return inv, false, cf.fail(e, err, errCode)
 	}
 	if resolve && len(pos) > 0 {
-		if pos[0], err = resolveID(ctx, c, pos[0]); err != nil {
+		if inv.sb, err = findSandbox(ctx, c, pos[0]); err != nil {
 			return inv, false, cf.fail(e, err, errCode)
 		}
+		pos[0] = inv.sb.ID
 	}
-	return invocation{c: c, pos: pos, tail: tail}, true, 0
+	inv.c, inv.pos, inv.tail = c, pos, tail
+	return inv, true, 0
 }
 
 // nArgs is a check for setup: exactly n positionals, else msg.

@@ -200,10 +200,7 @@ func runGet(ctx context.Context, e *env, args []string) int {
 	if !ok {
 		return code
 	}
-	sb, err := inv.c.GetSandbox(ctx, inv.pos[0])
-	if err != nil {
-		return cf.apiFail(e, err)
-	}
+	sb := inv.sb
 	if cf.output != "table" {
 		_ = printValue(e.stdout, cf.output, sb)
 		return 0

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
-	"strconv"
 
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
@@ -61,7 +60,6 @@ func (s *Server) uploadArchive(w http.ResponseWriter, r *http.Request) {
 		writeError(w, files.FSError(dir, err))
 		return
 	}
-	w.Header().Set("Corral-Archive-Files", strconv.Itoa(st.Files))
 	writeJSON(w, http.StatusOK, map[string]any{"files": st.Files, "dirs": st.Dirs, "links": st.Links, "bytes": st.Bytes, "skipped": st.Skipped})
 }
 

@@ -8,8 +8,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"log"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,12 +15,10 @@ import (
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"golang.org/x/sys/unix"
 
@@ -107,29 +103,11 @@ func sampleImage(t *testing.T) v1.Image {
 	return imageOf(t, base, top)
 }
 
-func newRegistry(t *testing.T) string {
-	t.Helper()
-	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	t.Cleanup(srv.Close)
-	return strings.TrimPrefix(srv.URL, "http://")
-}
-
-func push(t *testing.T, ref string, img v1.Image) {
-	t.Helper()
-	r, err := name.ParseReference(ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(r, img); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestPullUnpacksForOverlay(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
-	reg := newRegistry(t)
-	push(t, reg+"/test/sample:v1", sampleImage(t))
+	reg := testutil.StartRegistry(t)
+	testutil.PushImage(t, reg+"/test/sample:v1", sampleImage(t))
 	s, err := Open(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -195,9 +173,9 @@ func TestPullUnpacksForOverlay(t *testing.T) {
 func TestConcurrentPullsShareWork(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
-	reg := newRegistry(t)
-	push(t, reg+"/test/sample:v1", sampleImage(t))
-	push(t, reg+"/test/other:v1", sampleImage(t))
+	reg := testutil.StartRegistry(t)
+	testutil.PushImage(t, reg+"/test/sample:v1", sampleImage(t))
+	testutil.PushImage(t, reg+"/test/other:v1", sampleImage(t))
 	s, _ := Open(t.TempDir(), nil)
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
@@ -229,7 +207,7 @@ func TestConcurrentPullsShareWork(t *testing.T) {
 
 func TestPullErrors(t *testing.T) {
 	t.Parallel()
-	reg := newRegistry(t)
+	reg := testutil.StartRegistry(t)
 	s, _ := Open(t.TempDir(), nil)
 	cases := []struct {
 		ref  string

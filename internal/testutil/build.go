@@ -12,7 +12,8 @@ import (
 )
 
 // BuildCorral builds the corral binary (statically, as it ships) into dir
-// and returns its path. TestMain functions call it once per package.
+// and returns its path. TestMain functions call it once per package, and
+// benchmarks once per run.
 func BuildCorral(dir string) (string, error) {
 	mod, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {

@@ -5,7 +5,8 @@
 // integration tiers (RequireRoot, RequireDocker, RequireKube, which skip
 // unless an environment variable opts in and fail if it opts in but the
 // tier cannot run), polling with WaitFor, and validation of HTTP answers
-// against the reference OpenSandbox contracts. Only _test.go files import it.
+// against the reference OpenSandbox contracts. Only _test.go files and the
+// bench/ commands import it.
 package testutil
 
 import (

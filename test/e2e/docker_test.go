@@ -37,8 +37,8 @@ func requireDocker(t *testing.T) *client.Client {
 // and removes the engine's copy at the end.
 func registryImage(t *testing.T, cli *client.Client) string {
 	t.Helper()
-	ref := startRegistry(t) + "/corral/busybox:1"
-	pushImage(t, ref, busyboxImage(t))
+	ref := testutil.StartRegistry(t) + "/corral/busybox:1"
+	testutil.PushImage(t, ref, busyboxImage(t))
 	t.Cleanup(func() {
 		_, _ = cli.ImageRemove(context.Background(), ref, client.ImageRemoveOptions{Force: true, PruneChildren: true})
 	})

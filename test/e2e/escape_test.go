@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/corral-dev/corral/api"
+	"github.com/corral-dev/corral/internal/testutil"
 	"github.com/corral-dev/corral/sdk"
 )
 
@@ -114,8 +115,8 @@ func TestEscapeSuite(t *testing.T) {
 	requireOCI(t)
 	t.Parallel()
 	dir := t.TempDir()
-	reg := startRegistry(t)
-	pushImage(t, reg+"/corral/busybox:1", busyboxImage(t))
+	reg := testutil.StartRegistry(t)
+	testutil.PushImage(t, reg+"/corral/busybox:1", busyboxImage(t))
 	s := startServer(t, dir, "--runtime", "oci")
 	c := s.client(t)
 	req := ociCreate(reg + "/corral/busybox:1")

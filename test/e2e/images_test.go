@@ -7,19 +7,15 @@ import (
 	"archive/tar"
 	"bytes"
 	"io"
-	"log"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/corral-dev/corral/internal/testutil"
@@ -111,25 +107,6 @@ func busyboxImage(t *testing.T) v1.Image {
 		t.Fatal(err)
 	}
 	return img
-}
-
-// startRegistry serves an in-process OCI registry on loopback.
-func startRegistry(t *testing.T) string {
-	t.Helper()
-	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	t.Cleanup(srv.Close)
-	return strings.TrimPrefix(srv.URL, "http://")
-}
-
-func pushImage(t *testing.T, ref string, img v1.Image) {
-	t.Helper()
-	r, err := name.ParseReference(ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(r, img); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func saveImage(t *testing.T, path, ref string, img v1.Image) {

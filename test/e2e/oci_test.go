@@ -43,10 +43,10 @@ func TestOCIEndToEnd(t *testing.T) {
 	requireOCI(t)
 	t.Parallel()
 	dir := t.TempDir()
-	reg := startRegistry(t)
+	reg := testutil.StartRegistry(t)
 	img := busyboxImage(t)
 	ref := reg + "/corral/busybox:1"
-	pushImage(t, ref, img)
+	testutil.PushImage(t, ref, img)
 	tarPath := filepath.Join(t.TempDir(), "busybox.tar")
 	saveImage(t, tarPath, "example.com/tools/busybox:1", img)
 	if out, err := runCorral(t, "image", "import", tarPath, "--name", "local/busybox:1", "--data-dir", dir); err != nil {
@@ -156,8 +156,8 @@ func TestOCIStartFailuresAreExplained(t *testing.T) {
 	requireOCI(t)
 	t.Parallel()
 	dir := t.TempDir()
-	reg := startRegistry(t)
-	pushImage(t, reg+"/corral/busybox:1", busyboxImage(t))
+	reg := testutil.StartRegistry(t)
+	testutil.PushImage(t, reg+"/corral/busybox:1", busyboxImage(t))
 	s := startServer(t, dir, "--runtime", "oci")
 	c := s.client(t)
 	for _, tc := range []struct {

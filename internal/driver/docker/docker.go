@@ -175,7 +175,7 @@ func (d *Driver) engineErr(op string, err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case client.IsErrConnectionFailed(err) || errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled):
+	case client.IsErrConnectionFailed(err) || errors.Is(err, context.DeadlineExceeded):
 		return errdefs.Wrap(errdefs.ErrUnavailable, "RUNTIME_UNAVAILABLE",
 			fmt.Sprintf("the Docker engine at %s did not answer (%s); sandboxes come back when it does", d.cli.DaemonHost(), op), err)
 	case cerrdefs.IsNotFound(err):
@@ -401,6 +401,12 @@ func (d *Driver) nsPath(id string, c container.InspectResponse) (string, error) 
 func (d *Driver) Endpoint(ctx context.Context, id string, port int) (netip.AddrPort, error) {
 	if port < 1 || port > 65535 {
 		return netip.AddrPort{}, fmt.Errorf("port %d: %w", port, errdefs.ErrInvalidArgument)
+	}
+	// The server's proxy asks on every request: a forwarder already made
+	// answers without a round trip to the engine (Stop and Destroy close
+	// them).
+	if addr, ok := d.forwarders.Lookup(id, port); ok {
+		return addr, nil
 	}
 	c, err := d.inspect(ctx, id)
 	if err != nil {

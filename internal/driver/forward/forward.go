@@ -146,6 +146,17 @@ func (s *Set) Addr(id string, port int, dial Dialer) (netip.AddrPort, error) {
 	return f.addr, nil
 }
 
+// Lookup returns the address of an existing forwarder to port of id.
+func (s *Set) Lookup(id string, port int) (netip.AddrPort, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f, ok := s.fs[id][port]
+	if !ok {
+		return netip.AddrPort{}, false
+	}
+	return f.addr, true
+}
+
 // CloseSandbox stops the forwarders of sandbox id.
 func (s *Set) CloseSandbox(id string) {
 	s.mu.Lock()

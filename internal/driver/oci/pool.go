@@ -167,7 +167,6 @@ func (d *Driver) fillPool(ctx context.Context) {
 				p.mu.Unlock()
 			}
 		}
-		wait := tick.C
 		var retry <-chan time.Time
 		if failed {
 			retry = time.After(backoff)
@@ -179,7 +178,7 @@ func (d *Driver) fillPool(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-p.wake:
-		case <-wait:
+		case <-tick.C:
 		case <-retry:
 		}
 	}
