@@ -19,6 +19,7 @@ command -v unshare >/dev/null || need+=(util-linux)
 command -v npm >/dev/null || need+=(nodejs npm)
 command -v dockerd >/dev/null || need+=(docker.io)
 command -v curl >/dev/null || need+=(curl)
+command -v ip >/dev/null || need+=(iproute2)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null

@@ -393,3 +393,46 @@ func testutilWaitSnapshotCLI(t *testing.T, c *cli, id string) {
 	}
 	t.Fatalf("snapshot %s never became Ready", id)
 }
+
+// TestCLIRejectsBadInput: each mistaken invocation is refused with a
+// non-zero exit and one sentence that says what is wrong, before anything
+// is created.
+func TestCLIRejectsBadInput(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, t.TempDir(), "--runtime", "fake")
+	c := newCLI(t, s)
+	id := strings.TrimSpace(c.ok("create", "--image", "fake:ok"))
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"exec", "-u", "nobody", id, "--", "true"}, 1, "numeric UID"},
+		{[]string{"exec", id}, 1, "give a sandbox id and a command"},
+		{[]string{"cp", "./a", "./b"}, 1, "exactly one of"},
+		{[]string{"cp", id + ":/a", id + ":/b"}, 1, "exactly one of"},
+		{[]string{"create", "--image", "fake:ok", "--entrypoint", `["sleep",`}, 1, "JSON array"},
+		{[]string{"create", "--image", "fake:ok", "--snapshot", "x"}, 1, "--image or --snapshot"},
+		{[]string{"create", "--image", "fake:ok", "--timeout", "-5m"}, 1, "negative"},
+		{[]string{"create", "--image", "fake:ok", "-e", "NOEQUALS"}, 2, "KEY=VALUE"},
+		{[]string{"ls", "-o", "xml"}, 1, "want one of"},
+		{[]string{"endpoint", id, "http"}, 1, "not a number"},
+		{[]string{"renew", id, "--timeout", "0s"}, 1, "positive"},
+		{[]string{"config", "set", "p"}, 1, "--server"},
+		{[]string{"config", "use", "no-such-profile"}, 1, "no profile"},
+		{[]string{"completion", "powershell"}, 1, "unknown shell"},
+		{[]string{"egress"}, 1, "--netns is required"},
+		{[]string{"egress", "--netns", "/nonexistent", "--upstream", "dns.example"}, 1, "want ip:port"},
+		{[]string{"egress", "--netns", "/nonexistent", "--deny", "10.0.0.0/40", "--upstream", "127.0.0.1:53"}, 1, "want a CIDR"},
+		{[]string{"egress", "--netns", "/nonexistent", "--policy", `{"egress":[{"action":"allow","target":"http://x"}]}`, "--upstream", "127.0.0.1:53"}, 1, "egress[0]"},
+		{[]string{"nosuchcommand"}, 2, "unknown command"},
+	} {
+		r := c.run(nil, tc.args...)
+		if r.code != tc.code || !strings.Contains(r.stderr, tc.msg) {
+			t.Errorf("corral %s: exit %d, stderr %q; want exit %d mentioning %q", strings.Join(tc.args, " "), r.code, r.stderr, tc.code, tc.msg)
+		}
+	}
+	if out := c.ok("ls", "-q"); strings.TrimSpace(out) != id {
+		t.Errorf("a refused command created something: %q", out)
+	}
+}
