@@ -39,6 +39,7 @@ const (
 	ptyChunk        = 32 << 10
 	ptyWriteTimeout = 10 * time.Second
 	ptyCloseTakenOv = 4001
+	resizeRecheck   = 100 * time.Millisecond
 )
 
 // ring keeps the last ptyRingSize bytes of output and the total count.
@@ -92,6 +93,10 @@ type ptySession struct {
 	exited   bool
 	exitCode int
 	exitCh   chan struct{}
+	// want is the last size a client asked for; wantGen counts requests
+	// so a re-assertion only acts for the newest one.
+	want    pty.Winsize
+	wantGen uint64
 }
 
 type ptyTable struct {
@@ -554,7 +559,34 @@ func (p *ptySession) resize(cols, rows int) error {
 	if m == nil {
 		return errors.New("resize needs PTY mode")
 	}
-	return pty.Setsize(m, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)})
+	ws := pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)}
+	if err := pty.Setsize(m, &ws); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.want = ws
+	p.wantGen++
+	gen := p.wantGen
+	p.mu.Unlock()
+	// Readline reads the size and writes it back each time it prepares
+	// the terminal; a resize landing between the two is undone. Check
+	// once shortly after and set it again if it was (which also sends
+	// SIGWINCH, so the shell redraws at the right size).
+	time.AfterFunc(resizeRecheck, func() { p.reassertSize(gen) })
+	return nil
+}
+
+func (p *ptySession) reassertSize(gen uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.master == nil || p.exited || gen != p.wantGen {
+		return
+	}
+	cur, err := pty.GetsizeFull(p.master)
+	if err != nil || (cur.Cols == p.want.Cols && cur.Rows == p.want.Rows) {
+		return
+	}
+	_ = pty.Setsize(p.master, &p.want)
 }
 
 func (p *ptySession) signal(name string) error {

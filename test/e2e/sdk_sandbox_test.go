@@ -237,13 +237,25 @@ func TestSDKFilesAndTerminal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Wait for the prompt as a person would: bash's readline reads and
+	// writes back the size while it prepares the terminal for a prompt.
+	var all []byte
+	buf := make([]byte, 4096)
+	for !bytes.Contains(all, []byte("# ")) {
+		n, err := p.Read(buf)
+		all = append(all, buf[:n]...)
+		if err != nil {
+			t.Fatalf("no prompt: %v (output %q)", err, all)
+		}
+	}
 	if err := p.Resize(100, 40); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := io.WriteString(p, "stty size; echo marker-$((6*7)); exit 3\n"); err != nil {
 		t.Fatal(err)
 	}
-	all, _ := io.ReadAll(p)
+	rest, _ := io.ReadAll(p)
+	all = append(all, rest...)
 	if code, ok := p.Wait(); !ok || code != 3 {
 		t.Errorf("pty exit = %d %v", code, ok)
 	}
