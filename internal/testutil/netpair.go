@@ -138,3 +138,56 @@ func UDPAnswered(t testing.TB, ns, addr string) bool {
 	}
 	return ok
 }
+
+// World is a stand-in for a host and the internet, made of two network
+// namespaces a test created: Uplink (the "host", where corral's bridge
+// and NAT go) reaches World (the "internet") over a veth, with a default
+// route to it. World holds the addresses tests serve on, including a
+// metadata-style link-local one, so a packet that escapes any policy is
+// answered by the test or by nobody — never by the real network.
+type World struct {
+	Uplink, World string
+	// UplinkAddr is the uplink's own address on the veth.
+	UplinkAddr string
+}
+
+// World addresses.
+const (
+	WorldWeb      = "203.0.113.10" // the "allowed" web host
+	WorldOther    = "203.0.113.20" // a host no rule allows
+	WorldDNS      = "203.0.113.53" // the upstream resolver
+	WorldMetadata = "169.254.169.254"
+)
+
+// NewWorld makes a World, removed when the test ends (root tier).
+func NewWorld(t testing.TB) World {
+	t.Helper()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	id := hex.EncodeToString(b)
+	w := World{Uplink: "cup-" + id, World: "cwd-" + id, UplinkAddr: "192.0.2.1"}
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v %s", args, err, out)
+		}
+	}
+	for _, ns := range []string{w.Uplink, w.World} {
+		run("netns", "add", ns)
+		t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+		run("-n", ns, "link", "set", "lo", "up")
+	}
+	run("link", "add", "wu"+id, "type", "veth", "peer", "name", "ww"+id)
+	run("link", "set", "wu"+id, "netns", w.Uplink)
+	run("link", "set", "ww"+id, "netns", w.World)
+	run("-n", w.Uplink, "addr", "add", w.UplinkAddr+"/24", "dev", "wu"+id)
+	run("-n", w.World, "addr", "add", "192.0.2.2/24", "dev", "ww"+id)
+	run("-n", w.Uplink, "link", "set", "wu"+id, "up")
+	run("-n", w.World, "link", "set", "ww"+id, "up")
+	run("-n", w.Uplink, "route", "add", "default", "via", "192.0.2.2")
+	for _, a := range []string{WorldWeb, WorldOther, WorldDNS} {
+		run("-n", w.World, "addr", "add", a+"/32", "dev", "lo")
+	}
+	run("-n", w.World, "addr", "add", WorldMetadata+"/32", "dev", "lo")
+	return w
+}
