@@ -73,6 +73,15 @@ type NetworkPolicy struct {
 	Egress        []NetworkRule `json:"egress,omitempty"`
 }
 
+// EgressPolicyStatus is what the egress API answers about the policy.
+type EgressPolicyStatus struct {
+	Status          string         `json:"status"`
+	Mode            string         `json:"mode"`
+	EnforcementMode string         `json:"enforcementMode"`
+	Reason          string         `json:"reason,omitempty"`
+	Policy          *NetworkPolicy `json:"policy,omitempty"`
+}
+
 // CredentialProxyConfig turns credential injection on.
 type CredentialProxyConfig struct {
 	Enabled bool `json:"enabled"`

@@ -36,7 +36,12 @@ type SandboxOptions struct {
 
 // Sandbox resolves the in-sandbox API of sandbox id.
 func (c *Client) Sandbox(ctx context.Context, id string, opts SandboxOptions) (*Sandbox, error) {
-	ep, err := c.GetEndpoint(ctx, id, api.ExecdPort, opts.UseServerProxy)
+	return c.portClient(ctx, id, api.ExecdPort, opts)
+}
+
+// portClient resolves a sandbox port's endpoint, with its headers.
+func (c *Client) portClient(ctx context.Context, id string, port int, opts SandboxOptions) (*Sandbox, error) {
+	ep, err := c.GetEndpoint(ctx, id, port, opts.UseServerProxy)
 	if err != nil {
 		return nil, err
 	}

@@ -21,6 +21,8 @@ func runEgress(ctx context.Context, e *env, args []string) int {
 	fs := newFlagSet(e, "egress", "egress --netns PATH [flags]")
 	ns := fs.String("netns", "", "the sandbox's network namespace (required)")
 	token := fs.String("token", e.getenv("OPENSANDBOX_EGRESS_TOKEN"), "token required in OPENSANDBOX-EGRESS-AUTH (default $OPENSANDBOX_EGRESS_TOKEN)")
+	tokenFile := fs.String("token-file", "", "read the token from this file instead")
+	sandboxID := fs.String("sandbox-id", e.getenv("OPENSANDBOX_EGRESS_SANDBOX_ID"), "the sandbox's ID, for the log and the audit stream")
 	policyFile := fs.String("policy-file", "", "where the policy is kept across restarts")
 	initial := fs.String("policy", e.getenv("OPENSANDBOX_EGRESS_RULES"), "the initial policy as JSON (default $OPENSANDBOX_EGRESS_RULES; none: deny everything)")
 	upstreams := fs.String("upstream", "", "resolvers to forward DNS to, ip:port comma-separated (default: this machine's /etc/resolv.conf)")
@@ -38,6 +40,18 @@ func runEgress(ctx context.Context, e *env, args []string) int {
 	log, err := newLogger(e.stderr, *logFormat, *logLevel)
 	if err != nil {
 		return fail(e, "%v", err)
+	}
+	if *sandboxID != "" {
+		log = log.With("sandbox_id", *sandboxID)
+	}
+	if *tokenFile != "" {
+		b, err := os.ReadFile(*tokenFile)
+		if err != nil {
+			return fail(e, "egress: --token-file: %v", err)
+		}
+		if *token = strings.TrimSpace(string(b)); *token == "" {
+			return fail(e, "egress: --token-file %s is empty", *tokenFile)
+		}
 	}
 	pol, err := policy.Decode([]byte(*initial))
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -23,6 +24,7 @@ import (
 	"github.com/corral-dev/corral/internal/driver/docker"
 	"github.com/corral-dev/corral/internal/driver/fakedriver"
 	"github.com/corral-dev/corral/internal/driver/oci"
+	"github.com/corral-dev/corral/internal/driver/uplink"
 	"github.com/corral-dev/corral/internal/lifecycle"
 	"github.com/corral-dev/corral/internal/server"
 	"github.com/corral-dev/corral/internal/store"
@@ -50,6 +52,11 @@ type serveConfig struct {
 	dockerRuntime    string
 	dockerRemote     bool
 	dockerPublishIP  string
+	egressUplink     string
+	egressBridge     string
+	egressSubnet     string
+	egressUpstream   string
+	egressDeny       string
 }
 
 // driverFactory builds a driver from the serve configuration.
@@ -66,7 +73,12 @@ func drivers() map[string]driverFactory {
 			if err != nil {
 				return nil, err
 			}
-			return oci.New(oci.Config{Root: filepath.Join(cfg.dataDir, "oci"), Runtime: cfg.ociRuntime, AllowHostImage: cfg.hostImage, Pool: pool, Logger: log})
+			network, err := cfg.network()
+			if err != nil {
+				return nil, err
+			}
+			return oci.New(oci.Config{Root: filepath.Join(cfg.dataDir, "oci"), Runtime: cfg.ociRuntime, AllowHostImage: cfg.hostImage,
+				Pool: pool, Network: network, Logger: log})
 		},
 		docker.Name: func(cfg *serveConfig, log *slog.Logger) (driver.Driver, error) {
 			bin, err := os.Executable()
@@ -77,6 +89,38 @@ func drivers() map[string]driverFactory {
 				Remote: cfg.dockerRemote, PublishIP: cfg.dockerPublishIP, CorralBinary: bin, Logger: log})
 		},
 	}
+}
+
+// network turns the --egress-* flags into the native runtime's network
+// configuration.
+func (cfg *serveConfig) network() (oci.NetworkConfig, error) {
+	n := oci.NetworkConfig{Uplink: uplink.Config{Netns: cfg.egressUplink, Bridge: cfg.egressBridge}}
+	if cfg.egressSubnet != "" {
+		p, err := netip.ParsePrefix(cfg.egressSubnet)
+		if err != nil || !p.Addr().Is4() || p.Bits() > 28 {
+			return n, fmt.Errorf("--egress-subnet %q: want an IPv4 CIDR of /28 or wider", cfg.egressSubnet)
+		}
+		n.Uplink.Subnet = p
+	}
+	for _, u := range splitList(cfg.egressUpstream) {
+		if _, err := netip.ParseAddrPort(u); err != nil {
+			return n, fmt.Errorf("--egress-upstream %q: want ip:port", u)
+		}
+		n.Upstreams = append(n.Upstreams, u)
+	}
+	for _, d := range splitList(cfg.egressDeny) {
+		p, err := netip.ParsePrefix(d)
+		if err != nil {
+			return n, fmt.Errorf("--egress-deny %q: want a CIDR", d)
+		}
+		n.Deny = append(n.Deny, p)
+	}
+	if cfg.egressUplink != "" {
+		if _, err := os.Stat(cfg.egressUplink); err != nil {
+			return n, fmt.Errorf("--egress-uplink-netns: %w", err)
+		}
+	}
+	return n, nil
 }
 
 func driverNames() string {
@@ -120,6 +164,11 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	fs.StringVar(&cfg.ociRuntime, "oci-runtime", "runc", "runtime oci: the OCI runtime binary (runc, crun, runsc)")
 	fs.BoolVar(&cfg.hostImage, "host-image", true, `runtime oci: allow image.uri "host" (a read-only view of this machine's /usr; turn off for multi-tenant use)`)
 	fs.StringVar(&cfg.warmPool, "warm-pool", "", `runtime oci: keep sandboxes of these images started ahead of time, claimed by creates ("host=2,python:3.12=1")`)
+	fs.StringVar(&cfg.egressUplink, "egress-uplink-netns", "", "runtime oci: network namespace (a path) where sandboxes' bridge and NAT live (default: this machine's)")
+	fs.StringVar(&cfg.egressBridge, "egress-bridge", uplink.DefaultBridge, "runtime oci: the bridge sandboxes with a network policy are attached to")
+	fs.StringVar(&cfg.egressSubnet, "egress-subnet", uplink.DefaultSubnet.String(), "runtime oci: the IPv4 subnet of that bridge")
+	fs.StringVar(&cfg.egressUpstream, "egress-upstream", "", "DNS resolvers sandboxes' allowed names are resolved with, ip:port comma-separated (default: /etc/resolv.conf's)")
+	fs.StringVar(&cfg.egressDeny, "egress-deny", "", "CIDRs no sandbox may reach whatever its policy, comma-separated (added to metadata, link-local, this host and the sandboxes' subnet)")
 	fs.StringVar(&cfg.dockerHost, "docker-host", "", "runtime docker: the engine's address (default $DOCKER_HOST, else unix:///var/run/docker.sock)")
 	fs.StringVar(&cfg.dockerRuntime, "docker-runtime", "", "runtime docker: OCI runtime name for containers, such as runsc (default: the engine's)")
 	fs.BoolVar(&cfg.dockerRemote, "docker-remote", false, "runtime docker: the engine is on another machine (implied by a tcp:// or ssh:// host): copy the corral binary in, publish execd")

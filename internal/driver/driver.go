@@ -104,6 +104,8 @@ type Spec struct {
 	Labels map[string]string
 	// ExecdToken is handed to the sandbox's execd as its access token.
 	ExecdToken string
+	// EgressToken authenticates the sandbox's egress API.
+	EgressToken string
 	// NetworkPolicy is the egress policy as JSON; nil means the runtime's
 	// configured default.
 	NetworkPolicy json.RawMessage

@@ -24,32 +24,7 @@ import (
 
 // resolver is an upstream DNS server on the host's loopback.
 func resolver(t *testing.T, zone map[string]string) string {
-	t.Helper()
-	h := dns.HandlerFunc(func(w dns.ResponseWriter, req *dns.Msg) {
-		m := new(dns.Msg)
-		m.SetReply(req)
-		q := req.Question[0]
-		if ip, ok := zone[strings.ToLower(q.Name)]; ok && q.Qtype == dns.TypeA {
-			rr, _ := dns.NewRR(q.Name + " 120 IN A " + ip)
-			m.Answer = append(m.Answer, rr)
-		} else {
-			m.Rcode = dns.RcodeNameError
-		}
-		_ = w.WriteMsg(m)
-	})
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range []*dns.Server{{PacketConn: pc, Handler: h}, {Listener: ln, Handler: h}} {
-		go func() { _ = s.ActivateAndServe() }()
-		t.Cleanup(func() { _ = s.Shutdown() })
-	}
-	return pc.LocalAddr().String()
+	return testutil.ServeDNS(t, "", "127.0.0.1:0", zone)
 }
 
 // lookup asks the sandbox's resolver (DNS over TCP from inside).

@@ -106,7 +106,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*sandbox.Sandb
 	if req.Timeout > 0 {
 		sb.ExpiresAt = now.Add(req.Timeout)
 	}
-	spec.ID, spec.ExecdToken = sb.ID, string(sb.ExecdToken)
+	spec.ID, spec.ExecdToken, spec.EgressToken = sb.ID, string(sb.ExecdToken), string(sb.EgressToken)
 	ctx = logctx.With(ctx, slog.String("sandbox_id", sb.ID))
 
 	var idem *store.Idempotency

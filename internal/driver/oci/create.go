@@ -37,37 +37,7 @@ type rootfsPlan struct {
 	host   bool
 }
 
-// checkPolicy accepts the network policies this runtime can honour: none,
-// or one that allows nothing. Sandboxes have no route out; a policy that
-// allows traffic is refused rather than silently not applied.
-func checkPolicy(raw []byte) error {
-	if len(raw) == 0 {
-		return nil
-	}
-	var p struct {
-		DefaultAction string `json:"defaultAction"`
-		Egress        []struct {
-			Action string `json:"action"`
-		} `json:"egress"`
-	}
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return errdefs.New(errdefs.ErrInvalidArgument, "SANDBOX::INVALID_PARAMETER", "networkPolicy is not valid JSON")
-	}
-	allows := strings.EqualFold(p.DefaultAction, "allow")
-	for _, r := range p.Egress {
-		allows = allows || strings.EqualFold(r.Action, "allow")
-	}
-	if allows {
-		return errdefs.New(errdefs.ErrInvalidArgument, "SANDBOX::API_NOT_SUPPORTED",
-			"this server's sandboxes have no network access yet, so a networkPolicy that allows traffic cannot be honoured; omit it or deny everything")
-	}
-	return nil
-}
-
 func (d *Driver) plan(ctx context.Context, spec driver.Spec) (*rootfsPlan, error) {
-	if err := checkPolicy(spec.NetworkPolicy); err != nil {
-		return nil, err
-	}
 	if spec.Snapshot != nil {
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "SANDBOX::API_NOT_SUPPORTED", "the oci runtime cannot restore snapshots yet")
 	}
@@ -233,6 +203,13 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *dr
 		bindMount(filepath.Join(bundle, "status"), statusInSandbox, false),
 		bindMount(filepath.Join(bundle, "hosts"), "/etc/hosts", true),
 		bindMount(filepath.Join(bundle, "hostname"), "/etc/hostname", true),
+	}
+	if len(spec.NetworkPolicy) > 0 {
+		if err := d.startNetwork(ctx, spec, bundle, netns); err != nil {
+			return nil, err
+		}
+		mounts = append(mounts, bindMount(filepath.Join(bundle, "resolv.conf"), "/etc/resolv.conf", true))
+		mark("egress")
 	}
 	if plan.host {
 		for _, dir := range hostSystemDirs() {

@@ -37,6 +37,7 @@ import (
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/driver/forward"
 	"github.com/corral-dev/corral/internal/driver/netns"
+	"github.com/corral-dev/corral/internal/driver/uplink"
 	"github.com/corral-dev/corral/internal/imagestore"
 	"github.com/corral-dev/corral/internal/logctx"
 )
@@ -62,8 +63,10 @@ type Config struct {
 	// ReadyTimeout bounds the wait for execd after start (default 30s).
 	ReadyTimeout time.Duration
 	// Pool keeps warm sandboxes of these images ready to be claimed.
-	Pool   []PoolImage
-	Logger *slog.Logger
+	Pool []PoolImage
+	// Network is how sandboxes with a network policy reach out.
+	Network NetworkConfig
+	Logger  *slog.Logger
 }
 
 // Driver runs sandboxes with runc.
@@ -78,6 +81,8 @@ type Driver struct {
 	live       map[string]*sandbox
 	forwarders forward.Set
 	pool       *pool
+	up         *uplink.Uplink
+	egress     map[string]*egressProc
 }
 
 var (
@@ -155,7 +160,7 @@ func New(cfg Config) (*Driver, error) {
 	d := &Driver{
 		cfg: cfg, log: cfg.Logger, images: images,
 		runc: &runc.Runc{Command: rt, Root: filepath.Join(runDir(cfg.Root), "runc")},
-		live: map[string]*sandbox{},
+		live: map[string]*sandbox{}, egress: map[string]*egressProc{},
 	}
 	if cfg.AllowHostImage {
 		if err := buildHostSkeleton(d.hostSkeleton()); err != nil {
@@ -180,10 +185,23 @@ func (d *Driver) diskDir(id string) string   { return filepath.Join(d.cfg.Root, 
 func (d *Driver) netnsPath(id string) string { return filepath.Join(runDir(d.cfg.Root), "netns", id) }
 
 // Close destroys the warm pool and stops the port forwarders; sandboxes
-// keep running.
+// and their egress enforcers keep running.
 func (d *Driver) Close() error {
 	d.stopPool()
 	d.forwarders.Close()
+	d.mu.Lock()
+	procs := d.egress
+	d.egress = map[string]*egressProc{}
+	up := d.up
+	d.up = nil
+	d.mu.Unlock()
+	for _, p := range procs {
+		p.cancel()
+		<-p.done
+	}
+	if up != nil {
+		up.Close()
+	}
 	return nil
 }
 
@@ -230,6 +248,11 @@ func procStartTime(pid int) (uint64, error) {
 	if len(fields) < 20 {
 		return 0, fmt.Errorf("bad /proc/%d/stat", pid)
 	}
+	if fields[0] == "Z" || fields[0] == "X" {
+		// Exited, not yet reaped (its parent may be gone and nothing
+		// reaps orphans on some hosts).
+		return 0, fmt.Errorf("process %d has exited", pid)
+	}
 	return strconv.ParseUint(fields[19], 10, 64)
 }
 
@@ -253,6 +276,9 @@ func (d *Driver) Recover(ctx context.Context, h *driver.Handle) error {
 	}
 	if _, err := os.Stat(hs.Bundle); err != nil {
 		return fmt.Errorf("sandbox %s: bundle gone: %w", h.ID, errdefs.ErrNotFound)
+	}
+	if err := d.recoverNetwork(h.ID, hs.Bundle, hs.Netns); err != nil {
+		return fmt.Errorf("sandbox %s: egress: %w", h.ID, err)
 	}
 	d.mu.Lock()
 	d.live[h.ID] = &sandbox{bundle: hs.Bundle, pid: hs.Pid, startTime: hs.StartTime, netns: hs.Netns}
@@ -403,6 +429,9 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 				errs = append(errs, err)
 			}
 		}
+	}
+	if err := d.stopNetwork(ctx, id, bundle); err != nil {
+		errs = append(errs, err)
 	}
 	if err := removeNetns(d.netnsPath(id)); err != nil {
 		errs = append(errs, err)

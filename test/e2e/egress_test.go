@@ -1,0 +1,275 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package e2e
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/corral-dev/corral/api"
+	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/sdk"
+)
+
+// Addresses of the test's world beyond testutil's.
+const (
+	worldWild  = "203.0.113.30"
+	worldLater = "203.0.113.40"
+)
+
+// egressWorld builds the outside world a sandbox's traffic may reach:
+// every address is in a namespace this test made, so nothing escapes to
+// the real network even with enforcement broken. Each web host answers
+// with its own name.
+func egressWorld(t *testing.T) testutil.World {
+	t.Helper()
+	w := testutil.NewWorld(t)
+	for _, a := range []string{worldWild, worldLater} {
+		if out, err := exec.Command("ip", "-n", w.World, "addr", "add", a+"/32", "dev", "lo").CombinedOutput(); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
+	}
+	for name, addr := range map[string]string{"web": testutil.WorldWeb, "other": testutil.WorldOther, "wild": worldWild,
+		"later": worldLater, "metadata": testutil.WorldMetadata} {
+		testutil.ServeHTTPIn(t, w.World, addr+":80", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.WriteString(w, "hello from "+name+"\n")
+		}))
+	}
+	// A service on the uplink itself: the "host" no sandbox may reach.
+	testutil.ServeHTTPIn(t, w.Uplink, "0.0.0.0:8088", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "hello from the host\n")
+	}))
+	testutil.ServeDNS(t, w.World, testutil.WorldDNS+":53", map[string]string{
+		"allowed.test.":  testutil.WorldWeb,
+		"denied.test.":   testutil.WorldOther,
+		"wild.test.":     worldWild,
+		"api.wild.test.": worldWild,
+		"later.test.":    worldLater,
+	})
+	return w
+}
+
+// get fetches url from inside the sandbox; ok is false when it fails.
+// (busybox's own wget -T crashes; timeout(1) bounds it instead.)
+func get(x *execd, url string) (string, bool) {
+	out, errOut, code := x.run("timeout 2 wget -q -O- " + url)
+	if code != 0 {
+		return out + errOut, false
+	}
+	return out, true
+}
+
+// TestOCIEgressPolicy: a native sandbox with a network policy reaches
+// what the policy allows and nothing else, its policy changes at run time,
+// and the enforcement survives the sandbox's attempts to undo it and a
+// server crash.
+func TestOCIEgressPolicy(t *testing.T) {
+	requireOCI(t)
+	t.Parallel()
+	w := egressWorld(t)
+	dir := t.TempDir()
+	reg := testutil.StartRegistry(t)
+	testutil.PushImage(t, reg+"/corral/busybox:1", busyboxImage(t))
+	args := []string{"--runtime", "oci", "--egress-uplink-netns", testutil.NetnsPath(w.Uplink),
+		"--egress-subnet", "10.214.0.0/24", "--egress-upstream", testutil.WorldDNS + ":53"}
+	s := startServer(t, dir, args...)
+	c := s.client(t)
+	req := ociCreate(reg + "/corral/busybox:1")
+	req.NetworkPolicy = &api.NetworkPolicy{DefaultAction: "deny", Egress: []api.NetworkRule{
+		{Action: "allow", Target: "allowed.test"}, {Action: "allow", Target: "*.wild.test"},
+	}}
+	sb, err := c.CreateSandbox(ctx(t), req, sdk.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := sandboxExecd(t, c, sb.ID)
+
+	t.Run("AllowedDomain", func(t *testing.T) {
+		if out, ok := get(x, "http://allowed.test/"); !ok || out != "hello from web\n" {
+			t.Errorf("allowed.test: %q %v", out, ok)
+		}
+		// Its address, once resolved, is reachable as a literal too.
+		if _, ok := get(x, "http://"+testutil.WorldWeb+"/"); !ok {
+			t.Error("the resolved address of an allowed name is unreachable")
+		}
+	})
+	t.Run("DeniedDomainGetsNoAnswer", func(t *testing.T) {
+		out, _, code := x.run("nslookup denied.test")
+		if code == 0 || strings.Contains(out, testutil.WorldOther) {
+			t.Errorf("denied.test resolved: %q", out)
+		}
+		if _, ok := get(x, "http://denied.test/"); ok {
+			t.Error("denied.test reachable")
+		}
+	})
+	t.Run("LiteralIPDenied", func(t *testing.T) {
+		if out, ok := get(x, "http://"+testutil.WorldOther+"/"); ok {
+			t.Errorf("a literal IP no rule allows answered: %q", out)
+		}
+	})
+	t.Run("WildcardMatchesSubdomainsOnly", func(t *testing.T) {
+		if out, ok := get(x, "http://api.wild.test/"); !ok || out != "hello from wild\n" {
+			t.Errorf("api.wild.test: %q %v", out, ok)
+		}
+		if out, _, code := x.run("nslookup wild.test"); code == 0 {
+			t.Errorf("wild.test resolved under *.wild.test: %q", out)
+		}
+	})
+	t.Run("OtherResolverBlocked", func(t *testing.T) {
+		if out, _, code := x.run("nslookup allowed.test " + testutil.WorldDNS); code == 0 {
+			t.Errorf("DNS to another resolver answered: %q", out)
+		}
+	})
+
+	eg, err := c.Egress(ctx(t), sb.ID, sdk.SandboxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("RuntimePatch", func(t *testing.T) {
+		if _, ok := get(x, "http://later.test/"); ok {
+			t.Fatal("later.test reachable before it was allowed")
+		}
+		st, err := eg.AddRules(ctx(t), api.NetworkRule{Action: "allow", Target: "later.test"})
+		if err != nil || st.Mode != "enforcing" {
+			t.Fatalf("add rule: %+v %v", st, err)
+		}
+		if out, ok := get(x, "http://later.test/"); !ok || out != "hello from later\n" {
+			t.Errorf("later.test after PATCH: %q %v", out, ok)
+		}
+		pol, err := eg.Policy(ctx(t))
+		if err != nil || pol.Policy == nil || len(pol.Policy.Egress) != 3 || pol.Policy.Egress[0].Target != "later.test" {
+			t.Errorf("policy after PATCH: %+v %v", pol, err)
+		}
+	})
+	t.Run("EgressAPINeedsItsToken", func(t *testing.T) {
+		ep, err := c.GetEndpoint(ctx(t), sb.ID, api.EgressPort, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ep.Headers[api.HeaderEgressToken] == "" {
+			t.Fatalf("endpoint 18080 has no %s header: %+v", api.HeaderEgressToken, ep)
+		}
+		res, err := http.Get("http://" + ep.Endpoint + "/policy")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusUnauthorized {
+			t.Errorf("GET /policy without the token = %d", res.StatusCode)
+		}
+		// From inside the sandbox, without the token, nothing changes.
+		if out, _, _ := x.run(`timeout 2 wget -q -O- --header 'Content-Type: application/json' --post-data '{"defaultAction":"allow"}' http://127.0.0.1:18080/policy`); strings.Contains(out, "ok") {
+			t.Errorf("the sandbox replaced its own policy: %q", out)
+		}
+	})
+	t.Run("SandboxCannotUndoEnforcement", func(t *testing.T) {
+		for _, cmd := range []string{"ip link set eth0 down", "ip route del default", "ip addr add 10.214.0.250/24 dev eth0"} {
+			if out, _, code := x.run(cmd); code == 0 {
+				t.Errorf("%q succeeded: %q", cmd, out)
+			}
+		}
+		pid := egressPid(t, dir, sb.ID)
+		// The enforcer is not in the sandbox's pid namespace.
+		if out, _, _ := x.run("ps -o comm,args"); strings.Contains(out, "egress") {
+			t.Errorf("the sandbox sees its enforcer: %q", out)
+		}
+		_, _, _ = x.run("kill -9 " + strconv.Itoa(pid))
+		if !running(pid) {
+			t.Error("the sandbox killed its enforcer")
+		}
+		if _, ok := get(x, "http://"+testutil.WorldOther+"/"); ok {
+			t.Error("a denied address answered after the attempts")
+		}
+	})
+	t.Run("AlwaysDeniedEvenWithDefaultAllow", func(t *testing.T) {
+		if _, err := eg.ReplacePolicy(ctx(t), api.NetworkPolicy{DefaultAction: "allow"}); err != nil {
+			t.Fatal(err)
+		}
+		if out, ok := get(x, "http://"+testutil.WorldOther+"/"); !ok || out != "hello from other\n" {
+			t.Errorf("defaultAction allow did not open the world: %q %v", out, ok)
+		}
+		for _, target := range []string{testutil.WorldMetadata, w.UplinkAddr + ":8088", "10.214.0.1:8088"} {
+			if out, ok := get(x, "http://"+target+"/"); ok {
+				t.Errorf("%s answered under defaultAction allow: %q", target, out)
+			}
+		}
+		if out, _, code := x.run("nslookup allowed.test " + testutil.WorldDNS); code == 0 {
+			t.Errorf("DNS to another resolver answered under defaultAction allow: %q", out)
+		}
+		if _, err := eg.ReplacePolicy(ctx(t), api.NetworkPolicy{DefaultAction: "deny",
+			Egress: []api.NetworkRule{{Action: "allow", Target: "allowed.test"}}}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("SurvivesAServerCrash", func(t *testing.T) {
+		old := egressPid(t, dir, sb.ID)
+		s.kill9(t)
+		_ = syscall.Kill(old, syscall.SIGKILL)
+		s2 := startServer(t, dir, args...)
+		c2 := s2.client(t)
+		if _, err := c2.GetSandbox(ctx(t), sb.ID); err != nil {
+			t.Fatal(err)
+		}
+		pid := egressPid(t, dir, sb.ID)
+		if pid == old {
+			t.Fatal("the killed enforcer was not replaced")
+		}
+		x2 := sandboxExecd(t, c2, sb.ID)
+		if out, ok := get(x2, "http://allowed.test/"); !ok || out != "hello from web\n" {
+			t.Errorf("allowed.test after the crash: %q %v", out, ok)
+		}
+		if _, ok := get(x2, "http://"+testutil.WorldOther+"/"); ok {
+			t.Error("the replaced policy was lost in the crash")
+		}
+		if err := c2.DeleteSandbox(ctx(t), sb.ID); err != nil {
+			t.Fatal(err)
+		}
+		if running(pid) {
+			t.Error("the enforcer outlived its sandbox")
+		}
+		if out, _ := exec.Command("ip", "-n", w.Uplink, "-o", "link").CombinedOutput(); strings.Count(string(out), "master") != 0 {
+			t.Errorf("veths left on the bridge:\n%s", out)
+		}
+	})
+}
+
+// egressPid reads the pid of a sandbox's enforcer from its bundle.
+func egressPid(t *testing.T, dataDir, id string) int {
+	t.Helper()
+	var st struct {
+		Pid int `json:"pid"`
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(filepath.Join(dataDir, "oci", "run", "bundles", id, "egress", "state.json"))
+		if err == nil && json.Unmarshal(b, &st) == nil && st.Pid > 0 && running(st.Pid) {
+			return st.Pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no running egress enforcer for %s: %v", id, errors.Join(err, fmt.Errorf("state %s", b)))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// running reports whether pid is a live process (not a zombie).
+func running(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i > 0 && len(b) > i+2 && b[i+2] != 'Z' && b[i+2] != 'X'
+}
