@@ -72,6 +72,8 @@ required=(
   test/e2e.TestDocumentedExamples
   internal/egress/nft.TestEnforcement
   internal/egress.TestEnforcerEndToEnd
+  internal/driver/uplink.TestAttachRoutesOutAndNowhereElse
+  test/e2e.TestOCIEgressPolicy
   internal/driver/docker.TestConformance
   internal/driver/docker.TestConformanceRemote
   test/e2e.TestDockerEndToEnd
