@@ -22,6 +22,7 @@ import (
 	"github.com/corral-dev/corral/internal/auth"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/driver/docker"
+	"github.com/corral-dev/corral/internal/driver/egressnet"
 	"github.com/corral-dev/corral/internal/driver/fakedriver"
 	"github.com/corral-dev/corral/internal/driver/oci"
 	"github.com/corral-dev/corral/internal/driver/uplink"
@@ -93,8 +94,8 @@ func drivers() map[string]driverFactory {
 
 // network turns the --egress-* flags into the native runtime's network
 // configuration.
-func (cfg *serveConfig) network() (oci.NetworkConfig, error) {
-	n := oci.NetworkConfig{Uplink: uplink.Config{Netns: cfg.egressUplink, Bridge: cfg.egressBridge}}
+func (cfg *serveConfig) network() (egressnet.Config, error) {
+	n := egressnet.Config{Uplink: uplink.Config{Netns: cfg.egressUplink, Bridge: cfg.egressBridge}}
 	if cfg.egressSubnet != "" {
 		p, err := netip.ParsePrefix(cfg.egressSubnet)
 		if err != nil || !p.Addr().Is4() || p.Bits() > 28 {

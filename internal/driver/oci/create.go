@@ -24,9 +24,11 @@ import (
 
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/driver/egressnet"
 	"github.com/corral-dev/corral/internal/driver/forward"
 	"github.com/corral-dev/corral/internal/driver/netns"
 	"github.com/corral-dev/corral/internal/imagestore"
+	"github.com/corral-dev/corral/internal/procfs"
 )
 
 // rootfsPlan is where a sandbox's root filesystem comes from.
@@ -205,10 +207,14 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *dr
 		bindMount(filepath.Join(bundle, "hostname"), "/etc/hostname", true),
 	}
 	if len(spec.NetworkPolicy) > 0 {
-		if err := d.startNetwork(ctx, spec, bundle, netns); err != nil {
+		dir := egressDir(bundle)
+		if err := egressnet.Prepare(dir, spec.NetworkPolicy, spec.EgressToken); err != nil {
 			return nil, err
 		}
-		mounts = append(mounts, bindMount(filepath.Join(bundle, "resolv.conf"), "/etc/resolv.conf", true))
+		if err := d.net.Start(ctx, spec.ID, dir, netns); err != nil {
+			return nil, err
+		}
+		mounts = append(mounts, bindMount(filepath.Join(dir, "resolv.conf"), "/etc/resolv.conf", true))
 		mark("egress")
 	}
 	if plan.host {
@@ -272,7 +278,7 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *dr
 	if err != nil {
 		return nil, err
 	}
-	start, err := procStartTime(pid)
+	start, err := procfs.StartTime(pid)
 	if err != nil {
 		return nil, d.startError(bundle, fmt.Errorf("the sandbox exited at once"))
 	}
@@ -358,7 +364,7 @@ func (d *Driver) waitReady(ctx context.Context, netns string, pid int, start uin
 		} else if ctx.Err() != nil {
 			return fmt.Errorf("execd did not answer within %v: %v", d.cfg.ReadyTimeout, err)
 		}
-		if !alive(pid, start) {
+		if !procfs.Alive(pid, start) {
 			return fmt.Errorf("the sandbox exited before execd answered")
 		}
 		select {

@@ -13,7 +13,6 @@ package oci
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,11 +34,12 @@ import (
 
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/driver/egressnet"
 	"github.com/corral-dev/corral/internal/driver/forward"
 	"github.com/corral-dev/corral/internal/driver/netns"
-	"github.com/corral-dev/corral/internal/driver/uplink"
 	"github.com/corral-dev/corral/internal/imagestore"
 	"github.com/corral-dev/corral/internal/logctx"
+	"github.com/corral-dev/corral/internal/procfs"
 )
 
 // Name is the driver's name.
@@ -64,8 +64,9 @@ type Config struct {
 	ReadyTimeout time.Duration
 	// Pool keeps warm sandboxes of these images ready to be claimed.
 	Pool []PoolImage
-	// Network is how sandboxes with a network policy reach out.
-	Network NetworkConfig
+	// Network is how sandboxes with a network policy reach out (Binary
+	// and Logger default to the driver's).
+	Network egressnet.Config
 	Logger  *slog.Logger
 }
 
@@ -81,8 +82,7 @@ type Driver struct {
 	live       map[string]*sandbox
 	forwarders forward.Set
 	pool       *pool
-	up         *uplink.Uplink
-	egress     map[string]*egressProc
+	net        *egressnet.Network
 }
 
 var (
@@ -160,8 +160,15 @@ func New(cfg Config) (*Driver, error) {
 	d := &Driver{
 		cfg: cfg, log: cfg.Logger, images: images,
 		runc: &runc.Runc{Command: rt, Root: filepath.Join(runDir(cfg.Root), "runc")},
-		live: map[string]*sandbox{}, egress: map[string]*egressProc{},
+		live: map[string]*sandbox{},
 	}
+	if cfg.Network.Binary == "" {
+		cfg.Network.Binary = cfg.CorralBinary
+	}
+	if cfg.Network.Logger == nil {
+		cfg.Network.Logger = cfg.Logger
+	}
+	d.net = egressnet.New(cfg.Network)
 	if cfg.AllowHostImage {
 		if err := buildHostSkeleton(d.hostSkeleton()); err != nil {
 			return nil, fmt.Errorf("oci: host image: %w", err)
@@ -184,24 +191,18 @@ func (d *Driver) bundleDir(id string) string { return filepath.Join(runDir(d.cfg
 func (d *Driver) diskDir(id string) string   { return filepath.Join(d.cfg.Root, "sandboxes", id) }
 func (d *Driver) netnsPath(id string) string { return filepath.Join(runDir(d.cfg.Root), "netns", id) }
 
+// egressDir holds a sandbox's egress enforcer's files.
+func egressDir(bundle string) string { return filepath.Join(bundle, "egress") }
+
+// EgressPid returns the pid of sandbox id's egress enforcer.
+func (d *Driver) EgressPid(id string) (int, error) { return egressnet.Pid(egressDir(d.bundleDir(id))) }
+
 // Close destroys the warm pool and stops the port forwarders; sandboxes
 // and their egress enforcers keep running.
 func (d *Driver) Close() error {
 	d.stopPool()
 	d.forwarders.Close()
-	d.mu.Lock()
-	procs := d.egress
-	d.egress = map[string]*egressProc{}
-	up := d.up
-	d.up = nil
-	d.mu.Unlock()
-	for _, p := range procs {
-		p.cancel()
-		<-p.done
-	}
-	if up != nil {
-		up.Close()
-	}
+	d.net.Close()
 	return nil
 }
 
@@ -231,37 +232,6 @@ func (d *Driver) state(ctx context.Context, id string) (*runc.Container, error) 
 	return c, nil
 }
 
-// procStartTime reads field 22 of /proc/PID/stat: the start time that,
-// with the pid, identifies a process across pid reuse.
-func procStartTime(pid int) (uint64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	// The command name may contain spaces and parentheses; fields start
-	// after the last ')'.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("bad /proc/%d/stat", pid)
-	}
-	fields := strings.Fields(string(b[i+1:]))
-	if len(fields) < 20 {
-		return 0, fmt.Errorf("bad /proc/%d/stat", pid)
-	}
-	if fields[0] == "Z" || fields[0] == "X" {
-		// Exited, not yet reaped (its parent may be gone and nothing
-		// reaps orphans on some hosts).
-		return 0, fmt.Errorf("process %d has exited", pid)
-	}
-	return strconv.ParseUint(fields[19], 10, 64)
-}
-
-// alive reports whether the process with pid and start time still runs.
-func alive(pid int, start uint64) bool {
-	st, err := procStartTime(pid)
-	return err == nil && st == start
-}
-
 // Recover implements driver.Driver.
 func (d *Driver) Recover(ctx context.Context, h *driver.Handle) error {
 	if h == nil || h.Driver != Name {
@@ -277,7 +247,7 @@ func (d *Driver) Recover(ctx context.Context, h *driver.Handle) error {
 	if _, err := os.Stat(hs.Bundle); err != nil {
 		return fmt.Errorf("sandbox %s: bundle gone: %w", h.ID, errdefs.ErrNotFound)
 	}
-	if err := d.recoverNetwork(h.ID, hs.Bundle, hs.Netns); err != nil {
+	if err := d.net.Recover(h.ID, egressDir(hs.Bundle), hs.Netns); err != nil {
 		return fmt.Errorf("sandbox %s: egress: %w", h.ID, err)
 	}
 	d.mu.Lock()
@@ -292,7 +262,7 @@ func (d *Driver) running(id string) *sandbox {
 	d.mu.Lock()
 	sb := d.live[id]
 	d.mu.Unlock()
-	if sb != nil && alive(sb.pid, sb.startTime) {
+	if sb != nil && procfs.Alive(sb.pid, sb.startTime) {
 		return sb
 	}
 	return nil
@@ -314,7 +284,7 @@ func (d *Driver) lookup(ctx context.Context, id string) (*sandbox, *runc.Contain
 	if sb == nil {
 		sb = &sandbox{bundle: d.bundleDir(id), pid: c.Pid, netns: d.netnsPath(id)}
 		if c.Pid > 0 {
-			sb.startTime, _ = procStartTime(c.Pid)
+			sb.startTime, _ = procfs.StartTime(c.Pid)
 		}
 	}
 	return sb, c, nil
@@ -371,10 +341,10 @@ func (d *Driver) Wait(ctx context.Context, id string) (driver.Exit, error) {
 	if err != nil {
 		return driver.Exit{}, err
 	}
-	if c.Status == "stopped" || c.Pid <= 0 || !alive(sb.pid, sb.startTime) {
+	if c.Status == "stopped" || c.Pid <= 0 || !procfs.Alive(sb.pid, sb.startTime) {
 		return exitOf(sb.bundle), nil
 	}
-	if err := waitPid(ctx, sb.pid, sb.startTime); err != nil {
+	if err := procfs.WaitExit(ctx, sb.pid, sb.startTime); err != nil {
 		return driver.Exit{}, err
 	}
 	if _, err := os.Stat(sb.bundle); err != nil {
@@ -401,7 +371,7 @@ func (d *Driver) Stop(ctx context.Context, id string, grace time.Duration) error
 		return fmt.Errorf("stop %s: %w", id, err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, grace)
-	err = waitPid(wctx, sb.pid, sb.startTime)
+	err = procfs.WaitExit(wctx, sb.pid, sb.startTime)
 	cancel()
 	if err == nil {
 		return nil
@@ -409,7 +379,7 @@ func (d *Driver) Stop(ctx context.Context, id string, grace time.Duration) error
 	if err := d.runc.Kill(ctx, id, 9, &runc.KillOpts{All: true}); err != nil && !notExist(err) && !strings.Contains(err.Error(), "not running") {
 		return fmt.Errorf("kill %s: %w", id, err)
 	}
-	return waitPid(ctx, sb.pid, sb.startTime)
+	return procfs.WaitExit(ctx, sb.pid, sb.startTime)
 }
 
 // Destroy implements driver.Driver.
@@ -430,7 +400,7 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 			}
 		}
 	}
-	if err := d.stopNetwork(ctx, id, bundle); err != nil {
+	if err := d.net.Stop(ctx, id, egressDir(bundle)); err != nil {
 		errs = append(errs, err)
 	}
 	if err := removeNetns(d.netnsPath(id)); err != nil {

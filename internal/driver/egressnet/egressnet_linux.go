@@ -1,0 +1,429 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package egressnet gives a sandbox with a network policy its way out,
+// for any runtime whose sandboxes have a network namespace on this
+// machine: it starts the sandbox's egress enforcer (`corral egress`, a
+// host process outside the sandbox's pid and mount namespaces), waits
+// until its rules are in the kernel, and only then links the namespace
+// to the uplink (internal/driver/uplink) — so the first packet that can
+// leave is already policed. It supervises the enforcer (a dead one fails
+// closed and is restarted), re-adopts it after a server restart, and
+// removes everything on Stop.
+package egressnet
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/internal/driver/netns"
+	"github.com/corral-dev/corral/internal/driver/uplink"
+	"github.com/corral-dev/corral/internal/egress/policy"
+	"github.com/corral-dev/corral/internal/procfs"
+)
+
+// Config is how sandboxes with a network policy reach out.
+type Config struct {
+	// Uplink is where the bridge and NAT live (default: this machine's
+	// network namespace, bridge corral0, subnet 10.213.0.0/16).
+	Uplink uplink.Config
+	// Upstreams are the resolvers the enforcers ask (ip:port; default:
+	// /etc/resolv.conf's).
+	Upstreams []string
+	// Deny joins every sandbox's always-deny set.
+	Deny []netip.Prefix
+	// Binary is the corral binary that runs `corral egress`.
+	Binary string
+	// ReadyTimeout bounds the wait for an enforcer (default 30 s).
+	ReadyTimeout time.Duration
+	Logger       *slog.Logger
+}
+
+// APIAddr is where the egress API listens inside a sandbox.
+const APIAddr = "127.0.0.1:18080"
+
+// ResolvConf is the sandbox's /etc/resolv.conf: the enforcer's DNS.
+const ResolvConf = "nameserver 127.0.0.1\noptions ndots:0\n"
+
+// state is what a sandbox's directory keeps about its enforcer.
+type state struct {
+	Addr      netip.Addr `json:"addr"`
+	Pid       int        `json:"pid"`
+	StartTime uint64     `json:"startTime"`
+}
+
+// proc supervises one enforcer.
+type proc struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Network runs the enforcers of one runtime's sandboxes.
+type Network struct {
+	cfg Config
+	log *slog.Logger
+
+	// mu guards up and procs.
+	mu    sync.Mutex
+	up    *uplink.Uplink
+	procs map[string]*proc
+}
+
+// New returns a Network; the uplink is set up on first use.
+func New(cfg Config) *Network {
+	if cfg.ReadyTimeout <= 0 {
+		cfg.ReadyTimeout = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Network{cfg: cfg, log: cfg.Logger, procs: map[string]*proc{}}
+}
+
+func (n *Network) uplink() (*uplink.Uplink, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.up != nil {
+		return n.up, nil
+	}
+	u, err := uplink.Open(n.cfg.Uplink)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errdefs.ErrUnavailable, err)
+	}
+	n.up = u
+	return u, nil
+}
+
+// Prepare checks the policy and writes the sandbox's directory: the seed
+// policy, the API token and the resolv.conf the runtime mounts at
+// /etc/resolv.conf.
+func Prepare(dir string, rawPolicy []byte, token string) error {
+	pol, err := policy.Decode(rawPolicy)
+	if err != nil {
+		return errdefs.Wrap(errdefs.ErrInvalidArgument, "SANDBOX::INVALID_PARAMETER", "networkPolicy: "+err.Error(), err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	seed, _ := json.Marshal(pol)
+	for name, body := range map[string][]byte{"policy.json": seed, "token": []byte(token), "resolv.conf": []byte(ResolvConf)} {
+		mode := os.FileMode(0o600)
+		if name == "resolv.conf" {
+			mode = 0o644
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), body, mode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Start polices the namespace at nsPath for sandbox id, whose directory
+// Prepare wrote: the enforcer first, then the veth.
+func (n *Network) Start(ctx context.Context, id, dir, nsPath string) error {
+	u, err := n.uplink()
+	if err != nil {
+		return err
+	}
+	var st state
+	if st.Pid, st.StartTime, err = n.spawn(id, dir, nsPath); err != nil {
+		return err
+	}
+	if err := writeState(dir, st); err != nil {
+		return err
+	}
+	if err := n.waitReady(ctx, nsPath, st, filepath.Join(dir, "log")); err != nil {
+		return err
+	}
+	if st.Addr, err = u.Attach(id, nsPath); err != nil {
+		return err
+	}
+	if err := writeState(dir, st); err != nil {
+		return err
+	}
+	n.supervise(id, dir, nsPath, st)
+	return nil
+}
+
+func writeState(dir string, st state) error {
+	b, _ := json.Marshal(st)
+	tmp := filepath.Join(dir, "state.json.tmp")
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, "state.json"))
+}
+
+func readState(dir string) (state, bool) {
+	var st state
+	b, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	if err != nil || json.Unmarshal(b, &st) != nil {
+		return st, false
+	}
+	return st, true
+}
+
+// spawn starts `corral egress` for the sandbox: on the host, in the
+// uplink's network namespace (where it asks the upstream resolvers), in a
+// session of its own so that it outlives a server restart. The sandbox's
+// namespace is handed over as an open descriptor.
+func (n *Network) spawn(id, dir, nsPath string) (int, uint64, error) {
+	u, err := n.uplink()
+	if err != nil {
+		return 0, 0, err
+	}
+	hosts, err := u.HostPrefixes()
+	if err != nil {
+		return 0, 0, err
+	}
+	deny := []string{u.Subnet().String()}
+	for _, p := range append(hosts, n.cfg.Deny...) {
+		deny = append(deny, p.String())
+	}
+	ns, err := os.Open(nsPath)
+	if err != nil {
+		return 0, 0, fmt.Errorf("the sandbox's network namespace: %w", err)
+	}
+	defer ns.Close()
+	args := []string{"egress", "--netns", "/proc/self/fd/3", "--policy-file", filepath.Join(dir, "policy.json"),
+		"--token-file", filepath.Join(dir, "token"), "--api-listen", APIAddr,
+		"--deny", strings.Join(deny, ","), "--sandbox-id", id}
+	if len(n.cfg.Upstreams) > 0 {
+		args = append(args, "--upstream", strings.Join(n.cfg.Upstreams, ","))
+	}
+	logf, err := os.OpenFile(filepath.Join(dir, "log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(n.cfg.Binary, args...)
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.ExtraFiles = []*os.File{ns}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	start := cmd.Start
+	if up := n.cfg.Uplink.Netns; up != "" {
+		// The child is cloned from this locked thread, inside up.
+		start = func() error { return netns.Do(up, cmd.Start) }
+	}
+	if err := start(); err != nil {
+		return 0, 0, fmt.Errorf("start the egress enforcer: %w", err)
+	}
+	pid := cmd.Process.Pid
+	st, err := procfs.StartTime(pid)
+	// Reap it if it exits while this server runs; supervision watches it
+	// through a pidfd either way.
+	go func() { _ = cmd.Wait() }()
+	if err != nil {
+		return 0, 0, fmt.Errorf("the egress enforcer exited at once: %s", lastLine(filepath.Join(dir, "log")))
+	}
+	return pid, st, nil
+}
+
+// waitReady polls the enforcer's /healthz inside the namespace.
+func (n *Network) waitReady(ctx context.Context, nsPath string, st state, logPath string) error {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.ReadyTimeout)
+	defer cancel()
+	hc := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return netns.Dial(ctx, nsPath, APIAddr)
+		},
+		DisableKeepAlives: true,
+	}}
+	delay := time.Millisecond
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://egress/healthz", nil)
+		if res, err := hc.Do(req); err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if !procfs.Alive(st.Pid, st.StartTime) {
+			return &errdefs.Error{Code: "SANDBOX::EGRESS_FAILED",
+				Message: "the egress enforcer exited during start: " + lastLine(logPath)}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the egress enforcer did not become ready within %v", n.cfg.ReadyTimeout)
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 20*time.Millisecond)
+	}
+}
+
+// lastLine is the last line the enforcer logged, for error messages.
+func lastLine(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return "no output"
+	}
+	defer f.Close()
+	last := "no output"
+	sc := bufio.NewScanner(io.LimitReader(f, 1<<20))
+	for sc.Scan() {
+		if l := strings.TrimSpace(sc.Text()); l != "" {
+			last = l
+		}
+	}
+	return last
+}
+
+// supervise restarts the enforcer if it dies. Its rules stay in the
+// kernel meanwhile, so a dead enforcer fails closed: nothing new
+// resolves, nothing unlisted gets out.
+func (n *Network) supervise(id, dir, nsPath string, st state) {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &proc{cancel: cancel, done: make(chan struct{})}
+	n.mu.Lock()
+	if old := n.procs[id]; old != nil {
+		old.cancel()
+	}
+	n.procs[id] = p
+	n.mu.Unlock()
+	go func() {
+		defer close(p.done)
+		backoff := 100 * time.Millisecond
+		for {
+			if err := procfs.WaitExit(ctx, st.Pid, st.StartTime); ctx.Err() != nil {
+				return
+			} else if err != nil {
+				n.log.Warn("watch the egress enforcer", "sandbox_id", id, "err", err)
+			}
+			n.log.Warn("the egress enforcer exited; restarting it", "sandbox_id", id, "log", filepath.Join(dir, "log"))
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, 10*time.Second)
+			pid, start, err := n.spawn(id, dir, nsPath)
+			if err != nil {
+				n.log.Error("restart the egress enforcer", "sandbox_id", id, "err", err)
+				continue
+			}
+			st.Pid, st.StartTime = pid, start
+			if err := writeState(dir, st); err != nil {
+				n.log.Error("record the egress enforcer", "sandbox_id", id, "err", err)
+			}
+			backoff = 100 * time.Millisecond
+		}
+	}()
+}
+
+// Recover re-adopts a sandbox's enforcer after a restart, starting it
+// again if it is gone. A directory without state is not policed: nothing
+// to do.
+func (n *Network) Recover(id, dir, nsPath string) error {
+	st, ok := readState(dir)
+	if !ok {
+		return nil
+	}
+	u, err := n.uplink()
+	if err != nil {
+		return err
+	}
+	if st.Addr.IsValid() {
+		if err := u.Reserve(id, st.Addr); err != nil {
+			return err
+		}
+	}
+	if st.Pid == 0 || !procfs.Alive(st.Pid, st.StartTime) {
+		if st.Pid, st.StartTime, err = n.spawn(id, dir, nsPath); err != nil {
+			return err
+		}
+		if err := writeState(dir, st); err != nil {
+			return err
+		}
+	}
+	if !st.Addr.IsValid() {
+		// The last start ended before the veth: finish it.
+		if st.Addr, err = u.Attach(id, nsPath); err != nil {
+			return err
+		}
+		if err := writeState(dir, st); err != nil {
+			return err
+		}
+	}
+	n.supervise(id, dir, nsPath, st)
+	return nil
+}
+
+// Stop ends the enforcer and removes the veth. It is idempotent.
+func (n *Network) Stop(ctx context.Context, id, dir string) error {
+	n.mu.Lock()
+	p := n.procs[id]
+	delete(n.procs, id)
+	n.mu.Unlock()
+	if p != nil {
+		p.cancel()
+		<-p.done
+	}
+	st, ok := readState(dir)
+	if !ok {
+		return nil
+	}
+	if st.Pid > 0 && procfs.Alive(st.Pid, st.StartTime) {
+		_ = syscall.Kill(st.Pid, syscall.SIGKILL)
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := procfs.WaitExit(wctx, st.Pid, st.StartTime)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("stop the egress enforcer (pid %d): %w", st.Pid, err)
+		}
+	}
+	if st.Addr.IsValid() {
+		u, err := n.uplink()
+		if err != nil {
+			return err
+		}
+		return u.Detach(id, st.Addr)
+	}
+	return nil
+}
+
+// Close stops supervising; the enforcers keep running for the next
+// server to re-adopt.
+func (n *Network) Close() {
+	n.mu.Lock()
+	procs := n.procs
+	n.procs = map[string]*proc{}
+	up := n.up
+	n.up = nil
+	n.mu.Unlock()
+	for _, p := range procs {
+		p.cancel()
+		<-p.done
+	}
+	if up != nil {
+		up.Close()
+	}
+}
+
+// Pid returns the pid of the enforcer whose directory is dir.
+func Pid(dir string) (int, error) {
+	st, ok := readState(dir)
+	if !ok || st.Pid == 0 {
+		return 0, fmt.Errorf("no egress enforcer recorded in %s: %w", dir, errdefs.ErrNotFound)
+	}
+	if !procfs.Alive(st.Pid, st.StartTime) {
+		return 0, fmt.Errorf("the egress enforcer (pid %s) is not running: %w", strconv.Itoa(st.Pid), errdefs.ErrNotFound)
+	}
+	return st.Pid, nil
+}

@@ -1,0 +1,84 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package procfs identifies host processes across pid reuse (a pid plus
+// its start time) and waits for processes that are not our children.
+package procfs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// StartTime reads field 22 of /proc/PID/stat: the start time that, with
+// the pid, identifies a process across pid reuse. A process that has
+// exited but is not reaped yet (its parent may be gone, and nothing reaps
+// orphans on some hosts) is an error.
+func StartTime(pid int) (uint64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// The command name may contain spaces and parentheses; fields start
+	// after the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("bad /proc/%d/stat", pid)
+	}
+	fields := strings.Fields(string(b[i+1:]))
+	if len(fields) < 20 {
+		return 0, fmt.Errorf("bad /proc/%d/stat", pid)
+	}
+	if fields[0] == "Z" || fields[0] == "X" {
+		return 0, fmt.Errorf("process %d has exited", pid)
+	}
+	return strconv.ParseUint(fields[19], 10, 64)
+}
+
+// Alive reports whether the process with pid and start time still runs.
+func Alive(pid int, start uint64) bool {
+	st, err := StartTime(pid)
+	return err == nil && st == start
+}
+
+// WaitExit returns once the process pid (with start time start) has
+// exited, or ctx ends. It uses a pidfd through the Go poller, so waiting
+// costs no thread, and works for processes that are not our children.
+func WaitExit(ctx context.Context, pid int, start uint64) error {
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if errors.Is(err, unix.ESRCH) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("pidfd: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "pidfd")
+	defer f.Close()
+	// The pid may have been reused between the caller's check and here.
+	if !Alive(pid, start) {
+		return nil
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	stop := context.AfterFunc(ctx, func() { _ = f.SetReadDeadline(time.Unix(1, 0)) })
+	defer stop()
+	err = rc.Read(func(fd uintptr) bool {
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, _ := unix.Poll(pfd, 0)
+		return n > 0
+	})
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
