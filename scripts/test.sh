@@ -74,6 +74,7 @@ required=(
   internal/egress.TestEnforcerEndToEnd
   internal/driver/uplink.TestAttachRoutesOutAndNowhereElse
   test/e2e.TestOCIEgressPolicy
+  test/e2e.TestDockerEgressPolicy
   internal/driver/docker.TestConformance
   internal/driver/docker.TestConformanceRemote
   test/e2e.TestDockerEndToEnd

@@ -86,7 +86,12 @@ func drivers() map[string]driverFactory {
 			if err != nil {
 				return nil, err
 			}
+			network, err := cfg.network()
+			if err != nil {
+				return nil, err
+			}
 			return docker.New(context.Background(), docker.Config{Host: cfg.dockerHost, Runtime: cfg.dockerRuntime,
+				StateDir: filepath.Join(cfg.dataDir, "docker"), Network: network,
 				Remote: cfg.dockerRemote, PublishIP: cfg.dockerPublishIP, CorralBinary: bin, Logger: log})
 		},
 	}
@@ -165,9 +170,9 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	fs.StringVar(&cfg.ociRuntime, "oci-runtime", "runc", "runtime oci: the OCI runtime binary (runc, crun, runsc)")
 	fs.BoolVar(&cfg.hostImage, "host-image", true, `runtime oci: allow image.uri "host" (a read-only view of this machine's /usr; turn off for multi-tenant use)`)
 	fs.StringVar(&cfg.warmPool, "warm-pool", "", `runtime oci: keep sandboxes of these images started ahead of time, claimed by creates ("host=2,python:3.12=1")`)
-	fs.StringVar(&cfg.egressUplink, "egress-uplink-netns", "", "runtime oci: network namespace (a path) where sandboxes' bridge and NAT live (default: this machine's)")
-	fs.StringVar(&cfg.egressBridge, "egress-bridge", uplink.DefaultBridge, "runtime oci: the bridge sandboxes with a network policy are attached to")
-	fs.StringVar(&cfg.egressSubnet, "egress-subnet", uplink.DefaultSubnet.String(), "runtime oci: the IPv4 subnet of that bridge")
+	fs.StringVar(&cfg.egressUplink, "egress-uplink-netns", "", "network namespace (a path) where sandboxes' bridge and NAT live (default: this machine's)")
+	fs.StringVar(&cfg.egressBridge, "egress-bridge", uplink.DefaultBridge, "the bridge sandboxes with a network policy are attached to")
+	fs.StringVar(&cfg.egressSubnet, "egress-subnet", uplink.DefaultSubnet.String(), "the IPv4 subnet of that bridge")
 	fs.StringVar(&cfg.egressUpstream, "egress-upstream", "", "DNS resolvers sandboxes' allowed names are resolved with, ip:port comma-separated (default: /etc/resolv.conf's)")
 	fs.StringVar(&cfg.egressDeny, "egress-deny", "", "CIDRs no sandbox may reach whatever its policy, comma-separated (added to metadata, link-local, this host and the sandboxes' subnet)")
 	fs.StringVar(&cfg.dockerHost, "docker-host", "", "runtime docker: the engine's address (default $DOCKER_HOST, else unix:///var/run/docker.sock)")

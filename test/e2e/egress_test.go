@@ -78,15 +78,30 @@ func get(x *execd, url string) (string, bool) {
 func TestOCIEgressPolicy(t *testing.T) {
 	requireOCI(t)
 	t.Parallel()
-	w := egressWorld(t)
-	dir := t.TempDir()
 	reg := testutil.StartRegistry(t)
 	testutil.PushImage(t, reg+"/corral/busybox:1", busyboxImage(t))
-	args := []string{"--runtime", "oci", "--egress-uplink-netns", testutil.NetnsPath(w.Uplink),
+	runEgressPolicy(t, "oci", reg+"/corral/busybox:1", func(dataDir, id string) string {
+		return filepath.Join(dataDir, "oci", "run", "bundles", id, "egress")
+	})
+}
+
+// TestDockerEgressPolicy: the same for a Docker container.
+func TestDockerEgressPolicy(t *testing.T) {
+	cli := requireDocker(t)
+	t.Parallel()
+	runEgressPolicy(t, "docker", registryImage(t, cli), func(dataDir, id string) string {
+		return filepath.Join(dataDir, "docker", "egress", id)
+	})
+}
+
+func runEgressPolicy(t *testing.T, runtime, image string, egressDir func(dataDir, id string) string) {
+	w := egressWorld(t)
+	dir := t.TempDir()
+	args := []string{"--runtime", runtime, "--egress-uplink-netns", testutil.NetnsPath(w.Uplink),
 		"--egress-subnet", "10.214.0.0/24", "--egress-upstream", testutil.WorldDNS + ":53"}
 	s := startServer(t, dir, args...)
 	c := s.client(t)
-	req := ociCreate(reg + "/corral/busybox:1")
+	req := ociCreate(image)
 	req.NetworkPolicy = &api.NetworkPolicy{DefaultAction: "deny", Egress: []api.NetworkRule{
 		{Action: "allow", Target: "allowed.test"}, {Action: "allow", Target: "*.wild.test"},
 	}}
@@ -95,6 +110,12 @@ func TestOCIEgressPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	x := sandboxExecd(t, c, sb.ID)
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(egressDir(dir, sb.ID), "log"))
+			t.Logf("egress enforcer log:\n%s", b)
+		}
+	})
 
 	t.Run("AllowedDomain", func(t *testing.T) {
 		if out, ok := get(x, "http://allowed.test/"); !ok || out != "hello from web\n" {
@@ -180,7 +201,7 @@ func TestOCIEgressPolicy(t *testing.T) {
 				t.Errorf("%q succeeded: %q", cmd, out)
 			}
 		}
-		pid := egressPid(t, dir, sb.ID)
+		pid := egressPid(t, egressDir(dir, sb.ID))
 		// The enforcer is not in the sandbox's pid namespace.
 		if out, _, _ := x.run("ps -o comm,args"); strings.Contains(out, "egress") {
 			t.Errorf("the sandbox sees its enforcer: %q", out)
@@ -214,7 +235,7 @@ func TestOCIEgressPolicy(t *testing.T) {
 		}
 	})
 	t.Run("SurvivesAServerCrash", func(t *testing.T) {
-		old := egressPid(t, dir, sb.ID)
+		old := egressPid(t, egressDir(dir, sb.ID))
 		s.kill9(t)
 		_ = syscall.Kill(old, syscall.SIGKILL)
 		s2 := startServer(t, dir, args...)
@@ -222,7 +243,7 @@ func TestOCIEgressPolicy(t *testing.T) {
 		if _, err := c2.GetSandbox(ctx(t), sb.ID); err != nil {
 			t.Fatal(err)
 		}
-		pid := egressPid(t, dir, sb.ID)
+		pid := egressPid(t, egressDir(dir, sb.ID))
 		if pid == old {
 			t.Fatal("the killed enforcer was not replaced")
 		}
@@ -245,20 +266,20 @@ func TestOCIEgressPolicy(t *testing.T) {
 	})
 }
 
-// egressPid reads the pid of a sandbox's enforcer from its bundle.
-func egressPid(t *testing.T, dataDir, id string) int {
+// egressPid reads the pid of a sandbox's enforcer from its directory.
+func egressPid(t *testing.T, dir string) int {
 	t.Helper()
 	var st struct {
 		Pid int `json:"pid"`
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		b, err := os.ReadFile(filepath.Join(dataDir, "oci", "run", "bundles", id, "egress", "state.json"))
+		b, err := os.ReadFile(filepath.Join(dir, "state.json"))
 		if err == nil && json.Unmarshal(b, &st) == nil && st.Pid > 0 && running(st.Pid) {
 			return st.Pid
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no running egress enforcer for %s: %v", id, errors.Join(err, fmt.Errorf("state %s", b)))
+			t.Fatalf("no running egress enforcer in %s: %v", dir, errors.Join(err, fmt.Errorf("state %s", b)))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

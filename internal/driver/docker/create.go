@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/driver/egressnet"
 	"github.com/corral-dev/corral/internal/driver/forward"
 	"github.com/corral-dev/corral/internal/driver/netns"
 )
@@ -41,9 +43,10 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 	if len(spec.Entrypoint) == 0 {
 		return nil, fmt.Errorf("entrypoint is empty: %w", errdefs.ErrInvalidArgument)
 	}
-	if len(spec.NetworkPolicy) > 0 && string(spec.NetworkPolicy) != "null" {
-		return nil, errdefs.New(errdefs.ErrNotImplemented, "NETWORK_POLICY_UNSUPPORTED",
-			"network policies are not enforced yet: sandboxes of the docker runtime have no network but their own loopback")
+	policed := len(spec.NetworkPolicy) > 0 && string(spec.NetworkPolicy) != "null"
+	if policed && (d.cfg.Remote || d.cfg.StateDir == "") {
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, "SANDBOX::API_NOT_SUPPORTED",
+			"network policies need a local Docker engine (the egress enforcer runs on the engine's machine); sandboxes of this server have no network but their own loopback")
 	}
 	ref := spec.Image.URI
 	if spec.Snapshot != nil {
@@ -58,6 +61,18 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 		return nil, err
 	}
 	cfg, host := d.containerConfig(spec, ref, user)
+	if policed {
+		dir := d.egressDir(spec.ID)
+		defer func() {
+			if err != nil {
+				_ = os.RemoveAll(dir)
+			}
+		}()
+		if err := egressnet.Prepare(dir, spec.NetworkPolicy, spec.EgressToken); err != nil {
+			return nil, err
+		}
+		host.Binds = append(host.Binds, filepath.Join(dir, "resolv.conf")+":/etc/resolv.conf:ro")
+	}
 	cctx, cancel := d.call(ctx)
 	created, err := d.cli.ContainerCreate(cctx, client.ContainerCreateOptions{Config: cfg, HostConfig: host, Name: containerName(spec.ID)})
 	cancel()
@@ -71,6 +86,11 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 		if err != nil {
 			// Cleanup must run even when ctx is what ended the create.
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.CallTimeout)
+			if policed {
+				if nerr := d.stopNetwork(rctx, spec.ID); nerr != nil {
+					d.cfg.Logger.WarnContext(ctx, "clean up the egress of a failed create", "sandbox_id", spec.ID, "err", nerr)
+				}
+			}
 			_, _ = d.cli.ContainerRemove(rctx, created.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 			cancel()
 			d.dropNetns(spec.ID)
@@ -86,6 +106,24 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 	cancel()
 	if err != nil {
 		return nil, d.startErr(ctx, spec.ID, err)
+	}
+	if policed {
+		// The container starts with loopback only; its way out appears
+		// once the enforcer's rules are in place.
+		c, err := d.inspect(ctx, spec.ID)
+		if err != nil {
+			return nil, err
+		}
+		if !c.State.Running {
+			return nil, d.exitedEarly(ctx, spec.ID, c)
+		}
+		ns, err := d.nsPath(spec.ID, c)
+		if err != nil {
+			return nil, err
+		}
+		if err := d.net.Start(ctx, spec.ID, d.egressDir(spec.ID), ns); err != nil {
+			return nil, err
+		}
 	}
 	if err := d.waitReady(ctx, spec.ID); err != nil {
 		return nil, err

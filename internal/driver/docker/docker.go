@@ -23,6 +23,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,6 +35,7 @@ import (
 
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/driver/egressnet"
 	"github.com/corral-dev/corral/internal/driver/forward"
 	"github.com/corral-dev/corral/internal/driver/netns"
 )
@@ -83,7 +85,13 @@ type Config struct {
 	// CallTimeout bounds each Engine API call but image pulls (default
 	// 30 s), so a hung engine makes calls fail instead of hang.
 	CallTimeout time.Duration
-	Logger      *slog.Logger
+	// StateDir keeps the files of sandboxes' egress enforcers; without it
+	// network policies are refused.
+	StateDir string
+	// Network is how sandboxes with a network policy reach out, on a
+	// local engine (Binary and Logger default to the driver's).
+	Network egressnet.Config
+	Logger  *slog.Logger
 }
 
 // Driver implements driver.Driver, driver.Pauser and driver.Snapshotter
@@ -92,6 +100,7 @@ type Driver struct {
 	cfg        Config
 	cli        *client.Client
 	forwarders forward.Set
+	net        *egressnet.Network
 
 	mu sync.Mutex
 	// netns holds an open handle on each running local sandbox's network
@@ -141,7 +150,13 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	if strings.HasPrefix(host, "tcp://") || strings.HasPrefix(host, "ssh://") || strings.HasPrefix(host, "http") {
 		cfg.Remote = true
 	}
-	d := &Driver{cfg: cfg, cli: cli, netns: map[string]*os.File{}}
+	if cfg.Network.Binary == "" {
+		cfg.Network.Binary = cfg.CorralBinary
+	}
+	if cfg.Network.Logger == nil {
+		cfg.Network.Logger = cfg.Logger
+	}
+	d := &Driver{cfg: cfg, cli: cli, netns: map[string]*os.File{}, net: egressnet.New(cfg.Network)}
 	cctx, cancel := d.call(ctx)
 	defer cancel()
 	if _, err := cli.Ping(cctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
@@ -155,6 +170,7 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 // Close stops the port forwarders; sandboxes keep running.
 func (d *Driver) Close() error {
 	d.forwarders.Close()
+	d.net.Close()
 	d.mu.Lock()
 	for id, f := range d.netns {
 		f.Close()
@@ -244,7 +260,42 @@ func (d *Driver) Recover(ctx context.Context, h *driver.Handle) error {
 	if st.ContainerID != "" && c.ID != st.ContainerID {
 		return fmt.Errorf("sandbox %s: its container was replaced: %w", h.ID, errdefs.ErrNotFound)
 	}
+	if dir := d.egressDir(h.ID); dir != "" && c.State.Running {
+		if _, err := os.Stat(dir); err == nil {
+			ns, err := d.nsPath(h.ID, c)
+			if err != nil {
+				return err
+			}
+			if err := d.net.Recover(ctx, h.ID, dir, ns); err != nil {
+				return fmt.Errorf("sandbox %s: egress: %w", h.ID, err)
+			}
+		}
+	}
 	return nil
+}
+
+// egressDir holds sandbox id's egress enforcer's files ("" without a
+// state directory).
+func (d *Driver) egressDir(id string) string {
+	if d.cfg.StateDir == "" {
+		return ""
+	}
+	return filepath.Join(d.cfg.StateDir, "egress", id)
+}
+
+// EgressPid returns the pid of sandbox id's egress enforcer.
+func (d *Driver) EgressPid(id string) (int, error) { return egressnet.Pid(d.egressDir(id)) }
+
+// stopNetwork ends sandbox id's enforcer and removes its files.
+func (d *Driver) stopNetwork(ctx context.Context, id string) error {
+	dir := d.egressDir(id)
+	if dir == "" {
+		return nil
+	}
+	if err := d.net.Stop(ctx, id, dir); err != nil {
+		return err
+	}
+	return os.RemoveAll(dir)
 }
 
 // Inspect implements driver.Driver.
@@ -352,6 +403,9 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 		return nil
 	}
 	d.forwarders.CloseSandbox(id)
+	if err := d.stopNetwork(ctx, id); err != nil {
+		return fmt.Errorf("destroy %s: %w", id, err)
+	}
 	d.dropNetns(id)
 	cctx, cancel := d.call(ctx)
 	defer cancel()

@@ -330,7 +330,7 @@ func (n *Network) supervise(id, dir, nsPath string, st state) {
 // Recover re-adopts a sandbox's enforcer after a restart, starting it
 // again if it is gone. A directory without state is not policed: nothing
 // to do.
-func (n *Network) Recover(id, dir, nsPath string) error {
+func (n *Network) Recover(ctx context.Context, id, dir, nsPath string) error {
 	st, ok := readState(dir)
 	if !ok {
 		return nil
@@ -349,6 +349,9 @@ func (n *Network) Recover(id, dir, nsPath string) error {
 			return err
 		}
 		if err := writeState(dir, st); err != nil {
+			return err
+		}
+		if err := n.waitReady(ctx, nsPath, st, filepath.Join(dir, "log")); err != nil {
 			return err
 		}
 	}

@@ -247,7 +247,7 @@ func (d *Driver) Recover(ctx context.Context, h *driver.Handle) error {
 	if _, err := os.Stat(hs.Bundle); err != nil {
 		return fmt.Errorf("sandbox %s: bundle gone: %w", h.ID, errdefs.ErrNotFound)
 	}
-	if err := d.net.Recover(h.ID, egressDir(hs.Bundle), hs.Netns); err != nil {
+	if err := d.net.Recover(ctx, h.ID, egressDir(hs.Bundle), hs.Netns); err != nil {
 		return fmt.Errorf("sandbox %s: egress: %w", h.ID, err)
 	}
 	d.mu.Lock()
