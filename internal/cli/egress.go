@@ -58,7 +58,7 @@ func runEgress(ctx context.Context, e *env, args []string) int {
 		return fail(e, "egress: %v", err)
 	}
 	cfg := egress.Config{Netns: *ns, Token: *token, PolicyFile: *policyFile, Initial: pol,
-		DNSListen: *dnsListen, APIListen: *apiListen, Logger: log}
+		DNSListen: *dnsListen, APIListen: *apiListen, SandboxID: *sandboxID, Logger: log}
 	for _, p := range splitList(*deny) {
 		pfx, err := netip.ParsePrefix(p)
 		if err != nil {

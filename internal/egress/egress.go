@@ -25,12 +25,15 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/corral-dev/corral/internal/driver/netns"
+	"github.com/corral-dev/corral/internal/egress/audit"
 	"github.com/corral-dev/corral/internal/egress/dnsproxy"
+	"github.com/corral-dev/corral/internal/egress/nflog"
 	"github.com/corral-dev/corral/internal/egress/nft"
 	"github.com/corral-dev/corral/internal/egress/policy"
 )
@@ -57,6 +60,8 @@ type Config struct {
 	// (defaults 127.0.0.1:53 and 0.0.0.0:18080).
 	DNSListen string
 	APIListen string
+	// SandboxID labels the audit events.
+	SandboxID string
 	Logger    *slog.Logger
 }
 
@@ -69,6 +74,7 @@ type Service struct {
 	cur   atomic.Pointer[policy.Compiled]
 	mu    sync.Mutex // serialises changes
 	ready atomic.Bool
+	audit *audit.Log
 }
 
 // New loads the policy and programs the namespace; Run then serves.
@@ -82,7 +88,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Service{cfg: cfg, log: cfg.Logger}
+	s := &Service{cfg: cfg, log: cfg.Logger, audit: audit.New(cfg.SandboxID)}
 	pol := cfg.Initial
 	if cfg.PolicyFile != "" {
 		if b, err := os.ReadFile(cfg.PolicyFile); err == nil {
@@ -112,7 +118,11 @@ func New(cfg Config) (*Service, error) {
 			return s.enf.AllowResolved(name, addrs, ttl)
 		},
 		Audit: func(e dnsproxy.Event) {
-			s.log.Info("dns", "name", e.Name, "type", e.Type, "allow", e.Allow, "reason", e.Reason, "addrs", e.Addrs, "err", e.Err)
+			ev := audit.Event{Kind: audit.KindDNS, Target: e.Name, Protocol: e.Type, Decision: decision(e.Allow), Rule: e.Reason, Error: e.Err}
+			for _, a := range e.Addrs {
+				ev.Addrs = append(ev.Addrs, a.String())
+			}
+			s.record(ev)
 		},
 	})
 	return s, nil
@@ -147,6 +157,12 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("egress: listen in the sandbox's namespace: %w", err)
 	}
 	hs := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	if rd, err := nflog.Listen(s.cfg.Netns, nft.AuditGroup); err != nil {
+		s.log.Warn("connections will not be audited (DNS answers still are)", "err", err)
+	} else {
+		defer rd.Close()
+		go s.auditConnections(rd)
+	}
 	errc := make(chan error, 2)
 	go func() { errc <- s.dns.Serve(ctx, pc, dnsLn) }()
 	go func() { errc <- hs.Serve(apiLn) }()
@@ -163,6 +179,60 @@ func (s *Service) Run(ctx context.Context) error {
 		err = nil
 	}
 	return err
+}
+
+func decision(allow bool) string {
+	if allow {
+		return "allow"
+	}
+	return "deny"
+}
+
+// record logs an audit event and keeps it for the events API.
+func (s *Service) record(ev audit.Event) {
+	ev = s.audit.Append(ev)
+	s.log.Info("audit", "kind", ev.Kind, "target", ev.Target, "protocol", ev.Protocol, "name", ev.Name,
+		"decision", ev.Decision, "rule", ev.Rule, "addrs", ev.Addrs, "error", ev.Error, "seq", ev.Seq)
+}
+
+// auditConnections turns the kernel's logged decisions on new
+// connections into audit events, naming the rule that decided.
+func (s *Service) auditConnections(rd *nflog.Reader) {
+	for {
+		pkts, err := rd.Read()
+		if err != nil {
+			return
+		}
+		for _, p := range pkts {
+			s.record(s.explain(p))
+		}
+	}
+}
+
+func (s *Service) explain(p nflog.Packet) audit.Event {
+	c := s.cur.Load()
+	ev := audit.Event{Kind: audit.KindConnection, Target: p.Dst.String(), Protocol: p.Proto}
+	if p.Dst.Port() == 0 {
+		ev.Target = p.Dst.Addr().String()
+	}
+	addr := p.Dst.Addr()
+	switch p.Prefix {
+	case nft.LogDenyDNS:
+		ev.Decision, ev.Rule = "deny", "DNS goes only to the sandbox's own resolver"
+	case nft.LogDenyRange, nft.LogAllowRule:
+		d := c.DecideIP(addr)
+		ev.Decision, ev.Rule = decision(p.Prefix == nft.LogAllowRule), d.Reason
+	case nft.LogAllowDyn:
+		ev.Decision = "allow"
+		if name, ok := s.enf.ResolvedName(addr); ok {
+			ev.Name, ev.Rule = name, c.DecideName(name).Reason+" (resolved "+name+")"
+		} else {
+			ev.Rule = "resolved for an allowed name"
+		}
+	default:
+		ev.Decision, ev.Rule = decision(c.DefaultAllows()), "default "+c.Policy().DefaultAction
+	}
+	return ev
 }
 
 // status is the contract's PolicyStatusResponse.
@@ -186,6 +256,10 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.cfg.Token != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(HeaderAuth)), []byte(s.cfg.Token)) != 1 {
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	if r.URL.Path == "/events" {
+		s.serveEvents(w, r)
 		return
 	}
 	if r.URL.Path != "/policy" {
@@ -299,6 +373,62 @@ func (s *Service) persist(p policy.Policy) error {
 		d.Close()
 	}
 	return nil
+}
+
+// serveEvents streams the audit log as JSON lines (a corral extension):
+// ?since=SEQ skips what the reader has (ignored when ?epoch= names
+// another run of the enforcer), ?follow=true keeps the stream open.
+func (s *Service) serveEvents(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", "GET")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	q := r.URL.Query()
+	var since int64
+	if v := q.Get("since"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			http.Error(w, "since must be a non-negative event number", http.StatusBadRequest)
+			return
+		}
+		since = n
+	}
+	if v := q.Get("epoch"); v != "" && v != strconv.FormatInt(s.audit.Epoch(), 10) {
+		since = 0
+	}
+	follow := false
+	if v := q.Get("follow"); v != "" {
+		var err error
+		if follow, err = strconv.ParseBool(v); err != nil {
+			http.Error(w, "follow must be true or false", http.StatusBadRequest)
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Corral-Audit-Epoch", strconv.FormatInt(s.audit.Epoch(), 10))
+	enc := json.NewEncoder(w)
+	fl, _ := w.(http.Flusher)
+	for {
+		evs, wake := s.audit.Since(since)
+		for _, ev := range evs {
+			if err := enc.Encode(ev); err != nil {
+				return
+			}
+			since = ev.Seq
+		}
+		if fl != nil {
+			fl.Flush()
+		}
+		if !follow {
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-wake:
+		}
+	}
 }
 
 func strictJSON(b []byte, v any) error {

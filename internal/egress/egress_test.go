@@ -6,6 +6,7 @@ package egress
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/corral-dev/corral/internal/driver/netns"
+	"github.com/corral-dev/corral/internal/egress/audit"
 	"github.com/corral-dev/corral/internal/egress/policy"
 	"github.com/corral-dev/corral/internal/testutil"
 )
@@ -74,6 +76,45 @@ func api(t *testing.T, ns, method, token, body string) (int, string) {
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
 	return res.StatusCode, string(b)
+}
+
+// events reads the audit log (not following) from inside the namespace.
+func events(t *testing.T, ns, token, query string) []audit.Event {
+	t.Helper()
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+		return netns.Dial(ctx, testutil.NetnsPath(ns), "127.0.0.1:18080")
+	}}}
+	req, _ := http.NewRequest("GET", "http://egress/events?"+query, nil)
+	req.Header.Set(HeaderAuth, token)
+	res, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != 200 {
+		b, _ := io.ReadAll(res.Body)
+		t.Fatalf("GET /events?%s = %d %s", query, res.StatusCode, b)
+	}
+	var out []audit.Event
+	dec := json.NewDecoder(res.Body)
+	for {
+		var ev audit.Event
+		if err := dec.Decode(&ev); err != nil {
+			return out
+		}
+		out = append(out, ev)
+	}
+}
+
+// findEvent returns the first event matching all of kind, target and
+// decision whose rule mentions rule.
+func findEvent(evs []audit.Event, kind, target, decision, rule string) (audit.Event, bool) {
+	for _, ev := range evs {
+		if ev.Kind == kind && ev.Target == target && ev.Decision == decision && strings.Contains(ev.Rule, rule) {
+			return ev, true
+		}
+	}
+	return audit.Event{}, false
 }
 
 func start(t *testing.T, cfg Config) context.CancelFunc {
@@ -160,6 +201,60 @@ func TestEnforcerEndToEnd(t *testing.T) {
 		if code, body := api(t, p.Inside, bad.method, "egress-token", bad.body); code != 400 {
 			t.Errorf("%s %s = %d %s, want 400", bad.method, bad.body, code, body)
 		}
+	}
+
+	// The audit log names every decision above and the rule behind it.
+	evs := events(t, p.Inside, "egress-token", "")
+	for _, want := range []struct{ kind, target, decision, rule string }{
+		{"connection", "10.250.0.4:8080", "deny", "default deny"},
+		{"dns", "api.example.com", "allow", "*.example.com"},
+		{"connection", "10.250.0.4:8080", "allow", "*.example.com"},
+		{"dns", "other.net", "deny", "default deny"},
+		{"connection", "10.250.0.3:8080", "deny", "default deny"},
+		{"dns", "meta.example.com", "allow", "*.example.com"},
+		{"dns", "other.net", "allow", "other.net"},
+		{"connection", "10.250.0.3:8080", "allow", "other.net"},
+	} {
+		if _, ok := findEvent(evs, want.kind, want.target, want.decision, want.rule); !ok {
+			t.Errorf("no %s event for %s (%s, %q) in %+v", want.kind, want.target, want.decision, want.rule, evs)
+		}
+	}
+	if ev, ok := findEvent(evs, "connection", "10.250.0.4:8080", "allow", ""); ok && (ev.Name != "api.example.com" || ev.Protocol != "tcp") {
+		t.Errorf("allowed connection event = %+v", ev)
+	}
+	last := evs[len(evs)-1]
+	if again := events(t, p.Inside, "egress-token", fmt.Sprintf("since=%d&epoch=%d", last.Seq, last.Epoch)); len(again) != 0 {
+		t.Errorf("since the last event: %+v", again)
+	}
+	if again := events(t, p.Inside, "egress-token", fmt.Sprintf("since=%d&epoch=1", last.Seq)); len(again) != len(evs) {
+		t.Errorf("another epoch's position should restart from the beginning: %d events, want %d", len(again), len(evs))
+	}
+	// Following: a decision made while a reader waits reaches it.
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+		return netns.Dial(ctx, testutil.NetnsPath(p.Inside), "127.0.0.1:18080")
+	}}}
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", fmt.Sprintf("http://egress/events?since=%d&follow=true", last.Seq), nil)
+	req.Header.Set(HeaderAuth, "egress-token")
+	res, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	got := make(chan audit.Event, 1)
+	go func() {
+		var ev audit.Event
+		if json.NewDecoder(res.Body).Decode(&ev) == nil {
+			got <- ev
+		}
+	}()
+	lookup(t, p.Inside, "blocked.invalid")
+	select {
+	case ev := <-got:
+		if ev.Kind != "dns" || ev.Target != "blocked.invalid" || ev.Decision != "deny" {
+			t.Errorf("followed event = %+v", ev)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("a follower did not get the next event")
 	}
 
 	// Durable: a new enforcer on the same file enforces the changed policy.

@@ -35,6 +35,26 @@ const TableName = "corral_egress"
 // ProxyMark marks the DNS proxy's own upstream traffic, which passes.
 const ProxyMark = 0x1
 
+// AuditGroup is the NFLOG group every decision on a new connection is
+// logged to, with one of the Log* prefixes (internal/egress/nflog reads
+// it).
+const AuditGroup = 0x6372
+
+// The prefixes of logged decisions.
+const (
+	LogDenyDNS   = "deny:dns"   // DNS to a resolver other than the proxy
+	LogDenyRange = "deny:range" // the always-deny set or a denied IP/CIDR rule
+	LogAllowDyn  = "allow:dns"  // an address resolved for an allowed name
+	LogAllowRule = "allow:range"
+	LogDefault   = "default" // no rule matched: the default action
+)
+
+// logAs is a log expression for the audit group.
+func logAs(prefix string) *expr.Log {
+	return &expr.Log{Key: 1<<unix.NFTA_LOG_GROUP | 1<<unix.NFTA_LOG_PREFIX | 1<<unix.NFTA_LOG_QTHRESHOLD,
+		Group: AuditGroup, QThreshold: 1, Data: []byte(prefix)}
+}
+
 // Enforcer programs one network namespace.
 type Enforcer struct {
 	mu   sync.Mutex
@@ -233,22 +253,24 @@ func (e *Enforcer) Apply(pol *policy.Compiled, extraDeny []netip.Prefix) error {
 	for _, proto := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} {
 		add(&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{proto}},
 			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(53)}, drop)
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(53)}, logAs(LogDenyDNS), drop)
 	}
 	for f, proto := range []byte{unix.NFPROTO_IPV4, unix.NFPROTO_IPV6} {
 		off, n := uint32(16), uint32(4)
 		if f == 1 {
 			off, n = 24, 16
 		}
-		daddr := func(set *nftables.Set, verdict *expr.Verdict) {
+		daddr := func(set *nftables.Set, prefix string, verdict *expr.Verdict) {
 			add(&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{proto}},
 				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n},
-				&expr.Lookup{SourceRegister: 1, SetName: set.Name, SetID: set.ID}, verdict)
+				&expr.Lookup{SourceRegister: 1, SetName: set.Name, SetID: set.ID}, logAs(prefix), verdict)
 		}
-		daddr(denySets[f], drop)
-		daddr(dynSets[f], accept)
-		daddr(allowSets[f], accept)
+		daddr(denySets[f], LogDenyRange, drop)
+		daddr(dynSets[f], LogAllowDyn, accept)
+		daddr(allowSets[f], LogAllowRule, accept)
 	}
+	// What is left meets the chain's policy, the default action.
+	add(logAs(LogDefault))
 	if err := e.conn.Flush(); err != nil {
 		return fmt.Errorf("nft: apply the policy: %w", err)
 	}
@@ -301,6 +323,18 @@ func (e *Enforcer) AllowResolved(name string, addrs []netip.Addr, ttl time.Durat
 		}
 	}
 	return nil
+}
+
+// ResolvedName returns the allowed name addr was resolved for, if the
+// DNS proxy handed it out and it has not expired.
+func (e *Enforcer) ResolvedName(addr netip.Addr) (string, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r, ok := e.dyn[addr.Unmap()]
+	if !ok || time.Now().After(r.expires) {
+		return "", false
+	}
+	return r.name, true
 }
 
 // ifname pads an interface name as the kernel compares it.
