@@ -82,6 +82,27 @@ type EgressPolicyStatus struct {
 	Policy          *NetworkPolicy `json:"policy,omitempty"`
 }
 
+// SandboxEvent is one entry of a sandbox's event log (a corral
+// extension): lifecycle transitions (created, started, paused, deleted...)
+// and egress decisions (egress.dns, egress.connection), whose Detail is the
+// enforcer's audit event.
+type SandboxEvent struct {
+	Seq     int64           `json:"seq"`
+	Time    time.Time       `json:"time"`
+	Type    string          `json:"type"`
+	State   string          `json:"state,omitempty"`
+	Reason  string          `json:"reason,omitempty"`
+	Message string          `json:"message,omitempty"`
+	Detail  json.RawMessage `json:"detail,omitempty"`
+}
+
+// SandboxEventList is a page of events; Next is the after= of the next
+// page (the last Seq, or the request's after when empty).
+type SandboxEventList struct {
+	Items []SandboxEvent `json:"items"`
+	Next  int64          `json:"next"`
+}
+
 // CredentialProxyConfig turns credential injection on.
 type CredentialProxyConfig struct {
 	Enabled bool `json:"enabled"`

@@ -281,3 +281,35 @@ func (c *Client) RevokeAPIKey(ctx context.Context, id string) error {
 	_, err := c.do(ctx, call{method: http.MethodDelete, path: "/v1/admin/keys/" + url.PathEscape(id), retry: true, want: []int{http.StatusNoContent}}, nil)
 	return err
 }
+
+// EventOptions page through Events.
+type EventOptions struct {
+	// After is the Seq to continue from (the previous page's Next).
+	After int64
+	// Limit is the page size (default 100, at most 1000).
+	Limit int
+	// Type keeps only events of this type or its subtypes ("egress").
+	Type string
+}
+
+// Events returns a page of a sandbox's event log (a corral extension):
+// lifecycle transitions and, for a sandbox with a network policy, every
+// egress decision with the rule that made it.
+func (c *Client) Events(ctx context.Context, id string, opts EventOptions) (*api.SandboxEventList, error) {
+	q := url.Values{}
+	if opts.After > 0 {
+		q.Set("after", strconv.FormatInt(opts.After, 10))
+	}
+	if opts.Limit > 0 {
+		q.Set("limit", strconv.Itoa(opts.Limit))
+	}
+	if opts.Type != "" {
+		q.Set("type", opts.Type)
+	}
+	var out api.SandboxEventList
+	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/sandboxes/" + url.PathEscape(id) + "/events", query: q,
+		retry: true, want: []int{http.StatusOK}}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

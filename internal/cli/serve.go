@@ -5,6 +5,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +27,7 @@ import (
 	"github.com/corral-dev/corral/internal/driver/fakedriver"
 	"github.com/corral-dev/corral/internal/driver/oci"
 	"github.com/corral-dev/corral/internal/driver/uplink"
+	"github.com/corral-dev/corral/internal/egress/audit"
 	"github.com/corral-dev/corral/internal/lifecycle"
 	"github.com/corral-dev/corral/internal/server"
 	"github.com/corral-dev/corral/internal/store"
@@ -58,6 +60,8 @@ type serveConfig struct {
 	egressSubnet     string
 	egressUpstream   string
 	egressDeny       string
+	// audit receives the egress enforcers' decisions (set by serve).
+	audit func(ctx context.Context, sandboxID string, evs []audit.Event) error
 }
 
 // driverFactory builds a driver from the serve configuration.
@@ -100,7 +104,7 @@ func drivers() map[string]driverFactory {
 // network turns the --egress-* flags into the native runtime's network
 // configuration.
 func (cfg *serveConfig) network() (egressnet.Config, error) {
-	n := egressnet.Config{Uplink: uplink.Config{Netns: cfg.egressUplink, Bridge: cfg.egressBridge}}
+	n := egressnet.Config{Uplink: uplink.Config{Netns: cfg.egressUplink, Bridge: cfg.egressBridge}, Audit: cfg.audit}
 	if cfg.egressSubnet != "" {
 		p, err := netip.ParsePrefix(cfg.egressSubnet)
 		if err != nil || !p.Addr().Is4() || p.Bits() > 28 {
@@ -127,6 +131,19 @@ func (cfg *serveConfig) network() (egressnet.Config, error) {
 		}
 	}
 	return n, nil
+}
+
+// auditRecords turns egress decisions into the server's event log's
+// records: type egress.dns, egress.connection...; reason the decision;
+// the event itself as detail.
+func auditRecords(id string, evs []audit.Event) []store.Event {
+	out := make([]store.Event, 0, len(evs))
+	for _, ev := range evs {
+		detail, _ := json.Marshal(ev)
+		out = append(out, store.Event{At: ev.Time, SandboxID: id, Type: "egress." + ev.Kind, Reason: ev.Decision,
+			Message: ev.Target + ": " + ev.Rule, Detail: string(detail)})
+	}
+	return out
 }
 
 func driverNames() string {
@@ -226,6 +243,9 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, log *slog.Logger) (err
 		return err
 	}
 
+	cfg.audit = func(ctx context.Context, id string, evs []audit.Event) error {
+		return st.AppendAudit(ctx, auditRecords(id, evs))
+	}
 	d, err := factory(cfg, log)
 	if err != nil {
 		return fmt.Errorf("runtime %s: %w", cfg.runtime, err)

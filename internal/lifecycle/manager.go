@@ -204,6 +204,16 @@ func (m *Manager) Get(_ context.Context, tenant, id string) (*sandbox.Sandbox, e
 	return m.current(e), nil
 }
 
+// Events returns up to limit entries of a sandbox's event log after seq
+// (lifecycle transitions and egress decisions), oldest first; typePrefix
+// filters by type ("egress" selects egress.dns, egress.connection...).
+func (m *Manager) Events(ctx context.Context, tenant, id string, after int64, limit int, typePrefix string) ([]store.Event, error) {
+	if _, err := m.lookup(tenant, id); err != nil {
+		return nil, err
+	}
+	return m.st.Events(ctx, id, after, limit, typePrefix)
+}
+
 // Filter selects sandboxes in List. Empty fields select everything.
 type Filter struct {
 	States   []sandbox.State

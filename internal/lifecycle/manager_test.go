@@ -270,7 +270,7 @@ func TestPauseResume(t *testing.T) {
 	if got, _ := r.m.Get(t.Context(), "t1", sb.ID); got.Status.State != sandbox.StateRunning {
 		t.Fatalf("right after Resume the state is %v, want Running", got.Status.State)
 	}
-	evs, _ := r.st.Events(t.Context(), sb.ID, 0, 100)
+	evs, _ := r.st.Events(t.Context(), sb.ID, 0, 100, "")
 	var types []string
 	for _, ev := range evs {
 		types = append(types, ev.Type)

@@ -25,6 +25,7 @@ func (s *Server) routes() {
 		s.handle("POST "+p+"/sandboxes/{id}/resume", s.resumeSandbox)
 		s.handle("POST "+p+"/sandboxes/{id}/renew-expiration", s.renewSandbox)
 		s.handle("GET "+p+"/sandboxes/{id}/endpoints/{port}", s.getEndpoint)
+		s.handle("GET "+p+"/sandboxes/{id}/events", s.listEvents)
 		s.handle("POST "+p+"/sandboxes/{id}/snapshots", s.createSnapshot)
 		s.handle("GET "+p+"/snapshots", s.listSnapshots)
 		s.handle("GET "+p+"/snapshots/{id}", s.getSnapshot)
@@ -37,7 +38,7 @@ func (s *Server) routes() {
 		// Known paths with an unsupported method answer 405 in the
 		// contract's error shape rather than the mux's plain text.
 		for _, path := range []string{"/sandboxes", "/sandboxes/{id}", "/sandboxes/{id}/metadata", "/sandboxes/{id}/pause",
-			"/sandboxes/{id}/resume", "/sandboxes/{id}/renew-expiration", "/sandboxes/{id}/endpoints/{port}",
+			"/sandboxes/{id}/resume", "/sandboxes/{id}/renew-expiration", "/sandboxes/{id}/endpoints/{port}", "/sandboxes/{id}/events",
 			"/sandboxes/{id}/snapshots", "/snapshots", "/snapshots/{id}", "/admin/keys", "/admin/keys/{id}"} {
 			s.mux.HandleFunc(p+path, s.methodNotAllowed)
 		}

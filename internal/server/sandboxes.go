@@ -4,6 +4,7 @@
 package server
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -144,6 +145,41 @@ func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)
+}
+
+// listEvents pages through a sandbox's event log: ?after=SEQ,
+// ?limit=N (1–1000, default 100), ?type=PREFIX (such as "egress").
+func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	after, limit := int64(0), 100
+	if v := q.Get("after"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			s.writeError(w, r, invalid("after %q: must be a non-negative event number", v))
+			return
+		}
+		after = n
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			s.writeError(w, r, invalid("limit %q: must be a whole number from 1 to 1000", v))
+			return
+		}
+		limit = n
+	}
+	evs, err := s.mgr.Events(r.Context(), tenant(r), r.PathValue("id"), after, limit, q.Get("type"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := api.SandboxEventList{Items: make([]api.SandboxEvent, 0, len(evs)), Next: after}
+	for _, ev := range evs {
+		out.Items = append(out.Items, api.SandboxEvent{Seq: ev.Seq, Time: wireTime(ev.At), Type: ev.Type, State: ev.State,
+			Reason: ev.Reason, Message: ev.Message, Detail: json.RawMessage(ev.Detail)})
+		out.Next = ev.Seq
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) renewSandbox(w http.ResponseWriter, r *http.Request) {

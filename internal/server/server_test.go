@@ -4,6 +4,7 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -528,5 +529,48 @@ func TestContractCatchesDrift(t *testing.T) {
 		if err := c.Check("GET", "/sandboxes/a", "", tc.status, h, []byte(tc.body)); err == nil {
 			t.Errorf("%s: drift not caught", name)
 		}
+	}
+}
+
+func TestEventsOverHTTP(t *testing.T) {
+	t.Parallel()
+	s := newTS(t)
+	id := s.create(s.keyA, basicCreate()).ID
+	s.call("POST", "/v1/sandboxes/"+id+"/pause", s.keyA, nil)
+	var page api.SandboxEventList
+	s.call("GET", "/v1/sandboxes/"+id+"/events", s.keyA, nil).decode(t, &page)
+	var types []string
+	for _, ev := range page.Items {
+		types = append(types, ev.Type)
+	}
+	if got := strings.Join(types, ","); !strings.HasPrefix(got, "created,") || !strings.HasSuffix(got, ",paused") {
+		t.Errorf("event types = %s", got)
+	}
+	if len(page.Items) == 0 || page.Next != page.Items[len(page.Items)-1].Seq {
+		t.Fatalf("page = %+v", page)
+	}
+	var rest api.SandboxEventList
+	s.call("GET", fmt.Sprintf("/v1/sandboxes/%s/events?after=%d&limit=5", id, page.Next), s.keyA, nil).decode(t, &rest)
+	if len(rest.Items) != 0 || rest.Next != page.Next {
+		t.Errorf("after the last = %+v", rest)
+	}
+	var egress api.SandboxEventList
+	s.call("GET", "/v1/sandboxes/"+id+"/events?type=egress", s.keyA, nil).decode(t, &egress)
+	if len(egress.Items) != 0 {
+		t.Errorf("type=egress without a policy = %+v", egress)
+	}
+	for _, q := range []string{"after=-1", "after=x", "limit=0", "limit=1001", "limit=x"} {
+		if r := s.call("GET", "/v1/sandboxes/"+id+"/events?"+q, s.keyA, nil); r.status != 400 || r.errCode(t) != api.CodeInvalidParameter {
+			t.Errorf("%s = %d %s", q, r.status, r.body)
+		}
+	}
+	if r := s.call("GET", "/v1/sandboxes/"+id+"/events", s.keyB, nil); r.status != 404 {
+		t.Errorf("another tenant's events = %d %s", r.status, r.body)
+	}
+	if r := s.call("GET", "/v1/sandboxes/nope/events", s.keyA, nil); r.status != 404 {
+		t.Errorf("unknown sandbox = %d", r.status)
+	}
+	if r := s.call("POST", "/v1/sandboxes/"+id+"/events", s.keyA, nil); r.status != 405 {
+		t.Errorf("POST = %d", r.status)
 	}
 }

@@ -168,25 +168,60 @@ type Event struct {
 	State   string
 	Reason  string
 	Message string
+	// Detail is structured JSON, or empty.
+	Detail string
 }
+
+// MaxAuditEvents bounds the audit events (types "egress.*") kept: older
+// ones are deleted as new ones arrive.
+const MaxAuditEvents = 200_000
 
 func insertEvent(ctx context.Context, tx *sql.Tx, ev *Event) error {
 	if ev == nil {
 		return nil
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO events (at, tenant, sandbox_id, type, state, reason, message) VALUES (?,?,?,?,?,?,?)`,
-		nanos(ev.At), ev.Tenant, ev.SandboxID, ev.Type, ev.State, ev.Reason, ev.Message)
+	_, err := tx.ExecContext(ctx, `INSERT INTO events (at, tenant, sandbox_id, type, state, reason, message, detail) VALUES (?,?,?,?,?,?,?,?)`,
+		nanos(ev.At), ev.Tenant, ev.SandboxID, ev.Type, ev.State, ev.Reason, ev.Message, ev.Detail)
 	return err
 }
 
+// AppendAudit adds audit events in one transaction and trims the oldest
+// beyond MaxAuditEvents.
+func (s *Store) AppendAudit(ctx context.Context, evs []Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
+	defer tx.Rollback()
+	for i := range evs {
+		if err := insertEvent(ctx, tx, &evs[i]); err != nil {
+			return fmt.Errorf("audit: %w", err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE type LIKE 'egress.%' AND seq <= (SELECT MAX(seq) FROM events) - ?`, MaxAuditEvents); err != nil {
+		return fmt.Errorf("audit: trim: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
+	return nil
+}
+
 // Events returns up to limit events after seq, oldest first; sandboxID
-// filters when not empty.
-func (s *Store) Events(ctx context.Context, sandboxID string, after int64, limit int) ([]Event, error) {
-	q := `SELECT seq, at, tenant, sandbox_id, type, state, reason, message FROM events WHERE seq > ?`
+// and typePrefix (such as "egress") filter when not empty.
+func (s *Store) Events(ctx context.Context, sandboxID string, after int64, limit int, typePrefix string) ([]Event, error) {
+	q := `SELECT seq, at, tenant, sandbox_id, type, state, reason, message, detail FROM events WHERE seq > ?`
 	args := []any{after}
 	if sandboxID != "" {
 		q += ` AND sandbox_id = ?`
 		args = append(args, sandboxID)
+	}
+	if typePrefix != "" {
+		q += ` AND (type = ? OR substr(type, 1, ?) = ?)`
+		args = append(args, typePrefix, len(typePrefix)+1, typePrefix+".")
 	}
 	q += ` ORDER BY seq LIMIT ?`
 	args = append(args, limit)
@@ -199,7 +234,7 @@ func (s *Store) Events(ctx context.Context, sandboxID string, after int64, limit
 	for rows.Next() {
 		var ev Event
 		var at int64
-		if err := rows.Scan(&ev.Seq, &at, &ev.Tenant, &ev.SandboxID, &ev.Type, &ev.State, &ev.Reason, &ev.Message); err != nil {
+		if err := rows.Scan(&ev.Seq, &at, &ev.Tenant, &ev.SandboxID, &ev.Type, &ev.State, &ev.Reason, &ev.Message, &ev.Detail); err != nil {
 			return nil, fmt.Errorf("events: %w", err)
 		}
 		ev.At = fromNanos(at)

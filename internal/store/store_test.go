@@ -68,7 +68,7 @@ func TestSandboxRoundTripSurvivesReopen(t *testing.T) {
 	if diff := cmp.Diff(sb, got[0]); diff != "" {
 		t.Errorf("reloaded sandbox differs (-want +got):\n%s", diff)
 	}
-	evs, err := s2.Events(t.Context(), "a", 0, 10)
+	evs, err := s2.Events(t.Context(), "a", 0, 10, "")
 	if err != nil || len(evs) != 2 || evs[0].Type != "created" || evs[1].Type != "started" {
 		t.Errorf("Events = %+v, %v; want created, started", evs, err)
 	}

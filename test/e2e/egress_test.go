@@ -234,6 +234,59 @@ func runEgressPolicy(t *testing.T, runtime, image string, egressDir func(dataDir
 			t.Fatal(err)
 		}
 	})
+	t.Run("EveryDecisionIsInTheServersEventLog", func(t *testing.T) {
+		want := []struct{ typ, target, decision, rule string }{
+			{"egress.dns", "allowed.test", "allow", "allowed.test"},
+			{"egress.connection", testutil.WorldWeb + ":80", "allow", "allowed.test"},
+			{"egress.dns", "denied.test", "deny", "default deny"},
+			{"egress.connection", testutil.WorldOther + ":80", "deny", "default deny"},
+			{"egress.dns", "wild.test", "deny", "default deny"},
+			{"egress.connection", worldWild + ":80", "allow", "*.wild.test"},
+			{"egress.connection", testutil.WorldDNS + ":53", "deny", "DNS goes only"},
+			{"egress.connection", testutil.WorldMetadata + ":80", "deny", "always denied"},
+			{"egress.connection", w.UplinkAddr + ":8088", "deny", "always denied"},
+			{"egress.connection", testutil.WorldOther + ":80", "allow", "default allow"},
+		}
+		var missing []string
+		complete := func() bool {
+			var all []api.SandboxEvent
+			var after int64
+			for {
+				page, err := c.Events(ctx(t), sb.ID, sdk.EventOptions{After: after, Limit: 1000, Type: "egress"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				all = append(all, page.Items...)
+				if len(page.Items) == 0 {
+					break
+				}
+				after = page.Next
+			}
+			missing = missing[:0]
+			for _, w := range want {
+				found := false
+				for _, ev := range all {
+					var d struct{ Target, Decision, Rule, SandboxID string }
+					_ = json.Unmarshal(ev.Detail, &d)
+					if ev.Type == w.typ && d.Target == w.target && d.Decision == w.decision && strings.Contains(d.Rule, w.rule) && d.SandboxID == sb.ID {
+						found = true
+						break
+					}
+				}
+				if !found {
+					missing = append(missing, fmt.Sprintf("%s %s %s (%s)", w.typ, w.target, w.decision, w.rule))
+				}
+			}
+			return len(missing) == 0
+		}
+		// Forwarding batches every 100 ms.
+		for deadline := time.Now().Add(10 * time.Second); !complete() && time.Now().Before(deadline); {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if len(missing) > 0 {
+			t.Errorf("missing decisions: %v", missing)
+		}
+	})
 	t.Run("SurvivesAServerCrash", func(t *testing.T) {
 		old := egressPid(t, egressDir(dir, sb.ID))
 		s.kill9(t)

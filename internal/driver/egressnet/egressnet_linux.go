@@ -34,6 +34,7 @@ import (
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver/netns"
 	"github.com/corral-dev/corral/internal/driver/uplink"
+	"github.com/corral-dev/corral/internal/egress/audit"
 	"github.com/corral-dev/corral/internal/egress/policy"
 	"github.com/corral-dev/corral/internal/procfs"
 )
@@ -52,7 +53,10 @@ type Config struct {
 	Binary string
 	// ReadyTimeout bounds the wait for an enforcer (default 30 s).
 	ReadyTimeout time.Duration
-	Logger       *slog.Logger
+	// Audit, when set, receives every enforcer's audit events (in
+	// batches, in order, at least once across restarts).
+	Audit  func(ctx context.Context, sandboxID string, evs []audit.Event) error
+	Logger *slog.Logger
 }
 
 // APIAddr is where the egress API listens inside a sandbox.
@@ -297,8 +301,13 @@ func (n *Network) supervise(id, dir, nsPath string, st state) {
 	}
 	n.procs[id] = p
 	n.mu.Unlock()
+	var followed sync.WaitGroup
+	if n.cfg.Audit != nil {
+		followed.Go(func() { n.follow(ctx, id, dir, nsPath) })
+	}
 	go func() {
 		defer close(p.done)
+		defer followed.Wait()
 		backoff := 100 * time.Millisecond
 		for {
 			if err := procfs.WaitExit(ctx, st.Pid, st.StartTime); ctx.Err() != nil {
@@ -325,6 +334,120 @@ func (n *Network) supervise(id, dir, nsPath string, st state) {
 			backoff = 100 * time.Millisecond
 		}
 	}()
+}
+
+// position is how far the server has forwarded an enforcer's audit log.
+type position struct {
+	Epoch int64 `json:"epoch"`
+	Seq   int64 `json:"seq"`
+}
+
+// follow forwards the enforcer's audit events to Config.Audit until ctx
+// ends, reconnecting when the enforcer restarts. The forwarded position
+// is kept in dir, so a server restart neither loses nor repeats events
+// the enforcer still holds.
+func (n *Network) follow(ctx context.Context, id, dir, nsPath string) {
+	var pos position
+	if b, err := os.ReadFile(filepath.Join(dir, "audit.pos")); err == nil {
+		_ = json.Unmarshal(b, &pos)
+	}
+	hc := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return netns.Dial(ctx, nsPath, APIAddr)
+		},
+	}}
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := n.followOnce(ctx, hc, id, dir, &pos)
+		if ctx.Err() != nil {
+			return
+		}
+		n.log.Debug("the audit stream ended; reconnecting", "sandbox_id", id, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// followOnce reads one connection's worth of events, handing them on in
+// batches of what has arrived (at most 256, or every 100 ms).
+func (n *Network) followOnce(ctx context.Context, hc *http.Client, id, dir string, pos *position) error {
+	token, err := os.ReadFile(filepath.Join(dir, "token"))
+	if err != nil {
+		return err
+	}
+	u := fmt.Sprintf("http://egress/events?follow=true&since=%d&epoch=%d", pos.Seq, pos.Epoch)
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(rctx, http.MethodGet, u, nil)
+	req.Header.Set("OPENSANDBOX-EGRESS-AUTH", strings.TrimSpace(string(token)))
+	res, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /events: %s", res.Status)
+	}
+	evc := make(chan audit.Event, 256)
+	errc := make(chan error, 1)
+	go func() {
+		dec := json.NewDecoder(res.Body)
+		for {
+			var ev audit.Event
+			if err := dec.Decode(&ev); err != nil {
+				errc <- err
+				close(evc)
+				return
+			}
+			select {
+			case evc <- ev:
+			case <-rctx.Done():
+				return
+			}
+		}
+	}()
+	var batch []audit.Event
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		if err := n.cfg.Audit(ctx, id, batch); err != nil {
+			return err
+		}
+		last := batch[len(batch)-1]
+		*pos = position{Epoch: last.Epoch, Seq: last.Seq}
+		b, _ := json.Marshal(pos)
+		_ = os.WriteFile(filepath.Join(dir, "audit.pos"), b, 0o600)
+		batch = batch[:0]
+		return nil
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case ev, ok := <-evc:
+			if !ok {
+				if err := flush(); err != nil {
+					return err
+				}
+				return <-errc
+			}
+			batch = append(batch, ev)
+			if len(batch) >= 256 {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		case <-tick.C:
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
 }
 
 // Recover re-adopts a sandbox's enforcer after a restart, starting it
