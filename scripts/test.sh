@@ -75,6 +75,8 @@ required=(
   internal/driver/uplink.TestAttachRoutesOutAndNowhereElse
   test/e2e.TestOCIEgressPolicy
   test/e2e.TestDockerEgressPolicy
+  test/e2e.TestOCICredentialVault
+  test/e2e.TestDockerCredentialVault
   internal/driver/docker.TestConformance
   internal/driver/docker.TestConformanceRemote
   test/e2e.TestDockerEndToEnd

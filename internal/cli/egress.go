@@ -6,6 +6,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"crypto/x509"
 	"net"
 	"net/netip"
 	"os"
@@ -29,6 +30,9 @@ func runEgress(ctx context.Context, e *env, args []string) int {
 	deny := fs.String("deny", "", "more prefixes nothing may reach, comma-separated CIDRs (the host, the server, other sandboxes)")
 	dnsListen := fs.String("dns-listen", "127.0.0.1:53", "DNS address inside the namespace")
 	apiListen := fs.String("api-listen", "0.0.0.0:18080", "policy API address inside the namespace")
+	vaultDir := fs.String("vault-dir", "", "enable the credential vault: the directory of the sandbox's CA (ca.pem, ca-key.pem) and the persisted vault")
+	vaultListen := fs.String("vault-listen", "127.0.0.1:18081", "the credential proxy's address inside the namespace")
+	upstreamCA := fs.String("upstream-ca", "", "PEM file of extra CAs trusted when the credential proxy verifies servers (besides the system's)")
 	logFormat := fs.String("log-format", "json", "log format: json or text")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	if ok, code := parseFlags(fs, e, args); !ok {
@@ -65,6 +69,21 @@ func runEgress(ctx context.Context, e *env, args []string) int {
 			return fail(e, "egress: --deny %q: want a CIDR", p)
 		}
 		cfg.DenyPrefixes = append(cfg.DenyPrefixes, pfx)
+	}
+	cfg.VaultDir, cfg.VaultListen = *vaultDir, *vaultListen
+	if *upstreamCA != "" {
+		pem, err := os.ReadFile(*upstreamCA)
+		if err != nil {
+			return fail(e, "egress: --upstream-ca: %v", err)
+		}
+		roots, err := x509.SystemCertPool()
+		if err != nil {
+			roots = x509.NewCertPool()
+		}
+		if !roots.AppendCertsFromPEM(pem) {
+			return fail(e, "egress: --upstream-ca %s holds no PEM certificate", *upstreamCA)
+		}
+		cfg.UpstreamRoots = roots
 	}
 	cfg.Upstreams = splitList(*upstreams)
 	if len(cfg.Upstreams) == 0 {

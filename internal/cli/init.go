@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/corral-dev/corral/internal/driver/egressnet"
 	"github.com/corral-dev/corral/internal/initproc"
 )
 
@@ -28,6 +29,7 @@ func runInit(_ context.Context, e *env, args []string) int {
 	tokenFile := fs.String("execd-token-file", "", "execd reads its access token from this file, re-read when it changes")
 	envFile := fs.String("execd-env-file", "", "file of KEY=VALUE lines execd adds to every command's environment")
 	userSpec := fs.String("user", "", "run the entrypoint as USER[:GROUP] (names or numbers, as an image's config gives them)")
+	trustCA := fs.String("trust-ca", "", "add this PEM CA to the system's CA bundles and to "+egressnet.BundleInSandbox+" before starting anything")
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code
 	}
@@ -39,6 +41,13 @@ func runInit(_ context.Context, e *env, args []string) int {
 			continue
 		}
 		entryEnv = append(entryEnv, kv)
+	}
+	if *trustCA != "" {
+		// A sandbox that cannot be made to trust its CA still runs; its
+		// TLS clients will refuse the credential proxy, visibly.
+		if err := initproc.InstallCA(*trustCA, egressnet.BundleInSandbox); err != nil {
+			fmt.Fprintf(e.stderr, "corral init: %v\n", err)
+		}
 	}
 	cfg := initproc.Config{Entrypoint: fs.Args(), Env: entryEnv, DaemonEnv: daemonEnv, Stderr: e.stderr, StatusDir: *statusDir, StartFIFO: *waitStart}
 	if *userSpec != "" {

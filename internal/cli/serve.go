@@ -60,6 +60,7 @@ type serveConfig struct {
 	egressSubnet     string
 	egressUpstream   string
 	egressDeny       string
+	egressUpstreamCA string
 	// audit receives the egress enforcers' decisions (set by serve).
 	audit func(ctx context.Context, sandboxID string, evs []audit.Event) error
 }
@@ -124,6 +125,12 @@ func (cfg *serveConfig) network() (egressnet.Config, error) {
 			return n, fmt.Errorf("--egress-deny %q: want a CIDR", d)
 		}
 		n.Deny = append(n.Deny, p)
+	}
+	if cfg.egressUpstreamCA != "" {
+		if _, err := os.Stat(cfg.egressUpstreamCA); err != nil {
+			return n, fmt.Errorf("--egress-upstream-ca: %w", err)
+		}
+		n.UpstreamCA = cfg.egressUpstreamCA
 	}
 	if cfg.egressUplink != "" {
 		if _, err := os.Stat(cfg.egressUplink); err != nil {
@@ -192,6 +199,7 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	fs.StringVar(&cfg.egressSubnet, "egress-subnet", uplink.DefaultSubnet.String(), "the IPv4 subnet of that bridge")
 	fs.StringVar(&cfg.egressUpstream, "egress-upstream", "", "DNS resolvers sandboxes' allowed names are resolved with, ip:port comma-separated (default: /etc/resolv.conf's)")
 	fs.StringVar(&cfg.egressDeny, "egress-deny", "", "CIDRs no sandbox may reach whatever its policy, comma-separated (added to metadata, link-local, this host and the sandboxes' subnet)")
+	fs.StringVar(&cfg.egressUpstreamCA, "egress-upstream-ca", "", "PEM file of CAs the credential proxy trusts, besides the system's, when it verifies the servers it injects credentials for")
 	fs.StringVar(&cfg.dockerHost, "docker-host", "", "runtime docker: the engine's address (default $DOCKER_HOST, else unix:///var/run/docker.sock)")
 	fs.StringVar(&cfg.dockerRuntime, "docker-runtime", "", "runtime docker: OCI runtime name for containers, such as runsc (default: the engine's)")
 	fs.BoolVar(&cfg.dockerRemote, "docker-remote", false, "runtime docker: the engine is on another machine (implied by a tcp:// or ssh:// host): copy the corral binary in, publish execd")

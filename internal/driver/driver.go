@@ -106,6 +106,9 @@ type Spec struct {
 	ExecdToken string
 	// EgressToken authenticates the sandbox's egress API.
 	EgressToken string
+	// CredentialProxy gives the sandbox a credential vault: its own CA,
+	// trusted inside, and an injecting proxy in its egress enforcer.
+	CredentialProxy bool
 	// NetworkPolicy is the egress policy as JSON; nil means the runtime's
 	// configured default.
 	NetworkPolicy json.RawMessage

@@ -15,6 +15,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/subtle"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,8 +25,8 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,9 +34,11 @@ import (
 	"github.com/corral-dev/corral/internal/driver/netns"
 	"github.com/corral-dev/corral/internal/egress/audit"
 	"github.com/corral-dev/corral/internal/egress/dnsproxy"
+	"github.com/corral-dev/corral/internal/egress/mitm"
 	"github.com/corral-dev/corral/internal/egress/nflog"
 	"github.com/corral-dev/corral/internal/egress/nft"
 	"github.com/corral-dev/corral/internal/egress/policy"
+	"github.com/corral-dev/corral/internal/egress/vault"
 )
 
 // HeaderAuth carries the egress API's token.
@@ -62,7 +65,16 @@ type Config struct {
 	APIListen string
 	// SandboxID labels the audit events.
 	SandboxID string
-	Logger    *slog.Logger
+	// VaultDir enables the credential vault and its injecting proxy: it
+	// holds the sandbox's CA (mitm.CreateCA) and the persisted vault.
+	VaultDir string
+	// VaultListen is the proxy's address inside the namespace (default
+	// 127.0.0.1:18081).
+	VaultListen string
+	// UpstreamRoots verify the servers the proxy forwards to (nil: the
+	// system's roots).
+	UpstreamRoots *x509.CertPool
+	Logger        *slog.Logger
 }
 
 // Service is a running enforcer.
@@ -75,6 +87,10 @@ type Service struct {
 	mu    sync.Mutex // serialises changes
 	ready atomic.Bool
 	audit *audit.Log
+
+	ca      *mitm.CA
+	vault   atomic.Pointer[vault.Vault]
+	vaultMu sync.Mutex // serialises vault changes
 }
 
 // New loads the policy and programs the namespace; Run then serves.
@@ -84,6 +100,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.APIListen == "" {
 		cfg.APIListen = "0.0.0.0:18080"
+	}
+	if cfg.VaultListen == "" {
+		cfg.VaultListen = DefaultVaultListen
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -105,6 +124,16 @@ func New(cfg Config) (*Service, error) {
 	}
 	if s.enf, err = nft.New(cfg.Netns); err != nil {
 		return nil, err
+	}
+	if cfg.VaultDir != "" {
+		if err := s.loadVault(); err != nil {
+			s.enf.Close()
+			return nil, err
+		}
+		if err := s.enf.SetIntercept(s.intercept(s.vault.Load()), cfg.DenyPrefixes); err != nil {
+			s.enf.Close()
+			return nil, err
+		}
 	}
 	if err := s.enf.Apply(c, cfg.DenyPrefixes); err != nil {
 		s.enf.Close()
@@ -132,7 +161,7 @@ func New(cfg Config) (*Service, error) {
 func (s *Service) Run(ctx context.Context) error {
 	defer s.enf.Close()
 	var pc net.PacketConn
-	var dnsLn, apiLn net.Listener
+	var dnsLn, apiLn, vaultLn net.Listener
 	err := netns.Do(s.cfg.Netns, func() error {
 		var err error
 		if pc, err = net.ListenPacket("udp", s.cfg.DNSListen); err != nil {
@@ -141,6 +170,11 @@ func (s *Service) Run(ctx context.Context) error {
 		if dnsLn, err = net.Listen("tcp", s.cfg.DNSListen); err != nil {
 			return err
 		}
+		if s.ca != nil {
+			if vaultLn, err = net.Listen("tcp", s.cfg.VaultListen); err != nil {
+				return err
+			}
+		}
 		apiLn, err = net.Listen("tcp", s.cfg.APIListen)
 		return err
 	})
@@ -148,13 +182,24 @@ func (s *Service) Run(ctx context.Context) error {
 		if pc != nil {
 			pc.Close()
 		}
-		if dnsLn != nil {
-			dnsLn.Close()
-		}
-		if apiLn != nil {
-			apiLn.Close()
+		for _, ln := range []net.Listener{dnsLn, apiLn, vaultLn} {
+			if ln != nil {
+				ln.Close()
+			}
 		}
 		return fmt.Errorf("egress: listen in the sandbox's namespace: %w", err)
+	}
+	if vaultLn != nil {
+		defer vaultLn.Close()
+		proxy := mitm.New(mitm.Config{CA: s.ca, Roots: s.cfg.UpstreamRoots, Vault: s.currentVault, Logger: s.log,
+			Allowed: func(host string) bool { return s.cur.Load().DecideName(host).Allow },
+			ResolvedFor: func(addr netip.Addr, host string) bool {
+				name, ok := s.enf.ResolvedName(addr)
+				return ok && name == policy.NormalizeTarget(host)
+			},
+			Audit: s.record,
+		})
+		go func() { _ = proxy.Serve(vaultLn) }()
 	}
 	hs := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
 	if rd, err := nflog.Listen(s.cfg.Netns, nft.AuditGroup); err != nil {
@@ -262,6 +307,10 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveEvents(w, r)
 		return
 	}
+	if r.URL.Path == "/credential-vault" || strings.HasPrefix(r.URL.Path, "/credential-vault/") {
+		s.serveVault(w, r)
+		return
+	}
 	if r.URL.Path != "/policy" {
 		http.Error(w, "not found", http.StatusNotFound)
 		return
@@ -351,28 +400,7 @@ func (s *Service) persist(p policy.Policy) error {
 	if err != nil {
 		return err
 	}
-	tmp := s.cfg.PolicyFile + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err = f.Write(b); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, s.cfg.PolicyFile); err != nil {
-		return err
-	}
-	if d, err := os.Open(filepath.Dir(s.cfg.PolicyFile)); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
+	return writeFileSync(s.cfg.PolicyFile, b)
 }
 
 // serveEvents streams the audit log as JSON lines (a corral extension):

@@ -41,7 +41,10 @@ type CreateRequest struct {
 	Metadata      map[string]string
 	Entrypoint    []string
 	NetworkPolicy json.RawMessage
-	Extensions    map[string]string
+	// CredentialProxy turns on the credential vault and its injecting
+	// proxy (it needs NetworkPolicy).
+	CredentialProxy bool
+	Extensions      map[string]string
 }
 
 // Create makes a sandbox and returns it Running. The record exists before
@@ -66,6 +69,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*sandbox.Sandb
 	spec := driver.Spec{
 		Tenant: req.Tenant, Platform: driver.Platform{}, Entrypoint: req.Entrypoint, Env: req.Env,
 		Resources: driver.Resources(req.Resources), Labels: req.Metadata, NetworkPolicy: req.NetworkPolicy,
+		CredentialProxy: req.CredentialProxy,
 	}
 	if req.Image != nil {
 		spec.Image = driver.Image{URI: req.Image.URI}

@@ -129,7 +129,7 @@ func createRequest(tenant string, in *api.CreateSandboxRequest, body []byte, ide
 		if in.NetworkPolicy == nil {
 			return out, invalid("credentialProxy.enabled needs a networkPolicy")
 		}
-		return out, errdefs.New(errdefs.ErrInvalidArgument, api.CodeAPINotSupported, "credentialProxy is not supported by this server yet")
+		out.CredentialProxy = true
 	}
 	if in.SecureAccess {
 		return out, errdefs.New(errdefs.ErrInvalidArgument, api.CodeAPINotSupported,

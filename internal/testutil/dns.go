@@ -4,6 +4,7 @@
 package testutil
 
 import (
+	"crypto/tls"
 	"net"
 	"net/http"
 	"strings"
@@ -62,8 +63,9 @@ func ServeDNS(t testing.TB, ns, addr string, zone map[string]string) string {
 	return pc.LocalAddr().String()
 }
 
-// ServeHTTPIn serves h at addr inside ns until the test ends.
-func ServeHTTPIn(t testing.TB, ns, addr string, h http.Handler) {
+// ServeHTTPIn serves h at addr inside ns until the test ends; with
+// certs, over TLS.
+func ServeHTTPIn(t testing.TB, ns, addr string, h http.Handler, certs ...tls.Certificate) {
 	t.Helper()
 	var ln net.Listener
 	listenIn(t, ns, func() error {
@@ -71,6 +73,9 @@ func ServeHTTPIn(t testing.TB, ns, addr string, h http.Handler) {
 		ln, err = net.Listen("tcp", addr)
 		return err
 	})
+	if len(certs) > 0 {
+		ln = tls.NewListener(ln, &tls.Config{Certificates: certs})
+	}
 	srv := &http.Server{Handler: h}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })

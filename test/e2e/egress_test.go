@@ -190,6 +190,10 @@ func runEgressPolicy(t *testing.T, runtime, image string, egressDir func(dataDir
 		if res.StatusCode != http.StatusUnauthorized {
 			t.Errorf("GET /policy without the token = %d", res.StatusCode)
 		}
+		// No credential proxy was asked for: the vault is not there.
+		if code, body := egressCall(t, c, sb.ID, "POST", "/credential-vault", `{"credentials":[],"bindings":[]}`); code != http.StatusPreconditionFailed {
+			t.Errorf("POST /credential-vault without a credential proxy = %d %s, want 412", code, body)
+		}
 		// From inside the sandbox, without the token, nothing changes.
 		if out, _, _ := x.run(`timeout 2 wget -q -O- --header 'Content-Type: application/json' --post-data '{"defaultAction":"allow"}' http://127.0.0.1:18080/policy`); strings.Contains(out, "ok") {
 			t.Errorf("the sandbox replaced its own policy: %q", out)

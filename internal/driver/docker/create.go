@@ -68,10 +68,13 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 				_ = os.RemoveAll(dir)
 			}
 		}()
-		if err := egressnet.Prepare(dir, spec.NetworkPolicy, spec.EgressToken); err != nil {
+		if err := egressnet.Prepare(dir, spec); err != nil {
 			return nil, err
 		}
 		host.Binds = append(host.Binds, filepath.Join(dir, "resolv.conf")+":/etc/resolv.conf:ro")
+		if ca := egressnet.CAFile(dir); ca != "" {
+			host.Binds = append(host.Binds, ca+":"+egressnet.CAInSandbox+":ro")
+		}
 	}
 	cctx, cancel := d.call(ctx)
 	created, err := d.cli.ContainerCreate(cctx, client.ContainerCreateOptions{Config: cfg, HostConfig: host, Name: containerName(spec.ID)})
@@ -140,8 +143,14 @@ func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string) (*cont
 	if imageUser != "" {
 		args = append(args, "--user", imageUser)
 	}
-	args = append(append(args, "--"), spec.Entrypoint...)
 	env := make([]string, 0, len(spec.Env)+1)
+	if spec.CredentialProxy && len(spec.NetworkPolicy) > 0 {
+		args = append(args, "--trust-ca", egressnet.CAInSandbox)
+		for k, v := range egressnet.TrustEnv() {
+			env = append(env, k+"="+v)
+		}
+	}
+	args = append(append(args, "--"), spec.Entrypoint...)
 	for k, v := range spec.Env {
 		env = append(env, k+"="+v)
 	}

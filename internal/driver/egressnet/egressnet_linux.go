@@ -32,9 +32,11 @@ import (
 	"time"
 
 	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/driver/netns"
 	"github.com/corral-dev/corral/internal/driver/uplink"
 	"github.com/corral-dev/corral/internal/egress/audit"
+	"github.com/corral-dev/corral/internal/egress/mitm"
 	"github.com/corral-dev/corral/internal/egress/policy"
 	"github.com/corral-dev/corral/internal/procfs"
 )
@@ -49,6 +51,9 @@ type Config struct {
 	Upstreams []string
 	// Deny joins every sandbox's always-deny set.
 	Deny []netip.Prefix
+	// UpstreamCA is a PEM file of extra CAs the credential proxy trusts
+	// when it verifies servers (besides the system's).
+	UpstreamCA string
 	// Binary is the corral binary that runs `corral egress`.
 	Binary string
 	// ReadyTimeout bounds the wait for an enforcer (default 30 s).
@@ -114,11 +119,35 @@ func (n *Network) uplink() (*uplink.Uplink, error) {
 	return u, nil
 }
 
+// Where a sandbox with a credential vault finds its CA, and the bundle
+// corral init builds from the system's and it.
+const (
+	CAInSandbox     = "/etc/corral/vault-ca.pem"
+	BundleInSandbox = "/etc/ssl/corral-ca-bundle.pem"
+)
+
+// TrustEnv is the environment that points the usual TLS clients at the
+// bundle that includes the sandbox's CA.
+func TrustEnv() map[string]string {
+	return map[string]string{"SSL_CERT_FILE": BundleInSandbox, "REQUESTS_CA_BUNDLE": BundleInSandbox,
+		"CURL_CA_BUNDLE": BundleInSandbox, "NODE_EXTRA_CA_CERTS": CAInSandbox}
+}
+
+// CAFile is the CA certificate to mount at CAInSandbox, "" when the
+// sandbox has no credential vault.
+func CAFile(dir string) string {
+	p := filepath.Join(dir, mitm.CACertFile)
+	if _, err := os.Stat(p); err != nil {
+		return ""
+	}
+	return p
+}
+
 // Prepare checks the policy and writes the sandbox's directory: the seed
 // policy, the API token and the resolv.conf the runtime mounts at
-// /etc/resolv.conf.
-func Prepare(dir string, rawPolicy []byte, token string) error {
-	pol, err := policy.Decode(rawPolicy)
+// /etc/resolv.conf; with a credential proxy, a new CA too.
+func Prepare(dir string, spec driver.Spec) error {
+	pol, err := policy.Decode(spec.NetworkPolicy)
 	if err != nil {
 		return errdefs.Wrap(errdefs.ErrInvalidArgument, "SANDBOX::INVALID_PARAMETER", "networkPolicy: "+err.Error(), err)
 	}
@@ -126,7 +155,7 @@ func Prepare(dir string, rawPolicy []byte, token string) error {
 		return err
 	}
 	seed, _ := json.Marshal(pol)
-	for name, body := range map[string][]byte{"policy.json": seed, "token": []byte(token), "resolv.conf": []byte(ResolvConf)} {
+	for name, body := range map[string][]byte{"policy.json": seed, "token": []byte(spec.EgressToken), "resolv.conf": []byte(ResolvConf)} {
 		mode := os.FileMode(0o600)
 		if name == "resolv.conf" {
 			mode = 0o644
@@ -134,6 +163,9 @@ func Prepare(dir string, rawPolicy []byte, token string) error {
 		if err := os.WriteFile(filepath.Join(dir, name), body, mode); err != nil {
 			return err
 		}
+	}
+	if spec.CredentialProxy {
+		return mitm.CreateCA(dir, "corral sandbox "+spec.ID)
 	}
 	return nil
 }
@@ -210,6 +242,12 @@ func (n *Network) spawn(id, dir, nsPath string) (int, uint64, error) {
 		"--deny", strings.Join(deny, ","), "--sandbox-id", id}
 	if len(n.cfg.Upstreams) > 0 {
 		args = append(args, "--upstream", strings.Join(n.cfg.Upstreams, ","))
+	}
+	if CAFile(dir) != "" {
+		args = append(args, "--vault-dir", dir)
+		if n.cfg.UpstreamCA != "" {
+			args = append(args, "--upstream-ca", n.cfg.UpstreamCA)
+		}
 	}
 	logf, err := os.OpenFile(filepath.Join(dir, "log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {

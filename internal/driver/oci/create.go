@@ -208,13 +208,16 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *dr
 	}
 	if len(spec.NetworkPolicy) > 0 {
 		dir := egressDir(bundle)
-		if err := egressnet.Prepare(dir, spec.NetworkPolicy, spec.EgressToken); err != nil {
+		if err := egressnet.Prepare(dir, spec); err != nil {
 			return nil, err
 		}
 		if err := d.net.Start(ctx, spec.ID, dir, netns); err != nil {
 			return nil, err
 		}
 		mounts = append(mounts, bindMount(filepath.Join(dir, "resolv.conf"), "/etc/resolv.conf", true))
+		if ca := egressnet.CAFile(dir); ca != "" {
+			mounts = append(mounts, bindMount(ca, egressnet.CAInSandbox, true))
+		}
 		mark("egress")
 	}
 	if plan.host {
@@ -242,6 +245,12 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *dr
 		args = append(args, "--wait-start", statusInSandbox+"/start",
 			"--execd-token-file", statusInSandbox+"/token", "--execd-env-file", statusInSandbox+"/env")
 		extra = extra[:1]
+	}
+	if len(spec.NetworkPolicy) > 0 && spec.CredentialProxy {
+		args = append(args, "--trust-ca", egressnet.CAInSandbox)
+		for k, v := range egressnet.TrustEnv() {
+			extra = append(extra, k+"="+v)
+		}
 	}
 	args = append(append(args, "--"), spec.Entrypoint...)
 	env := mergeEnv(plan.config.Env, spec.Env, extra...)

@@ -64,6 +64,20 @@ type Enforcer struct {
 	// dyn remembers what the DNS proxy allowed, so a policy change keeps
 	// the addresses of names still allowed.
 	dyn map[netip.Addr]resolved
+	// intercept is the credential proxy's redirect (zero: none).
+	intercept Intercept
+}
+
+// Intercept sends the sandbox's TCP connections to the addresses of
+// bound hosts, on the bound ports, to the credential proxy.
+type Intercept struct {
+	// ProxyPort is where the proxy listens on the sandbox's loopback.
+	ProxyPort uint16
+	// Ports are the destination ports intercepted.
+	Ports []uint16
+	// Bound reports whether a name is one of the vault's hosts; its
+	// resolved IPv4 addresses are intercepted.
+	Bound func(name string) bool
 }
 
 type resolved struct {
@@ -194,6 +208,22 @@ func elements(spans []span) []nftables.SetElement {
 func (e *Enforcer) Apply(pol *policy.Compiled, extraDeny []netip.Prefix) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	return e.apply(pol, extraDeny)
+}
+
+// SetIntercept changes the credential proxy's redirect and reprograms
+// the table with the current policy.
+func (e *Enforcer) SetIntercept(in Intercept, extraDeny []netip.Prefix) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.intercept = in
+	if e.pol == nil {
+		return nil
+	}
+	return e.apply(e.pol, extraDeny)
+}
+
+func (e *Enforcer) apply(pol *policy.Compiled, extraDeny []netip.Prefix) error {
 	allow, deny := ranges(pol, extraDeny)
 	t := &nftables.Table{Family: nftables.TableFamilyINet, Name: TableName}
 	// Add, delete, add: one batch that cannot fail for a missing table.
@@ -246,6 +276,13 @@ func (e *Enforcer) Apply(pol *policy.Compiled, extraDeny []netip.Prefix) error {
 		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte{0, 0, 0, 0}}, accept)
 	// Loopback passes: the proxy and the sandbox's own services live there.
 	add(&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifname("lo")}, accept)
+	// So does a connection the intercept chain redirected to the
+	// credential proxy: the hook still names the interface the packet was
+	// routed to before, but its destination is loopback now (which no
+	// other interface carries).
+	add(&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.NFPROTO_IPV4}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{127}}, accept)
 	// The proxy's upstream queries pass.
 	add(&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(ProxyMark)}, accept)
@@ -271,10 +308,50 @@ func (e *Enforcer) Apply(pol *policy.Compiled, extraDeny []netip.Prefix) error {
 	}
 	// What is left meets the chain's policy, the default action.
 	add(logAs(LogDefault))
+	if err := e.addIntercept(t, now); err != nil {
+		return err
+	}
 	if err := e.conn.Flush(); err != nil {
 		return fmt.Errorf("nft: apply the policy: %w", err)
 	}
 	e.pol = pol
+	return nil
+}
+
+// addIntercept adds the redirect of bound hosts' addresses to the proxy:
+// a nat chain before the filter chain, so the filter sees the connection
+// as going to loopback.
+func (e *Enforcer) addIntercept(t *nftables.Table, now time.Time) error {
+	in := e.intercept
+	if in.ProxyPort == 0 || len(in.Ports) == 0 || in.Bound == nil {
+		return nil
+	}
+	set := &nftables.Set{Table: t, Name: "vault4", KeyType: nftables.TypeIPAddr, HasTimeout: true}
+	var els []nftables.SetElement
+	for a, r := range e.dyn {
+		if a.Is4() && in.Bound(r.name) && r.expires.Sub(now) > time.Second {
+			els = append(els, nftables.SetElement{Key: a.AsSlice(), Timeout: r.expires.Sub(now)})
+		}
+	}
+	if err := e.conn.AddSet(set, els); err != nil {
+		return err
+	}
+	ch := e.conn.AddChain(&nftables.Chain{Name: "intercept", Table: t, Type: nftables.ChainTypeNAT,
+		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityNATDest})
+	for _, port := range in.Ports {
+		e.conn.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: []expr.Any{
+			&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.NFPROTO_IPV4}},
+			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(port)},
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
+			&expr.Lookup{SourceRegister: 1, SetName: set.Name, SetID: set.ID},
+			&expr.Immediate{Register: 1, Data: binaryutil.BigEndian.PutUint16(in.ProxyPort)},
+			&expr.Redir{RegisterProtoMin: 1},
+		}})
+	}
 	return nil
 }
 
@@ -301,11 +378,19 @@ func (e *Enforcer) AllowResolved(name string, addrs []netip.Addr, ttl time.Durat
 			e.dyn[a] = resolved{name: policy.NormalizeTarget(name), expires: expires}
 		}
 	}
-	for _, set := range []struct {
+	sets := []struct {
 		name string
 		els  []nftables.SetElement
 		typ  nftables.SetDatatype
-	}{{"dyn4", v4, nftables.TypeIPAddr}, {"dyn6", v6, nftables.TypeIP6Addr}} {
+	}{{"dyn4", v4, nftables.TypeIPAddr}, {"dyn6", v6, nftables.TypeIP6Addr}}
+	if in := e.intercept; in.ProxyPort != 0 && len(in.Ports) > 0 && in.Bound != nil && in.Bound(name) {
+		sets = append(sets, struct {
+			name string
+			els  []nftables.SetElement
+			typ  nftables.SetDatatype
+		}{"vault4", v4, nftables.TypeIPAddr})
+	}
+	for _, set := range sets {
 		if len(set.els) == 0 {
 			continue
 		}

@@ -169,6 +169,22 @@ func Decode(b []byte, v any) error {
 	return nil
 }
 
+// DecodeCreate reads a POST body: strict, with both lists required.
+func DecodeCreate(b []byte) (CreateRequest, error) {
+	var req CreateRequest
+	if err := Decode(b, &req); err != nil {
+		return req, err
+	}
+	var keys map[string]json.RawMessage
+	_ = json.Unmarshal(b, &keys)
+	for _, k := range []string{"credentials", "bindings"} {
+		if v, ok := keys[k]; !ok || string(v) == "null" {
+			return req, invalid("%s is required (it may be empty)", k)
+		}
+	}
+	return req, nil
+}
+
 func checkCredential(c Credential) error {
 	if c.Name == "" || len(c.Name) > 128 || strings.TrimSpace(c.Name) != c.Name {
 		return invalid("credential name %q: 1 to 128 characters, no surrounding spaces", c.Name)
