@@ -103,6 +103,18 @@ type SandboxEventList struct {
 	Next  int64          `json:"next"`
 }
 
+// Secret is a tenant's secret as the API shows it: never its value.
+type Secret struct {
+	Name      string     `json:"name"`
+	CreatedAt *time.Time `json:"createdAt,omitempty"`
+	UpdatedAt *time.Time `json:"updatedAt,omitempty"`
+}
+
+// SecretList is GET /secrets.
+type SecretList struct {
+	Items []Secret `json:"items"`
+}
+
 // CredentialProxyConfig turns credential injection on.
 type CredentialProxyConfig struct {
 	Enabled bool `json:"enabled"`

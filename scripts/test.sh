@@ -77,6 +77,7 @@ required=(
   test/e2e.TestDockerEgressPolicy
   test/e2e.TestOCICredentialVault
   test/e2e.TestDockerCredentialVault
+  test/e2e.TestOCISecretsOnDemand
   internal/driver/docker.TestConformance
   internal/driver/docker.TestConformanceRemote
   test/e2e.TestDockerEndToEnd

@@ -29,6 +29,7 @@ import (
 	"github.com/corral-dev/corral/internal/driver/uplink"
 	"github.com/corral-dev/corral/internal/egress/audit"
 	"github.com/corral-dev/corral/internal/lifecycle"
+	"github.com/corral-dev/corral/internal/secrets"
 	"github.com/corral-dev/corral/internal/server"
 	"github.com/corral-dev/corral/internal/store"
 )
@@ -261,9 +262,13 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, log *slog.Logger) (err
 	if c, ok := d.(io.Closer); ok {
 		defer c.Close()
 	}
+	sec, err := secrets.Open(st, cfg.dataDir)
+	if err != nil {
+		return err
+	}
 	mgr, err := lifecycle.New(lifecycle.Config{
 		Driver: d, DriverName: cfg.runtime, Store: st, Logger: log, MaxTimeout: cfg.maxTimeout,
-		RecoveryTimeout: cfg.recoveryTimeout, RetainTerminated: cfg.retainTerminated,
+		RecoveryTimeout: cfg.recoveryTimeout, RetainTerminated: cfg.retainTerminated, Secrets: sec,
 	})
 	if err != nil {
 		return err
@@ -278,8 +283,23 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, log *slog.Logger) (err
 		ln.Close()
 		return fmt.Errorf("recovery: %w", err)
 	}
-	srv := server.New(server.Config{Manager: mgr, Keys: keys, Logger: log, InsecureNoAuth: cfg.insecureNoAuth})
+	srv := server.New(server.Config{Manager: mgr, Keys: keys, Logger: log, InsecureNoAuth: cfg.insecureNoAuth, Secrets: sec})
 	hs := srv.NewHTTPServer(cfg.listen)
+	secLn, err := sec.Listen()
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	secServer := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: sec.Handler(mgr.SecretGrants, func(id, name string, ok bool, why string) {
+		typ := "secret.read"
+		if !ok {
+			typ = "secret.denied"
+		}
+		log.Info("secret requested from a sandbox", "sandbox_id", id, "secret", name, "granted", ok, "why", why)
+		_ = st.AppendAudit(context.WithoutCancel(ctx), []store.Event{{At: time.Now().UTC(), SandboxID: id, Type: typ, Reason: why, Message: name}})
+	})}
+	defer secServer.Close()
+	go func() { _ = secServer.Serve(secLn) }()
 
 	mctx, stopManager := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup

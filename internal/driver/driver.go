@@ -109,6 +109,9 @@ type Spec struct {
 	// CredentialProxy gives the sandbox a credential vault: its own CA,
 	// trusted inside, and an injecting proxy in its egress enforcer.
 	CredentialProxy bool
+	// SecretsDir, when set, is mounted read-only at /run/corral: the
+	// socket the sandbox fetches its granted secrets on.
+	SecretsDir string
 	// NetworkPolicy is the egress policy as JSON; nil means the runtime's
 	// configured default.
 	NetworkPolicy json.RawMessage

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"time"
 
 	"github.com/corral-dev/corral/errdefs"
@@ -16,6 +17,7 @@ import (
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/logctx"
 	"github.com/corral-dev/corral/internal/sandbox"
+	"github.com/corral-dev/corral/internal/secrets"
 	"github.com/corral-dev/corral/internal/store"
 )
 
@@ -91,6 +93,15 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*sandbox.Sandb
 		spec.Entrypoint = DefaultEntrypoint()
 	}
 
+	if grants, err := secrets.Grants(req.Extensions); err != nil {
+		return nil, err
+	} else if len(grants) > 0 {
+		if m.cfg.Secrets == nil {
+			return nil, errdefs.Newf(errdefs.ErrInvalidArgument, "SANDBOX::API_NOT_SUPPORTED", "extensions[%s]: this server does not serve secrets", secrets.Extension)
+		}
+		spec.SecretsDir = m.cfg.Secrets.Dir()
+	}
+
 	now := time.Now().UTC()
 	id := sandbox.NewID()
 	if p, ok := m.d.(driver.Pooler); ok {
@@ -111,6 +122,12 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*sandbox.Sandb
 		sb.ExpiresAt = now.Add(req.Timeout)
 	}
 	spec.ID, spec.ExecdToken, spec.EgressToken = sb.ID, string(sb.ExecdToken), string(sb.EgressToken)
+	if spec.SecretsDir != "" {
+		env := make(map[string]string, len(spec.Env)+3)
+		maps.Copy(env, spec.Env)
+		maps.Copy(env, m.cfg.Secrets.Env(sb.ID))
+		spec.Env = env
+	}
 	ctx = logctx.With(ctx, slog.String("sandbox_id", sb.ID))
 
 	var idem *store.Idempotency

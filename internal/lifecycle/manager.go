@@ -27,6 +27,7 @@ import (
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/logctx"
 	"github.com/corral-dev/corral/internal/sandbox"
+	"github.com/corral-dev/corral/internal/secrets"
 	"github.com/corral-dev/corral/internal/store"
 )
 
@@ -55,6 +56,16 @@ type Config struct {
 	RetainTerminated time.Duration
 	// IdempotencyTTL is how long an Idempotency-Key is remembered (default 24h).
 	IdempotencyTTL time.Duration
+	// Secrets, when set, lets sandboxes granted secrets (the extension
+	// corral.dev/secrets) fetch them on demand.
+	Secrets SecretSource
+}
+
+// SecretSource is what a sandbox granted secrets is given: the directory
+// of the socket it asks on, and its environment (ID, session key).
+type SecretSource interface {
+	Dir() string
+	Env(id string) map[string]string
 }
 
 func (c *Config) setDefaults() {
@@ -212,6 +223,21 @@ func (m *Manager) Events(ctx context.Context, tenant, id string, after int64, li
 		return nil, err
 	}
 	return m.st.Events(ctx, id, after, limit, typePrefix)
+}
+
+// SecretGrants tells the secrets socket about sandbox id: its tenant,
+// the secrets it was granted and whether it runs. No tenant check: the
+// caller proved with the session key that it is this sandbox.
+func (m *Manager) SecretGrants(id string) (secrets.Sandbox, bool) {
+	m.mu.RLock()
+	e, ok := m.sandboxes[id]
+	m.mu.RUnlock()
+	if !ok {
+		return secrets.Sandbox{}, false
+	}
+	sb := m.current(e)
+	grants, _ := secrets.Grants(sb.Extensions)
+	return secrets.Sandbox{Tenant: sb.Tenant, Grants: grants, Running: sb.Status.State == sandbox.StateRunning}, true
 }
 
 // Filter selects sandboxes in List. Empty fields select everything.

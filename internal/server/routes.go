@@ -32,6 +32,9 @@ func (s *Server) routes() {
 		s.handle("DELETE "+p+"/snapshots/{id}", s.deleteSnapshot)
 		s.handle(p+"/sandboxes/{id}/proxy/{port}", s.proxy.serve)
 		s.handle(p+"/sandboxes/{id}/proxy/{port}/{path...}", s.proxy.serve)
+		s.handle("GET "+p+"/secrets", s.listSecrets)
+		s.handle("PUT "+p+"/secrets/{name}", s.putSecret)
+		s.handle("DELETE "+p+"/secrets/{name}", s.deleteSecret)
 		s.handle("GET "+p+"/admin/keys", s.adminOnly(s.listKeys))
 		s.handle("POST "+p+"/admin/keys", s.adminOnly(s.createKey))
 		s.handle("DELETE "+p+"/admin/keys/{id}", s.adminOnly(s.revokeKey))
@@ -39,7 +42,7 @@ func (s *Server) routes() {
 		// contract's error shape rather than the mux's plain text.
 		for _, path := range []string{"/sandboxes", "/sandboxes/{id}", "/sandboxes/{id}/metadata", "/sandboxes/{id}/pause",
 			"/sandboxes/{id}/resume", "/sandboxes/{id}/renew-expiration", "/sandboxes/{id}/endpoints/{port}", "/sandboxes/{id}/events",
-			"/sandboxes/{id}/snapshots", "/snapshots", "/snapshots/{id}", "/admin/keys", "/admin/keys/{id}"} {
+			"/sandboxes/{id}/snapshots", "/snapshots", "/snapshots/{id}", "/secrets", "/secrets/{name}", "/admin/keys", "/admin/keys/{id}"} {
 			s.mux.HandleFunc(p+path, s.methodNotAllowed)
 		}
 	}

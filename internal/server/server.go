@@ -18,6 +18,7 @@ import (
 	"github.com/corral-dev/corral/internal/lifecycle"
 	"github.com/corral-dev/corral/internal/logctx"
 	"github.com/corral-dev/corral/internal/promtext"
+	"github.com/corral-dev/corral/internal/secrets"
 )
 
 // Config configures a Server.
@@ -29,6 +30,8 @@ type Config struct {
 	InsecureNoAuth bool
 	// Registry receives the server's metrics; nil means a private registry.
 	Registry *promtext.Registry
+	// Secrets stores the tenants' secrets; nil answers 501 on /secrets.
+	Secrets *secrets.Service
 }
 
 // Server serves the lifecycle API.

@@ -172,7 +172,7 @@ type Event struct {
 	Detail string
 }
 
-// MaxAuditEvents bounds the audit events (types "egress.*") kept: older
+// MaxAuditEvents bounds the audit events (types "egress.*", "secret.*") kept: older
 // ones are deleted as new ones arrive.
 const MaxAuditEvents = 200_000
 
@@ -201,7 +201,7 @@ func (s *Store) AppendAudit(ctx context.Context, evs []Event) error {
 			return fmt.Errorf("audit: %w", err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE type LIKE 'egress.%' AND seq <= (SELECT MAX(seq) FROM events) - ?`, MaxAuditEvents); err != nil {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE (type LIKE 'egress.%' OR type LIKE 'secret.%') AND seq <= (SELECT MAX(seq) FROM events) - ?`, MaxAuditEvents); err != nil {
 		return fmt.Errorf("audit: trim: %w", err)
 	}
 	if err := tx.Commit(); err != nil {

@@ -43,6 +43,10 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 	if len(spec.Entrypoint) == 0 {
 		return nil, fmt.Errorf("entrypoint is empty: %w", errdefs.ErrInvalidArgument)
 	}
+	if spec.SecretsDir != "" && d.cfg.Remote {
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, "SANDBOX::API_NOT_SUPPORTED",
+			"secrets on demand need a local Docker engine (the sandbox reaches the server over a socket it mounts)")
+	}
 	policed := len(spec.NetworkPolicy) > 0 && string(spec.NetworkPolicy) != "null"
 	if policed && (d.cfg.Remote || d.cfg.StateDir == "") {
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "SANDBOX::API_NOT_SUPPORTED",
@@ -61,6 +65,9 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 		return nil, err
 	}
 	cfg, host := d.containerConfig(spec, ref, user)
+	if spec.SecretsDir != "" {
+		host.Binds = append(host.Binds, spec.SecretsDir+":/run/corral:ro")
+	}
 	if policed {
 		dir := d.egressDir(spec.ID)
 		defer func() {

@@ -206,6 +206,9 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *dr
 		bindMount(filepath.Join(bundle, "hosts"), "/etc/hosts", true),
 		bindMount(filepath.Join(bundle, "hostname"), "/etc/hostname", true),
 	}
+	if spec.SecretsDir != "" {
+		mounts = append(mounts, bindMount(spec.SecretsDir, "/run/corral", true))
+	}
 	if len(spec.NetworkPolicy) > 0 {
 		dir := egressDir(bundle)
 		if err := egressnet.Prepare(dir, spec); err != nil {

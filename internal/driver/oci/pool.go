@@ -225,7 +225,7 @@ func (d *Driver) createWarm(ctx context.Context, image string) (string, error) {
 // Claim implements driver.Pooler.
 func (d *Driver) Claim(spec driver.Spec) (string, bool) {
 	p := d.pool
-	if p == nil || spec.Snapshot != nil || len(spec.NetworkPolicy) > 0 || len(spec.Entrypoint) == 0 {
+	if p == nil || spec.Snapshot != nil || len(spec.NetworkPolicy) > 0 || spec.SecretsDir != "" || len(spec.Entrypoint) == 0 {
 		return "", false
 	}
 	if spec.Platform.OS != "" && spec.Platform.OS+"/"+spec.Platform.Arch != imagestore.HostPlatform() {

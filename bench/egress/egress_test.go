@@ -1,0 +1,230 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package egress benchmarks the network paths of sandboxes in one run:
+// HTTP through an allow-all policy (the unrestricted baseline) and
+// through an enforced allow-list, then HTTPS straight through the
+// allow-list and through the credential proxy (TLS interception and
+// injection). wrk runs inside native sandboxes of the "host" image
+// against servers in network namespaces the benchmark makes; nothing
+// leaves this machine. Needs root, runc and wrk.
+//
+//	go test ./bench/egress -run XXX -bench . -benchtime 1x [-args -duration 5s]
+package egress
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corral-dev/corral/api"
+	"github.com/corral-dev/corral/internal/driver/oci"
+	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/sdk"
+)
+
+var duration = flag.Duration("duration", 5*time.Second, "how long wrk runs per path")
+
+const key = "ck_bench-admin-key-0123456789"
+
+type result struct {
+	rps     float64
+	latency time.Duration // mean
+	p99     time.Duration
+}
+
+func BenchmarkEgress(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root")
+	}
+	if _, err := os.Stat("/usr/bin/wrk"); err != nil {
+		b.Skip("needs wrk (apt-get install wrk)")
+	}
+	w := testutil.NewWorld(b)
+	ca := testutil.NewTestCA(b, "bench world CA")
+	caFile := filepath.Join(b.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, ca.PEM, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	body := bytes.Repeat([]byte("x"), 1024)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(body) })
+	testutil.ServeHTTPIn(b, w.World, testutil.WorldWeb+":8080", h)
+	testutil.ServeHTTPIn(b, w.World, testutil.WorldWeb+":443", h, ca.Issue(b, "secure.test"))
+	testutil.ServeDNS(b, w.World, testutil.WorldDNS+":53", map[string]string{"bench.test.": testutil.WorldWeb, "secure.test.": testutil.WorldWeb})
+
+	c := startServer(b, w, caFile)
+	allowed := []api.NetworkRule{{Action: "allow", Target: "bench.test"}, {Action: "allow", Target: "secure.test"}}
+	open := sandbox(b, c, &api.NetworkPolicy{DefaultAction: "allow"}, false)
+	enforced := sandbox(b, c, &api.NetworkPolicy{DefaultAction: "deny", Egress: allowed}, false)
+	vaulted := sandbox(b, c, &api.NetworkPolicy{DefaultAction: "deny", Egress: allowed}, true)
+	egressPost(b, c, vaulted, `{"credentials":[{"name":"k","source":{"type":"inline","value":"bench-key"}}],
+		"bindings":[{"name":"secure","match":{"hosts":["secure.test"]},"auth":{"type":"bearer","credential":"k"}}]}`)
+
+	run := func(name, id, url string) result {
+		var r result
+		b.Run(name, func(b *testing.B) {
+			r = wrk(b, c, id, url)
+			b.ReportMetric(r.rps, "req/s")
+			b.ReportMetric(float64(r.latency.Microseconds()), "µs/req-mean")
+			b.ReportMetric(float64(r.p99.Microseconds()), "µs/req-p99")
+		})
+		return r
+	}
+	base := run("HTTP/allow-all", open, "http://bench.test:8080/")
+	enf := run("HTTP/enforced", enforced, "http://bench.test:8080/")
+	tls := run("HTTPS/enforced", enforced, "https://secure.test/")
+	mitm := run("HTTPS/credential-proxy", vaulted, "https://secure.test/")
+	b.Logf("enforced vs allow-all (HTTP): latency %+.1f%%, throughput %+.1f%%", pctDiff(enf.latency, base.latency), (enf.rps/base.rps-1)*100)
+	b.Logf("credential proxy vs enforced (HTTPS): latency %+.1f%%, throughput %+.1f%%", pctDiff(mitm.latency, tls.latency), (mitm.rps/tls.rps-1)*100)
+}
+
+func pctDiff(a, b time.Duration) float64 { return (float64(a)/float64(b) - 1) * 100 }
+
+func startServer(b *testing.B, w testutil.World, caFile string) *sdk.Client {
+	dir := b.TempDir()
+	bin, err := testutil.BuildCorral(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	data := filepath.Join(dir, "data")
+	logf, err := os.Create(filepath.Join(dir, "server.log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(bin, "serve", "--runtime", "oci", "--listen", addr, "--data-dir", data, "--api-key", key,
+		"--log-format", "json", "--egress-uplink-netns", testutil.NetnsPath(w.Uplink), "--egress-subnet", "10.217.0.0/24",
+		"--egress-upstream", testutil.WorldDNS+":53", "--egress-upstream-ca", caFile)
+	cmd.Stderr = logf
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	c, err := sdk.New(sdk.WithBaseURL("http://"+addr), sdk.WithAPIKey(key))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if list, err := c.ListSandboxes(ctx, sdk.ListOptions{PageSize: 200}); err == nil {
+			for _, sb := range list.Items {
+				_ = c.DeleteSandbox(ctx, sb.ID)
+			}
+		}
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		logf.Close()
+		_ = oci.UnmountRunDir(filepath.Join(data, "oci"))
+	})
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if res, err := http.Get("http://" + addr + "/health"); err == nil {
+			res.Body.Close()
+			return c
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(logf.Name())
+			b.Fatalf("corral serve did not start:\n%s", log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func sandbox(b *testing.B, c *sdk.Client, pol *api.NetworkPolicy, vault bool) string {
+	timeout := int64(600)
+	req := api.CreateSandboxRequest{Image: &api.ImageSpec{URI: "host"}, Timeout: &timeout, Entrypoint: []string{"sleep", "3600"},
+		ResourceLimits: map[string]string{"cpu": "1", "memory": "512Mi"}, NetworkPolicy: pol}
+	if vault {
+		req.CredentialProxy = &api.CredentialProxyConfig{Enabled: true}
+	}
+	sb, err := c.CreateSandbox(context.Background(), req, sdk.CreateOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return sb.ID
+}
+
+func egressPost(b *testing.B, c *sdk.Client, id, body string) {
+	ep, err := c.GetEndpoint(context.Background(), id, api.EgressPort, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	req, _ := http.NewRequest("POST", "http://"+ep.Endpoint+"/credential-vault", strings.NewReader(body))
+	for k, v := range ep.Headers {
+		req.Header.Set(k, v)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != 201 {
+		msg, _ := io.ReadAll(res.Body)
+		b.Fatalf("create the vault: %d %s", res.StatusCode, msg)
+	}
+}
+
+var (
+	latencyRE = regexp.MustCompile(`Latency\s+([\d.]+)(us|ms|s)`)
+	p99RE     = regexp.MustCompile(`\s99%\s+([\d.]+)(us|ms|s)`)
+	rpsRE     = regexp.MustCompile(`Requests/sec:\s+([\d.]+)`)
+)
+
+func parseDur(num, unit string) time.Duration {
+	f, _ := strconv.ParseFloat(num, 64)
+	switch unit {
+	case "us":
+		return time.Duration(f * float64(time.Microsecond))
+	case "ms":
+		return time.Duration(f * float64(time.Millisecond))
+	}
+	return time.Duration(f * float64(time.Second))
+}
+
+// wrk runs wrk inside the sandbox (4 connections, one thread) and
+// parses its summary.
+func wrk(b *testing.B, c *sdk.Client, id, url string) result {
+	x, err := c.Sandbox(context.Background(), id, sdk.SandboxOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := fmt.Sprintf("wrk -t1 -c4 -d%ds --latency %s", int(duration.Seconds()), url)
+	out, errOut, code, err := x.Run(context.Background(), cmd, sdk.CommandOptions{Timeout: 2*(*duration) + 30*time.Second})
+	if err != nil || code != 0 {
+		b.Fatalf("%s: exit %d %v\n%s%s", cmd, code, err, out, errOut)
+	}
+	if strings.Contains(out, "Non-2xx") || strings.Contains(out, "Socket errors") {
+		b.Fatalf("%s: errors:\n%s", cmd, out)
+	}
+	var r result
+	if m := latencyRE.FindStringSubmatch(out); m != nil {
+		r.latency = parseDur(m[1], m[2])
+	}
+	if m := p99RE.FindStringSubmatch(out); m != nil {
+		r.p99 = parseDur(m[1], m[2])
+	}
+	if m := rpsRE.FindStringSubmatch(out); m != nil {
+		r.rps, _ = strconv.ParseFloat(m[1], 64)
+	}
+	if r.rps == 0 || r.latency == 0 {
+		b.Fatalf("%s: unreadable output:\n%s", cmd, out)
+	}
+	return r
+}

@@ -1,0 +1,238 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package secrets lets code inside a sandbox fetch, by name, the secrets
+// its tenant granted it at create time — on demand, rather than carrying
+// them in its environment from the start. A tenant stores secrets through
+// the API (values are write-only there); a sandbox is granted names with
+// the extension corral.dev/secrets; inside, it asks the server over a
+// Unix socket mounted at /run/corral/secrets.sock with its session key,
+// an HMAC of its ID under a key only the server holds. The server answers
+// only for the sandbox the key belongs to, only for a granted name of
+// that sandbox's tenant, and 403 for everything else.
+package secrets
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/internal/store"
+)
+
+// Names a sandbox and its clients use.
+const (
+	// Extension grants secrets at create: comma-separated names.
+	Extension = "corral.dev/secrets"
+	// MountDir is where the socket's directory appears in a sandbox.
+	MountDir   = "/run/corral"
+	SocketName = "secrets.sock"
+	// HeaderSessionKey carries the sandbox's session key.
+	HeaderSessionKey = "Corral-Session-Key"
+	// The environment of a sandbox with grants.
+	EnvSandboxID  = "CORRAL_SANDBOX_ID"
+	EnvSessionKey = "CORRAL_SESSION_KEY"
+	EnvSocket     = "CORRAL_SECRETS_SOCKET"
+	// MaxValue bounds a secret's size.
+	MaxValue = 64 << 10
+)
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+
+// ValidName checks a secret's name.
+func ValidName(name string) error {
+	if !nameRE.MatchString(name) {
+		return errdefs.Newf(errdefs.ErrInvalidArgument, "SECRET::INVALID_NAME",
+			"secret name %q: 1 to 128 letters, digits, '_', '.' or '-', starting with a letter or digit", name)
+	}
+	return nil
+}
+
+// Grants reads the names granted by a create's extensions.
+func Grants(ext map[string]string) ([]string, error) {
+	v, ok := ext[Extension]
+	if !ok {
+		return nil, nil
+	}
+	var out []string
+	for _, n := range strings.Split(v, ",") {
+		n = strings.TrimSpace(n)
+		if err := ValidName(n); err != nil {
+			return nil, errdefs.Newf(errdefs.ErrInvalidArgument, "SANDBOX::INVALID_PARAMETER", "extensions[%s]: %s", Extension, err.Error())
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// Service holds the session-key secret and the socket's directory.
+type Service struct {
+	st  *store.Store
+	key []byte
+	dir string
+}
+
+// Open loads (or makes, 0600) the server's session-key secret in dataDir
+// and prepares the socket's directory.
+func Open(st *store.Store, dataDir string) (*Service, error) {
+	path := filepath.Join(dataDir, "session.key")
+	key, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		key = make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(path, key, 0o600); err != nil {
+			return nil, fmt.Errorf("secrets: %w", err)
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("secrets: %w", err)
+	}
+	if len(key) < 32 {
+		return nil, fmt.Errorf("secrets: %s is too short", path)
+	}
+	dir := filepath.Join(dataDir, "secrets")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("secrets: %w", err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("secrets: %w", err)
+	}
+	return &Service{st: st, key: key, dir: dir}, nil
+}
+
+// Dir is the host directory a runtime mounts read-only at MountDir.
+func (s *Service) Dir() string { return s.dir }
+
+// SessionKey is sandbox id's session key.
+func (s *Service) SessionKey(id string) string {
+	m := hmac.New(sha256.New, s.key)
+	m.Write([]byte("corral session\n" + id))
+	return "csk_" + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+func (s *Service) verify(id, key string) bool {
+	return hmac.Equal([]byte(s.SessionKey(id)), []byte(key))
+}
+
+// Env is the environment a sandbox with grants gets.
+func (s *Service) Env(id string) map[string]string {
+	return map[string]string{EnvSandboxID: id, EnvSessionKey: s.SessionKey(id), EnvSocket: MountDir + "/" + SocketName}
+}
+
+// Put stores a tenant's secret; created reports whether it is new.
+func (s *Service) Put(ctx context.Context, tenant, name, value string) (bool, error) {
+	if err := ValidName(name); err != nil {
+		return false, err
+	}
+	if value == "" || len(value) > MaxValue {
+		return false, errdefs.New(errdefs.ErrInvalidArgument, "SECRET::INVALID_VALUE", "value must be 1 byte to 64 KiB")
+	}
+	now := time.Now().UTC()
+	return s.st.PutSecret(ctx, store.Secret{Tenant: tenant, Name: name, Value: value, CreatedAt: now, UpdatedAt: now})
+}
+
+// List returns a tenant's secrets, without values.
+func (s *Service) List(ctx context.Context, tenant string) ([]store.Secret, error) {
+	return s.st.ListSecrets(ctx, tenant)
+}
+
+// Delete removes a tenant's secret.
+func (s *Service) Delete(ctx context.Context, tenant, name string) error {
+	if err := ValidName(name); err != nil {
+		return err
+	}
+	return s.st.DeleteSecret(ctx, tenant, name)
+}
+
+// Listen makes the Unix socket sandboxes ask on (replacing a stale one
+// from a previous run; the directory, not the socket, is what sandboxes
+// mount, so they see the new one).
+func (s *Service) Listen() (net.Listener, error) {
+	path := filepath.Join(s.dir, SocketName)
+	_ = os.Remove(path)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("secrets: %w", err)
+	}
+	// Sandboxes run their code as any user.
+	if err := os.Chmod(path, 0o666); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("secrets: %w", err)
+	}
+	return ln, nil
+}
+
+// Sandbox is what the handler needs to know of a sandbox.
+type Sandbox struct {
+	Tenant  string
+	Grants  []string
+	Running bool
+}
+
+// Handler serves GET /v1/sandboxes/{id}/secrets/{name} on the socket.
+// lookup finds a sandbox by ID.
+func (s *Service) Handler(lookup func(id string) (Sandbox, bool), audit func(id, name string, ok bool, why string)) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/sandboxes/{id}/secrets/{name}", func(w http.ResponseWriter, r *http.Request) {
+		id, name := r.PathValue("id"), r.PathValue("name")
+		deny := func(why string) {
+			audit(id, name, false, why)
+			writeJSON(w, http.StatusForbidden, map[string]string{"code": "SECRET::FORBIDDEN",
+				"message": "this sandbox may not read secret " + name})
+		}
+		if !s.verify(id, r.Header.Get(HeaderSessionKey)) {
+			deny("the session key does not belong to the sandbox")
+			return
+		}
+		sb, ok := lookup(id)
+		switch {
+		case !ok || !sb.Running:
+			deny("the sandbox is not running")
+			return
+		case !contains(sb.Grants, name):
+			deny("not granted")
+			return
+		}
+		sec, err := s.st.GetSecret(r.Context(), sb.Tenant, name)
+		if err != nil {
+			deny("the tenant has no such secret")
+			return
+		}
+		audit(id, name, true, "granted")
+		writeJSON(w, http.StatusOK, map[string]string{"name": name, "value": sec.Value})
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusForbidden, map[string]string{"code": "SECRET::FORBIDDEN", "message": "only GET /v1/sandboxes/{id}/secrets/{name} is served here"})
+	})
+	return mux
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,120 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package secrets
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/internal/store"
+)
+
+func open(t *testing.T, dir string) *Service {
+	t.Helper()
+	st, err := store.Open(context.Background(), filepath.Join(dir, "corral.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	s, err := Open(st, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestSessionKeysAreStableAndPerSandbox(t *testing.T) {
+	dir := t.TempDir()
+	a := open(t, dir)
+	if a.SessionKey("x") != a.SessionKey("x") || a.SessionKey("x") == a.SessionKey("y") || !strings.HasPrefix(a.SessionKey("x"), "csk_") {
+		t.Error("session keys are not a function of the sandbox ID")
+	}
+	// The key survives a restart; another server's key differs.
+	if b := open(t, dir); b.SessionKey("x") != a.SessionKey("x") {
+		t.Error("a restart changed the session keys")
+	}
+	if c := open(t, t.TempDir()); c.SessionKey("x") == a.SessionKey("x") {
+		t.Error("two servers derive the same key")
+	}
+	if fi, _ := os.Stat(filepath.Join(dir, "session.key")); fi.Mode().Perm() != 0o600 {
+		t.Errorf("session.key mode %v", fi.Mode())
+	}
+}
+
+func TestGrants(t *testing.T) {
+	g, err := Grants(map[string]string{Extension: " a, b.c ,d-1"})
+	if err != nil || strings.Join(g, "|") != "a|b.c|d-1" {
+		t.Errorf("grants = %v %v", g, err)
+	}
+	for _, bad := range []string{"", "a,,b", "../x", "a b", "-x", strings.Repeat("x", 129)} {
+		if _, err := Grants(map[string]string{Extension: bad}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+	if g, err := Grants(nil); g != nil || err != nil {
+		t.Errorf("no extension = %v %v", g, err)
+	}
+}
+
+func TestHandlerAnswersOnlyTheGrantedSandbox(t *testing.T) {
+	s := open(t, t.TempDir())
+	ctx := context.Background()
+	if _, err := s.Put(ctx, "t1", "api", "v1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(ctx, "t2", "api", "v2"); err != nil {
+		t.Fatal(err)
+	}
+	sandboxes := map[string]Sandbox{
+		"sb1": {Tenant: "t1", Grants: []string{"api"}, Running: true},
+		"sb2": {Tenant: "t1", Grants: []string{"other"}, Running: true},
+		"sb3": {Tenant: "t1", Grants: []string{"api"}, Running: false},
+	}
+	var audited []string
+	h := s.Handler(func(id string) (Sandbox, bool) { sb, ok := sandboxes[id]; return sb, ok },
+		func(id, name string, ok bool, why string) { audited = append(audited, id+"/"+name+"/"+why) })
+	get := func(id, name, key string) (int, string) {
+		req := httptest.NewRequest("GET", "/v1/sandboxes/"+id+"/secrets/"+name, nil)
+		req.Header.Set(HeaderSessionKey, key)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		b, _ := io.ReadAll(rec.Body)
+		return rec.Code, string(b)
+	}
+	if code, body := get("sb1", "api", s.SessionKey("sb1")); code != 200 || !strings.Contains(body, `"value":"v1"`) {
+		t.Errorf("granted = %d %s", code, body)
+	}
+	for _, tc := range []struct{ id, name, key string }{
+		{"sb1", "api", s.SessionKey("sb2")},
+		{"sb2", "api", s.SessionKey("sb2")},
+		{"sb3", "api", s.SessionKey("sb3")},
+		{"nope", "api", s.SessionKey("nope")},
+		{"sb1", "api", ""},
+	} {
+		if code, body := get(tc.id, tc.name, tc.key); code != http.StatusForbidden || strings.Contains(body, "v1") {
+			t.Errorf("%+v = %d %s", tc, code, body)
+		}
+	}
+	if len(audited) != 6 {
+		t.Errorf("audited %v", audited)
+	}
+	list, _ := s.List(ctx, "t1")
+	if len(list) != 1 || list[0].Value != "" {
+		t.Errorf("list = %+v", list)
+	}
+	if err := s.Delete(ctx, "t1", "api"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, "t1", "api"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("second delete = %v", err)
+	}
+}
