@@ -19,6 +19,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -26,7 +27,6 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -55,15 +55,19 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Proxy serves redirected connections.
+// Proxy serves redirected connections. Each client connection is paired
+// with one connection to its original destination, opened at the first
+// request; requests and responses are relayed in order, so nothing is
+// pooled across connections and nothing waits on another goroutine.
 type Proxy struct {
-	cfg   Config
-	tlsLn *chanListener
-	rawLn *chanListener
-	rp    *httputil.ReverseProxy
+	cfg Config
 }
 
-type origKey struct{}
+// Timeouts of a relayed connection.
+const (
+	handshakeTimeout = 15 * time.Second
+	idleTimeout      = 5 * time.Minute
+)
 
 // New returns a Proxy.
 func New(cfg Config) *Proxy {
@@ -77,32 +81,202 @@ func New(cfg Config) *Proxy {
 	if cfg.Audit == nil {
 		cfg.Audit = func(audit.Event) {}
 	}
-	p := &Proxy{cfg: cfg, tlsLn: newChanListener(), rawLn: newChanListener()}
-	tr := &http.Transport{
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			orig, _ := ctx.Value(origKey{}).(netip.AddrPort)
-			return p.cfg.Dial(ctx, network, orig.String())
-		},
-		// The connection pool is keyed by the request's host, but every
-		// dial goes to the original destination: disable reuse across
-		// sandboxes' connections by keeping one transport per proxy and
-		// the destination in the dial.
-		TLSClientConfig:       &tls.Config{RootCAs: cfg.Roots, MinVersion: tls.VersionTLS12},
-		TLSHandshakeTimeout:   10 * time.Second,
-		ResponseHeaderTimeout: 5 * time.Minute,
-		MaxIdleConnsPerHost:   16,
-		IdleConnTimeout:       90 * time.Second,
+	return &Proxy{cfg: cfg}
+}
+
+// Serve accepts redirected connections from ln until it closes.
+func (p *Proxy) Serve(ln net.Listener) error {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return err
+		}
+		go p.serveConn(c)
 	}
-	p.rp = &httputil.ReverseProxy{
-		Rewrite:       func(pr *httputil.ProxyRequest) {},
-		Transport:     tr,
-		FlushInterval: -1,
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			p.cfg.Logger.Warn("credential proxy: upstream failed", "host", r.Host, "err", err)
-			http.Error(w, "corral credential proxy: the upstream request failed: "+upstreamReason(err), http.StatusBadGateway)
-		},
+}
+
+// serveConn relays one redirected connection.
+func (p *Proxy) serveConn(raw net.Conn) {
+	defer raw.Close()
+	orig, err := originalDst(raw)
+	local, _ := netip.ParseAddrPort(raw.LocalAddr().String())
+	if err != nil || orig == local || !orig.IsValid() {
+		return // not redirected: someone connected to the proxy directly
 	}
-	return p
+	p.relay(raw, orig)
+}
+
+// relay serves a connection that was going to orig.
+func (p *Proxy) relay(raw net.Conn, orig netip.AddrPort) {
+	_ = raw.SetDeadline(time.Now().Add(handshakeTimeout))
+	peek := bufio.NewReader(raw)
+	first, err := peek.Peek(1)
+	if err != nil {
+		return
+	}
+	var client net.Conn = &peekedConn{Conn: raw, r: peek}
+	scheme, sni := "http", ""
+	if first[0] == 0x16 { // a TLS handshake record
+		tc := tls.Server(client, &tls.Config{GetCertificate: p.certificate, NextProtos: []string{"http/1.1"}})
+		if err := tc.Handshake(); err != nil {
+			return
+		}
+		client, scheme, sni = tc, "https", strings.ToLower(tc.ConnectionState().ServerName)
+	}
+	_ = raw.SetDeadline(time.Time{})
+	c := &relay{p: p, client: client, br: bufio.NewReader(client), bw: bufio.NewWriter(client), orig: orig, scheme: scheme, sni: sni}
+	defer c.close()
+	c.run()
+}
+
+// certificate signs one for the name the client asked for.
+func (p *Proxy) certificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	if hello.ServerName == "" {
+		return nil, errors.New("no server name (SNI): nothing to sign for")
+	}
+	return p.cfg.CA.Leaf(strings.ToLower(hello.ServerName))
+}
+
+// relay is one client connection and its upstream.
+type relay struct {
+	p      *Proxy
+	client net.Conn
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	orig   netip.AddrPort
+	scheme string
+	sni    string
+
+	up   net.Conn
+	upBR *bufio.Reader
+	upBW *bufio.Writer
+	// audited is the last decision recorded: a new event is recorded when
+	// it changes, not for every request of a connection.
+	audited string
+	buf     []byte
+}
+
+func (c *relay) close() {
+	if c.up != nil {
+		c.up.Close()
+	}
+}
+
+func (c *relay) run() {
+	for {
+		_ = c.client.SetReadDeadline(time.Now().Add(idleTimeout))
+		req, err := http.ReadRequest(c.br)
+		if err != nil {
+			return
+		}
+		_ = c.client.SetReadDeadline(time.Time{})
+		if !c.forward(req) {
+			return
+		}
+	}
+}
+
+// forward relays one request and its response; false ends the
+// connection.
+func (c *relay) forward(req *http.Request) bool {
+	host := req.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = vault.NormalizeHost(host)
+	if c.scheme == "https" && host != c.sni {
+		return c.fail(req, http.StatusMisdirectedRequest, "the Host header does not match the TLS server name")
+	}
+	ev := audit.Event{Kind: audit.KindCredential, Target: host + ":" + strconv.Itoa(int(c.orig.Port())), Protocol: c.scheme}
+	if !c.p.cfg.Allowed(host) {
+		ev.Decision, ev.Rule = "deny", "the policy does not allow "+host
+		c.audit(ev)
+		return c.fail(req, http.StatusForbidden, "the egress policy does not allow "+host)
+	}
+	inj := c.p.cfg.Vault().Match(vault.Request{Scheme: c.scheme, Host: host, Port: int(c.orig.Port()), Method: req.Method, Path: req.URL.Path})
+	switch {
+	case inj.Binding != "" && c.scheme == "http" && !c.p.cfg.ResolvedFor(c.orig.Addr(), host):
+		ev.Decision, ev.Rule = "pass", "binding "+inj.Binding+" not applied: "+c.orig.Addr().String()+" was not resolved for "+host
+		inj = vault.Injection{}
+	case inj.Binding != "":
+		ev.Decision, ev.Rule = "inject", "binding "+inj.Binding
+	case len(inj.Ambiguous) > 0:
+		ev.Decision, ev.Rule = "pass", "ambiguous: bindings "+strings.Join(inj.Ambiguous, ", ")+" all match; nothing injected"
+	default:
+		ev.Decision, ev.Rule = "pass", "no binding matches"
+	}
+	c.audit(ev)
+	for k, v := range inj.Headers {
+		req.Header[k] = v
+	}
+	if err := c.dial(req.Context(), host); err != nil {
+		c.p.cfg.Logger.Warn("credential proxy: upstream failed", "host", host, "err", err)
+		return c.fail(req, http.StatusBadGateway, "the upstream request failed: "+upstreamReason(err))
+	}
+	err := req.Write(c.upBW)
+	if err == nil {
+		err = c.upBW.Flush()
+	}
+	if err != nil {
+		return c.fail(req, http.StatusBadGateway, "the upstream request failed: "+upstreamReason(err))
+	}
+	res, err := http.ReadResponse(c.upBR, req)
+	// Interim answers (100 Continue, 103 Early Hints) go through first.
+	for err == nil && res.StatusCode >= 100 && res.StatusCode < 200 && res.StatusCode != http.StatusSwitchingProtocols {
+		if err := writeResponse(c.bw, res, nil); err != nil {
+			return false
+		}
+		res, err = http.ReadResponse(c.upBR, req)
+	}
+	if err != nil {
+		return c.fail(req, http.StatusBadGateway, "the upstream answer was unreadable")
+	}
+	defer res.Body.Close()
+	if c.buf == nil {
+		c.buf = make([]byte, 32<<10)
+	}
+	if err := writeResponse(c.bw, res, c.buf); err != nil {
+		return false
+	}
+	if res.StatusCode == http.StatusSwitchingProtocols {
+		c.splice()
+		return false
+	}
+	return !res.Close && !req.Close
+}
+
+// audit records ev if the connection's decision changed.
+func (c *relay) audit(ev audit.Event) {
+	key := ev.Target + "\x00" + ev.Decision + "\x00" + ev.Rule
+	if key != c.audited {
+		c.audited = key
+		c.p.cfg.Audit(ev)
+	}
+}
+
+// dial opens the upstream connection at the first request: to the
+// original destination, over TLS verified for host when the client
+// spoke TLS.
+func (c *relay) dial(ctx context.Context, host string) error {
+	if c.up != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
+	defer cancel()
+	conn, err := c.p.cfg.Dial(ctx, "tcp", c.orig.String())
+	if err != nil {
+		return err
+	}
+	if c.scheme == "https" {
+		tc := tls.Client(conn, &tls.Config{ServerName: host, RootCAs: c.p.cfg.Roots, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}})
+		if err := tc.HandshakeContext(ctx); err != nil {
+			conn.Close()
+			return err
+		}
+		conn = tc
+	}
+	c.up, c.upBR, c.upBW = conn, bufio.NewReader(conn), bufio.NewWriter(conn)
+	return nil
 }
 
 func upstreamReason(err error) string {
@@ -117,115 +291,94 @@ func upstreamReason(err error) string {
 	return "could not reach the server"
 }
 
-// Serve accepts redirected connections from ln until it closes.
-func (p *Proxy) Serve(ln net.Listener) error {
-	handler := http.HandlerFunc(p.serveHTTP)
-	connCtx := func(ctx context.Context, c net.Conn) context.Context {
-		if tc, ok := c.(*tls.Conn); ok {
-			c = tc.NetConn()
-		}
-		if ic, ok := c.(*interceptedConn); ok {
-			ctx = context.WithValue(ctx, origKey{}, ic.orig)
-		}
-		return ctx
+// fail answers the client with an error and ends the connection.
+func (c *relay) fail(req *http.Request, code int, msg string) bool {
+	body := "corral credential proxy: " + msg + "\n"
+	res := &http.Response{StatusCode: code, ProtoMajor: 1, ProtoMinor: 1, Request: req, Close: true,
+		Header: http.Header{"Content-Type": {"text/plain; charset=utf-8"}}, ContentLength: int64(len(body)),
+		Body: io.NopCloser(strings.NewReader(body))}
+	if err := res.Write(c.bw); err == nil {
+		_ = c.bw.Flush()
 	}
-	servers := []*http.Server{
-		{Handler: handler, ConnContext: connCtx, ReadHeaderTimeout: 30 * time.Second,
-			TLSConfig: &tls.Config{GetCertificate: p.certificate, NextProtos: []string{"http/1.1"}}},
-		{Handler: handler, ConnContext: connCtx, ReadHeaderTimeout: 30 * time.Second},
+	return false
+}
+
+// splice joins client and upstream after a protocol switch.
+func (c *relay) splice() {
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(c.up, c.br); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(c.client, c.upBR); done <- struct{}{} }()
+	<-done
+	c.client.Close()
+	c.up.Close()
+	<-done
+}
+
+// writeResponse relays a response. A body of known length goes out with
+// the header in as few writes as it takes; a streamed one (chunked, or
+// delimited by the connection's end) has its header sent at once and
+// every read flushed, so server-sent events are not held back. buf is
+// the copy buffer.
+func writeResponse(w *bufio.Writer, res *http.Response, buf []byte) error {
+	fmt.Fprintf(w, "HTTP/%d.%d %03d %s\r\n", res.ProtoMajor, res.ProtoMinor, res.StatusCode, strings.TrimPrefix(res.Status, strconv.Itoa(res.StatusCode)+" "))
+	chunked := len(res.TransferEncoding) > 0 && res.TransferEncoding[0] == "chunked"
+	h := res.Header
+	noBody := res.StatusCode < 200 || res.StatusCode == http.StatusNoContent || res.StatusCode == http.StatusNotModified ||
+		(res.Request != nil && res.Request.Method == http.MethodHead)
+	switch {
+	case chunked:
+		h.Set("Transfer-Encoding", "chunked")
+		h.Del("Content-Length")
+	case res.ContentLength >= 0 && !noBody:
+		h.Set("Content-Length", strconv.FormatInt(res.ContentLength, 10))
 	}
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = servers[0].Serve(tls.NewListener(p.tlsLn, servers[0].TLSConfig)) })
-	wg.Go(func() { _ = servers[1].Serve(p.rawLn) })
-	defer func() {
-		for _, s := range servers {
-			_ = s.Close()
-		}
-		wg.Wait()
-	}()
-	for {
-		c, err := ln.Accept()
-		if err != nil {
+	if res.Close {
+		h.Set("Connection", "close")
+	}
+	if err := h.Write(w); err != nil {
+		return err
+	}
+	if _, err := w.WriteString("\r\n"); err != nil {
+		return err
+	}
+	if noBody {
+		return w.Flush()
+	}
+	var out io.Writer = w
+	if streamed := chunked || res.ContentLength < 0; streamed {
+		if err := w.Flush(); err != nil {
 			return err
 		}
-		go p.classify(c)
+		out = flushWriter{w}
 	}
-}
-
-// certificate signs one for the name the client asked for.
-func (p *Proxy) certificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-	if hello.ServerName == "" {
-		return nil, errors.New("no server name (SNI): nothing to sign for")
+	var cw io.WriteCloser
+	if chunked {
+		cw = httputil.NewChunkedWriter(out)
+		out = cw
 	}
-	return p.cfg.CA.Leaf(strings.ToLower(hello.ServerName))
-}
-
-// classify reads where the connection was going and whether it speaks
-// TLS, and hands it to the matching server.
-func (p *Proxy) classify(c net.Conn) {
-	orig, err := originalDst(c)
-	local, _ := netip.ParseAddrPort(c.LocalAddr().String())
-	if err != nil || orig == local || !orig.IsValid() {
-		// Not redirected: someone connected to the proxy directly.
-		c.Close()
-		return
+	if _, err := io.CopyBuffer(out, res.Body, buf); err != nil {
+		return err
 	}
-	br := bufio.NewReader(c)
-	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
-	first, err := br.Peek(1)
-	_ = c.SetReadDeadline(time.Time{})
-	if err != nil {
-		c.Close()
-		return
-	}
-	ic := &interceptedConn{Conn: c, br: br, orig: orig}
-	if first[0] == 0x16 { // a TLS handshake record
-		p.tlsLn.push(ic)
-	} else {
-		p.rawLn.push(ic)
-	}
-}
-
-func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	orig, _ := r.Context().Value(origKey{}).(netip.AddrPort)
-	scheme, host := "http", r.Host
-	if h, _, err := net.SplitHostPort(r.Host); err == nil {
-		host = h
-	}
-	host = vault.NormalizeHost(host)
-	if r.TLS != nil {
-		scheme = "https"
-		if sni := strings.ToLower(r.TLS.ServerName); sni != host {
-			http.Error(w, "corral credential proxy: the Host header does not match the TLS server name", http.StatusMisdirectedRequest)
-			return
+	if cw != nil {
+		if err := cw.Close(); err != nil {
+			return err
+		}
+		if _, err := w.WriteString("\r\n"); err != nil {
+			return err
 		}
 	}
-	ev := audit.Event{Kind: audit.KindCredential, Target: host + ":" + strconv.Itoa(int(orig.Port())), Protocol: scheme}
-	if !p.cfg.Allowed(host) {
-		ev.Decision, ev.Rule = "deny", "the policy does not allow "+host
-		p.cfg.Audit(ev)
-		http.Error(w, "corral credential proxy: the egress policy does not allow "+host, http.StatusForbidden)
-		return
+	return w.Flush()
+}
+
+// flushWriter flushes after every write.
+type flushWriter struct{ w *bufio.Writer }
+
+func (f flushWriter) Write(b []byte) (int, error) {
+	n, err := f.w.Write(b)
+	if err == nil {
+		err = f.w.Flush()
 	}
-	inj := p.cfg.Vault().Match(vault.Request{Scheme: scheme, Host: host, Port: int(orig.Port()), Method: r.Method, Path: r.URL.Path})
-	switch {
-	case inj.Binding != "" && scheme == "http" && !p.cfg.ResolvedFor(orig.Addr(), host):
-		ev.Decision, ev.Rule = "pass", "binding "+inj.Binding+" not applied: "+orig.Addr().String()+" was not resolved for "+host
-		inj = vault.Injection{}
-	case inj.Binding != "":
-		ev.Decision, ev.Rule = "inject", "binding "+inj.Binding
-	case len(inj.Ambiguous) > 0:
-		ev.Decision, ev.Rule = "pass", "ambiguous: bindings "+strings.Join(inj.Ambiguous, ", ")+" all match; nothing injected"
-	default:
-		ev.Decision, ev.Rule = "pass", "no binding matches"
-	}
-	p.cfg.Audit(ev)
-	out := r.Clone(context.WithValue(r.Context(), origKey{}, orig))
-	out.URL.Scheme, out.URL.Host = scheme, r.Host
-	for k, v := range inj.Headers {
-		out.Header[k] = v
-	}
-	p.rp.ServeHTTP(w, out)
+	return n, err
 }
 
 // originalDst reads where a redirected IPv4 connection was going.
@@ -259,46 +412,10 @@ func originalDst(c net.Conn) (netip.AddrPort, error) {
 	return out, nil
 }
 
-// interceptedConn is a redirected connection with what was peeked.
-type interceptedConn struct {
+// peekedConn reads first what was peeked.
+type peekedConn struct {
 	net.Conn
-	br   *bufio.Reader
-	orig netip.AddrPort
+	r *bufio.Reader
 }
 
-func (c *interceptedConn) Read(b []byte) (int, error) { return c.br.Read(b) }
-
-// chanListener hands classified connections to an http.Server.
-type chanListener struct {
-	ch   chan net.Conn
-	done chan struct{}
-	once sync.Once
-}
-
-func newChanListener() *chanListener {
-	return &chanListener{ch: make(chan net.Conn), done: make(chan struct{})}
-}
-
-func (l *chanListener) push(c net.Conn) {
-	select {
-	case l.ch <- c:
-	case <-l.done:
-		c.Close()
-	}
-}
-
-func (l *chanListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.ch:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *chanListener) Close() error {
-	l.once.Do(func() { close(l.done) })
-	return nil
-}
-
-func (l *chanListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
+func (c *peekedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
