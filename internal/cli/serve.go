@@ -28,6 +28,7 @@ import (
 	"github.com/corral-dev/corral/internal/driver/oci"
 	"github.com/corral-dev/corral/internal/driver/uplink"
 	"github.com/corral-dev/corral/internal/egress/audit"
+	"github.com/corral-dev/corral/internal/egress/policy"
 	"github.com/corral-dev/corral/internal/lifecycle"
 	"github.com/corral-dev/corral/internal/secrets"
 	"github.com/corral-dev/corral/internal/server"
@@ -62,6 +63,7 @@ type serveConfig struct {
 	egressUpstream   string
 	egressDeny       string
 	egressUpstreamCA string
+	defaultPolicy    string
 	// audit receives the egress enforcers' decisions (set by serve).
 	audit func(ctx context.Context, sandboxID string, evs []audit.Event) error
 }
@@ -200,6 +202,7 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	fs.StringVar(&cfg.egressSubnet, "egress-subnet", uplink.DefaultSubnet.String(), "the IPv4 subnet of that bridge")
 	fs.StringVar(&cfg.egressUpstream, "egress-upstream", "", "DNS resolvers sandboxes' allowed names are resolved with, ip:port comma-separated (default: /etc/resolv.conf's)")
 	fs.StringVar(&cfg.egressDeny, "egress-deny", "", "CIDRs no sandbox may reach whatever its policy, comma-separated (added to metadata, link-local, this host and the sandboxes' subnet)")
+	fs.StringVar(&cfg.defaultPolicy, "network-default-policy", "", `networkPolicy for creates that give none, as JSON (such as '{"defaultAction":"allow"}', OpenSandbox's meaning of no policy); default: such sandboxes have no network`)
 	fs.StringVar(&cfg.egressUpstreamCA, "egress-upstream-ca", "", "PEM file of CAs the credential proxy trusts, besides the system's, when it verifies the servers it injects credentials for")
 	fs.StringVar(&cfg.dockerHost, "docker-host", "", "runtime docker: the engine's address (default $DOCKER_HOST, else unix:///var/run/docker.sock)")
 	fs.StringVar(&cfg.dockerRuntime, "docker-runtime", "", "runtime docker: OCI runtime name for containers, such as runsc (default: the engine's)")
@@ -262,6 +265,14 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, log *slog.Logger) (err
 	if c, ok := d.(io.Closer); ok {
 		defer c.Close()
 	}
+	var defaultPolicy json.RawMessage
+	if cfg.defaultPolicy != "" {
+		p, err := policy.Decode([]byte(cfg.defaultPolicy))
+		if err != nil {
+			return fmt.Errorf("--network-default-policy: %w", err)
+		}
+		defaultPolicy, _ = json.Marshal(p)
+	}
 	sec, err := secrets.Open(st, cfg.dataDir)
 	if err != nil {
 		return err
@@ -269,6 +280,7 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, log *slog.Logger) (err
 	mgr, err := lifecycle.New(lifecycle.Config{
 		Driver: d, DriverName: cfg.runtime, Store: st, Logger: log, MaxTimeout: cfg.maxTimeout,
 		RecoveryTimeout: cfg.recoveryTimeout, RetainTerminated: cfg.retainTerminated, Secrets: sec,
+		DefaultNetworkPolicy: defaultPolicy,
 	})
 	if err != nil {
 		return err

@@ -63,6 +63,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*sandbox.Sandb
 		return nil, errdefs.Newf(errdefs.ErrInvalidArgument, "SANDBOX::INVALID_PARAMETER",
 			"timeout %d exceeds the configured maximum of %d seconds", int64(req.Timeout/time.Second), int64(m.cfg.MaxTimeout/time.Second))
 	}
+	if len(req.NetworkPolicy) == 0 && len(m.cfg.DefaultNetworkPolicy) > 0 {
+		req.NetworkPolicy = m.cfg.DefaultNetworkPolicy
+	}
 	if req.IdempotencyKey != "" {
 		if sb, found, err := m.replay(ctx, req); found {
 			return sb, err

@@ -59,6 +59,9 @@ type Config struct {
 	// Secrets, when set, lets sandboxes granted secrets (the extension
 	// corral.dev/secrets) fetch them on demand.
 	Secrets SecretSource
+	// DefaultNetworkPolicy applies to creates without a networkPolicy;
+	// nil leaves such sandboxes without any network.
+	DefaultNetworkPolicy json.RawMessage
 }
 
 // SecretSource is what a sandbox granted secrets is given: the directory

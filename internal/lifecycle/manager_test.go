@@ -5,6 +5,7 @@ package lifecycle
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -604,5 +605,26 @@ func TestSnapshots(t *testing.T) {
 	_ = r.m.Pause(t.Context(), "t1", paused.ID)
 	if _, err := r.m.CreateSnapshot(t.Context(), "t1", paused.ID, ""); !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Fatalf("snapshot of a paused sandbox = %v, want ErrFailedPrecondition", err)
+	}
+}
+
+func TestDefaultNetworkPolicyAppliesOnlyWithoutOne(t *testing.T) {
+	def := json.RawMessage(`{"defaultAction":"allow"}`)
+	r := newRig(t, t.TempDir(), func(c *Config, _ *fakedriver.Config) { c.DefaultNetworkPolicy = def })
+	sb, err := r.m.Create(t.Context(), req("t1", "img"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(sb.NetworkPolicy) != string(def) {
+		t.Errorf("without a policy: %s, want the default", sb.NetworkPolicy)
+	}
+	own := req("t1", "img")
+	own.NetworkPolicy = json.RawMessage(`{"defaultAction":"deny"}`)
+	sb, err = r.m.Create(t.Context(), own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(sb.NetworkPolicy) != `{"defaultAction":"deny"}` {
+		t.Errorf("with a policy: %s", sb.NetworkPolicy)
 	}
 }
