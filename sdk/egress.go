@@ -59,3 +59,43 @@ func (e *Egress) change(ctx context.Context, method string, body any) (*api.Egre
 	}
 	return &st, nil
 }
+
+// CreateVault creates the sandbox's credential vault (the sandbox needs
+// credentialProxy.enabled). Values go in and never come back.
+func (e *Egress) CreateVault(ctx context.Context, req api.CredentialVaultCreateRequest) (*api.CredentialVaultState, error) {
+	if req.Credentials == nil {
+		req.Credentials = []api.Credential{}
+	}
+	if req.Bindings == nil {
+		req.Bindings = []api.CredentialBinding{}
+	}
+	var st api.CredentialVaultState
+	if err := e.s.call(ctx, http.MethodPost, "/credential-vault", nil, req, &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// Vault returns the vault's sanitized state.
+func (e *Egress) Vault(ctx context.Context) (*api.CredentialVaultState, error) {
+	var st api.CredentialVaultState
+	if err := e.s.call(ctx, http.MethodGet, "/credential-vault", nil, nil, &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// UpdateVault applies a mutation, all or nothing; with ExpectedRevision
+// set, a vault changed meanwhile is ErrConflict.
+func (e *Egress) UpdateVault(ctx context.Context, req api.CredentialVaultMutationRequest) (*api.CredentialVaultState, error) {
+	var st api.CredentialVaultState
+	if err := e.s.call(ctx, http.MethodPatch, "/credential-vault", nil, req, &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// DeleteVault removes the vault; injection stops at once.
+func (e *Egress) DeleteVault(ctx context.Context) error {
+	return e.s.call(ctx, http.MethodDelete, "/credential-vault", nil, nil, nil)
+}

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -280,10 +281,24 @@ func TestDockerCredentialVault(t *testing.T) {
 		t.Fatal(err)
 	}
 	x := sandboxExecd(t, c, sb.ID)
-	code, body := egressCall(t, c, sb.ID, "POST", "/credential-vault", `{"credentials":[{"name":"api","source":{"type":"inline","value":"`+secret+`"}}],
-		"bindings":[{"name":"plain","match":{"hosts":["plain.test"],"schemes":["http"],"ports":[8080]},"auth":{"type":"apiKey","name":"X-Api-Key","credential":"api"}}]}`)
-	if code != 201 {
-		t.Fatalf("POST /credential-vault = %d %s", code, body)
+	// Through the SDK this time.
+	eg, err := c.Egress(ctx(t), sb.ID, sdk.SandboxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := eg.CreateVault(ctx(t), api.CredentialVaultCreateRequest{
+		Credentials: []api.Credential{{Name: "api", Source: api.CredentialSource{Type: "inline", Value: secret}}},
+		Bindings: []api.CredentialBinding{{Name: "plain", Match: api.CredentialMatch{Hosts: []string{"plain.test"}, Schemes: []string{"http"}, Ports: []int{8080}},
+			Auth: api.CredentialAuth{Type: "apiKey", Name: "X-Api-Key", Credential: "api"}}},
+	})
+	if err != nil || st.Revision != 1 || len(st.Bindings) != 1 {
+		t.Fatalf("CreateVault = %+v %v", st, err)
+	}
+	stale := int64(5)
+	var ae *sdk.APIError
+	if _, err := eg.UpdateVault(ctx(t), api.CredentialVaultMutationRequest{ExpectedRevision: &stale,
+		Credentials: &api.CredentialMutations{Delete: []string{"api"}}}); !errors.As(err, &ae) || ae.Status != 409 {
+		t.Errorf("UpdateVault at a stale revision = %v, want 409", err)
 	}
 	if out, ok := get(x, "http://plain.test:8080/"); !ok || !strings.Contains(out, "key="+fingerprint(secret)) {
 		t.Errorf("http://plain.test:8080/ = %q", out)
@@ -296,5 +311,11 @@ func TestDockerCredentialVault(t *testing.T) {
 	}
 	if out, _, _ := x.run("cat /etc/ssl/certs/ca-certificates.crt"); !strings.Contains(out, "BEGIN CERTIFICATE") {
 		t.Errorf("the sandbox CA was not installed: %q", out)
+	}
+	if err := eg.DeleteVault(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eg.Vault(ctx(t)); !errors.Is(err, sdk.ErrNotFound) {
+		t.Errorf("Vault after DeleteVault = %v, want not found", err)
 	}
 }

@@ -19,6 +19,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/corral-dev/corral/api"
 )
 
 // Errors, each mapped to the contract's status by the API.
@@ -32,102 +34,23 @@ func invalid(format string, a ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, a...)...)
 }
 
-// Credential is a named secret.
-type Credential struct {
-	Name   string `json:"name"`
-	Source Source `json:"source"`
-}
-
-// Source is where a credential's value comes from (only "inline").
-type Source struct {
-	Type  string `json:"type"`
-	Value string `json:"value"`
-}
-
-// Binding says which requests get which credential.
-type Binding struct {
-	Name  string `json:"name"`
-	Match Match  `json:"match"`
-	Auth  Auth   `json:"auth"`
-}
-
-// Match selects requests; empty lists take the contract's defaults.
-type Match struct {
-	Schemes []string `json:"schemes,omitempty"`
-	Ports   []int    `json:"ports,omitempty"`
-	Hosts   []string `json:"hosts"`
-	Methods []string `json:"methods,omitempty"`
-	Paths   []string `json:"paths,omitempty"`
-}
-
-// Auth is how a credential is injected.
-type Auth struct {
-	Type       string   `json:"type"`
-	Credential string   `json:"credential,omitempty"`
-	Name       string   `json:"name,omitempty"`
-	Headers    []Header `json:"headers,omitempty"`
-}
-
-// Header is one custom header and the credential that fills it.
-type Header struct {
-	Name       string `json:"name"`
-	Credential string `json:"credential"`
-}
-
-// CreateRequest is POST /credential-vault.
-type CreateRequest struct {
-	Credentials []Credential `json:"credentials"`
-	Bindings    []Binding    `json:"bindings"`
-}
-
-// MutationRequest is PATCH /credential-vault.
-type MutationRequest struct {
-	ExpectedRevision *int64               `json:"expectedRevision,omitempty"`
-	Credentials      *CredentialMutations `json:"credentials,omitempty"`
-	Bindings         *BindingMutations    `json:"bindings,omitempty"`
-}
-
-// CredentialMutations adds, replaces and deletes credentials.
-type CredentialMutations struct {
-	Add     []Credential `json:"add,omitempty"`
-	Replace []Credential `json:"replace,omitempty"`
-	Delete  []string     `json:"delete,omitempty"`
-}
-
-// BindingMutations adds, replaces and deletes bindings.
-type BindingMutations struct {
-	Add     []Binding `json:"add,omitempty"`
-	Replace []Binding `json:"replace,omitempty"`
-	Delete  []string  `json:"delete,omitempty"`
-}
-
-// CredentialMetadata is what the API shows of a credential.
-type CredentialMetadata struct {
-	Name       string `json:"name"`
-	SourceType string `json:"sourceType"`
-	Revision   int64  `json:"revision"`
-}
-
-// BindingMetadata is what the API shows of a binding.
-type BindingMetadata struct {
-	Name     string        `json:"name"`
-	Revision int64         `json:"revision"`
-	Match    *Match        `json:"match,omitempty"`
-	Auth     *AuthMetadata `json:"auth,omitempty"`
-}
-
-// AuthMetadata is a binding's auth without credential references.
-type AuthMetadata struct {
-	Type string `json:"type"`
-	Name string `json:"name,omitempty"`
-}
-
-// State is the sanitized vault.
-type State struct {
-	Revision    int64                `json:"revision"`
-	Credentials []CredentialMetadata `json:"credentials"`
-	Bindings    []BindingMetadata    `json:"bindings"`
-}
+// The wire types are the api package's.
+type (
+	Credential          = api.Credential
+	Source              = api.CredentialSource
+	Binding             = api.CredentialBinding
+	Match               = api.CredentialMatch
+	Auth                = api.CredentialAuth
+	Header              = api.CredentialHeader
+	CreateRequest       = api.CredentialVaultCreateRequest
+	MutationRequest     = api.CredentialVaultMutationRequest
+	CredentialMutations = api.CredentialMutations
+	BindingMutations    = api.BindingMutations
+	CredentialMetadata  = api.CredentialMetadata
+	BindingMetadata     = api.BindingMetadata
+	AuthMetadata        = api.CredentialAuthMetadata
+	State               = api.CredentialVaultState
+)
 
 // Vault is the stored vault: values included. It is a value: mutations
 // return a new Vault.
@@ -414,14 +337,14 @@ func (v Vault) CredentialList() []CredentialMetadata {
 func (v Vault) BindingList() []BindingMetadata {
 	out := make([]BindingMetadata, 0, len(v.Bindings))
 	for _, b := range v.Bindings {
-		m := b.Match.withDefaults()
+		m := withDefaults(b.Match)
 		out = append(out, BindingMetadata{Name: b.Name, Revision: b.Revision, Match: &m,
 			Auth: &AuthMetadata{Type: b.Auth.Type, Name: b.Auth.Name}})
 	}
 	return out
 }
 
-func (m Match) withDefaults() Match {
+func withDefaults(m Match) Match {
 	if len(m.Schemes) == 0 {
 		m.Schemes = []string{"https"}
 	}
@@ -454,7 +377,7 @@ func (v Vault) Hosts() []string {
 func (v Vault) Ports() []int {
 	var out []int
 	for _, b := range v.Bindings {
-		for _, p := range b.Match.withDefaults().Ports {
+		for _, p := range withDefaults(b.Match).Ports {
 			if !slices.Contains(out, p) {
 				out = append(out, p)
 			}
@@ -499,7 +422,7 @@ type Injection struct {
 func (v Vault) Match(r Request) Injection {
 	var matched []storedBinding
 	for _, b := range v.Bindings {
-		m := b.Match.withDefaults()
+		m := withDefaults(b.Match)
 		if !slices.Contains(m.Schemes, r.Scheme) || !slices.Contains(m.Ports, r.Port) ||
 			!slices.ContainsFunc(m.Methods, func(x string) bool { return strings.EqualFold(x, r.Method) }) ||
 			!slices.ContainsFunc(m.Hosts, func(h string) bool { return HostMatches(h, r.Host) }) ||
