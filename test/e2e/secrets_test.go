@@ -19,10 +19,20 @@ import (
 // apiCall sends one request to the server with a key.
 func apiCall(t *testing.T, s *server, key, method, path, body string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(ctx(t), method, s.url+path, strings.NewReader(body))
-	req.Header.Set(api.HeaderAPIKey, key)
+	h := map[string]string{api.HeaderAPIKey: key}
 	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
+		h["Content-Type"] = "application/json"
+	}
+	return httpCall(t, method, s.url+path, h, body)
+}
+
+// httpCall sends one request with headers and returns the status and
+// body.
+func httpCall(t *testing.T, method, url string, headers map[string]string, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx(t), method, url, strings.NewReader(body))
+	for k, v := range headers {
+		req.Header.Set(k, v)
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -101,17 +100,7 @@ func egressCall(t *testing.T, c *sdk.Client, id, method, path, body string) (int
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, _ := http.NewRequestWithContext(ctx(t), method, "http://"+ep.Endpoint+path, strings.NewReader(body))
-	for k, v := range ep.Headers {
-		req.Header.Set(k, v)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, string(b)
+	return httpCall(t, method, "http://"+ep.Endpoint+path, ep.Headers, body)
 }
 
 // TestOCICredentialVault: a sandbox uses an API key it can never read.

@@ -178,13 +178,7 @@ func (n *Network) Start(ctx context.Context, id, dir, nsPath string) error {
 		return err
 	}
 	var st state
-	if st.Pid, st.StartTime, err = n.spawn(id, dir, nsPath); err != nil {
-		return err
-	}
-	if err := writeState(dir, st); err != nil {
-		return err
-	}
-	if err := n.waitReady(ctx, nsPath, st, filepath.Join(dir, "log")); err != nil {
+	if err := n.launch(ctx, id, dir, nsPath, &st); err != nil {
 		return err
 	}
 	if st.Addr, err = u.Attach(id, nsPath); err != nil {
@@ -195,6 +189,29 @@ func (n *Network) Start(ctx context.Context, id, dir, nsPath string) error {
 	}
 	n.supervise(id, dir, nsPath, st)
 	return nil
+}
+
+// launch starts the enforcer, records it and waits until its rules are
+// in the kernel.
+func (n *Network) launch(ctx context.Context, id, dir, nsPath string, st *state) error {
+	var err error
+	if st.Pid, st.StartTime, err = n.spawn(id, dir, nsPath); err != nil {
+		return err
+	}
+	if err := writeState(dir, *st); err != nil {
+		return err
+	}
+	return n.waitReady(ctx, nsPath, *st, filepath.Join(dir, "log"))
+}
+
+// apiClient talks to the enforcer's API inside the namespace.
+func apiClient(nsPath string, keepAlives bool) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return netns.Dial(ctx, nsPath, APIAddr)
+		},
+		DisableKeepAlives: !keepAlives,
+	}}
 }
 
 func writeState(dir string, st state) error {
@@ -282,12 +299,7 @@ func (n *Network) spawn(id, dir, nsPath string) (int, uint64, error) {
 func (n *Network) waitReady(ctx context.Context, nsPath string, st state, logPath string) error {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.ReadyTimeout)
 	defer cancel()
-	hc := &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return netns.Dial(ctx, nsPath, APIAddr)
-		},
-		DisableKeepAlives: true,
-	}}
+	hc := apiClient(nsPath, false)
 	delay := time.Millisecond
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://egress/healthz", nil)
@@ -389,11 +401,7 @@ func (n *Network) follow(ctx context.Context, id, dir, nsPath string) {
 	if b, err := os.ReadFile(filepath.Join(dir, "audit.pos")); err == nil {
 		_ = json.Unmarshal(b, &pos)
 	}
-	hc := &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return netns.Dial(ctx, nsPath, APIAddr)
-		},
-	}}
+	hc := apiClient(nsPath, true)
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		err := n.followOnce(ctx, hc, id, dir, &pos)
@@ -506,13 +514,7 @@ func (n *Network) Recover(ctx context.Context, id, dir, nsPath string) error {
 		}
 	}
 	if st.Pid == 0 || !procfs.Alive(st.Pid, st.StartTime) {
-		if st.Pid, st.StartTime, err = n.spawn(id, dir, nsPath); err != nil {
-			return err
-		}
-		if err := writeState(dir, st); err != nil {
-			return err
-		}
-		if err := n.waitReady(ctx, nsPath, st, filepath.Join(dir, "log")); err != nil {
+		if err := n.launch(ctx, id, dir, nsPath, &st); err != nil {
 			return err
 		}
 	}
