@@ -209,6 +209,10 @@ func (c *relay) forward(req *http.Request) bool {
 	for k, v := range inj.Headers {
 		req.Header[k] = v
 	}
+	if _, ok := req.Header["User-Agent"]; !ok {
+		// Request.Write would add Go's; the client sent none.
+		req.Header["User-Agent"] = []string{""}
+	}
 	if err := c.dial(req.Context(), host); err != nil {
 		c.p.cfg.Logger.Warn("credential proxy: upstream failed", "host", host, "err", err)
 		return c.fail(req, http.StatusBadGateway, "the upstream request failed: "+upstreamReason(err))
