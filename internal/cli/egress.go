@@ -29,7 +29,8 @@ func runEgress(ctx context.Context, e *env, args []string) int {
 	upstreams := fs.String("upstream", "", "resolvers to forward DNS to, ip:port comma-separated (default: this machine's /etc/resolv.conf)")
 	deny := fs.String("deny", "", "more prefixes nothing may reach, comma-separated CIDRs (the host, the server, other sandboxes)")
 	dnsListen := fs.String("dns-listen", "127.0.0.1:53", "DNS address inside the namespace")
-	apiListen := fs.String("api-listen", "0.0.0.0:18080", "policy API address inside the namespace")
+	apiListen := fs.String("api-listen", "0.0.0.0:18080", "policy API address inside the namespace (none: only --api-socket)")
+	apiSocket := fs.String("api-socket", "", "also serve the API on this Unix socket on the host (0600)")
 	vaultDir := fs.String("vault-dir", "", "enable the credential vault: the directory of the sandbox's CA (ca.pem, ca-key.pem) and the persisted vault")
 	vaultListen := fs.String("vault-listen", "127.0.0.1:18081", "the credential proxy's address inside the namespace")
 	upstreamCA := fs.String("upstream-ca", "", "PEM file of extra CAs trusted when the credential proxy verifies servers (besides the system's)")
@@ -62,7 +63,7 @@ func runEgress(ctx context.Context, e *env, args []string) int {
 		return fail(e, "egress: %v", err)
 	}
 	cfg := egress.Config{Netns: *ns, Token: *token, PolicyFile: *policyFile, Initial: pol,
-		DNSListen: *dnsListen, APIListen: *apiListen, SandboxID: *sandboxID, Logger: log}
+		DNSListen: *dnsListen, APIListen: *apiListen, APISocket: *apiSocket, SandboxID: *sandboxID, Logger: log}
 	for _, p := range splitList(*deny) {
 		pfx, err := netip.ParsePrefix(p)
 		if err != nil {
@@ -93,6 +94,9 @@ func runEgress(ctx context.Context, e *env, args []string) int {
 		if _, err := netip.ParseAddrPort(u); err != nil {
 			return fail(e, "egress: upstream %q: want ip:port", u)
 		}
+	}
+	if cfg.Token == "" {
+		return fail(e, "egress: a token is required (--token, --token-file or $OPENSANDBOX_EGRESS_TOKEN): the API changes the policy")
 	}
 	svc, err := egress.New(cfg)
 	if err != nil {

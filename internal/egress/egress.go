@@ -60,9 +60,13 @@ type Config struct {
 	// server, other sandboxes.
 	DenyPrefixes []netip.Prefix
 	// DNSListen and APIListen are addresses inside the namespace
-	// (defaults 127.0.0.1:53 and 0.0.0.0:18080).
+	// (defaults 127.0.0.1:53 and 0.0.0.0:18080; APIListen "none" serves
+	// the API on APISocket only).
 	DNSListen string
 	APIListen string
+	// APISocket, when set, also serves the API on this Unix socket on
+	// the host: what the sandbox cannot reach, let alone take over.
+	APISocket string
 	// SandboxID labels the audit events.
 	SandboxID string
 	// VaultDir enables the credential vault and its injecting proxy: it
@@ -175,7 +179,9 @@ func (s *Service) Run(ctx context.Context) error {
 				return err
 			}
 		}
-		apiLn, err = net.Listen("tcp", s.cfg.APIListen)
+		if s.cfg.APIListen != "none" {
+			apiLn, err = net.Listen("tcp", s.cfg.APIListen)
+		}
 		return err
 	})
 	if err != nil {
@@ -188,6 +194,23 @@ func (s *Service) Run(ctx context.Context) error {
 			}
 		}
 		return fmt.Errorf("egress: listen in the sandbox's namespace: %w", err)
+	}
+	var sockLn net.Listener
+	if s.cfg.APISocket != "" {
+		_ = os.Remove(s.cfg.APISocket)
+		if sockLn, err = net.Listen("unix", s.cfg.APISocket); err != nil {
+			pc.Close()
+			for _, ln := range []net.Listener{dnsLn, apiLn, vaultLn} {
+				if ln != nil {
+					ln.Close()
+				}
+			}
+			return fmt.Errorf("egress: API socket: %w", err)
+		}
+		if err := os.Chmod(s.cfg.APISocket, 0o600); err != nil {
+			sockLn.Close()
+			return fmt.Errorf("egress: API socket: %w", err)
+		}
 	}
 	if vaultLn != nil {
 		defer vaultLn.Close()
@@ -208,9 +231,13 @@ func (s *Service) Run(ctx context.Context) error {
 		defer rd.Close()
 		go s.auditConnections(rd)
 	}
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	go func() { errc <- s.dns.Serve(ctx, pc, dnsLn) }()
-	go func() { errc <- hs.Serve(apiLn) }()
+	for _, ln := range []net.Listener{apiLn, sockLn} {
+		if ln != nil {
+			go func() { errc <- hs.Serve(ln) }()
+		}
+	}
 	s.ready.Store(true)
 	s.log.Info("egress enforcing", "netns", s.cfg.Netns, "mode", s.cur.Load().Mode())
 	select {

@@ -227,6 +227,9 @@ func vaultStatus(err error) int {
 }
 
 func remoteIsLoopback(r *http.Request) bool {
+	if r.RemoteAddr == "" || r.RemoteAddr == "@" {
+		return true // the host's Unix socket
+	}
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	return err == nil && ap.Addr().IsLoopback()
 }

@@ -194,6 +194,21 @@ func runEgressPolicy(t *testing.T, runtime, image string, egressDir func(dataDir
 		if code, body := egressCall(t, c, sb.ID, "POST", "/credential-vault", `{"credentials":[],"bindings":[]}`); code != http.StatusPreconditionFailed {
 			t.Errorf("POST /credential-vault without a credential proxy = %d %s, want 412", code, body)
 		}
+		// The sandbox may listen on 18080 itself: the endpoint still leads
+		// to the enforcer (its API has no listener in the sandbox), and the
+		// token never reaches the impostor.
+		if out, errOut, code := x.run("(nc -l -p 18080 > /tmp/stolen 2>&1 &); sleep 0.3; netstat -ltnp | grep ':18080 '"); code != 0 || !strings.Contains(out, "nc") {
+			t.Fatalf("could not listen on 18080 in the sandbox: %q %q", out, errOut)
+		}
+		if pol, err := eg.Policy(ctx(t)); err != nil || pol.Mode != "enforcing" {
+			t.Errorf("the egress API behind a squatted port = %+v %v", pol, err)
+		}
+		if code, body := egressCall(t, c, sb.ID, "GET", "/policy", ""); code != 200 || !strings.Contains(body, "enforcing") {
+			t.Errorf("GET /policy behind a squatted port = %d %s", code, body)
+		}
+		if out, _, _ := x.run("cat /tmp/stolen; pkill nc; true"); strings.Contains(out, "OPENSANDBOX") || strings.Contains(out, "GET") {
+			t.Errorf("the squatter received a request: %q", out)
+		}
 		// From inside the sandbox, without the token, nothing changes.
 		if out, _, _ := x.run(`timeout 2 wget -q -O- --header 'Content-Type: application/json' --post-data '{"defaultAction":"allow"}' http://127.0.0.1:18080/policy`); strings.Contains(out, "ok") {
 			t.Errorf("the sandbox replaced its own policy: %q", out)

@@ -20,7 +20,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -37,7 +36,6 @@ import (
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/driver/egressnet"
 	"github.com/corral-dev/corral/internal/driver/forward"
-	"github.com/corral-dev/corral/internal/driver/netns"
 )
 
 // Name is the driver's name in handles.
@@ -476,10 +474,7 @@ func (d *Driver) Endpoint(ctx context.Context, id string, port int) (netip.AddrP
 	if err != nil {
 		return netip.AddrPort{}, err
 	}
-	target := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port)).String()
-	addr, err := d.forwarders.Addr(id, port, func(ctx context.Context) (net.Conn, error) {
-		return netns.Dial(ctx, ns, target)
-	})
+	addr, err := d.forwarders.Addr(id, port, egressnet.PortDialer(d.egressDir(id), ns, port))
 	if err != nil {
 		return netip.AddrPort{}, fmt.Errorf("endpoint: %w", err)
 	}

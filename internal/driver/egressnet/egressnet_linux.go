@@ -64,8 +64,11 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// APIAddr is where the egress API listens inside a sandbox.
-const APIAddr = "127.0.0.1:18080"
+// APISocket is where a sandbox's enforcer serves the egress API: a Unix
+// socket on the host, in the sandbox's directory. The API has no
+// listener inside the sandbox, so code there cannot take its port over
+// and be handed the token (the endpoint of port 18080 leads here).
+func APISocket(dir string) string { return filepath.Join(dir, "api.sock") }
 
 // ResolvConf is the sandbox's /etc/resolv.conf: the enforcer's DNS.
 const ResolvConf = "nameserver 127.0.0.1\noptions ndots:0\n"
@@ -201,14 +204,33 @@ func (n *Network) launch(ctx context.Context, id, dir, nsPath string, st *state)
 	if err := writeState(dir, *st); err != nil {
 		return err
 	}
-	return n.waitReady(ctx, nsPath, *st, filepath.Join(dir, "log"))
+	return n.waitReady(ctx, dir, *st)
 }
 
-// apiClient talks to the enforcer's API inside the namespace.
-func apiClient(nsPath string, keepAlives bool) *http.Client {
+// EgressPort is the contract's port of the egress API.
+const EgressPort = 18080
+
+// PortDialer returns how a forwarder reaches port of a sandbox whose
+// enforcer directory is dir: the egress API's port goes to the
+// enforcer's socket when the sandbox is policed, any other port into
+// the sandbox's namespace.
+func PortDialer(dir, nsPath string, port int) func(ctx context.Context) (net.Conn, error) {
+	if _, err := os.Stat(filepath.Join(dir, "token")); dir != "" && err == nil && port == EgressPort {
+		return func(ctx context.Context) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", APISocket(dir))
+		}
+	}
+	target := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port)).String()
+	return func(ctx context.Context) (net.Conn, error) { return netns.Dial(ctx, nsPath, target) }
+}
+
+// apiClient talks to the enforcer's API on its socket.
+func apiClient(dir string, keepAlives bool) *http.Client {
 	return &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return netns.Dial(ctx, nsPath, APIAddr)
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", APISocket(dir))
 		},
 		DisableKeepAlives: !keepAlives,
 	}}
@@ -255,7 +277,7 @@ func (n *Network) spawn(id, dir, nsPath string) (int, uint64, error) {
 	}
 	defer ns.Close()
 	args := []string{"egress", "--netns", "/proc/self/fd/3", "--policy-file", filepath.Join(dir, "policy.json"),
-		"--token-file", filepath.Join(dir, "token"), "--api-listen", APIAddr,
+		"--token-file", filepath.Join(dir, "token"), "--api-listen", "none", "--api-socket", APISocket(dir),
 		"--deny", strings.Join(deny, ","), "--sandbox-id", id}
 	if len(n.cfg.Upstreams) > 0 {
 		args = append(args, "--upstream", strings.Join(n.cfg.Upstreams, ","))
@@ -295,11 +317,12 @@ func (n *Network) spawn(id, dir, nsPath string) (int, uint64, error) {
 	return pid, st, nil
 }
 
-// waitReady polls the enforcer's /healthz inside the namespace.
-func (n *Network) waitReady(ctx context.Context, nsPath string, st state, logPath string) error {
+// waitReady polls the enforcer's /healthz on its socket.
+func (n *Network) waitReady(ctx context.Context, dir string, st state) error {
+	logPath := filepath.Join(dir, "log")
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.ReadyTimeout)
 	defer cancel()
-	hc := apiClient(nsPath, false)
+	hc := apiClient(dir, false)
 	delay := time.Millisecond
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://egress/healthz", nil)
@@ -353,7 +376,7 @@ func (n *Network) supervise(id, dir, nsPath string, st state) {
 	n.mu.Unlock()
 	var followed sync.WaitGroup
 	if n.cfg.Audit != nil {
-		followed.Go(func() { n.follow(ctx, id, dir, nsPath) })
+		followed.Go(func() { n.follow(ctx, id, dir) })
 	}
 	go func() {
 		defer close(p.done)
@@ -396,12 +419,12 @@ type position struct {
 // ends, reconnecting when the enforcer restarts. The forwarded position
 // is kept in dir, so a server restart neither loses nor repeats events
 // the enforcer still holds.
-func (n *Network) follow(ctx context.Context, id, dir, nsPath string) {
+func (n *Network) follow(ctx context.Context, id, dir string) {
 	var pos position
 	if b, err := os.ReadFile(filepath.Join(dir, "audit.pos")); err == nil {
 		_ = json.Unmarshal(b, &pos)
 	}
-	hc := apiClient(nsPath, true)
+	hc := apiClient(dir, true)
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		err := n.followOnce(ctx, hc, id, dir, &pos)

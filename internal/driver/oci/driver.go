@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -36,7 +35,6 @@ import (
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/driver/egressnet"
 	"github.com/corral-dev/corral/internal/driver/forward"
-	"github.com/corral-dev/corral/internal/driver/netns"
 	"github.com/corral-dev/corral/internal/imagestore"
 	"github.com/corral-dev/corral/internal/logctx"
 	"github.com/corral-dev/corral/internal/procfs"
@@ -545,11 +543,7 @@ func (d *Driver) Endpoint(ctx context.Context, id string, port int) (netip.AddrP
 			return netip.AddrPort{}, fmt.Errorf("sandbox %s has stopped: %w", id, errdefs.ErrFailedPrecondition)
 		}
 	}
-	nsPath := sb.netns
-	target := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port)).String()
-	addr, err := d.forwarders.Addr(id, port, func(ctx context.Context) (net.Conn, error) {
-		return netns.Dial(ctx, nsPath, target)
-	})
+	addr, err := d.forwarders.Addr(id, port, egressnet.PortDialer(egressDir(sb.bundle), sb.netns, port))
 	if err != nil {
 		return netip.AddrPort{}, fmt.Errorf("endpoint: %w", err)
 	}
