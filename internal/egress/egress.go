@@ -39,6 +39,7 @@ import (
 	"github.com/corral-dev/corral/internal/egress/nft"
 	"github.com/corral-dev/corral/internal/egress/policy"
 	"github.com/corral-dev/corral/internal/egress/vault"
+	"github.com/corral-dev/corral/internal/unixsock"
 )
 
 // HeaderAuth carries the egress API's token.
@@ -198,7 +199,7 @@ func (s *Service) Run(ctx context.Context) error {
 	var sockLn net.Listener
 	if s.cfg.APISocket != "" {
 		_ = os.Remove(s.cfg.APISocket)
-		if sockLn, err = net.Listen("unix", s.cfg.APISocket); err != nil {
+		if sockLn, err = unixsock.Listen(s.cfg.APISocket); err != nil {
 			pc.Close()
 			for _, ln := range []net.Listener{dnsLn, apiLn, vaultLn} {
 				if ln != nil {
@@ -216,6 +217,10 @@ func (s *Service) Run(ctx context.Context) error {
 		defer vaultLn.Close()
 		proxy := mitm.New(mitm.Config{CA: s.ca, Roots: s.cfg.UpstreamRoots, Vault: s.currentVault, Logger: s.log,
 			Allowed: func(host string) bool { return s.cur.Load().DecideName(host).Allow },
+			Reachable: func(addr netip.Addr) bool {
+				d := s.cur.Load().DecideIP(addr)
+				return d.Rule != policy.ByAlwaysDeny && (d.Rule < 0 || d.Allow)
+			},
 			ResolvedFor: func(addr netip.Addr, host string) bool {
 				name, ok := s.enf.ResolvedName(addr)
 				return ok && name == policy.NormalizeTarget(host)

@@ -31,6 +31,7 @@ import (
 
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/store"
+	"github.com/corral-dev/corral/internal/unixsock"
 )
 
 // Names a sandbox and its clients use.
@@ -164,7 +165,7 @@ func (s *Service) Delete(ctx context.Context, tenant, name string) error {
 func (s *Service) Listen() (net.Listener, error) {
 	path := filepath.Join(s.dir, SocketName)
 	_ = os.Remove(path)
-	ln, err := net.Listen("unix", path)
+	ln, err := unixsock.Listen(path)
 	if err != nil {
 		return nil, fmt.Errorf("secrets: %w", err)
 	}

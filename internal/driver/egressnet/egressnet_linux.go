@@ -39,6 +39,7 @@ import (
 	"github.com/corral-dev/corral/internal/egress/mitm"
 	"github.com/corral-dev/corral/internal/egress/policy"
 	"github.com/corral-dev/corral/internal/procfs"
+	"github.com/corral-dev/corral/internal/unixsock"
 )
 
 // Config is how sandboxes with a network policy reach out.
@@ -216,10 +217,7 @@ const EgressPort = 18080
 // the sandbox's namespace.
 func PortDialer(dir, nsPath string, port int) func(ctx context.Context) (net.Conn, error) {
 	if _, err := os.Stat(filepath.Join(dir, "token")); dir != "" && err == nil && port == EgressPort {
-		return func(ctx context.Context) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", APISocket(dir))
-		}
+		return func(ctx context.Context) (net.Conn, error) { return unixsock.Dial(ctx, APISocket(dir)) }
 	}
 	target := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port)).String()
 	return func(ctx context.Context) (net.Conn, error) { return netns.Dial(ctx, nsPath, target) }
@@ -229,8 +227,7 @@ func PortDialer(dir, nsPath string, port int) func(ctx context.Context) (net.Con
 func apiClient(dir string, keepAlives bool) *http.Client {
 	return &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", APISocket(dir))
+			return unixsock.Dial(ctx, APISocket(dir))
 		},
 		DisableKeepAlives: !keepAlives,
 	}}

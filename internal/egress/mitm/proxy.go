@@ -25,6 +25,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -44,6 +45,10 @@ type Config struct {
 	Vault func() vault.Vault
 	// Allowed reports whether the policy lets the sandbox reach host.
 	Allowed func(host string) bool
+	// Reachable reports whether the policy lets the sandbox reach addr at
+	// all: an address in the always-deny set or a denied range is not
+	// dialled, whatever name led to it.
+	Reachable func(addr netip.Addr) bool
 	// ResolvedFor reports whether addr was resolved for host. Plain HTTP
 	// cannot prove who answers, so a credential goes over it only to an
 	// address the sandbox's resolver handed out for that very name.
@@ -60,13 +65,20 @@ type Config struct {
 // request; requests and responses are relayed in order, so nothing is
 // pooled across connections and nothing waits on another goroutine.
 type Proxy struct {
-	cfg Config
+	cfg   Config
+	slots chan struct{}
 }
 
-// Timeouts of a relayed connection.
+// Limits of relayed connections.
 const (
 	handshakeTimeout = 15 * time.Second
 	idleTimeout      = 5 * time.Minute
+	// responseTimeout bounds the wait for an upstream's answer header.
+	responseTimeout = 5 * time.Minute
+	// maxHeaderBytes bounds a request's line and header.
+	maxHeaderBytes = 1 << 20
+	// MaxConns bounds the connections relayed at once; more are closed.
+	MaxConns = 512
 )
 
 // New returns a Proxy.
@@ -81,17 +93,38 @@ func New(cfg Config) *Proxy {
 	if cfg.Audit == nil {
 		cfg.Audit = func(audit.Event) {}
 	}
-	return &Proxy{cfg: cfg}
+	if cfg.Reachable == nil {
+		cfg.Reachable = func(netip.Addr) bool { return true }
+	}
+	return &Proxy{cfg: cfg, slots: make(chan struct{}, MaxConns)}
 }
 
 // Serve accepts redirected connections from ln until it closes.
+// A failing Accept (out of descriptors, say) is retried with a backoff;
+// only a closed listener ends Serve.
 func (p *Proxy) Serve(ln net.Listener) error {
+	var delay time.Duration
 	for {
 		c, err := ln.Accept()
 		if err != nil {
-			return err
+			if errors.Is(err, net.ErrClosed) {
+				return err
+			}
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			p.cfg.Logger.Warn("credential proxy: accept failed; retrying", "err", err, "in", delay)
+			time.Sleep(delay)
+			continue
 		}
-		go p.serveConn(c)
+		delay = 0
+		select {
+		case p.slots <- struct{}{}:
+			go func() {
+				defer func() { <-p.slots }()
+				p.serveConn(c)
+			}()
+		default:
+			c.Close() // too many at once
+		}
 	}
 }
 
@@ -124,7 +157,8 @@ func (p *Proxy) relay(raw net.Conn, orig netip.AddrPort) {
 		client, scheme, sni = tc, "https", strings.ToLower(tc.ConnectionState().ServerName)
 	}
 	_ = raw.SetDeadline(time.Time{})
-	c := &relay{p: p, client: client, br: bufio.NewReader(client), bw: bufio.NewWriter(client), orig: orig, scheme: scheme, sni: sni}
+	lim := &limitedReader{r: client}
+	c := &relay{p: p, client: client, lim: lim, br: bufio.NewReader(lim), bw: bufio.NewWriter(client), orig: orig, scheme: scheme, sni: sni}
 	defer c.close()
 	c.run()
 }
@@ -134,13 +168,18 @@ func (p *Proxy) certificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error
 	if hello.ServerName == "" {
 		return nil, errors.New("no server name (SNI): nothing to sign for")
 	}
-	return p.cfg.CA.Leaf(strings.ToLower(hello.ServerName))
+	name := strings.ToLower(hello.ServerName)
+	if !p.cfg.Allowed(name) {
+		return nil, errors.New("the egress policy does not allow " + name)
+	}
+	return p.cfg.CA.Leaf(name)
 }
 
 // relay is one client connection and its upstream.
 type relay struct {
 	p      *Proxy
 	client net.Conn
+	lim    *limitedReader
 	br     *bufio.Reader
 	bw     *bufio.Writer
 	orig   netip.AddrPort
@@ -165,10 +204,15 @@ func (c *relay) close() {
 func (c *relay) run() {
 	for {
 		_ = c.client.SetReadDeadline(time.Now().Add(idleTimeout))
+		c.lim.n = maxHeaderBytes
 		req, err := http.ReadRequest(c.br)
 		if err != nil {
+			if c.lim.n <= 0 {
+				c.fail(nil, http.StatusRequestHeaderFieldsTooLarge, "the request header is larger than 1 MiB")
+			}
 			return
 		}
+		c.lim.n = -1 // the body: no bound but the upstream's
 		_ = c.client.SetReadDeadline(time.Time{})
 		if !c.forward(req) {
 			return
@@ -193,8 +237,18 @@ func (c *relay) forward(req *http.Request) bool {
 		c.audit(ev)
 		return c.fail(req, http.StatusForbidden, "the egress policy does not allow "+host)
 	}
+	if !c.p.cfg.Reachable(c.orig.Addr()) {
+		ev.Decision, ev.Rule = "deny", "the policy denies "+c.orig.Addr().String()
+		c.audit(ev)
+		return c.fail(req, http.StatusForbidden, "the egress policy denies "+c.orig.Addr().String())
+	}
 	inj := c.p.cfg.Vault().Match(vault.Request{Scheme: c.scheme, Host: host, Port: int(c.orig.Port()), Method: req.Method, Path: req.URL.Path})
 	switch {
+	case inj.Binding != "" && !canonicalPath(req.URL):
+		// A binding scoped to a path must not match a path that the
+		// server would read as another one (dot segments, escaped '/').
+		ev.Decision, ev.Rule = "pass", "binding "+inj.Binding+" not applied: the path is not in canonical form"
+		inj = vault.Injection{}
 	case inj.Binding != "" && c.scheme == "http" && !c.p.cfg.ResolvedFor(c.orig.Addr(), host):
 		ev.Decision, ev.Rule = "pass", "binding "+inj.Binding+" not applied: "+c.orig.Addr().String()+" was not resolved for "+host
 		inj = vault.Injection{}
@@ -209,33 +263,38 @@ func (c *relay) forward(req *http.Request) bool {
 	for k, v := range inj.Headers {
 		req.Header[k] = v
 	}
+	if strings.EqualFold(req.Header.Get("Expect"), "100-continue") {
+		// Answer for the server, so the client sends its body now and
+		// it is relayed with the request.
+		req.Header.Del("Expect")
+		if _, err := c.bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n"); err != nil || c.bw.Flush() != nil {
+			return false
+		}
+	}
 	if _, ok := req.Header["User-Agent"]; !ok {
 		// Request.Write would add Go's; the client sent none.
 		req.Header["User-Agent"] = []string{""}
 	}
-	if err := c.dial(req.Context(), host); err != nil {
+	res, err := c.roundTrip(req, host)
+	if err != nil {
 		c.p.cfg.Logger.Warn("credential proxy: upstream failed", "host", host, "err", err)
 		return c.fail(req, http.StatusBadGateway, "the upstream request failed: "+upstreamReason(err))
 	}
-	err := req.Write(c.upBW)
-	if err == nil {
-		err = c.upBW.Flush()
-	}
-	if err != nil {
-		return c.fail(req, http.StatusBadGateway, "the upstream request failed: "+upstreamReason(err))
-	}
-	res, err := http.ReadResponse(c.upBR, req)
-	// Interim answers (100 Continue, 103 Early Hints) go through first.
-	for err == nil && res.StatusCode >= 100 && res.StatusCode < 200 && res.StatusCode != http.StatusSwitchingProtocols {
+	// Interim answers (103 Early Hints) go through first.
+	for res.StatusCode >= 100 && res.StatusCode < 200 && res.StatusCode != http.StatusSwitchingProtocols {
 		if err := writeResponse(c.bw, res, nil); err != nil {
 			return false
 		}
-		res, err = http.ReadResponse(c.upBR, req)
-	}
-	if err != nil {
-		return c.fail(req, http.StatusBadGateway, "the upstream answer was unreadable")
+		if res, err = c.readResponse(req); err != nil {
+			return c.fail(req, http.StatusBadGateway, "the upstream answer was unreadable")
+		}
 	}
 	defer res.Body.Close()
+	if req.ProtoMajor == 1 && req.ProtoMinor == 0 && len(res.TransferEncoding) > 0 {
+		// An HTTP/1.0 client cannot read chunks: the body ends with the
+		// connection instead.
+		res.TransferEncoding, res.Close = nil, true
+	}
 	if c.buf == nil {
 		c.buf = make([]byte, 32<<10)
 	}
@@ -247,6 +306,42 @@ func (c *relay) forward(req *http.Request) bool {
 		return false
 	}
 	return !res.Close && !req.Close
+}
+
+// roundTrip sends req upstream and reads the answer's header. An
+// upstream connection kept from an earlier request may have been closed
+// by the server meanwhile: a request without a body is then sent once
+// more on a new connection.
+func (c *relay) roundTrip(req *http.Request, host string) (*http.Response, error) {
+	reused := c.up != nil
+	res, err := c.send(req, host)
+	if err != nil && reused && (req.Body == nil || req.Body == http.NoBody || req.ContentLength == 0) {
+		c.up.Close()
+		c.up = nil
+		res, err = c.send(req, host)
+	}
+	return res, err
+}
+
+func (c *relay) send(req *http.Request, host string) (*http.Response, error) {
+	if err := c.dial(req.Context(), host); err != nil {
+		return nil, err
+	}
+	err := req.Write(c.upBW)
+	if err == nil {
+		err = c.upBW.Flush()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c.readResponse(req)
+}
+
+func (c *relay) readResponse(req *http.Request) (*http.Response, error) {
+	_ = c.up.SetReadDeadline(time.Now().Add(responseTimeout))
+	res, err := http.ReadResponse(c.upBR, req)
+	_ = c.up.SetReadDeadline(time.Time{})
+	return res, err
 }
 
 // audit records ev if the connection's decision changed.
@@ -414,6 +509,43 @@ func originalDst(c net.Conn) (netip.AddrPort, error) {
 		return netip.AddrPort{}, fmt.Errorf("original destination: %w", err)
 	}
 	return out, nil
+}
+
+// limitedReader stops reading after n bytes (n < 0: no limit).
+type limitedReader struct {
+	r io.Reader
+	n int64
+}
+
+func (l *limitedReader) Read(b []byte) (int, error) {
+	if l.n < 0 {
+		return l.r.Read(b)
+	}
+	if l.n == 0 {
+		return 0, errors.New("request header too large")
+	}
+	if int64(len(b)) > l.n {
+		b = b[:l.n]
+	}
+	n, err := l.r.Read(b)
+	l.n -= int64(n)
+	return n, err
+}
+
+// canonicalPath reports whether a request's path reads the same to
+// every server: no dot segments, no empty segments, no escaped '/' or
+// '.' or '\\'.
+func canonicalPath(u *url.URL) bool {
+	raw := strings.ToLower(u.EscapedPath())
+	if strings.Contains(raw, "%2f") || strings.Contains(raw, "%2e") || strings.Contains(raw, "%5c") || strings.Contains(u.Path, "\\") {
+		return false
+	}
+	for _, seg := range strings.Split(u.Path, "/")[1:] {
+		if seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return !strings.Contains(u.Path, "//")
 }
 
 // peekedConn reads first what was peeked.

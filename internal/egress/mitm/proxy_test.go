@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -146,5 +147,47 @@ func BenchmarkRelay(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		r.get(b, "https://example.com/")
+	}
+}
+
+func TestRelayRefusesOversizedHeadersAndOddPaths(t *testing.T) {
+	r := newRig(t, true)
+	req, _ := http.NewRequest("GET", "https://example.com/", nil)
+	req.Header.Set("X-Big", strings.Repeat("a", 2<<20))
+	if res, err := r.client.Do(req); err == nil {
+		res.Body.Close()
+		if res.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+			t.Errorf("2 MiB header = %d", res.StatusCode)
+		}
+	}
+	// Dot segments and escaped slashes get no credential.
+	for _, p := range []string{"/a/../b", "/a/%2e%2e/b", "/a%2fb", "//x"} {
+		req, _ := http.NewRequest("GET", "https://example.com"+p, nil)
+		req.URL.Opaque = "//example.com" + p // sent as written
+		res, err := r.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if strings.Contains(string(b), "SECRET") {
+			t.Errorf("%s got the credential: %q", p, b)
+		}
+	}
+	if code, body := r.get(t, "https://example.com/ok/path"); code != 200 || body != "auth=Bearer SECRET" {
+		t.Errorf("a canonical path = %d %q", code, body)
+	}
+}
+
+func TestCanonicalPath(t *testing.T) {
+	for p, want := range map[string]bool{"/": true, "/a/b": true, "/a/b/": true, "/a/./b": false, "/a/../b": false,
+		"/a/%2E%2e/b": false, "/a%2Fb": false, "//a": false, "/a\\b": false, "/%41": true} {
+		u, err := url.Parse("http://h" + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := canonicalPath(u); got != want {
+			t.Errorf("%s = %v, want %v", p, got, want)
+		}
 	}
 }

@@ -109,11 +109,13 @@ func AlwaysDeny() []netip.Prefix {
 	var out []netip.Prefix
 	for _, s := range []string{
 		"0.0.0.0/8",          // "this network"
+		"127.0.0.0/8",        // loopback: names must not resolve to it (the host's, to a proxy)
 		"169.254.0.0/16",     // link-local, incl. 169.254.169.254 metadata (AWS, GCP, Azure)
 		"100.100.100.200/32", // Alibaba Cloud metadata
 		"224.0.0.0/4",        // multicast
 		"255.255.255.255/32", // broadcast
 		"::/128",             // unspecified
+		"::1/128",            // loopback
 		"fe80::/10",          // link-local
 		"fd00:ec2::254/128",  // AWS metadata over IPv6
 		"ff00::/8",           // multicast
