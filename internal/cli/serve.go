@@ -302,16 +302,21 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, log *slog.Logger) (err
 		ln.Close()
 		return err
 	}
-	secServer := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: sec.Handler(mgr.SecretGrants, func(id, name string, ok bool, why string) {
+	denials := secrets.NewRate(20, 100)
+	secServer := sec.Server(sec.Handler(mgr.SecretGrants, func(id, name string, ok bool, why string) {
 		typ := "secret.read"
 		if !ok {
 			typ = "secret.denied"
 		}
 		log.Info("secret requested from a sandbox", "sandbox_id", id, "secret", name, "granted", ok, "why", why)
-		_ = st.AppendAudit(context.WithoutCancel(ctx), []store.Event{{At: time.Now().UTC(), SandboxID: id, Type: typ, Reason: why, Message: name}})
-	})}
+		// Denials are recorded up to a rate: a sandbox hammering the
+		// socket must not grow the database without bound.
+		if ok || denials.Allow() {
+			_ = st.AppendAudit(context.WithoutCancel(ctx), []store.Event{{At: time.Now().UTC(), SandboxID: id, Type: typ, Reason: why, Message: name}})
+		}
+	}))
 	defer secServer.Close()
-	go func() { _ = secServer.Serve(secLn) }()
+	go func() { _ = secServer.Serve(secrets.LimitListener(secLn, secrets.MaxConns)) }()
 
 	mctx, stopManager := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup

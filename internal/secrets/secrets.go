@@ -27,6 +27,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/corral-dev/corral/errdefs"
@@ -177,6 +178,76 @@ func (s *Service) Listen() (net.Listener, error) {
 	return ln, nil
 }
 
+// MaxConns bounds the connections the socket serves at once.
+const MaxConns = 256
+
+// Server serves the socket with sane limits: bounded connections,
+// headers and idle time.
+func (s *Service) Server(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10}
+}
+
+// LimitListener accepts at most n connections at once; the others wait.
+func LimitListener(ln net.Listener, n int) net.Listener {
+	return &limitListener{Listener: ln, slots: make(chan struct{}, n)}
+}
+
+type limitListener struct {
+	net.Listener
+	slots chan struct{}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	l.slots <- struct{}{}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &slotConn{Conn: c, release: func() { <-l.slots }}, nil
+}
+
+type slotConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *slotConn) Close() error {
+	c.once.Do(c.release)
+	return c.Conn.Close()
+}
+
+// Rate is a token bucket: Allow says yes perSecond times a second on
+// average, burst times at once.
+type Rate struct {
+	mu        sync.Mutex
+	perSecond float64
+	burst     float64
+	tokens    float64
+	last      time.Time
+}
+
+// NewRate returns a full bucket.
+func NewRate(perSecond, burst float64) *Rate {
+	return &Rate{perSecond: perSecond, burst: burst, tokens: burst, last: time.Now()}
+}
+
+// Allow takes a token if there is one.
+func (r *Rate) Allow() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	r.tokens = min(r.burst, r.tokens+now.Sub(r.last).Seconds()*r.perSecond)
+	r.last = now
+	if r.tokens < 1 {
+		return false
+	}
+	r.tokens--
+	return true
+}
+
 // Sandbox is what the handler needs to know of a sandbox.
 type Sandbox struct {
 	Tenant  string
@@ -196,7 +267,11 @@ func (s *Service) Handler(lookup func(id string) (Sandbox, bool), audit func(id,
 				"message": "this sandbox may not read secret " + name})
 		}
 		if !s.verify(id, r.Header.Get(HeaderSessionKey)) {
-			deny("the session key does not belong to the sandbox")
+			// Unproven: not recorded against the sandbox it names, so no
+			// sandbox can write into another's event log.
+			claimed := id
+			id = ""
+			deny("a session key that does not belong to sandbox " + claimed)
 			return
 		}
 		sb, ok := lookup(id)

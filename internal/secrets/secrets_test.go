@@ -118,3 +118,16 @@ func TestHandlerAnswersOnlyTheGrantedSandbox(t *testing.T) {
 		t.Errorf("second delete = %v", err)
 	}
 }
+
+func TestRate(t *testing.T) {
+	r := NewRate(1, 3)
+	n := 0
+	for range 10 {
+		if r.Allow() {
+			n++
+		}
+	}
+	if n != 3 {
+		t.Errorf("a burst of 3 allowed %d", n)
+	}
+}
