@@ -22,6 +22,7 @@ import (
 	"sync"
 
 	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
 	"github.com/vishvananda/netlink"
 	vnetns "github.com/vishvananda/netns"
@@ -171,6 +172,8 @@ func (u *Uplink) programNAT() error {
 		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource})
 	input := c.AddChain(&nftables.Chain{Name: "input", Table: t, Type: nftables.ChainTypeFilter,
 		Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter})
+	forward := c.AddChain(&nftables.Chain{Name: "forward", Table: t, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter})
 	bridge := ifname(u.cfg.Bridge)
 	lo, hi := u.cfg.Subnet.Addr().As4(), lastAddr(u.cfg.Subnet).As4()
 	c.AddRule(&nftables.Rule{Table: t, Chain: nat, Exprs: []expr.Any{
@@ -184,6 +187,24 @@ func (u *Uplink) programNAT() error {
 	}})
 	c.AddRule(&nftables.Rule{Table: t, Chain: input, Exprs: []expr.Any{
 		&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: bridge},
+		&expr.Counter{},
+		&expr.Verdict{Kind: expr.VerdictDrop},
+	}})
+	// Nothing is routed into the sandboxes but the answers to what they
+	// sent: a neighbour with a route to the subnet reaches none of them.
+	c.AddRule(&nftables.Rule{Table: t, Chain: forward, Exprs: []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: bridge},
+		&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
+			Mask: binaryutil.NativeEndian.PutUint32(expr.CtStateBitESTABLISHED | expr.CtStateBitRELATED),
+			Xor:  binaryutil.NativeEndian.PutUint32(0)},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte{0, 0, 0, 0}},
+		&expr.Verdict{Kind: expr.VerdictAccept},
+	}})
+	c.AddRule(&nftables.Rule{Table: t, Chain: forward, Exprs: []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: bridge},
 		&expr.Counter{},
 		&expr.Verdict{Kind: expr.VerdictDrop},

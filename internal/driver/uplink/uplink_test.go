@@ -83,6 +83,17 @@ func TestAttachRoutesOutAndNowhereElse(t *testing.T) {
 		t.Errorf("host prefixes %v lack the uplink's addresses", hosts)
 	}
 
+	// A neighbour that routes the subnet through the uplink reaches no
+	// sandbox.
+	if out, err := exec.Command("ip", "-n", w.World, "route", "add", u.Subnet().String(), "via", w.UplinkAddr).CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	if testutil.Reaches(w.World, addrB.String()+":7001") {
+		t.Error("the world reached a sandbox through the uplink")
+	}
+	if !testutil.Reaches(a, testutil.WorldWeb+":80") {
+		t.Error("the answers to a sandbox's own connections no longer come back")
+	}
 	if err := u.Detach("aaaaaaaa-1111-2222-3333-444444444444", addrA); err != nil {
 		t.Fatal(err)
 	}
