@@ -25,6 +25,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -222,8 +223,7 @@ func (s *Service) Run(ctx context.Context) error {
 				return d.Rule != policy.ByAlwaysDeny && (d.Rule < 0 || d.Allow)
 			},
 			ResolvedFor: func(addr netip.Addr, host string) bool {
-				name, ok := s.enf.ResolvedName(addr)
-				return ok && name == policy.NormalizeTarget(host)
+				return slices.Contains(s.enf.ResolvedNames(addr), policy.NormalizeTarget(host))
 			},
 			Audit: s.record,
 		})
@@ -301,8 +301,8 @@ func (s *Service) explain(p nflog.Packet) audit.Event {
 		ev.Decision, ev.Rule = decision(p.Prefix == nft.LogAllowRule), d.Reason
 	case nft.LogAllowDyn:
 		ev.Decision = "allow"
-		if name, ok := s.enf.ResolvedName(addr); ok {
-			ev.Name, ev.Rule = name, c.DecideName(name).Reason+" (resolved "+name+")"
+		if names := s.enf.ResolvedNames(addr); len(names) > 0 {
+			ev.Name, ev.Rule = names[0], c.DecideName(names[0]).Reason+" (resolved "+strings.Join(names, ", ")+")"
 		} else {
 			ev.Rule = "resolved for an allowed name"
 		}

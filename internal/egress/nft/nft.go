@@ -61,9 +61,10 @@ type Enforcer struct {
 	ns   *os.File
 	conn *nftables.Conn
 	pol  *policy.Compiled
-	// dyn remembers what the DNS proxy allowed, so a policy change keeps
-	// the addresses of names still allowed.
-	dyn map[netip.Addr]resolved
+	// dyn remembers what the DNS proxy allowed — for each address, every
+	// name it was handed out for and until when — so a policy change
+	// keeps the addresses of names still allowed.
+	dyn map[netip.Addr]map[string]time.Time
 	// intercept is the credential proxy's redirect (zero: none).
 	intercept Intercept
 }
@@ -80,11 +81,6 @@ type Intercept struct {
 	Bound func(name string) bool
 }
 
-type resolved struct {
-	name    string
-	expires time.Time
-}
-
 // New returns an enforcer for the network namespace at nsPath.
 func New(nsPath string) (*Enforcer, error) {
 	ns, err := os.Open(nsPath)
@@ -96,7 +92,7 @@ func New(nsPath string) (*Enforcer, error) {
 		ns.Close()
 		return nil, fmt.Errorf("nft: %w", err)
 	}
-	return &Enforcer{ns: ns, conn: conn, dyn: map[netip.Addr]resolved{}}, nil
+	return &Enforcer{ns: ns, conn: conn, dyn: map[netip.Addr]map[string]time.Time{}}, nil
 }
 
 // Close releases the namespace handle; the rules stay.
@@ -233,8 +229,13 @@ func (e *Enforcer) apply(pol *policy.Compiled, extraDeny []netip.Prefix) error {
 	// Resolved addresses survive a policy change while their name is
 	// still allowed.
 	now := time.Now()
-	for a, r := range e.dyn {
-		if r.expires.Sub(now) <= time.Second || !pol.DecideName(r.name).Allow {
+	for a, names := range e.dyn {
+		for name, exp := range names {
+			if exp.Sub(now) <= time.Second || !pol.DecideName(name).Allow {
+				delete(names, name)
+			}
+		}
+		if len(names) == 0 {
 			delete(e.dyn, a)
 		}
 	}
@@ -246,9 +247,9 @@ func (e *Enforcer) apply(pol *policy.Compiled, extraDeny []netip.Prefix) error {
 		allowSets[f] = &nftables.Set{Table: t, Name: "allow" + suffix, KeyType: types[f], Interval: true}
 		dynSets[f] = &nftables.Set{Table: t, Name: "dyn" + suffix, KeyType: types[f], HasTimeout: true}
 		var dyn []nftables.SetElement
-		for a, r := range e.dyn {
+		for a, names := range e.dyn {
 			if a.Is4() == (f == 0) {
-				dyn = append(dyn, nftables.SetElement{Key: a.AsSlice(), Timeout: r.expires.Sub(now)})
+				dyn = append(dyn, nftables.SetElement{Key: a.AsSlice(), Timeout: latest(names, nil).Sub(now)})
 			}
 		}
 		for _, s := range []struct {
@@ -328,9 +329,9 @@ func (e *Enforcer) addIntercept(t *nftables.Table, now time.Time) error {
 	}
 	set := &nftables.Set{Table: t, Name: "vault4", KeyType: nftables.TypeIPAddr, HasTimeout: true}
 	var els []nftables.SetElement
-	for a, r := range e.dyn {
-		if a.Is4() && in.Bound(r.name) && r.expires.Sub(now) > time.Second {
-			els = append(els, nftables.SetElement{Key: a.AsSlice(), Timeout: r.expires.Sub(now)})
+	for a, names := range e.dyn {
+		if exp := latest(names, in.Bound); a.Is4() && exp.Sub(now) > time.Second {
+			els = append(els, nftables.SetElement{Key: a.AsSlice(), Timeout: exp.Sub(now)})
 		}
 	}
 	if err := e.conn.AddSet(set, els); err != nil {
@@ -374,8 +375,13 @@ func (e *Enforcer) AllowResolved(name string, addrs []netip.Addr, ttl time.Durat
 		} else {
 			v6 = append(v6, el)
 		}
-		if r, ok := e.dyn[a]; !ok || r.expires.Before(expires) {
-			e.dyn[a] = resolved{name: policy.NormalizeTarget(name), expires: expires}
+		names := e.dyn[a]
+		if names == nil {
+			names = map[string]time.Time{}
+			e.dyn[a] = names
+		}
+		if n := policy.NormalizeTarget(name); names[n].Before(expires) {
+			names[n] = expires
 		}
 	}
 	sets := []struct {
@@ -410,16 +416,31 @@ func (e *Enforcer) AllowResolved(name string, addrs []netip.Addr, ttl time.Durat
 	return nil
 }
 
-// ResolvedName returns the allowed name addr was resolved for, if the
-// DNS proxy handed it out and it has not expired.
-func (e *Enforcer) ResolvedName(addr netip.Addr) (string, bool) {
+// latest is the latest expiry among names (those keep accepts, if set).
+func latest(names map[string]time.Time, keep func(string) bool) time.Time {
+	var t time.Time
+	for name, exp := range names {
+		if (keep == nil || keep(name)) && exp.After(t) {
+			t = exp
+		}
+	}
+	return t
+}
+
+// ResolvedNames returns the allowed names the DNS proxy handed addr out
+// for and that have not expired, sorted.
+func (e *Enforcer) ResolvedNames(addr netip.Addr) []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	r, ok := e.dyn[addr.Unmap()]
-	if !ok || time.Now().After(r.expires) {
-		return "", false
+	now := time.Now()
+	var out []string
+	for name, exp := range e.dyn[addr.Unmap()] {
+		if exp.After(now) {
+			out = append(out, name)
+		}
 	}
-	return r.name, true
+	sort.Strings(out)
+	return out
 }
 
 // ifname pads an interface name as the kernel compares it.

@@ -112,12 +112,22 @@ func TestEnforcement(t *testing.T) {
 	if err := e.AllowResolved("api.example.com", []netip.Addr{netip.MustParseAddr("10.250.0.4")}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
+	// An address shared by two allowed names knows both.
+	if err := e.AllowResolved("cdn.example.com", []netip.Addr{netip.MustParseAddr("10.250.0.4")}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.ResolvedNames(netip.MustParseAddr("10.250.0.4")); len(got) != 2 || got[0] != "api.example.com" || got[1] != "cdn.example.com" {
+		t.Errorf("names of a shared address = %v", got)
+	}
 	// A new policy keeps resolved addresses of names it still allows...
 	if err := e.Apply(compile(policy.Policy{DefaultAction: "deny", Egress: []policy.Rule{{Action: "allow", Target: "api.example.com"}}}), nil); err != nil {
 		t.Fatal(err)
 	}
 	if !testutil.Reaches(p.Inside, "10.250.0.4:8080") || testutil.Reaches(p.Inside, "10.250.0.2:8080") {
 		t.Error("after a policy change: resolved address lost, or a removed rule still applies")
+	}
+	if got := e.ResolvedNames(netip.MustParseAddr("10.250.0.4")); len(got) != 1 || got[0] != "api.example.com" {
+		t.Errorf("names after cdn.example.com lost its rule = %v", got)
 	}
 	// ...and drops those of names it no longer allows.
 	if err := e.Apply(compile(policy.Policy{DefaultAction: "deny"}), nil); err != nil {
