@@ -424,7 +424,7 @@ func TestCLIRejectsBadInput(t *testing.T) {
 		{[]string{"egress"}, 1, "--netns is required"},
 		{[]string{"egress", "--netns", "/nonexistent", "--upstream", "dns.example"}, 1, "want ip:port"},
 		{[]string{"egress", "--netns", "/nonexistent", "--deny", "10.0.0.0/40", "--upstream", "127.0.0.1:53"}, 1, "want a CIDR"},
-		{[]string{"egress", "--netns", "/nonexistent", "--policy", `{"egress":[{"action":"allow","target":"http://x"}]}`, "--upstream", "127.0.0.1:53"}, 1, "egress[0]"},
+		{[]string{"egress", "--netns", "/nonexistent", "--token", "t", "--policy", `{"egress":[{"action":"allow","target":"http://x"}]}`, "--upstream", "127.0.0.1:53"}, 1, "egress[0]"},
 		{[]string{"egress", "--netns", "/nonexistent", "--upstream", "127.0.0.1:53"}, 1, "a token is required"},
 		{[]string{"nosuchcommand"}, 2, "unknown command"},
 	} {
