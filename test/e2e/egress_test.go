@@ -63,8 +63,13 @@ func egressWorld(t *testing.T) testutil.World {
 
 // get fetches url from inside the sandbox; ok is false when it fails.
 // (busybox's own wget -T crashes; timeout(1) bounds it instead.)
+// The SDK runs it: a stream cut on the way is resumed by cursor, so a
+// probe's answer is never lost to the transport.
 func get(x *execd, url string) (string, bool) {
-	out, errOut, code := x.run("timeout 2 wget -q -O- " + url)
+	out, errOut, code, err := x.sdk.Run(ctx(x.t), "timeout 2 wget -q -O- "+url, sdk.CommandOptions{})
+	if err != nil {
+		x.t.Fatalf("wget %s: %v", url, err)
+	}
 	if code != 0 {
 		return out + errOut, false
 	}

@@ -26,6 +26,9 @@ type execd struct {
 	t     *testing.T
 	base  string
 	token string
+	// sdk is the same sandbox through the SDK, whose streams reattach by
+	// cursor if the connection is cut.
+	sdk *sdk.Sandbox
 }
 
 func sandboxExecd(t *testing.T, c *sdk.Client, id string) *execd {
@@ -34,7 +37,11 @@ func sandboxExecd(t *testing.T, c *sdk.Client, id string) *execd {
 	if err != nil {
 		t.Fatalf("endpoint: %v", err)
 	}
-	return &execd{t: t, base: "http://" + ep.Endpoint, token: ep.Headers[api.HeaderExecdToken]}
+	x, err := c.Sandbox(ctx(t), id, sdk.SandboxOptions{})
+	if err != nil {
+		t.Fatalf("sandbox: %v", err)
+	}
+	return &execd{t: t, base: "http://" + ep.Endpoint, token: ep.Headers[api.HeaderExecdToken], sdk: x}
 }
 
 func (e *execd) req(method, path string, body io.Reader, ctype string) *http.Response {
