@@ -63,7 +63,7 @@ func runEgress(ctx context.Context, e *env, args []string) int {
 		return fail(e, "egress: %v", err)
 	}
 	cfg := egress.Config{Netns: *ns, Token: *token, PolicyFile: *policyFile, Initial: pol,
-		DNSListen: *dnsListen, APIListen: *apiListen, APISocket: *apiSocket, SandboxID: *sandboxID, Logger: log}
+		DNSListen: *dnsListen, APIListen: *apiListen, APISocket: *apiSocket, SandboxID: *sandboxID, DropPrivileges: true, Logger: log}
 	for _, p := range splitList(*deny) {
 		pfx, err := netip.ParsePrefix(p)
 		if err != nil {

@@ -71,6 +71,10 @@ type Config struct {
 	APISocket string
 	// SandboxID labels the audit events.
 	SandboxID string
+	// DropPrivileges keeps only CAP_NET_ADMIN once the sockets are bound
+	// (the whole process: tests running the service in-process leave it
+	// off).
+	DropPrivileges bool
 	// VaultDir enables the credential vault and its injecting proxy: it
 	// holds the sandbox's CA (mitm.CreateCA) and the persisted vault.
 	VaultDir string
@@ -241,6 +245,11 @@ func (s *Service) Run(ctx context.Context) error {
 	for _, ln := range []net.Listener{apiLn, sockLn} {
 		if ln != nil {
 			go func() { errc <- hs.Serve(ln) }()
+		}
+	}
+	if s.cfg.DropPrivileges {
+		if err := dropPrivileges(); err != nil {
+			s.log.Warn("the enforcer keeps its privileges", "err", err)
 		}
 	}
 	s.ready.Store(true)

@@ -227,6 +227,11 @@ func runEgressPolicy(t *testing.T, runtime, image string, egressDir func(dataDir
 			}
 		}
 		pid := egressPid(t, egressDir(dir, sb.ID))
+		// The enforcer itself keeps only CAP_NET_ADMIN once it serves.
+		if st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status"); err != nil || !strings.Contains(string(st), "CapEff:\t0000000000001000") ||
+			!strings.Contains(string(st), "NoNewPrivs:\t1") {
+			t.Errorf("the enforcer's privileges:\n%s", st)
+		}
 		// The enforcer is not in the sandbox's pid namespace.
 		if out, _, _ := x.run("ps -o comm,args"); strings.Contains(out, "egress") {
 			t.Errorf("the sandbox sees its enforcer: %q", out)

@@ -87,7 +87,9 @@ func New(nsPath string) (*Enforcer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nft: %w", err)
 	}
-	conn, err := nftables.New(nftables.WithNetNSFd(int(ns.Fd())))
+	// One lasting socket, opened in the namespace now: later changes
+	// need no setns (the enforcer drops CAP_SYS_ADMIN once it serves).
+	conn, err := nftables.New(nftables.WithNetNSFd(int(ns.Fd())), nftables.AsLasting())
 	if err != nil {
 		ns.Close()
 		return nil, fmt.Errorf("nft: %w", err)
@@ -95,8 +97,11 @@ func New(nsPath string) (*Enforcer, error) {
 	return &Enforcer{ns: ns, conn: conn, dyn: map[netip.Addr]map[string]time.Time{}}, nil
 }
 
-// Close releases the namespace handle; the rules stay.
-func (e *Enforcer) Close() error { return e.ns.Close() }
+// Close releases the namespace handle and the socket; the rules stay.
+func (e *Enforcer) Close() error {
+	_ = e.conn.CloseLasting()
+	return e.ns.Close()
+}
 
 // span is an inclusive address range of one family.
 type span struct{ lo, hi netip.Addr }
