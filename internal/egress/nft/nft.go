@@ -370,48 +370,90 @@ func (e *Enforcer) AllowResolved(name string, addrs []netip.Addr, ttl time.Durat
 		return fmt.Errorf("nft: no policy applied yet")
 	}
 	t := &nftables.Table{Family: nftables.TableFamilyINet, Name: TableName}
-	var v4, v6 []nftables.SetElement
-	expires := time.Now().Add(ttl)
+	in := e.intercept
+	intercepting := in.ProxyPort != 0 && len(in.Ports) > 0 && in.Bound != nil
+	bound := intercepting && in.Bound(name)
+	// One change per set: the elements to refresh (delete and add back
+	// with the later timeout) and the new ones, all in one transaction,
+	// so an address is never briefly missing or in one set without the
+	// other.
+	type change struct {
+		set      *nftables.Set
+		del, add []nftables.SetElement
+	}
+	changes := map[string]*change{}
+	get := func(set string, typ nftables.SetDatatype) *change {
+		if changes[set] == nil {
+			changes[set] = &change{set: &nftables.Set{Table: t, Name: set, KeyType: typ, HasTimeout: true}}
+		}
+		return changes[set]
+	}
+	now := time.Now()
+	expires := now.Add(ttl)
+	n := policy.NormalizeTarget(name)
 	for _, a := range addrs {
 		a = a.Unmap()
-		el := nftables.SetElement{Key: a.AsSlice(), Timeout: ttl}
-		if a.Is4() {
-			v4 = append(v4, el)
-		} else {
-			v6 = append(v6, el)
-		}
 		names := e.dyn[a]
 		if names == nil {
 			names = map[string]time.Time{}
 			e.dyn[a] = names
 		}
-		if n := policy.NormalizeTarget(name); names[n].Before(expires) {
+		prevDyn := latest(names, nil)
+		var prevVault time.Time
+		if intercepting {
+			prevVault = latest(names, in.Bound)
+		}
+		if names[n].Before(expires) {
 			names[n] = expires
 		}
-	}
-	sets := []struct {
-		name string
-		els  []nftables.SetElement
-		typ  nftables.SetDatatype
-	}{{"dyn4", v4, nftables.TypeIPAddr}, {"dyn6", v6, nftables.TypeIP6Addr}}
-	if in := e.intercept; in.ProxyPort != 0 && len(in.Ports) > 0 && in.Bound != nil && in.Bound(name) {
-		sets = append(sets, struct {
-			name string
-			els  []nftables.SetElement
-			typ  nftables.SetDatatype
-		}{"vault4", v4, nftables.TypeIPAddr})
-	}
-	for _, set := range sets {
-		if len(set.els) == 0 {
-			continue
+		dynSet, typ := "dyn6", nftables.TypeIP6Addr
+		if a.Is4() {
+			dynSet, typ = "dyn4", nftables.TypeIPAddr
 		}
-		s := &nftables.Set{Table: t, Name: set.name, KeyType: set.typ, HasTimeout: true}
-		// Adding an element that exists keeps its old timeout: delete
-		// first (its own batch, as absent elements make it fail), then add.
-		if err := e.conn.SetDeleteElements(s, set.els); err == nil {
-			_ = e.conn.Flush()
+		put := func(c *change, prev, next time.Time) {
+			el := nftables.SetElement{Key: a.AsSlice(), Timeout: next.Sub(now)}
+			if prev.Sub(now) > time.Second {
+				if !next.After(prev) {
+					return // already there for longer
+				}
+				c.del = append(c.del, nftables.SetElement{Key: a.AsSlice()})
+			}
+			c.add = append(c.add, el)
 		}
-		if err := e.conn.SetAddElements(s, set.els); err != nil {
+		put(get(dynSet, typ), prevDyn, latest(names, nil))
+		if bound && a.Is4() {
+			put(get("vault4", nftables.TypeIPAddr), prevVault, latest(names, in.Bound))
+		}
+	}
+	// vault4 before dyn4: a bound address is redirected before it is
+	// reachable at all.
+	order := []string{"vault4", "dyn4", "dyn6"}
+	queue := func(refresh bool) error {
+		for _, name := range order {
+			c := changes[name]
+			if c == nil {
+				continue
+			}
+			if refresh && len(c.del) > 0 {
+				if err := e.conn.SetDeleteElements(c.set, c.del); err != nil {
+					return err
+				}
+			}
+			if len(c.add) > 0 {
+				if err := e.conn.SetAddElements(c.set, c.add); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if err := queue(true); err != nil {
+		return err
+	}
+	if err := e.conn.Flush(); err != nil {
+		// An element believed present had expired in the kernel: add
+		// without refreshing (what exists keeps its timeout).
+		if err := queue(false); err != nil {
 			return err
 		}
 		if err := e.conn.Flush(); err != nil {

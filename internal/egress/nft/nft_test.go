@@ -10,6 +10,7 @@ import (
 
 	"github.com/corral-dev/corral/internal/egress/policy"
 	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/google/nftables"
 )
 
 func TestRanges(t *testing.T) {
@@ -108,9 +109,12 @@ func TestEnforcement(t *testing.T) {
 	if testutil.Reaches(p.Inside, "10.250.0.3:8080") {
 		t.Error("a resolved address opened an explicitly denied one")
 	}
-	// Refreshing a resolved address works (its timeout is renewed).
-	if err := e.AllowResolved("api.example.com", []netip.Addr{netip.MustParseAddr("10.250.0.4")}, time.Minute); err != nil {
+	// Refreshing a resolved address renews its timeout, in one step.
+	if err := e.AllowResolved("api.example.com", []netip.Addr{netip.MustParseAddr("10.250.0.4")}, 5*time.Minute); err != nil {
 		t.Fatal(err)
+	}
+	if d := e.elementTimeout(t, "dyn4", "10.250.0.4"); d < 4*time.Minute {
+		t.Errorf("the refreshed address times out in %v, want about 5m", d)
 	}
 	// An address shared by two allowed names knows both.
 	if err := e.AllowResolved("cdn.example.com", []netip.Addr{netip.MustParseAddr("10.250.0.4")}, time.Minute); err != nil {
@@ -151,4 +155,23 @@ func TestEnforcement(t *testing.T) {
 	if !testutil.Reaches(p.Inside, "127.0.0.1:9090") {
 		t.Error("loopback was blocked")
 	}
+}
+
+// elementTimeout reads the timeout the kernel holds for an address in a set.
+func (e *Enforcer) elementTimeout(t *testing.T, set, addr string) time.Duration {
+	t.Helper()
+	s := &nftables.Set{Table: &nftables.Table{Family: nftables.TableFamilyINet, Name: TableName}, Name: set,
+		KeyType: nftables.TypeIPAddr, HasTimeout: true}
+	els, err := e.conn.GetSetElements(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := netip.MustParseAddr(addr).AsSlice()
+	for _, el := range els {
+		if string(el.Key) == string(want) {
+			return el.Timeout
+		}
+	}
+	t.Fatalf("%s is not in %s", addr, set)
+	return 0
 }
