@@ -5,6 +5,8 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -64,6 +66,8 @@ type serveConfig struct {
 	egressDeny       string
 	egressUpstreamCA string
 	defaultPolicy    string
+	// serverID identifies this data dir's server on shared backends.
+	serverID string
 	// audit receives the egress enforcers' decisions (set by serve).
 	audit func(ctx context.Context, sandboxID string, evs []audit.Event) error
 }
@@ -99,7 +103,7 @@ func drivers() map[string]driverFactory {
 				return nil, err
 			}
 			return docker.New(context.Background(), docker.Config{Host: cfg.dockerHost, Runtime: cfg.dockerRuntime,
-				StateDir: filepath.Join(cfg.dataDir, "docker"), Network: network,
+				StateDir: filepath.Join(cfg.dataDir, "docker"), Network: network, ServerID: cfg.serverID,
 				Remote: cfg.dockerRemote, PublishIP: cfg.dockerPublishIP, CorralBinary: bin, Logger: log})
 		},
 	}
@@ -141,6 +145,23 @@ func (cfg *serveConfig) network() (egressnet.Config, error) {
 		}
 	}
 	return n, nil
+}
+
+// serverID reads (or makes, at the first start) the data dir's server ID.
+func serverID(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, "server-id")
+	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) == 32 {
+		return strings.TrimSpace(string(b)), nil
+	}
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	id := hex.EncodeToString(b)
+	if err := os.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("server id: %w", err)
+	}
+	return id, nil
 }
 
 // auditRecords turns egress decisions into the server's event log's
@@ -255,6 +276,9 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, log *slog.Logger) (err
 		return err
 	}
 
+	if cfg.serverID, err = serverID(cfg.dataDir); err != nil {
+		return err
+	}
 	cfg.audit = func(ctx context.Context, id string, evs []audit.Event) error {
 		return st.AppendAudit(ctx, auditRecords(id, evs))
 	}

@@ -23,6 +23,9 @@ const (
 	LabelSandboxID = "corral.dev/sandbox-id"
 	LabelManaged   = "corral.dev/managed"
 	LabelTenant    = "corral.dev/tenant"
+	// LabelServer names the server that owns a backend object, when
+	// several servers share a backend (one Docker engine).
+	LabelServer = "corral.dev/server"
 )
 
 // Driver runs sandboxes on one backend. Methods are safe for concurrent use,

@@ -202,9 +202,20 @@ func runEgressPolicy(t *testing.T, runtime, image string, egressDir func(dataDir
 		// The sandbox may listen on 18080 itself: the endpoint still leads
 		// to the enforcer (its API has no listener in the sandbox), and the
 		// token never reaches the impostor.
-		if out, errOut, code := x.run("(for i in 1 2 3; do nc -l -p 18080 >> /tmp/stolen 2>&1; done &); sleep 0.3; " +
-			"echo probe | nc 127.0.0.1 18080; sleep 0.2; cat /tmp/stolen"); code != 0 || !strings.Contains(out, "probe") {
-			t.Fatalf("could not listen on 18080 in the sandbox: %q %q", out, errOut)
+		if out, errOut, code := x.run("printf '#!/bin/sh\\ncat >> /tmp/stolen\\n' > /tmp/grab && chmod +x /tmp/grab"); code != 0 {
+			t.Fatalf("write the squatter: %q %q", out, errOut)
+		}
+		x.run("nc -ll -p 18080 -e /tmp/grab", map[string]any{"background": true})
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			out, _, _ := x.run("echo probe | nc 127.0.0.1 18080; sleep 0.2; cat /tmp/stolen")
+			if strings.Contains(out, "probe") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("could not listen on 18080 in the sandbox: %q", out)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 		if pol, err := eg.Policy(ctx(t)); err != nil || pol.Mode != "enforcing" {
 			t.Errorf("the egress API behind a squatted port = %+v %v", pol, err)
@@ -212,7 +223,7 @@ func runEgressPolicy(t *testing.T, runtime, image string, egressDir func(dataDir
 		if code, body := egressCall(t, c, sb.ID, "GET", "/policy", ""); code != 200 || !strings.Contains(body, "enforcing") {
 			t.Errorf("GET /policy behind a squatted port = %d %s", code, body)
 		}
-		if out, _, _ := x.run("cat /tmp/stolen; pkill nc; pkill nc; pkill nc; true"); strings.Contains(out, "OPENSANDBOX") || strings.Contains(out, "GET") {
+		if out, _, _ := x.run("cat /tmp/stolen"); strings.Contains(out, "OPENSANDBOX") || strings.Contains(out, "GET") {
 			t.Errorf("the squatter received a request: %q", out)
 		}
 		// From inside the sandbox, without the token, nothing changes.

@@ -173,7 +173,7 @@ func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string) (*cont
 		Cmd:        nil,
 		Env:        env,
 		User:       "0:0", // corral init drops to the image's user for the entrypoint
-		Labels:     driver.BackendLabels(spec),
+		Labels:     d.labels(spec),
 	}
 	host := &container.HostConfig{
 		NetworkMode: "none",
@@ -206,6 +206,15 @@ func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string) (*cont
 		host.Binds = []string{d.cfg.CorralBinary + ":" + corralInSandbox + ":ro"}
 	}
 	return cfg, host
+}
+
+// labels are a container's: the sandbox's and this server's.
+func (d *Driver) labels(spec driver.Spec) map[string]string {
+	l := driver.BackendLabels(spec)
+	if d.cfg.ServerID != "" {
+		l[driver.LabelServer] = d.cfg.ServerID
+	}
+	return l
 }
 
 // startErr explains a failed start with what the container printed.

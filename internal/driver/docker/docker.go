@@ -86,6 +86,10 @@ type Config struct {
 	// StateDir keeps the files of sandboxes' egress enforcers; without it
 	// network policies are refused.
 	StateDir string
+	// ServerID labels this server's containers; List and so the orphan
+	// sweep see only those, so servers sharing an engine leave each
+	// other's sandboxes alone. Empty: every corral container.
+	ServerID string
 	// Network is how sandboxes with a network policy reach out, on a
 	// local engine (Binary and Logger default to the driver's).
 	Network egressnet.Config
@@ -512,8 +516,11 @@ func (d *Driver) published(c container.InspectResponse, port int) (netip.AddrPor
 func (d *Driver) List(ctx context.Context) ([]driver.Listing, error) {
 	cctx, cancel := d.call(ctx)
 	defer cancel()
-	res, err := d.cli.ContainerList(cctx, client.ContainerListOptions{All: true,
-		Filters: client.Filters{}.Add("label", driver.LabelManaged+"=true")})
+	filters := client.Filters{}.Add("label", driver.LabelManaged+"=true")
+	if d.cfg.ServerID != "" {
+		filters = filters.Add("label", driver.LabelServer+"="+d.cfg.ServerID)
+	}
+	res, err := d.cli.ContainerList(cctx, client.ContainerListOptions{All: true, Filters: filters})
 	if err != nil {
 		return nil, d.engineErr("list", err)
 	}

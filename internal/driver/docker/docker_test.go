@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,3 +96,32 @@ func TestConformance(t *testing.T) { conformance(t, Config{}) }
 // TestConformanceRemote runs the suite as if the engine were another
 // machine's: the binary is copied in and execd's port published.
 func TestConformanceRemote(t *testing.T) { conformance(t, Config{Remote: true}) }
+
+// TestServersSharingAnEngineSeeOnlyTheirOwn: List (and so the orphan
+// sweep) of one server never shows another server's containers.
+func TestServersSharingAnEngineSeeOnlyTheirOwn(t *testing.T) {
+	testutil.RequireDocker(t)
+	image := testutil.DockerBusybox(t)
+	a := newTestDriver(t, Config{ServerID: "a" + strings.Repeat("0", 31)})
+	b := newTestDriver(t, Config{ServerID: "b" + strings.Repeat("0", 31)})
+	id := "dt-share-" + strings.ReplaceAll(t.Name(), "/", "")[:8] + fmt.Sprint(time.Now().UnixNano()%1e6)
+	if _, err := a.Create(t.Context(), driver.Spec{ID: id, Image: driver.Image{URI: image}, Entrypoint: []string{"sleep", "3600"}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Destroy(context.Background(), id) })
+	has := func(d *Driver) bool {
+		ls, err := d.List(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range ls {
+			if l.ID == id {
+				return true
+			}
+		}
+		return false
+	}
+	if !has(a) || has(b) {
+		t.Errorf("listed by its server: %v, by the other: %v", has(a), has(b))
+	}
+}
