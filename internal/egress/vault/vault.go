@@ -267,55 +267,57 @@ func (v Vault) Mutate(req MutationRequest) (Vault, error) {
 		return Vault{}, invalid("nothing to change: give credentials and/or bindings")
 	}
 	rev := v.Revision + 1
-	next := Vault{Revision: rev, Credentials: slices.Clone(v.Credentials), Bindings: slices.Clone(v.Bindings)}
+	next := Vault{Revision: rev, Credentials: v.Credentials, Bindings: v.Bindings}
+	var err error
 	if m := req.Credentials; m != nil {
-		for _, name := range m.Delete {
-			i := slices.IndexFunc(next.Credentials, func(c storedCred) bool { return c.Name == name })
-			if i < 0 {
-				return Vault{}, fmt.Errorf("%w: credential %q", ErrNotFound, name)
-			}
-			next.Credentials = slices.Delete(next.Credentials, i, i+1)
-		}
-		for _, c := range m.Replace {
-			i := slices.IndexFunc(next.Credentials, func(x storedCred) bool { return x.Name == c.Name })
-			if i < 0 {
-				return Vault{}, fmt.Errorf("%w: credential %q", ErrNotFound, c.Name)
-			}
-			next.Credentials[i] = storedCred{Credential: c, Revision: rev}
-		}
-		for _, c := range m.Add {
-			if slices.ContainsFunc(next.Credentials, func(x storedCred) bool { return x.Name == c.Name }) {
-				return Vault{}, fmt.Errorf("%w: credential %q exists; replace it instead", ErrConflict, c.Name)
-			}
-			next.Credentials = append(next.Credentials, storedCred{Credential: c, Revision: rev})
+		next.Credentials, err = mutate(v.Credentials, "credential", func(c storedCred) string { return c.Name },
+			func(c Credential) storedCred { return storedCred{Credential: c, Revision: rev} },
+			func(c Credential) string { return c.Name }, m.Delete, m.Replace, m.Add)
+		if err != nil {
+			return Vault{}, err
 		}
 	}
 	if m := req.Bindings; m != nil {
-		for _, name := range m.Delete {
-			i := slices.IndexFunc(next.Bindings, func(b storedBinding) bool { return b.Name == name })
-			if i < 0 {
-				return Vault{}, fmt.Errorf("%w: binding %q", ErrNotFound, name)
-			}
-			next.Bindings = slices.Delete(next.Bindings, i, i+1)
-		}
-		for _, b := range m.Replace {
-			i := slices.IndexFunc(next.Bindings, func(x storedBinding) bool { return x.Name == b.Name })
-			if i < 0 {
-				return Vault{}, fmt.Errorf("%w: binding %q", ErrNotFound, b.Name)
-			}
-			next.Bindings[i] = storedBinding{Binding: normalize(b), Revision: rev}
-		}
-		for _, b := range m.Add {
-			if slices.ContainsFunc(next.Bindings, func(x storedBinding) bool { return x.Name == b.Name }) {
-				return Vault{}, fmt.Errorf("%w: binding %q exists; replace it instead", ErrConflict, b.Name)
-			}
-			next.Bindings = append(next.Bindings, storedBinding{Binding: normalize(b), Revision: rev})
+		next.Bindings, err = mutate(v.Bindings, "binding", func(b storedBinding) string { return b.Name },
+			func(b Binding) storedBinding { return storedBinding{Binding: normalize(b), Revision: rev} },
+			func(b Binding) string { return b.Name }, m.Delete, m.Replace, m.Add)
+		if err != nil {
+			return Vault{}, err
 		}
 	}
 	if err := next.check(); err != nil {
 		return Vault{}, err
 	}
 	return next, nil
+}
+
+// mutate applies deletes, then replaces, then adds to a copy of list:
+// what is deleted or replaced must exist, what is added must not.
+func mutate[S, W any](list []S, kind string, nameOf func(S) string, store func(W) S, wireName func(W) string,
+	del []string, repl, add []W) ([]S, error) {
+	out := slices.Clone(list)
+	find := func(name string) int { return slices.IndexFunc(out, func(x S) bool { return nameOf(x) == name }) }
+	for _, name := range del {
+		i := find(name)
+		if i < 0 {
+			return nil, fmt.Errorf("%w: %s %q", ErrNotFound, kind, name)
+		}
+		out = slices.Delete(out, i, i+1)
+	}
+	for _, w := range repl {
+		i := find(wireName(w))
+		if i < 0 {
+			return nil, fmt.Errorf("%w: %s %q", ErrNotFound, kind, wireName(w))
+		}
+		out[i] = store(w)
+	}
+	for _, w := range add {
+		if find(wireName(w)) >= 0 {
+			return nil, fmt.Errorf("%w: %s %q exists; replace it instead", ErrConflict, kind, wireName(w))
+		}
+		out = append(out, store(w))
+	}
+	return out, nil
 }
 
 // State is the sanitized view: no values, no credential references.
