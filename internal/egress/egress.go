@@ -237,8 +237,9 @@ func (s *Service) Run(ctx context.Context) error {
 	if rd, err := nflog.Listen(s.cfg.Netns, nft.AuditGroup); err != nil {
 		s.log.Warn("connections will not be audited (DNS answers still are)", "err", err)
 	} else {
-		defer rd.Close()
-		go s.auditConnections(rd)
+		actx, stop := context.WithCancel(ctx)
+		defer func() { stop(); rd.Close() }()
+		go s.auditConnections(actx, rd)
 	}
 	errc := make(chan error, 3)
 	go func() { errc <- s.dns.Serve(ctx, pc, dnsLn) }()
@@ -283,11 +284,18 @@ func (s *Service) record(ev audit.Event) {
 
 // auditConnections turns the kernel's logged decisions on new
 // connections into audit events, naming the rule that decided.
-func (s *Service) auditConnections(rd *nflog.Reader) {
+func (s *Service) auditConnections(ctx context.Context, rd *nflog.Reader) {
 	for {
 		pkts, err := rd.Read()
-		if err != nil {
+		if ctx.Err() != nil || errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrClosed) {
 			return
+		}
+		if err != nil {
+			// Overrun (ENOBUFS) or another hiccup: some events are lost,
+			// the stream goes on.
+			s.log.Warn("reading the kernel's connection log", "err", err)
+			time.Sleep(10 * time.Millisecond)
+			continue
 		}
 		for _, p := range pkts {
 			s.record(s.explain(p))

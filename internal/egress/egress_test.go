@@ -4,15 +4,18 @@
 package egress
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -119,6 +122,13 @@ func findEvent(evs []audit.Event, kind, target, decision, rule string) (audit.Ev
 
 func start(t *testing.T, cfg Config) context.CancelFunc {
 	t.Helper()
+	var logs lockedBuffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("enforcer log:\n%s", logs.String())
+		}
+	})
 	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -130,6 +140,24 @@ func start(t *testing.T, cfg Config) context.CancelFunc {
 	stop := func() { cancel(); <-done }
 	t.Cleanup(func() { cancel() })
 	return stop
+}
+
+// lockedBuffer collects log lines from several goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // TestEnforcerEndToEnd: a sandbox namespace under the enforcer resolves

@@ -70,6 +70,8 @@ func Listen(nsPath string, group uint16) (*Reader, error) {
 		return nil, fmt.Errorf("nflog: %w", err)
 	}
 	r := &Reader{conn: conn, group: group}
+	// Room for bursts: an overrun loses events.
+	_ = conn.SetReadBuffer(4 << 20)
 	// A group can be bound by one socket per namespace; a stale binding
 	// (an enforcer that died) belongs to a closed socket and is gone, but
 	// unbinding first is harmless.
