@@ -9,10 +9,12 @@
 package initproc
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -333,4 +335,37 @@ func describe(ws syscall.WaitStatus) string {
 		return "signal " + ws.Signal().String()
 	}
 	return fmt.Sprintf("exit status %d", ws.ExitStatus())
+}
+
+// SendStart writes the Start to PID 1's FIFO, waiting briefly for PID 1
+// to open it.
+func SendStart(ctx context.Context, dir *os.Root, name string, st Start) error {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		f, err := dir.OpenFile(name, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		if err == nil {
+			if fi, serr := f.Stat(); serr != nil || fi.Mode()&fs.ModeNamedPipe == 0 {
+				f.Close()
+				return errors.New("the start FIFO is not a FIFO")
+			}
+			_ = syscall.SetNonblock(int(f.Fd()), false)
+			_, err = f.Write(b)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			return err
+		}
+		if !errors.Is(err, syscall.ENXIO) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
 }

@@ -106,7 +106,8 @@ func runEgressPolicy(t *testing.T, runtime, image string, egressDir func(dataDir
 		"--egress-subnet", "10.214.0.0/24", "--egress-upstream", testutil.WorldDNS + ":53"}
 	s := startServer(t, dir, args...)
 	c := s.client(t)
-	req := ociCreate(image)
+	// The entrypoint notes what network it saw when it started.
+	req := ociCreate(image, "sh", "-c", "ip -4 addr show eth0 > /tmp/net-at-start 2>&1; exec sleep 3600")
 	req.NetworkPolicy = &api.NetworkPolicy{DefaultAction: "deny", Egress: []api.NetworkRule{
 		{Action: "allow", Target: "allowed.test"}, {Action: "allow", Target: "*.wild.test"},
 	}}
@@ -122,6 +123,12 @@ func runEgressPolicy(t *testing.T, runtime, image string, egressDir func(dataDir
 		}
 	})
 
+	t.Run("EntrypointStartsPoliced", func(t *testing.T) {
+		// The entrypoint runs only once its interface is up and policed.
+		if out, _, _ := x.run("cat /tmp/net-at-start"); !strings.Contains(out, "inet 10.") {
+			t.Errorf("the entrypoint started before its network: %q", out)
+		}
+	})
 	t.Run("AllowedDomain", func(t *testing.T) {
 		if out, ok := get(x, "http://allowed.test/"); !ok || out != "hello from web\n" {
 			t.Errorf("allowed.test: %q %v", out, ok)

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -31,6 +32,7 @@ import (
 	"github.com/corral-dev/corral/internal/driver/egressnet"
 	"github.com/corral-dev/corral/internal/driver/forward"
 	"github.com/corral-dev/corral/internal/driver/netns"
+	"github.com/corral-dev/corral/internal/initproc"
 )
 
 // Create implements driver.Driver: image (pulled when missing), container,
@@ -64,7 +66,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 	if err != nil {
 		return nil, err
 	}
-	cfg, host := d.containerConfig(spec, ref, user)
+	cfg, host := d.containerConfig(spec, ref, user, policed)
 	if spec.SecretsDir != "" {
 		host.Binds = append(host.Binds, spec.SecretsDir+":/run/corral:ro")
 	}
@@ -82,6 +84,15 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 		if ca := egressnet.CAFile(dir); ca != "" {
 			host.Binds = append(host.Binds, ca+":"+egressnet.CAInSandbox+":ro")
 		}
+		// PID 1 holds the entrypoint back until the network is policed.
+		gate := filepath.Join(dir, "gate")
+		if err := os.Mkdir(gate, 0o700); err != nil {
+			return nil, err
+		}
+		if err := syscall.Mkfifo(filepath.Join(gate, "start"), 0o600); err != nil {
+			return nil, err
+		}
+		host.Binds = append(host.Binds, gate+":"+gateInSandbox+":ro")
 	}
 	cctx, cancel := d.call(ctx)
 	created, err := d.cli.ContainerCreate(cctx, client.ContainerCreateOptions{Config: cfg, HostConfig: host, Name: containerName(spec.ID)})
@@ -134,6 +145,15 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 		if err := d.net.Start(ctx, spec.ID, d.egressDir(spec.ID), ns); err != nil {
 			return nil, err
 		}
+		gate, err := os.OpenRoot(filepath.Join(d.egressDir(spec.ID), "gate"))
+		if err != nil {
+			return nil, err
+		}
+		err = initproc.SendStart(ctx, gate, "start", initproc.Start{Args: spec.Entrypoint})
+		gate.Close()
+		if err != nil {
+			return nil, fmt.Errorf("start the entrypoint of %s: %w", spec.ID, err)
+		}
 	}
 	if err := d.waitReady(ctx, spec.ID); err != nil {
 		return nil, err
@@ -143,7 +163,12 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 }
 
 // containerConfig is the container a spec asks for.
-func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string) (*container.Config, *container.HostConfig) {
+// gateInSandbox holds the FIFO a policed sandbox's PID 1 waits on.
+const gateInSandbox = "/.corral-gate"
+
+// containerConfig is the container a spec asks for; a gated one's PID 1
+// waits for its entrypoint on a FIFO.
+func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, gated bool) (*container.Config, *container.HostConfig) {
 	hex := strings.ReplaceAll(spec.ID, "-", "")
 	hostname := "sandbox-" + hex[:min(12, len(hex))]
 	args := []string{corralInSandbox, "init", "--execd-state-dir", execdStateDir}
@@ -157,7 +182,11 @@ func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string) (*cont
 			env = append(env, k+"="+v)
 		}
 	}
-	args = append(append(args, "--"), spec.Entrypoint...)
+	if gated {
+		args = append(args, "--wait-start", gateInSandbox+"/start")
+	} else {
+		args = append(append(args, "--"), spec.Entrypoint...)
+	}
 	for k, v := range spec.Env {
 		env = append(env, k+"="+v)
 	}

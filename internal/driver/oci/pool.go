@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/corral-dev/corral/internal/driver"
@@ -293,7 +292,7 @@ func (d *Driver) personalise(ctx context.Context, spec driver.Spec) (*driver.Han
 	if err := os.WriteFile(filepath.Join(sb.bundle, "meta.json"), meta, 0o600); err != nil {
 		return nil, err
 	}
-	if err := sendStart(ctx, status, initproc.Start{Args: spec.Entrypoint, Env: env}); err != nil {
+	if err := initproc.SendStart(ctx, status, "start", initproc.Start{Args: spec.Entrypoint, Env: env}); err != nil {
 		return nil, fmt.Errorf("start the entrypoint: %w", err)
 	}
 	if err := os.Remove(filepath.Join(sb.bundle, "pool")); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -328,39 +327,6 @@ func replaceFile(root *os.Root, name string, data []byte) error {
 		return err
 	}
 	return root.Rename(tmp, name)
-}
-
-// sendStart writes the Start to PID 1's FIFO, waiting briefly for PID 1
-// to open it.
-func sendStart(ctx context.Context, status *os.Root, st initproc.Start) error {
-	b, err := json.Marshal(st)
-	if err != nil {
-		return err
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		f, err := status.OpenFile("start", os.O_WRONLY|syscall.O_NONBLOCK, 0)
-		if err == nil {
-			if fi, serr := f.Stat(); serr != nil || fi.Mode()&fs.ModeNamedPipe == 0 {
-				f.Close()
-				return errors.New("the start FIFO is not a FIFO")
-			}
-			_ = syscall.SetNonblock(int(f.Fd()), false)
-			_, err = f.Write(b)
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			return err
-		}
-		if !errors.Is(err, syscall.ENXIO) || time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(2 * time.Millisecond):
-		}
-	}
 }
 
 // setLimits applies a sandbox's limits to its cgroups (v1 or v2).
