@@ -25,7 +25,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -52,11 +51,25 @@ const (
 	MaxValue = 64 << 10
 )
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+// validName: 1 to 128 of [A-Za-z0-9_.-], starting with a letter or digit
+// (no regexp: this package is in every corral process, which compiles
+// package regexps at start).
+func validName(name string) bool {
+	if name == "" || len(name) > 128 {
+		return false
+	}
+	for i, c := range []byte(name) {
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || c != '_' && c != '.' && c != '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // ValidName checks a secret's name.
 func ValidName(name string) error {
-	if !nameRE.MatchString(name) {
+	if !validName(name) {
 		return errdefs.Newf(errdefs.ErrInvalidArgument, "SECRET::INVALID_NAME",
 			"secret name %q: 1 to 128 letters, digits, '_', '.' or '-', starting with a letter or digit", name)
 	}

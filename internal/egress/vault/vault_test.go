@@ -172,3 +172,12 @@ func FuzzVault(f *testing.F) {
 		}
 	})
 }
+
+func TestIsToken(t *testing.T) {
+	for s, want := range map[string]bool{"X-Api-Key": true, "GET": true, "a!#$%&'*+-.^_`|~z": true, "": false, "a b": false,
+		"a:b": false, "a\"b": false, "é": false, "a/b": false} {
+		if isToken(s) != want {
+			t.Errorf("isToken(%q) = %v", s, !want)
+		}
+	}
+}
