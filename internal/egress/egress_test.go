@@ -181,7 +181,7 @@ func TestEnforcerEndToEnd(t *testing.T) {
 	if rc, addrs := lookup(t, p.Inside, "api.example.com"); rc != dns.RcodeSuccess || len(addrs) != 1 || addrs[0] != "10.250.0.4" {
 		t.Fatalf("lookup api.example.com = %d %v", rc, addrs)
 	}
-	if !testutil.Reaches(p.Inside, "10.250.0.4:8080") {
+	if !testutil.ReachesSoon(p.Inside, "10.250.0.4:8080") {
 		t.Error("a resolved, allowed name is unreachable")
 	}
 	if rc, _ := lookup(t, p.Inside, "other.net"); rc != dns.RcodeNameError {
@@ -210,7 +210,7 @@ func TestEnforcerEndToEnd(t *testing.T) {
 		t.Fatalf("PATCH = %d %s", code, body)
 	}
 	lookup(t, p.Inside, "other.net")
-	if !testutil.Reaches(p.Inside, "10.250.0.3:8080") {
+	if !testutil.ReachesSoon(p.Inside, "10.250.0.3:8080") {
 		t.Error("a name allowed by PATCH is unreachable")
 	}
 	if code, body := api(t, p.Inside, "DELETE", "egress-token", `["*.example.com"]`); code != 200 {

@@ -114,6 +114,36 @@ func Reaches(ns, addr string) bool {
 	return true
 }
 
+// ReachesSoon reports whether a TCP connection from inside ns gets
+// through within 5 s, trying again meanwhile: for what must be reachable
+// (a loaded machine can be slow to resolve a neighbour the first time).
+// What must stay unreachable is checked with Reaches.
+func ReachesSoon(ns, addr string) bool {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if Reaches(ns, addr) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// UDPAnsweredSoon is UDPAnswered tried again for up to 5 s, for what
+// must be answered.
+func UDPAnsweredSoon(t testing.TB, ns, addr string) bool {
+	deadline := time.Now().Add(5 * time.Second)
+	for !UDPAnswered(t, ns, addr) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return true
+}
+
 // UDPAnswered reports whether a UDP datagram sent from inside ns is
 // echoed within 400 ms.
 func UDPAnswered(t testing.TB, ns, addr string) bool {

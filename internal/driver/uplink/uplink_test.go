@@ -31,7 +31,7 @@ func TestAttachRoutesOutAndNowhereElse(t *testing.T) {
 	testutil.ListenIn(t, w.Uplink, "tcp", "0.0.0.0:7000")
 	// The world is reachable from the uplink: a failure below is the
 	// uplink's doing, not a broken test network.
-	if !testutil.Reaches(w.Uplink, testutil.WorldWeb+":80") || !testutil.Reaches(w.Uplink, testutil.WorldMetadata+":80") {
+	if !testutil.ReachesSoon(w.Uplink, testutil.WorldWeb+":80") || !testutil.ReachesSoon(w.Uplink, testutil.WorldMetadata+":80") {
 		t.Fatal("the test world is not reachable from its uplink")
 	}
 
@@ -63,7 +63,7 @@ func TestAttachRoutesOutAndNowhereElse(t *testing.T) {
 	}
 	testutil.ListenIn(t, b, "tcp", "0.0.0.0:7001")
 
-	if !testutil.Reaches(a, testutil.WorldWeb+":80") {
+	if !testutil.ReachesSoon(a, testutil.WorldWeb+":80") {
 		t.Error("a sandbox cannot reach the world through the uplink")
 	}
 	for _, target := range []string{w.UplinkAddr + ":7000", u.Gateway().String() + ":7000", addrB.String() + ":7001"} {
@@ -91,7 +91,7 @@ func TestAttachRoutesOutAndNowhereElse(t *testing.T) {
 	if testutil.Reaches(w.World, addrB.String()+":7001") {
 		t.Error("the world reached a sandbox through the uplink")
 	}
-	if !testutil.Reaches(a, testutil.WorldWeb+":80") {
+	if !testutil.ReachesSoon(a, testutil.WorldWeb+":80") {
 		t.Error("the answers to a sandbox's own connections no longer come back")
 	}
 	if err := u.Detach("aaaaaaaa-1111-2222-3333-444444444444", addrA); err != nil {

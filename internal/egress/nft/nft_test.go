@@ -65,7 +65,7 @@ func TestEnforcement(t *testing.T) {
 	}
 	testutil.ListenIn(t, p.Outside, "udp", "10.250.0.2:53")
 	testutil.ListenIn(t, p.Outside, "udp", "10.250.0.2:5353")
-	if !testutil.Reaches(p.Inside, "10.250.0.4:8080") {
+	if !testutil.ReachesSoon(p.Inside, "10.250.0.4:8080") {
 		t.Fatal("the test network does not work without a policy")
 	}
 	e, err := New(testutil.NetnsPath(p.Inside))
@@ -86,7 +86,7 @@ func TestEnforcement(t *testing.T) {
 	if err := e.Apply(pol, nil); err != nil {
 		t.Fatal(err)
 	}
-	if !testutil.Reaches(p.Inside, "10.250.0.2:8080") {
+	if !testutil.ReachesSoon(p.Inside, "10.250.0.2:8080") {
 		t.Error("an allowed address is unreachable")
 	}
 	if testutil.Reaches(p.Inside, "10.250.0.4:8080") {
@@ -95,7 +95,7 @@ func TestEnforcement(t *testing.T) {
 	if testutil.UDPAnswered(t, p.Inside, "10.250.0.2:53") {
 		t.Error("DNS to a resolver other than the proxy got through")
 	}
-	if !testutil.UDPAnswered(t, p.Inside, "10.250.0.2:5353") {
+	if !testutil.UDPAnsweredSoon(t, p.Inside, "10.250.0.2:5353") {
 		t.Error("UDP to an allowed address was dropped")
 	}
 	// What the DNS proxy resolves for an allowed name becomes reachable;
@@ -103,7 +103,7 @@ func TestEnforcement(t *testing.T) {
 	if err := e.AllowResolved("api.example.com", []netip.Addr{netip.MustParseAddr("10.250.0.4"), netip.MustParseAddr("10.250.0.3")}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if !testutil.Reaches(p.Inside, "10.250.0.4:8080") {
+	if !testutil.ReachesSoon(p.Inside, "10.250.0.4:8080") {
 		t.Error("a resolved address is unreachable")
 	}
 	if testutil.Reaches(p.Inside, "10.250.0.3:8080") {
@@ -127,7 +127,7 @@ func TestEnforcement(t *testing.T) {
 	if err := e.Apply(compile(policy.Policy{DefaultAction: "deny", Egress: []policy.Rule{{Action: "allow", Target: "api.example.com"}}}), nil); err != nil {
 		t.Fatal(err)
 	}
-	if !testutil.Reaches(p.Inside, "10.250.0.4:8080") || testutil.Reaches(p.Inside, "10.250.0.2:8080") {
+	if !testutil.ReachesSoon(p.Inside, "10.250.0.4:8080") || testutil.Reaches(p.Inside, "10.250.0.2:8080") {
 		t.Error("after a policy change: resolved address lost, or a removed rule still applies")
 	}
 	if got := e.ResolvedNames(netip.MustParseAddr("10.250.0.4")); len(got) != 1 || got[0] != "api.example.com" {
@@ -144,7 +144,7 @@ func TestEnforcement(t *testing.T) {
 	if err := e.Apply(compile(policy.Policy{DefaultAction: "allow"}), []netip.Prefix{netip.MustParsePrefix("10.250.0.3/32")}); err != nil {
 		t.Fatal(err)
 	}
-	if !testutil.Reaches(p.Inside, "10.250.0.4:8080") || testutil.Reaches(p.Inside, "10.250.0.3:8080") {
+	if !testutil.ReachesSoon(p.Inside, "10.250.0.4:8080") || testutil.Reaches(p.Inside, "10.250.0.3:8080") {
 		t.Error("allow-all: ordinary address blocked, or an always-denied one reachable")
 	}
 	// Loopback inside the sandbox is never affected.
@@ -152,7 +152,7 @@ func TestEnforcement(t *testing.T) {
 	if err := e.Apply(compile(policy.Policy{DefaultAction: "deny"}), nil); err != nil {
 		t.Fatal(err)
 	}
-	if !testutil.Reaches(p.Inside, "127.0.0.1:9090") {
+	if !testutil.ReachesSoon(p.Inside, "127.0.0.1:9090") {
 		t.Error("loopback was blocked")
 	}
 }
