@@ -549,7 +549,7 @@ func (d *Driver) Pause(ctx context.Context, id string) error {
 	if _, err := d.cli.ContainerPause(cctx, c.ID, client.ContainerPauseOptions{}); err != nil {
 		return d.engineErr("pause "+id, err)
 	}
-	return nil
+	return d.settle(ctx, id, true)
 }
 
 // Resume implements driver.Pauser.
@@ -566,7 +566,28 @@ func (d *Driver) Resume(ctx context.Context, id string) error {
 	if _, err := d.cli.ContainerUnpause(cctx, c.ID, client.ContainerUnpauseOptions{}); err != nil {
 		return d.engineErr("resume "+id, err)
 	}
-	return nil
+	return d.settle(ctx, id, false)
+}
+
+// settle waits (up to 5 s) until the engine reports the container as
+// paused or not: some engines record the change after the call returns,
+// and the API promises it is done when Pause or Resume answer.
+func (d *Driver) settle(ctx context.Context, id string, paused bool) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, err := d.inspect(ctx, id)
+		if err != nil {
+			return err
+		}
+		if c.State.Paused == paused || time.Now().After(deadline) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 var (

@@ -41,10 +41,30 @@ func createNetns(path string) (err error) {
 			errc <- fmt.Errorf("pin netns: %w", err)
 			return
 		}
-		errc <- loopbackUp()
+		if err := loopbackUp(); err != nil {
+			errc <- err
+			return
+		}
+		errc <- reserveExecdPort()
 		// Exit with the thread still locked: the runtime then ends it.
 	}()
 	return <-errc
+}
+
+// ReservedPorts keeps execd's port out of the namespace's ephemeral
+// range. Otherwise the server's readiness pings, which connect to
+// 127.0.0.1:44772 from an ephemeral port before execd listens, can pick
+// 44772 itself: the socket then connects to itself and holds the port,
+// and execd cannot bind it.
+const ReservedPorts = "44772"
+
+// reserveExecdPort applies ReservedPorts to the calling thread's
+// namespace.
+func reserveExecdPort() error {
+	if err := os.WriteFile("/proc/sys/net/ipv4/ip_local_reserved_ports", []byte(ReservedPorts), 0); err != nil {
+		return fmt.Errorf("reserve execd's port: %w", err)
+	}
+	return nil
 }
 
 // loopbackUp sets IFF_UP on lo in the current network namespace.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/driver/drivertest"
+	"github.com/corral-dev/corral/internal/driver/netns"
 	"github.com/corral-dev/corral/internal/testutil"
 )
 
@@ -86,5 +87,29 @@ func assertNoLeaks(t *testing.T, root string) {
 	cgroups, _ := filepath.Glob("/sys/fs/cgroup/*/corral/dt*")
 	if len(cgroups) > 0 {
 		t.Errorf("leak: cgroups %v", cgroups)
+	}
+}
+
+// TestNetnsKeepsExecdPortOutOfTheEphemeralRange: a readiness ping must
+// never be given execd's port as its own (it would connect to itself and
+// hold the port execd is about to bind).
+func TestNetnsKeepsExecdPortOutOfTheEphemeralRange(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ns")
+	if err := createNetns(path); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = removeNetns(path) })
+	var got []byte
+	if err := netns.Do(path, func() error {
+		var err error
+		got, err = os.ReadFile("/proc/sys/net/ipv4/ip_local_reserved_ports")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(string(got)) != ReservedPorts {
+		t.Errorf("reserved ports in a sandbox namespace = %q, want %s", got, ReservedPorts)
 	}
 }
