@@ -208,7 +208,7 @@ func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, gated 
 		NetworkMode: "none",
 		// execd's port stays out of the ephemeral range (see
 		// oci.ReservedPorts: readiness pings could take it).
-		Sysctls: map[string]string{"net.ipv4.ip_local_reserved_ports": strconv.Itoa(execdPort)},
+		Sysctls:     map[string]string{"net.ipv4.ip_local_reserved_ports": strconv.Itoa(execdPort)},
 		CapDrop:     []string{"ALL"},
 		CapAdd:      capabilities,
 		SecurityOpt: []string{"no-new-privileges"},
