@@ -4,7 +4,6 @@
 package egress
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -122,7 +120,7 @@ func findEvent(evs []audit.Event, kind, target, decision, rule string) (audit.Ev
 
 func start(t *testing.T, cfg Config) context.CancelFunc {
 	t.Helper()
-	var logs lockedBuffer
+	var logs testutil.LockedBuffer
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -140,24 +138,6 @@ func start(t *testing.T, cfg Config) context.CancelFunc {
 	stop := func() { cancel(); <-done }
 	t.Cleanup(func() { cancel() })
 	return stop
-}
-
-// lockedBuffer collects log lines from several goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestEnforcerEndToEnd: a sandbox namespace under the enforcer resolves

@@ -140,25 +140,13 @@ func (s *Service) serveVault(w http.ResponseWriter, r *http.Request) {
 	case sub == "/credentials":
 		writeJSON(w, http.StatusOK, map[string]any{"revision": cur.Revision, "credentials": cur.CredentialList()})
 	case strings.HasPrefix(sub, "/credentials/"):
-		name := strings.TrimPrefix(sub, "/credentials/")
-		for _, c := range cur.CredentialList() {
-			if c.Name == name {
-				writeJSON(w, http.StatusOK, c)
-				return
-			}
-		}
-		http.Error(w, "no credential "+name, http.StatusNotFound)
+		writeNamed(w, "credential", strings.TrimPrefix(sub, "/credentials/"), cur.CredentialList(),
+			func(c vault.CredentialMetadata) string { return c.Name })
 	case sub == "/bindings":
 		writeJSON(w, http.StatusOK, map[string]any{"revision": cur.Revision, "bindings": cur.BindingList()})
 	case strings.HasPrefix(sub, "/bindings/"):
-		name := strings.TrimPrefix(sub, "/bindings/")
-		for _, b := range cur.BindingList() {
-			if b.Name == name {
-				writeJSON(w, http.StatusOK, b)
-				return
-			}
-		}
-		http.Error(w, "no binding "+name, http.StatusNotFound)
+		writeNamed(w, "binding", strings.TrimPrefix(sub, "/bindings/"), cur.BindingList(),
+			func(b vault.BindingMetadata) string { return b.Name })
 	case sub != "":
 		http.Error(w, "not found", http.StatusNotFound)
 	case r.Method == http.MethodGet:
@@ -213,6 +201,17 @@ func (s *Service) serveVault(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, POST, PATCH, DELETE")
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 	}
+}
+
+// writeNamed answers the item of list called name, or 404.
+func writeNamed[T any](w http.ResponseWriter, kind, name string, list []T, nameOf func(T) string) {
+	for _, x := range list {
+		if nameOf(x) == name {
+			writeJSON(w, http.StatusOK, x)
+			return
+		}
+	}
+	http.Error(w, "no "+kind+" "+name, http.StatusNotFound)
 }
 
 func vaultStatus(err error) int {

@@ -249,7 +249,7 @@ func TestCLIShellThroughAPseudoTerminal(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	out := &lockedBuffer{}
+	out := &testutil.LockedBuffer{}
 	go func() { _, _ = io.Copy(out, ptmx) }()
 	expect := func(want string) {
 		t.Helper()

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/corral-dev/corral/internal/testutil"
 )
 
 // runCorral runs the binary with args and returns its combined output.
@@ -26,7 +28,7 @@ func TestFirstStartPrintsAdminKeyOnce(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	cmd := exec.Command(binary, "serve", "--listen", "127.0.0.1:0", "--data-dir", dir, "--runtime", "fake", "--log-format", "json")
-	var errb lockedBuffer
+	var errb testutil.LockedBuffer
 	cmd.Stderr = &errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -32,7 +32,7 @@ type privateEngine struct {
 	sock       string
 	cmd        *exec.Cmd
 	containerd *exec.Cmd
-	log        *lockedBuffer
+	log        *testutil.LockedBuffer
 }
 
 func startPrivateEngine(t *testing.T) *privateEngine {
@@ -41,7 +41,7 @@ func startPrivateEngine(t *testing.T) *privateEngine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &privateEngine{t: t, root: root, sock: filepath.Join(root, "d.sock"), log: &lockedBuffer{}}
+	e := &privateEngine{t: t, root: root, sock: filepath.Join(root, "d.sock"), log: &testutil.LockedBuffer{}}
 	t.Cleanup(func() {
 		e.stop()
 		// Whatever the engine mounted under its root goes with it.

@@ -53,7 +53,7 @@ func startViaScript(t *testing.T, root string, args ...string) string {
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CORRAL_DATA_DIR="+data)
 	pr, pw := io.Pipe()
-	var log lockedBuffer
+	var log testutil.LockedBuffer
 	cmd.Stderr = io.MultiWriter(pw, &log)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -64,7 +64,7 @@ func TestInitAsPID1ReapsOrphans(t *testing.T) {
 func TestInitAsPID1ForwardsSIGTERM(t *testing.T) {
 	t.Parallel()
 	cmd := pid1(t, "--no-execd", "--", "sh", "-c", `trap 'echo got-term; exit 3' TERM; echo ready; while :; do sleep 0.05; done`)
-	var out lockedBuffer
+	var out testutil.LockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

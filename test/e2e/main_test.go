@@ -16,8 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -53,25 +51,8 @@ func run(m *testing.M) int {
 type server struct {
 	cmd    *exec.Cmd
 	url    string
-	stderr *lockedBuffer
+	stderr *testutil.LockedBuffer
 	done   chan error
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 const testKey = "ck_e2e-admin-key-0123456789"
@@ -83,7 +64,7 @@ func startServer(t *testing.T, dir string, args ...string) *server {
 	full := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dir, "--api-key", testKey, "--log-format", "json"}, args...)
 	cmd := exec.Command(binary, full...)
 	pr, pw := io.Pipe()
-	s := &server{cmd: cmd, stderr: &lockedBuffer{}, done: make(chan error, 1)}
+	s := &server{cmd: cmd, stderr: &testutil.LockedBuffer{}, done: make(chan error, 1)}
 	cmd.Stderr = io.MultiWriter(pw, s.stderr)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

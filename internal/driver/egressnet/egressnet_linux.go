@@ -185,14 +185,21 @@ func (n *Network) Start(ctx context.Context, id, dir, nsPath string) error {
 	if err := n.launch(ctx, id, dir, nsPath, &st); err != nil {
 		return err
 	}
-	if st.Addr, err = u.Attach(id, nsPath); err != nil {
-		return err
-	}
-	if err := writeState(dir, st); err != nil {
+	if err := attach(u, id, dir, nsPath, &st); err != nil {
 		return err
 	}
 	n.supervise(id, dir, nsPath, st)
 	return nil
+}
+
+// attach adds the veth, once the enforcer's rules are in, and records
+// the address.
+func attach(u *uplink.Uplink, id, dir, nsPath string, st *state) error {
+	var err error
+	if st.Addr, err = u.Attach(id, nsPath); err != nil {
+		return err
+	}
+	return writeState(dir, *st)
 }
 
 // launch starts the enforcer, records it and waits until its rules are
@@ -540,10 +547,7 @@ func (n *Network) Recover(ctx context.Context, id, dir, nsPath string) error {
 	}
 	if !st.Addr.IsValid() {
 		// The last start ended before the veth: finish it.
-		if st.Addr, err = u.Attach(id, nsPath); err != nil {
-			return err
-		}
-		if err := writeState(dir, st); err != nil {
+		if err := attach(u, id, dir, nsPath, &st); err != nil {
 			return err
 		}
 	}

@@ -4,8 +4,8 @@
 // Package nft enforces an egress policy at L3 in a network namespace with
 // nftables, through netlink (no nft binary). One table, rebuilt atomically
 // on every policy change, holds an output chain whose policy is the
-// policy's default action and, in order: established traffic, loopback and
-// the proxy's own marked traffic pass; DNS to any resolver but the proxy
+// policy's default action and, in order: established traffic and loopback
+// (redirects to the credential proxy included) pass; DNS to any resolver but the proxy
 // is dropped; the always-deny set and the rules' denied ranges drop; the
 // addresses the DNS proxy resolved for allowed names (with their TTLs)
 // and the rules' allowed ranges pass. IP and CIDR rules keep their
@@ -31,9 +31,6 @@ import (
 
 // TableName is the table the enforcer owns.
 const TableName = "corral_egress"
-
-// ProxyMark marks the DNS proxy's own upstream traffic, which passes.
-const ProxyMark = 0x1
 
 // AuditGroup is the NFLOG group every decision on a new connection is
 // logged to, with one of the Log* prefixes (internal/egress/nflog reads
@@ -289,9 +286,6 @@ func (e *Enforcer) apply(pol *policy.Compiled, extraDeny []netip.Prefix) error {
 	add(&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.NFPROTO_IPV4}},
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 1},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{127}}, accept)
-	// The proxy's upstream queries pass.
-	add(&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(ProxyMark)}, accept)
 	// No other resolver: DNS anywhere else is dropped, whatever the rules.
 	for _, proto := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} {
 		add(&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{proto}},
