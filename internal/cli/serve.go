@@ -254,6 +254,18 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, log *slog.Logger) (err
 	if !ok {
 		return fmt.Errorf("unknown runtime %q (this build has: %s)", cfg.runtime, driverNames())
 	}
+	var defaultPolicy json.RawMessage
+	if cfg.defaultPolicy != "" {
+		p, err := policy.Decode([]byte(cfg.defaultPolicy))
+		if err == nil {
+			// Compiling checks actions and targets, as a create's policy is.
+			_, err = policy.Compile(p, policy.Options{})
+		}
+		if err != nil {
+			return fmt.Errorf("--network-default-policy: %w", err)
+		}
+		defaultPolicy, _ = json.Marshal(p)
+	}
 	if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
@@ -288,14 +300,6 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, log *slog.Logger) (err
 	}
 	if c, ok := d.(io.Closer); ok {
 		defer c.Close()
-	}
-	var defaultPolicy json.RawMessage
-	if cfg.defaultPolicy != "" {
-		p, err := policy.Decode([]byte(cfg.defaultPolicy))
-		if err != nil {
-			return fmt.Errorf("--network-default-policy: %w", err)
-		}
-		defaultPolicy, _ = json.Marshal(p)
 	}
 	sec, err := secrets.Open(st, cfg.dataDir)
 	if err != nil {

@@ -63,10 +63,16 @@ func lookup(t *testing.T, ns, name string) (rcode int, addrs []string) {
 // forwarder does.
 func api(t *testing.T, ns, method, token, body string) (int, string) {
 	t.Helper()
+	return apiAt(t, ns, method, "/policy", token, body)
+}
+
+// apiAt sends one request to any path of the API.
+func apiAt(t *testing.T, ns, method, path, token, body string) (int, string) {
+	t.Helper()
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
 		return netns.Dial(ctx, testutil.NetnsPath(ns), "127.0.0.1:18080")
 	}}}
-	req, _ := http.NewRequest(method, "http://egress/policy", strings.NewReader(body))
+	req, _ := http.NewRequest(method, "http://egress"+path, strings.NewReader(body))
 	if token != "" {
 		req.Header.Set(HeaderAuth, token)
 	}
@@ -236,6 +242,22 @@ func TestEnforcerEndToEnd(t *testing.T) {
 	}
 	if again := events(t, p.Inside, "egress-token", fmt.Sprintf("since=%d&epoch=1", last.Seq)); len(again) != len(evs) {
 		t.Errorf("another epoch's position should restart from the beginning: %d events, want %d", len(again), len(evs))
+	}
+	for _, bad := range []struct {
+		method, path string
+		want         int
+	}{
+		{"GET", "/events?since=-1", 400}, {"GET", "/events?since=x", 400}, {"GET", "/events?follow=maybe", 400},
+		{"POST", "/events", 405}, {"GET", "/nope", 404},
+		// No credential proxy on this sandbox: the vault is not there.
+		{"POST", "/credential-vault", 412}, {"GET", "/credential-vault/credentials", 412},
+	} {
+		if code, body := apiAt(t, p.Inside, bad.method, bad.path, "egress-token", `{"credentials":[],"bindings":[]}`); code != bad.want {
+			t.Errorf("%s %s = %d %s, want %d", bad.method, bad.path, code, body, bad.want)
+		}
+	}
+	if code, _ := apiAt(t, p.Inside, "GET", "/events", "", ""); code != 401 {
+		t.Errorf("GET /events without the token = %d", code)
 	}
 	// Following: a decision made while a reader waits reaches it.
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {

@@ -119,3 +119,29 @@ func TestConfigFileAndEnvironment(t *testing.T) {
 		t.Fatalf("example config: %s", out)
 	}
 }
+
+// TestServeRejectsBadEgressFlags: a mistaken egress setting stops the
+// server at start with one sentence naming the flag.
+func TestServeRejectsBadEgressFlags(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--egress-subnet", "10.0.0.0/30"}, "--egress-subnet"},
+		{[]string{"--egress-subnet", "fd00::/64"}, "--egress-subnet"},
+		{[]string{"--egress-upstream", "dns.example"}, "--egress-upstream"},
+		{[]string{"--egress-deny", "10.0.0.0/40"}, "--egress-deny"},
+		{[]string{"--egress-uplink-netns", "/nonexistent/ns"}, "--egress-uplink-netns"},
+		{[]string{"--egress-upstream-ca", "/nonexistent/ca.pem"}, "--egress-upstream-ca"},
+		{[]string{"--network-default-policy", `{"defaultAction":"maybe"}`}, "--network-default-policy"},
+	} {
+		args := append([]string{"serve", "--runtime", "oci", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(),
+			"--api-key", testKey}, tc.args...)
+		out, err := exec.Command(binary, args...).CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() == 0 || !strings.Contains(string(out), tc.msg) {
+			t.Errorf("corral %s: %v, output %q; want a failure naming %s", strings.Join(tc.args, " "), err, out, tc.msg)
+		}
+	}
+}

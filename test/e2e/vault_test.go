@@ -158,6 +158,32 @@ func TestOCICredentialVault(t *testing.T) {
 	if code, _ := egressCall(t, c, sb.ID, "PATCH", "/credential-vault", `{"expectedRevision":7,"credentials":{"delete":["api"]}}`); code != 409 {
 		t.Errorf("PATCH at a stale revision = %d, want 409", code)
 	}
+	for _, bad := range []struct {
+		method, path, body string
+		want               int
+	}{
+		{"GET", "/credential-vault/credentials/nope", "", 404},
+		{"GET", "/credential-vault/bindings/nope", "", 404},
+		{"GET", "/credential-vault/other", "", 404},
+		{"PUT", "/credential-vault/credentials/api", "{}", 405},
+		{"PUT", "/credential-vault", "{}", 405},
+		{"PATCH", "/credential-vault", `{}`, 400},
+		{"PATCH", "/credential-vault", `{"credentials":{"delete":["nope"]}}`, 404},
+		{"PATCH", "/credential-vault", `{"credentials":{"add":[{"name":"api","source":{"type":"inline","value":"x"}}]}}`, 409},
+		{"PATCH", "/credential-vault", `{"bogus":1}`, 400},
+		{"PATCH", "/credential-vault", `{"credentials":{"add":[{"name":"big","source":{"type":"inline","value":"` + strings.Repeat("x", 2<<20) + `"}}]}}`, 413},
+	} {
+		if code, body := egressCall(t, c, sb.ID, bad.method, bad.path, bad.body); code != bad.want || strings.Contains(body, secret) {
+			t.Errorf("%s %s = %d %.80s, want %d", bad.method, bad.path, code, body, bad.want)
+		}
+	}
+	ep, err := c.GetEndpoint(ctx(t), sb.ID, api.EgressPort, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := httpCall(t, "GET", "http://"+ep.Endpoint+"/credential-vault", nil, ""); code != 401 {
+		t.Errorf("GET /credential-vault without the token = %d", code)
+	}
 
 	curl := func(url string) string {
 		out, errOut, _ := x.run("curl -sS --max-time 5 " + url)
