@@ -19,17 +19,18 @@ import (
 const module = "github.com/corral-dev/corral"
 
 type pkg struct {
-	path  string
-	doc   string
-	deps  []string
-	hasGo bool // has non-test Go files
+	path    string
+	doc     string
+	deps    []string
+	imports []string
+	hasGo   bool // has non-test Go files
 }
 
 // list runs go list over the module's packages.
 func list(t *testing.T) map[string]pkg {
 	t.Helper()
 	cmd := exec.Command("go", "list", "-f",
-		"{{.ImportPath}}\t{{len .GoFiles}}\t{{join .Deps \" \"}}\t{{.Doc}}", "./...")
+		"{{.ImportPath}}\t{{len .GoFiles}}\t{{join .Deps \" \"}}\t{{join .Imports \" \"}}\t{{.Doc}}", "./...")
 	cmd.Dir = testutil.ModuleRoot(t)
 	out, err := cmd.Output()
 	if err != nil {
@@ -38,11 +39,11 @@ func list(t *testing.T) map[string]pkg {
 	pkgs := map[string]pkg{}
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
-		f := strings.SplitN(sc.Text(), "\t", 4)
-		if len(f) != 4 {
+		f := strings.SplitN(sc.Text(), "\t", 5)
+		if len(f) != 5 {
 			t.Fatalf("go list line %q", sc.Text())
 		}
-		pkgs[f[0]] = pkg{path: f[0], hasGo: f[1] != "0", deps: strings.Fields(f[2]), doc: f[3]}
+		pkgs[f[0]] = pkg{path: f[0], hasGo: f[1] != "0", deps: strings.Fields(f[2]), imports: strings.Fields(f[3]), doc: f[4]}
 	}
 	return pkgs
 }
@@ -116,6 +117,41 @@ func TestEveryPackageIsDocumented(t *testing.T) {
 			t.Errorf("%s has no package comment", path)
 		} else if !strings.HasPrefix(p.doc, "Package "+name+" ") && !strings.HasPrefix(p.doc, "Command ") && name != "corral" {
 			t.Errorf("%s: package comment %q should start with \"Package %s \"", path, p.doc, name)
+		}
+	}
+}
+
+// isKube reports whether an import path is a Kubernetes library.
+func isKube(path string) bool {
+	return strings.HasPrefix(path, "k8s.io/") || strings.HasPrefix(path, "sigs.k8s.io/")
+}
+
+// TestKubernetesStaysInItsPackages keeps client-go and controller-runtime
+// out of the default build: linking them costs every corral process,
+// sandboxes' init and execd included, about 14 ms and 20 MB at start
+// (docs/architecture.md, "Two builds"). Only the kube packages import
+// them, and only a build with -tags kube links those into the binary.
+func TestKubernetesStaysInItsPackages(t *testing.T) {
+	pkgs := list(t)
+	bin, ok := pkgs[module+"/cmd/corral"]
+	if !ok {
+		t.Fatal("cmd/corral not listed")
+	}
+	for _, d := range bin.deps {
+		if isKube(d) {
+			t.Errorf("the default corral binary links %s; Kubernetes belongs in files built with -tags kube", d)
+			break
+		}
+	}
+	for path, p := range pkgs {
+		rel := strings.TrimPrefix(path, module+"/")
+		if strings.HasPrefix(rel, "internal/kube/") || rel == "internal/driver/kube" {
+			continue
+		}
+		for _, d := range p.imports {
+			if isKube(d) {
+				t.Errorf("%s imports %s; only internal/kube/... and internal/driver/kube may", rel, d)
+			}
 		}
 	}
 }

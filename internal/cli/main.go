@@ -53,6 +53,8 @@ func commands() []command {
 		{"completion", "print a bash, zsh or fish completion script", runCompletion},
 		{"execd", "run the in-sandbox daemon (the execd API on :44772)", runExecd},
 		{"egress", "enforce a sandbox's egress policy (DNS, nftables, the policy API on :18080)", runEgress},
+		{"controller", "run the Kubernetes controller for Sandbox resources", runController},
+		{"install-binary", "copy this corral binary to a path (the Kubernetes pod's init container)", runInstallBinary},
 		{"init", "run as PID 1 of a sandbox: the entrypoint, execd, reaping and signals", runInit},
 		{"version", "print the version", runVersion},
 	}

@@ -42,6 +42,9 @@ type serveConfig struct {
 	listen           string
 	dataDir          string
 	runtime          string
+	kubeconfig       string
+	kubeNamespace    string
+	kubePullPolicy   string
 	configFile       string
 	apiKey           string
 	insecureNoAuth   bool
@@ -76,6 +79,10 @@ type serveConfig struct {
 type driverFactory func(cfg *serveConfig, log *slog.Logger) (driver.Driver, error)
 
 // drivers is the explicit table of runtimes this binary can drive.
+// kubeRuntime is the name of the kubernetes runtime (kube.Name), known
+// here also in builds without it so that asking for it explains itself.
+const kubeRuntime = "kubernetes"
+
 func drivers() map[string]driverFactory {
 	return map[string]driverFactory{
 		fakedriver.Name: func(cfg *serveConfig, _ *slog.Logger) (driver.Driver, error) {
@@ -93,6 +100,7 @@ func drivers() map[string]driverFactory {
 			return oci.New(oci.Config{Root: filepath.Join(cfg.dataDir, "oci"), Runtime: cfg.ociRuntime, AllowHostImage: cfg.hostImage,
 				Pool: pool, Network: network, Logger: log})
 		},
+		kubeRuntime: kubeDriver,
 		docker.Name: func(cfg *serveConfig, log *slog.Logger) (driver.Driver, error) {
 			bin, err := os.Executable()
 			if err != nil {
@@ -229,6 +237,9 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	fs.StringVar(&cfg.dockerRuntime, "docker-runtime", "", "runtime docker: OCI runtime name for containers, such as runsc (default: the engine's)")
 	fs.BoolVar(&cfg.dockerRemote, "docker-remote", false, "runtime docker: the engine is on another machine (implied by a tcp:// or ssh:// host): copy the corral binary in, publish execd")
 	fs.StringVar(&cfg.dockerPublishIP, "docker-publish-ip", "127.0.0.1", "runtime docker, remote engines: the address execd ports are published on")
+	fs.StringVar(&cfg.kubeconfig, "kubeconfig", "", "runtime kubernetes: kubeconfig file (default $KUBECONFIG, ~/.kube/config, or the pod's service account)")
+	fs.StringVar(&cfg.kubeNamespace, "kube-namespace", "default", "runtime kubernetes: the namespace of the Sandbox resources")
+	fs.StringVar(&cfg.kubePullPolicy, "kube-image-pull-policy", "", "runtime kubernetes: pull policy of sandbox images (Always, IfNotPresent, Never; default: the cluster's)")
 	fs.DurationVar(&cfg.fakeCreateDelay, "fake-create-delay", 0, "runtime fake only: how long each create takes (for tests)")
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code

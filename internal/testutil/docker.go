@@ -7,7 +7,9 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"fmt"
 	"os"
+	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -57,9 +59,26 @@ func DockerBusybox(t testing.TB) string {
 	if _, err := cli.ImageInspect(ctx, BusyboxImage); err == nil {
 		return BusyboxImage
 	}
+	buf, err := BusyboxLayer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cli.ImageImport(ctx, client.ImageImportSource{Source: bytes.NewReader(buf), SourceName: "-"}, BusyboxImage,
+		client.ImageImportOptions{Changes: []string{"ENV PATH=/bin", "CMD [\"sh\"]"}})
+	if err != nil {
+		t.Fatalf("import %s: %v", BusyboxImage, err)
+	}
+	_, _ = bytes.NewBuffer(nil).ReadFrom(res)
+	res.Close()
+	return BusyboxImage
+}
+
+// BusyboxLayer is the one layer of the busybox test image, as a tar:
+// this machine's static busybox, its applets, /etc/passwd, /tmp.
+func BusyboxLayer() ([]byte, error) {
 	bb, err := os.ReadFile("/bin/busybox")
 	if err != nil {
-		t.Fatalf("a static busybox is needed (apt-get install busybox-static): %v", err)
+		return nil, fmt.Errorf("a static busybox is needed (apt-get install busybox-static): %w", err)
 	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
@@ -80,13 +99,31 @@ func DockerBusybox(t testing.TB) string {
 	passwd := "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n"
 	_ = tw.WriteHeader(&tar.Header{Name: "etc/passwd", Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(passwd))})
 	_, _ = tw.Write([]byte(passwd))
-	_ = tw.Close()
-	res, err := cli.ImageImport(ctx, client.ImageImportSource{Source: &buf, SourceName: "-"}, BusyboxImage,
-		client.ImageImportOptions{Changes: []string{"ENV PATH=/bin", "CMD [\"sh\"]"}})
-	if err != nil {
-		t.Fatalf("import %s: %v", BusyboxImage, err)
+	if err := tw.Close(); err != nil {
+		return nil, err
 	}
-	_, _ = bytes.NewBuffer(nil).ReadFrom(res)
-	res.Close()
-	return BusyboxImage
+	return buf.Bytes(), nil
+}
+
+// TarOf is a tar of regular files (mode 0755), names sorted.
+func TarOf(files map[string][]byte) ([]byte, error) {
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, n := range names {
+		if err := tw.WriteHeader(&tar.Header{Name: n, Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(files[n]))}); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(files[n]); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }

@@ -1,0 +1,73 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build kube
+
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/driver/kube"
+	"github.com/corral-dev/corral/internal/kube/controller"
+	"github.com/corral-dev/corral/internal/kube/kubeconfig"
+)
+
+func runController(ctx context.Context, e *env, args []string) int {
+	fs := newFlagSet(e, "controller", "controller [flags]")
+	kc := fs.String("kubeconfig", "", "kubeconfig file (default $KUBECONFIG, ~/.kube/config, or the pod's service account)")
+	ns := fs.String("namespace", "", "reconcile Sandboxes in this namespace only (default: all)")
+	image := fs.String("corral-image", "", "image whose /corral is this corral binary; sandbox pods copy it in (required)")
+	pull := fs.String("corral-image-pull-policy", "IfNotPresent", "pull policy of --corral-image: Always, IfNotPresent or Never")
+	leader := fs.Bool("leader-elect", false, "elect one active replica through a Lease (run several for availability)")
+	leaderNS := fs.String("leader-elect-namespace", "", "namespace of the Lease (default --namespace)")
+	metrics := fs.String("metrics-addr", "0", "serve Prometheus metrics on this address (0: off)")
+	health := fs.String("health-addr", "", "serve /healthz and /readyz on this address (empty: off)")
+	workers := fs.Int("workers", 4, "Sandboxes reconciled at once")
+	logFormat := fs.String("log-format", "json", "log format: json or text")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	if ok, code := parseFlags(fs, e, args); !ok {
+		return code
+	}
+	if *image == "" {
+		return fail(e, "controller: --corral-image is required (an image with this corral binary at /corral)")
+	}
+	policy, err := kubeconfig.PullPolicy(*pull)
+	if err != nil {
+		return fail(e, "controller: --corral-image-pull-policy: %v", err)
+	}
+	log, err := newLogger(e.stderr, *logFormat, *logLevel)
+	if err != nil {
+		return fail(e, "%v", err)
+	}
+	kubeconfig.SetGlobalLoggers(log)
+	rc, err := kubeconfig.Load(*kc)
+	if err != nil {
+		return fail(e, "controller: %v", err)
+	}
+	err = controller.Run(ctx, rc, controller.Config{
+		Namespace: *ns, CorralImage: *image, CorralImagePullPolicy: policy, LeaderElection: *leader,
+		LeaderElectionNamespace: *leaderNS, MetricsAddr: *metrics, HealthAddr: *health, Workers: *workers, Logger: log,
+	})
+	if err != nil {
+		return fail(e, "controller: %v", err)
+	}
+	return 0
+}
+
+// kubeDriver is the kubernetes runtime of `serve`.
+func kubeDriver(cfg *serveConfig, log *slog.Logger) (driver.Driver, error) {
+	policy, err := kubeconfig.PullPolicy(cfg.kubePullPolicy)
+	if err != nil {
+		return nil, fmt.Errorf("--kube-image-pull-policy: %w", err)
+	}
+	kubeconfig.SetGlobalLoggers(log)
+	rc, err := kubeconfig.Load(cfg.kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return kube.New(context.Background(), kube.Config{REST: rc, Namespace: cfg.kubeNamespace, ImagePullPolicy: policy, Logger: log})
+}

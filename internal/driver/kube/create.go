@@ -1,0 +1,239 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package kube
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/driver/forward"
+	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
+	"github.com/corral-dev/corral/internal/kube/controller"
+)
+
+// Create writes the Sandbox and its access Secret, then waits until the
+// controller has the pod running and execd answers on the pod's address.
+// On failure it deletes what it wrote.
+func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := d.supports(spec); err != nil {
+		return nil, err
+	}
+	sbx, err := d.sandboxFor(spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.c.Create(ctx, sbx); err != nil {
+		return nil, apiErr("create sandbox "+spec.ID, err)
+	}
+	defer func() {
+		if err != nil {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			if derr := d.Destroy(cctx, spec.ID); derr != nil {
+				d.cfg.Logger.Warn("kube: removing a sandbox that failed to start", "sandbox", spec.ID, "err", derr)
+			}
+		}
+	}()
+	owner := metav1.OwnerReference{
+		APIVersion: v1alpha1.GroupVersion.String(), Kind: "Sandbox", Name: sbx.Name, UID: sbx.UID,
+		Controller: ptr(true), BlockOwnerDeletion: ptr(true),
+	}
+	for _, sec := range d.secretsFor(spec, owner) {
+		if err := d.c.Create(ctx, sec); err != nil {
+			return nil, apiErr("create secret "+sec.Name, err)
+		}
+	}
+	if err := d.waitReady(ctx, spec.ID); err != nil {
+		return nil, err
+	}
+	st, _ := json.Marshal(state{Namespace: d.cfg.Namespace, UID: sbx.UID})
+	return &driver.Handle{ID: spec.ID, Driver: Name, Version: stateVersion, State: st}, nil
+}
+
+// supports refuses what this runtime cannot do yet, rather than run a
+// sandbox with less than was asked.
+func (d *Driver) supports(spec driver.Spec) error {
+	switch {
+	case len(spec.Entrypoint) == 0:
+		return errdefs.Invalid("INVALID_ENTRYPOINT", "the entrypoint is empty")
+	case spec.Image.URI == "":
+		return errdefs.Invalid("INVALID_IMAGE", "the image is empty")
+	case spec.Snapshot != nil:
+		return errdefs.New(errdefs.ErrNotImplemented, "NOT_SUPPORTED", "the kubernetes runtime cannot start from snapshots")
+	case spec.NetworkPolicy != nil || spec.CredentialProxy:
+		return errdefs.New(errdefs.ErrNotImplemented, "NOT_SUPPORTED",
+			"the kubernetes runtime does not enforce networkPolicy yet; sandboxes get the pod network, confined by the cluster's NetworkPolicies")
+	case spec.SecretsDir != "":
+		return errdefs.New(errdefs.ErrNotImplemented, "NOT_SUPPORTED", "the kubernetes runtime does not serve secrets on demand yet")
+	}
+	return nil
+}
+
+func (d *Driver) sandboxFor(spec driver.Spec) (*v1alpha1.Sandbox, error) {
+	lbl := map[string]string{
+		driver.LabelSandboxID: spec.ID,
+		driver.LabelManaged:   "true",
+		driver.LabelTenant:    spec.Tenant,
+	}
+	ann := map[string]string{}
+	if len(spec.Labels) > 0 {
+		b, _ := json.Marshal(spec.Labels)
+		ann[annotationLabels] = string(b)
+	}
+	var env []corev1.EnvVar
+	for k, v := range spec.Env {
+		env = append(env, corev1.EnvVar{Name: k, Value: v})
+	}
+	sortEnv(env)
+	sbx := &v1alpha1.Sandbox{
+		ObjectMeta: metav1.ObjectMeta{Name: spec.ID, Namespace: d.cfg.Namespace, Labels: lbl, Annotations: ann},
+		Spec: v1alpha1.SandboxSpec{
+			Image:            spec.Image.URI,
+			ImagePullPolicy:  d.cfg.ImagePullPolicy,
+			Entrypoint:       spec.Entrypoint,
+			Env:              env,
+			AccessSecretName: accessSecret(spec.ID),
+			Tenant:           spec.Tenant,
+		},
+	}
+	if spec.Image.Username != "" || spec.Image.Password != "" {
+		sbx.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: pullSecret(spec.ID)}}
+	}
+	lim := corev1.ResourceList{}
+	if m := spec.Resources.CPUMillis; m > 0 {
+		lim[corev1.ResourceCPU] = *resource.NewMilliQuantity(m, resource.DecimalSI)
+	}
+	if b := spec.Resources.MemoryBytes; b > 0 {
+		lim[corev1.ResourceMemory] = *resource.NewQuantity(b, resource.BinarySI)
+	}
+	if len(lim) > 0 {
+		sbx.Spec.Resources.Limits = lim
+	}
+	return sbx, nil
+}
+
+func accessSecret(id string) string { return "corral-" + id }
+func pullSecret(id string) string   { return "corral-" + id + "-pull" }
+
+// secretsFor are the Secrets the Sandbox owns: execd's token and, with
+// registry credentials, an image pull secret.
+func (d *Driver) secretsFor(spec driver.Spec, owner metav1.OwnerReference) []*corev1.Secret {
+	meta := func(name string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{
+			Name: name, Namespace: d.cfg.Namespace, OwnerReferences: []metav1.OwnerReference{owner},
+			Labels: map[string]string{driver.LabelManaged: "true", driver.LabelSandboxID: spec.ID},
+		}
+	}
+	out := []*corev1.Secret{{
+		ObjectMeta: meta(accessSecret(spec.ID)),
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{controller.TokenKey: []byte(spec.ExecdToken)},
+	}}
+	if spec.Image.Username != "" || spec.Image.Password != "" {
+		auth := base64.StdEncoding.EncodeToString([]byte(spec.Image.Username + ":" + spec.Image.Password))
+		cfg, _ := json.Marshal(map[string]any{"auths": map[string]any{registryOf(spec.Image.URI): map[string]string{
+			"username": spec.Image.Username, "password": spec.Image.Password, "auth": auth,
+		}}})
+		out = append(out, &corev1.Secret{
+			ObjectMeta: meta(pullSecret(spec.ID)),
+			Type:       corev1.SecretTypeDockerConfigJson,
+			Data:       map[string][]byte{corev1.DockerConfigJsonKey: cfg},
+		})
+	}
+	return out
+}
+
+// registryOf is the registry host of an image reference, as the
+// kubelet's credential lookup keys it.
+func registryOf(ref string) string {
+	first, _, ok := strings.Cut(ref, "/")
+	if ok && (strings.ContainsAny(first, ".:") || first == "localhost") {
+		return first
+	}
+	return "https://index.docker.io/v1/"
+}
+
+// waitReady waits for the pod to run and execd to answer on its address.
+func (d *Driver) waitReady(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.ReadyTimeout)
+	defer cancel()
+	var lastPing time.Time
+	err := d.await(ctx, id, func(sbx *v1alpha1.Sandbox) (bool, error) {
+		if sbx == nil {
+			return false, errdefs.Newf(errdefs.ErrUnavailable, "START_FAILED", "sandbox %s was deleted while it started", id)
+		}
+		switch sbx.Status.Phase {
+		case v1alpha1.SandboxFailed:
+			return false, startFailure(id, sbx)
+		case v1alpha1.SandboxExited:
+			e := exitOf(sbx)
+			return false, errdefs.Newf(errdefs.ErrInvalidArgument, "START_FAILED",
+				"sandbox %s: the entrypoint exited with status %d (%s) before execd answered", id, e.Code, e.Reason)
+		case v1alpha1.SandboxRunning:
+		default:
+			return false, nil
+		}
+		addr := net.JoinHostPort(sbx.Status.PodIP, strconv.Itoa(controller.ExecdPort))
+		// execd starts within milliseconds of the container; no watch
+		// event tells when it listens, so ping it until it answers.
+		for {
+			if since := time.Since(lastPing); since < 5*time.Millisecond {
+				time.Sleep(5*time.Millisecond - since)
+			}
+			lastPing = time.Now()
+			ok, _ := forward.Ping(ctx, func(ctx context.Context) (net.Conn, error) {
+				var nd net.Dialer
+				return nd.DialContext(ctx, "tcp", addr)
+			})
+			if ok {
+				return true, nil
+			}
+			if ctx.Err() != nil {
+				return false, ctx.Err()
+			}
+			select {
+			case <-d.changes():
+				return false, nil // re-read: it may have exited
+			default:
+			}
+		}
+	})
+	if ctx.Err() != nil && err != nil && ctx.Err() == context.DeadlineExceeded {
+		return errdefs.Newf(errdefs.ErrUnavailable, "START_FAILED", "sandbox %s: not ready within %v", id, d.cfg.ReadyTimeout)
+	}
+	return err
+}
+
+// startFailure turns the Failed condition into an error a user can act on.
+func startFailure(id string, sbx *v1alpha1.Sandbox) error {
+	msg := failure(sbx)
+	kind := errdefs.ErrUnavailable
+	for _, user := range []string{"ImageNotPresent", "InvalidImage", "ImagePullFailed", "InvalidContainerConfig", "ContainerStartFailed", "PodRejected"} {
+		if strings.HasPrefix(msg, user+":") {
+			kind = errdefs.ErrInvalidArgument
+		}
+	}
+	return errdefs.Newf(kind, "START_FAILED", "sandbox %s did not start: %s", id, msg)
+}
+
+func sortEnv(env []corev1.EnvVar) {
+	slices.SortFunc(env, func(a, b corev1.EnvVar) int { return strings.Compare(a.Name, b.Name) })
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,391 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package kube is the Kubernetes driver (`corral serve --runtime
+// kubernetes`): each sandbox is a Sandbox custom resource that corral's
+// controller (internal/kube/controller) runs as a Pod. The driver writes
+// Sandboxes and an access Secret each Sandbox owns, and reads them back
+// from an informer cache that a watch keeps current, so no request lists
+// the cluster. It keeps no sandbox state of its own: a fresh driver, or
+// another server, finds every sandbox from the Sandboxes. execd is reached
+// on the pod's address. Imported only by internal/cli.
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
+	"github.com/corral-dev/corral/internal/kube/controller"
+)
+
+// Name is the runtime name the lifecycle API and `serve --runtime` use.
+const Name = "kubernetes"
+
+// stateVersion is the schema of Handle.State.
+const stateVersion = 1
+
+// annotationLabels carries the user's metadata, which need not be valid
+// Kubernetes label values.
+const annotationLabels = "corral.dev/labels"
+
+// Config configures the driver.
+type Config struct {
+	// REST reaches the cluster's API server.
+	REST *rest.Config
+	// Namespace holds the sandboxes.
+	Namespace string
+	// ImagePullPolicy applies to sandbox images; empty means the
+	// cluster's default for the tag.
+	ImagePullPolicy corev1.PullPolicy
+	// ReadyTimeout bounds how long Create waits for execd (default 2 min:
+	// a cold image pull counts).
+	ReadyTimeout time.Duration
+	Logger       *slog.Logger
+}
+
+// Driver runs sandboxes as Sandbox resources.
+type Driver struct {
+	cfg   Config
+	c     client.Client // reads from the cache
+	cache cache.Cache
+	stop  context.CancelFunc
+	done  chan struct{}
+
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced on every Sandbox event
+}
+
+type state struct {
+	Namespace string    `json:"namespace"`
+	UID       types.UID `json:"uid"`
+}
+
+// New connects to the cluster and fills the cache before it returns.
+func New(ctx context.Context, cfg Config) (*Driver, error) {
+	if cfg.REST == nil {
+		return nil, errors.New("kube: no cluster configuration")
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = "default"
+	}
+	if cfg.ReadyTimeout <= 0 {
+		cfg.ReadyTimeout = 2 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	scheme, err := controller.Scheme()
+	if err != nil {
+		return nil, err
+	}
+	ca, err := cache.New(cfg.REST, cache.Options{
+		Scheme:            scheme,
+		DefaultNamespaces: map[string]cache.Config{cfg.Namespace: {}},
+		ByObject: map[client.Object]cache.ByObject{
+			&v1alpha1.Sandbox{}: {Label: labels.SelectorFromSet(labels.Set{driver.LabelManaged: "true"})},
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kube: %w", err)
+	}
+	c, err := client.New(cfg.REST, client.Options{Scheme: scheme, Cache: &client.CacheOptions{
+		Reader:     ca,
+		DisableFor: []client.Object{&corev1.Secret{}},
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("kube: %w", err)
+	}
+	d := &Driver{cfg: cfg, c: c, cache: ca, done: make(chan struct{}), changed: make(chan struct{})}
+	inf, err := ca.GetInformer(ctx, &v1alpha1.Sandbox{})
+	if err != nil {
+		return nil, fmt.Errorf("kube: %w", err)
+	}
+	notify := func(any) { d.notify() }
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    notify,
+		UpdateFunc: func(_, o any) { d.notify() },
+		DeleteFunc: notify,
+	}); err != nil {
+		return nil, fmt.Errorf("kube: %w", err)
+	}
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	d.stop = stop
+	go func() {
+		defer close(d.done)
+		if err := ca.Start(runCtx); err != nil {
+			cfg.Logger.Error("kube: the Sandbox cache stopped", "err", err)
+		}
+	}()
+	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if !ca.WaitForCacheSync(syncCtx) {
+		d.Close()
+		return nil, errdefs.Newf(errdefs.ErrUnavailable, "KUBE_UNAVAILABLE",
+			"kube: could not list Sandboxes in namespace %s (is the CRD installed, and may this server list it?)", cfg.Namespace)
+	}
+	return d, nil
+}
+
+// Close stops the cache.
+func (d *Driver) Close() error {
+	d.stop()
+	<-d.done
+	return nil
+}
+
+func (d *Driver) notify() {
+	d.mu.Lock()
+	close(d.changed)
+	d.changed = make(chan struct{})
+	d.mu.Unlock()
+}
+
+// changes returns a channel closed at the next Sandbox event.
+func (d *Driver) changes() <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.changed
+}
+
+// get reads a Sandbox from the cache; ErrNotFound if absent or being
+// deleted.
+func (d *Driver) get(ctx context.Context, id string) (*v1alpha1.Sandbox, error) {
+	var sbx v1alpha1.Sandbox
+	err := d.c.Get(ctx, types.NamespacedName{Namespace: d.cfg.Namespace, Name: id}, &sbx)
+	if err != nil {
+		return nil, apiErr("get sandbox "+id, err)
+	}
+	if !sbx.DeletionTimestamp.IsZero() {
+		return nil, errdefs.Newf(errdefs.ErrNotFound, "SANDBOX_NOT_FOUND", "sandbox %s is being deleted", id)
+	}
+	return &sbx, nil
+}
+
+// await calls cond on the cached Sandbox at every change until it
+// reports done, the Sandbox vanishes (cond gets nil) or ctx ends.
+func (d *Driver) await(ctx context.Context, id string, cond func(*v1alpha1.Sandbox) (bool, error)) error {
+	for {
+		ch := d.changes()
+		sbx, err := d.get(ctx, id)
+		if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			return err
+		}
+		if done, err := cond(sbx); done || err != nil {
+			return err
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Recover checks that the Sandbox the handle names still exists; the
+// cache already watches it.
+func (d *Driver) Recover(ctx context.Context, h *driver.Handle) error {
+	var st state
+	if err := json.Unmarshal(h.State, &st); err != nil {
+		return fmt.Errorf("kube: handle of %s: %w", h.ID, err)
+	}
+	if st.Namespace != d.cfg.Namespace {
+		return errdefs.Newf(errdefs.ErrNotFound, "SANDBOX_NOT_FOUND",
+			"sandbox %s is in namespace %s, this server uses %s", h.ID, st.Namespace, d.cfg.Namespace)
+	}
+	sbx, err := d.get(ctx, h.ID)
+	if err != nil {
+		return err
+	}
+	if sbx.UID != st.UID {
+		return errdefs.Newf(errdefs.ErrNotFound, "SANDBOX_NOT_FOUND", "sandbox %s was replaced by another of the same name", h.ID)
+	}
+	return nil
+}
+
+// Inspect maps the Sandbox's status onto the driver's phases.
+func (d *Driver) Inspect(ctx context.Context, id string) (driver.Status, error) {
+	sbx, err := d.get(ctx, id)
+	if err != nil {
+		return driver.Status{}, err
+	}
+	return statusOf(sbx), nil
+}
+
+func statusOf(sbx *v1alpha1.Sandbox) driver.Status {
+	var st driver.Status
+	if t := sbx.Status.StartedAt; t != nil {
+		st.StartedAt = t.Time
+	}
+	switch sbx.Status.Phase {
+	case v1alpha1.SandboxRunning:
+		st.Phase = driver.PhaseRunning
+	case v1alpha1.SandboxExited, v1alpha1.SandboxFailed:
+		st.Phase = driver.PhaseExited
+		st.Exit = exitOf(sbx)
+	default:
+		st.Phase = driver.PhaseCreating
+	}
+	return st
+}
+
+func exitOf(sbx *v1alpha1.Sandbox) *driver.Exit {
+	e := &driver.Exit{Code: -1, Reason: sbx.Status.ExitReason}
+	if c := sbx.Status.ExitCode; c != nil {
+		e.Code = int(*c)
+	}
+	if t := sbx.Status.FinishedAt; t != nil {
+		e.At = t.Time
+	}
+	if sbx.Status.Phase == v1alpha1.SandboxFailed {
+		if c := failure(sbx); c != "" {
+			e.Reason = c
+		}
+	}
+	return e
+}
+
+// failure is the Failed condition's reason and message, if it is true.
+func failure(sbx *v1alpha1.Sandbox) string {
+	for _, c := range sbx.Status.Conditions {
+		if c.Type == v1alpha1.ConditionFailed && c.Status == "True" {
+			if c.Message == "" {
+				return c.Reason
+			}
+			return c.Reason + ": " + c.Message
+		}
+	}
+	return ""
+}
+
+// Wait blocks until the entrypoint has ended.
+func (d *Driver) Wait(ctx context.Context, id string) (driver.Exit, error) {
+	var exit driver.Exit
+	err := d.await(ctx, id, func(sbx *v1alpha1.Sandbox) (bool, error) {
+		if sbx == nil {
+			return false, errdefs.Newf(errdefs.ErrNotFound, "SANDBOX_NOT_FOUND", "sandbox %s not found", id)
+		}
+		if st := statusOf(sbx); st.Phase == driver.PhaseExited {
+			exit = *st.Exit
+			return true, nil
+		}
+		return false, nil
+	})
+	return exit, err
+}
+
+// Stop asks the controller to end the entrypoint; the pod's grace period
+// (10 s) applies rather than grace.
+func (d *Driver) Stop(ctx context.Context, id string, _ time.Duration) error {
+	sbx, err := d.get(ctx, id)
+	if err != nil {
+		return err
+	}
+	if sbx.Spec.Stopped {
+		return nil
+	}
+	patch := client.MergeFrom(sbx.DeepCopy())
+	sbx.Spec.Stopped = true
+	return apiErr("stop sandbox "+id, d.c.Patch(ctx, sbx, patch))
+}
+
+// Destroy deletes the Sandbox and waits until the cluster has removed it
+// and, first, its pod and Secrets (foreground deletion).
+func (d *Driver) Destroy(ctx context.Context, id string) error {
+	var sbx v1alpha1.Sandbox
+	sbx.Name, sbx.Namespace = id, d.cfg.Namespace
+	err := d.c.Delete(ctx, &sbx, client.PropagationPolicy("Foreground"))
+	if err != nil && !apierrors.IsNotFound(err) {
+		return apiErr("delete sandbox "+id, err)
+	}
+	err = d.await(ctx, id, func(*v1alpha1.Sandbox) (bool, error) {
+		var s v1alpha1.Sandbox
+		err := d.c.Get(ctx, types.NamespacedName{Namespace: d.cfg.Namespace, Name: id}, &s)
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	return apiErr("delete sandbox "+id, err)
+}
+
+// Endpoint is the pod's address: reachable from inside the cluster and
+// from its nodes.
+func (d *Driver) Endpoint(ctx context.Context, id string, port int) (netip.AddrPort, error) {
+	sbx, err := d.get(ctx, id)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	if statusOf(sbx).Phase == driver.PhaseExited {
+		return netip.AddrPort{}, errdefs.Newf(errdefs.ErrFailedPrecondition, "SANDBOX_NOT_RUNNING", "sandbox %s is not running", id)
+	}
+	ip, err := netip.ParseAddr(sbx.Status.PodIP)
+	if err != nil {
+		return netip.AddrPort{}, errdefs.Newf(errdefs.ErrFailedPrecondition, "SANDBOX_NOT_RUNNING", "sandbox %s has no pod address yet", id)
+	}
+	if port <= 0 || port > 65535 {
+		return netip.AddrPort{}, errdefs.Invalid("INVALID_PORT", "port %d is out of range", port)
+	}
+	return netip.AddrPortFrom(ip, uint16(port)), nil
+}
+
+// List reports every Sandbox of the namespace that corral manages.
+func (d *Driver) List(ctx context.Context) ([]driver.Listing, error) {
+	var l v1alpha1.SandboxList
+	if err := d.c.List(ctx, &l, client.InNamespace(d.cfg.Namespace), client.MatchingLabels{driver.LabelManaged: "true"}); err != nil {
+		return nil, apiErr("list sandboxes", err)
+	}
+	out := make([]driver.Listing, 0, len(l.Items))
+	for i := range l.Items {
+		s := &l.Items[i]
+		lbl := userLabels(s)
+		for k, v := range s.Labels {
+			lbl[k] = v
+		}
+		out = append(out, driver.Listing{ID: s.Name, Tenant: s.Spec.Tenant, CreatedAt: s.CreationTimestamp.Time, Labels: lbl})
+	}
+	return out, nil
+}
+
+func userLabels(s *v1alpha1.Sandbox) map[string]string {
+	m := map[string]string{}
+	if a := s.Annotations[annotationLabels]; a != "" {
+		_ = json.Unmarshal([]byte(a), &m)
+	}
+	return m
+}
+
+// apiErr classifies an API server error.
+func apiErr(op string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	case apierrors.IsNotFound(err):
+		return errdefs.Wrap(errdefs.ErrNotFound, "SANDBOX_NOT_FOUND", op+": not found", err)
+	case apierrors.IsAlreadyExists(err):
+		return errdefs.Wrap(errdefs.ErrAlreadyExists, "SANDBOX_EXISTS", op+": already exists", err)
+	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
+		return errdefs.Wrap(errdefs.ErrInvalidArgument, "INVALID_SANDBOX", op+": "+err.Error(), err)
+	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
+		return errdefs.Wrap(errdefs.ErrUnavailable, "KUBE_FORBIDDEN", op+": the cluster refused this server: "+err.Error(), err)
+	case apierrors.IsConflict(err):
+		return errdefs.Wrap(errdefs.ErrFailedPrecondition, "KUBE_CONFLICT", op+": "+err.Error(), err)
+	}
+	return errdefs.Wrap(errdefs.ErrUnavailable, "KUBE_UNAVAILABLE", op+": "+err.Error(), err)
+}

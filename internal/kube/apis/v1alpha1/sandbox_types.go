@@ -1,0 +1,146 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Sandbox is one sandbox: an isolated, short-lived computer running the
+// user's image with corral's PID 1 and execd. The controller runs it as a
+// Pod of the same name that the Sandbox owns.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=sbx,categories=corral
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Pod IP",type=string,JSONPath=`.status.podIP`
+// +kubebuilder:printcolumn:name="Expires",type=date,JSONPath=`.spec.expireTime`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Sandbox struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   SandboxSpec   `json:"spec"`
+	Status SandboxStatus `json:"status,omitempty"`
+}
+
+// SandboxSpec is the desired sandbox.
+type SandboxSpec struct {
+	// Image is the container image the sandbox runs.
+	// +kubebuilder:validation:MinLength=1
+	Image string `json:"image"`
+	// ImagePullPolicy is the pod's pull policy for Image.
+	// +optional
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+	// ImagePullSecrets name Secrets in the Sandbox's namespace with
+	// registry credentials for Image.
+	// +optional
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+	// Entrypoint is the program and arguments corral init runs as the
+	// sandbox's main process.
+	// +kubebuilder:validation:MinItems=1
+	Entrypoint []string `json:"entrypoint"`
+	// Env is the entrypoint's and every command's environment.
+	// +optional
+	Env []corev1.EnvVar `json:"env,omitempty"`
+	// Resources are the sandbox container's requests and limits.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+	// ExpireTime is when the controller deletes the Sandbox; unset means
+	// never.
+	// +optional
+	ExpireTime *metav1.Time `json:"expireTime,omitempty"`
+	// Stopped asks for the entrypoint to be ended (SIGTERM, then SIGKILL
+	// after the pod's grace period). The pod is kept, so its exit status
+	// stays readable, until the Sandbox is deleted. It cannot be undone.
+	// +optional
+	Stopped bool `json:"stopped,omitempty"`
+	// AccessSecretName names a Secret in the Sandbox's namespace whose key
+	// execd-token is execd's access token. The controller creates the pod
+	// only once it exists.
+	// +kubebuilder:validation:MinLength=1
+	AccessSecretName string `json:"accessSecretName"`
+	// RuntimeClassName is the pod's RuntimeClass (gVisor, Kata...).
+	// +optional
+	RuntimeClassName *string `json:"runtimeClassName,omitempty"`
+	// Tenant owns the sandbox; it is also the pod's corral.dev/tenant label.
+	// +optional
+	Tenant string `json:"tenant,omitempty"`
+}
+
+// SandboxPhase is the coarse state of a sandbox, derived from its
+// conditions.
+// +kubebuilder:validation:Enum=Pending;Running;Exited;Failed
+type SandboxPhase string
+
+// The phases.
+const (
+	// SandboxPending: the pod is not running yet.
+	SandboxPending SandboxPhase = "Pending"
+	// SandboxRunning: the entrypoint runs.
+	SandboxRunning SandboxPhase = "Running"
+	// SandboxExited: the entrypoint ended; Status.ExitCode says how.
+	SandboxExited SandboxPhase = "Exited"
+	// SandboxFailed: the sandbox cannot start; the Failed condition says
+	// why.
+	SandboxFailed SandboxPhase = "Failed"
+)
+
+// Condition types of a Sandbox.
+const (
+	// ConditionScheduled: the pod is bound to a node.
+	ConditionScheduled = "Scheduled"
+	// ConditionReady: execd answers inside the running sandbox.
+	ConditionReady = "Ready"
+	// ConditionFailed: the sandbox cannot start or run; the reason says
+	// what to fix (ImageNotPresent, InvalidImage, MissingAccessSecret...).
+	ConditionFailed = "Failed"
+	// ConditionExited: the entrypoint ended.
+	ConditionExited = "Exited"
+)
+
+// SandboxStatus is the observed sandbox.
+type SandboxStatus struct {
+	// Phase is derived from the conditions.
+	// +optional
+	Phase SandboxPhase `json:"phase,omitempty"`
+	// Conditions are Scheduled, Ready, Failed and Exited.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// ObservedGeneration is the generation the status was computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// PodName is the sandbox's pod, in the Sandbox's namespace.
+	// +optional
+	PodName string `json:"podName,omitempty"`
+	// PodIP is the pod's address; execd listens on port 44772 there.
+	// +optional
+	PodIP string `json:"podIP,omitempty"`
+	// StartedAt is when the entrypoint started.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// FinishedAt is when the entrypoint ended.
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+	// ExitCode is the entrypoint's exit status (128+signal when killed).
+	// +optional
+	ExitCode *int32 `json:"exitCode,omitempty"`
+	// ExitReason is the runtime's word for how it ended (Completed,
+	// Error, OOMKilled, Stopped).
+	// +optional
+	ExitReason string `json:"exitReason,omitempty"`
+}
+
+// SandboxList is a list of Sandboxes.
+//
+// +kubebuilder:object:root=true
+type SandboxList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Sandbox `json:"items"`
+}

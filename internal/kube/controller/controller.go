@@ -1,0 +1,160 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package controller is `corral controller`: the controller-runtime
+// reconcilers that turn corral's custom resources into Pods. A Sandbox
+// becomes one Pod of the same name that it owns: an init container copies
+// the corral binary from Config.CorralImage into an emptyDir, and the
+// sandbox container runs `corral init -- ENTRYPOINT` from the user's image
+// with execd on port 44772. The controller deletes Sandboxes whose
+// expireTime passed (requeued for that moment, no polling), ends the
+// entrypoint of a stopped Sandbox while keeping its pod for the exit
+// status, and reports conditions a user can act on. Imported only by
+// internal/cli and by tests.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
+)
+
+// Labels the controller stamps on what it creates; the same keys as the
+// driver contract's (internal/driver), which this package may not import.
+const (
+	LabelSandboxID = "corral.dev/sandbox-id"
+	LabelManaged   = "corral.dev/managed"
+	LabelTenant    = "corral.dev/tenant"
+)
+
+// Config configures the controller.
+type Config struct {
+	// Namespace limits the controller to one namespace; empty means all.
+	Namespace string
+	// CorralImage is an image whose /corral is the corral binary (the
+	// same version as the controller); the init container copies it.
+	CorralImage string
+	// CorralImagePullPolicy is the pull policy of CorralImage.
+	CorralImagePullPolicy corev1.PullPolicy
+	// LeaderElection lets several replicas run with one active.
+	LeaderElection bool
+	// LeaderElectionNamespace holds the lease; empty means Namespace.
+	LeaderElectionNamespace string
+	// MetricsAddr serves Prometheus metrics; empty or "0" disables.
+	MetricsAddr string
+	// HealthAddr serves /healthz and /readyz; empty disables.
+	HealthAddr string
+	// Workers is how many Sandboxes reconcile at once (default 4).
+	Workers int
+	Logger  *slog.Logger
+	// Now is the clock (tests); nil means time.Now.
+	Now func() time.Time
+}
+
+// Scheme returns the scheme of everything the controller and the kube
+// driver read and write: the core types they use and corral's CRDs.
+func Scheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	if err := corev1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Run runs the controller until ctx ends.
+func Run(ctx context.Context, rc *rest.Config, cfg Config) error {
+	mgr, err := NewManager(rc, cfg)
+	if err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}
+
+// NewManager builds a manager with every reconciler registered, ready to
+// Start.
+func NewManager(rc *rest.Config, cfg Config) (ctrl.Manager, error) {
+	if cfg.CorralImage == "" {
+		return nil, errors.New("controller: the corral image is not set")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 4
+	}
+	if cfg.MetricsAddr == "" {
+		cfg.MetricsAddr = "0"
+	}
+	scheme, err := Scheme()
+	if err != nil {
+		return nil, err
+	}
+	managed := labels.SelectorFromSet(labels.Set{LabelManaged: "true"})
+	opts := ctrl.Options{
+		Scheme:                  scheme,
+		Logger:                  logr.FromSlogHandler(cfg.Logger.Handler()),
+		Metrics:                 metricsserver.Options{BindAddress: cfg.MetricsAddr},
+		HealthProbeBindAddress:  cfg.HealthAddr,
+		LeaderElection:          cfg.LeaderElection,
+		LeaderElectionID:        "corral-controller",
+		LeaderElectionNamespace: cfg.LeaderElectionNamespace,
+		Cache: cache.Options{
+			// Only our pods and secrets are cached, not the cluster's.
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.Pod{}:    {Label: managed},
+				&corev1.Secret{}: {Label: managed},
+			},
+		},
+	}
+	if cfg.Namespace != "" {
+		opts.Cache.DefaultNamespaces = map[string]cache.Config{cfg.Namespace: {}}
+		if opts.LeaderElectionNamespace == "" {
+			opts.LeaderElectionNamespace = cfg.Namespace
+		}
+	}
+	mgr, err := ctrl.NewManager(rc, opts)
+	if err != nil {
+		return nil, fmt.Errorf("controller: %w", err)
+	}
+	r := &sandboxReconciler{client: mgr.GetClient(), cfg: cfg}
+	err = ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.Sandbox{}).
+		Owns(&corev1.Pod{}).
+		Owns(&corev1.Secret{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: cfg.Workers}).
+		Complete(r)
+	if err != nil {
+		return nil, fmt.Errorf("controller: %w", err)
+	}
+	if cfg.HealthAddr != "" {
+		if err := mgr.AddHealthzCheck("ping", func(*http.Request) error { return nil }); err != nil {
+			return nil, err
+		}
+		if err := mgr.AddReadyzCheck("ping", func(*http.Request) error { return nil }); err != nil {
+			return nil, err
+		}
+	}
+	return mgr, nil
+}

@@ -1,0 +1,143 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
+)
+
+type sandboxReconciler struct {
+	client client.Client
+	cfg    Config
+}
+
+// Reconcile brings one Sandbox's pod to what its spec asks and writes
+// what the pod shows into its status. It is idempotent: every step reads
+// before it writes.
+func (r *sandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var sbx v1alpha1.Sandbox
+	if err := r.client.Get(ctx, req.NamespacedName, &sbx); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !sbx.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil // the garbage collector removes the pod
+	}
+	var requeue time.Duration
+	if exp := sbx.Spec.ExpireTime; exp != nil {
+		left := exp.Sub(r.cfg.Now())
+		if left <= 0 {
+			r.cfg.Logger.InfoContext(ctx, "sandbox expired; deleting it", "namespace", sbx.Namespace, "sandbox", sbx.Name)
+			err := r.client.Delete(ctx, &sbx, client.PropagationPolicy(metav1.DeletePropagationBackground),
+				client.Preconditions{UID: &sbx.UID})
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		requeue = left
+	}
+
+	status := sbx.Status.DeepCopy()
+	status.ObservedGeneration = sbx.Generation
+	var pod corev1.Pod
+	err := r.client.Get(ctx, req.NamespacedName, &pod)
+	switch {
+	case apierrors.IsNotFound(err):
+		if err := r.noPod(ctx, &sbx, status); err != nil {
+			return ctrl.Result{}, err
+		}
+	case err != nil:
+		return ctrl.Result{}, err
+	case !metav1.IsControlledBy(&pod, &sbx):
+		setCondition(status, v1alpha1.ConditionFailed, true, "PodNameTaken",
+			fmt.Sprintf("a pod named %s that this Sandbox does not own exists; delete it or rename the Sandbox", pod.Name))
+	default:
+		if sbx.Spec.Stopped {
+			if err := r.stop(ctx, &pod); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+		observePod(status, &pod, sbx.Spec.Stopped)
+	}
+	status.Phase = phaseOf(status)
+	if !equality.Semantic.DeepEqual(&sbx.Status, status) {
+		sbx.Status = *status
+		if err := r.client.Status().Update(ctx, &sbx); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// noPod handles a Sandbox without a pod: create it, or explain why not.
+func (r *sandboxReconciler) noPod(ctx context.Context, sbx *v1alpha1.Sandbox, status *v1alpha1.SandboxStatus) error {
+	if status.PodName != "" {
+		// The pod existed and is gone: a sandbox is not restarted
+		// elsewhere, its state went with the pod.
+		if !conditionTrue(status, v1alpha1.ConditionExited) {
+			setCondition(status, v1alpha1.ConditionFailed, true, "PodDeleted",
+				"the sandbox's pod was deleted (evicted, or removed by hand); its state is lost, create a new sandbox")
+			setCondition(status, v1alpha1.ConditionReady, false, "PodDeleted", "")
+		}
+		return nil
+	}
+	if sbx.Spec.Stopped {
+		exitNow(status, r.cfg.Now(), 143, "Stopped")
+		return nil
+	}
+	var sec corev1.Secret
+	err := r.client.Get(ctx, types.NamespacedName{Namespace: sbx.Namespace, Name: sbx.Spec.AccessSecretName}, &sec)
+	if _, ok := sec.Data[TokenKey]; apierrors.IsNotFound(err) || err == nil && !ok {
+		// The driver creates the Secret right after the Sandbox; its
+		// arrival (the Sandbox owns it) triggers the next reconcile.
+		setCondition(status, v1alpha1.ConditionReady, false, "WaitingForAccessSecret",
+			fmt.Sprintf("Secret %s with key %s does not exist yet", sbx.Spec.AccessSecretName, TokenKey))
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	pod := r.podFor(sbx)
+	if err := r.client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+			setCondition(status, v1alpha1.ConditionFailed, true, "PodRejected", err.Error())
+			return nil
+		}
+		return err
+	}
+	status.PodName = pod.Name
+	setCondition(status, v1alpha1.ConditionScheduled, false, "PodCreated", "")
+	setCondition(status, v1alpha1.ConditionReady, false, "PodCreated", "")
+	return nil
+}
+
+// stop ends a running pod's containers while keeping the pod: its
+// activeDeadlineSeconds is lowered to the time it has run, so the kubelet
+// kills it (SIGTERM, then SIGKILL after the grace period) and records
+// each container's exit.
+func (r *sandboxReconciler) stop(ctx context.Context, pod *corev1.Pod) error {
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return nil
+	}
+	deadline := int64(1)
+	if pod.Status.StartTime != nil {
+		deadline = max(1, int64(math.Ceil(r.cfg.Now().Sub(pod.Status.StartTime.Time).Seconds())))
+	}
+	if d := pod.Spec.ActiveDeadlineSeconds; d != nil && *d <= deadline {
+		return nil
+	}
+	patch := client.MergeFrom(pod.DeepCopy())
+	pod.Spec.ActiveDeadlineSeconds = &deadline
+	return client.IgnoreNotFound(r.client.Patch(ctx, pod, patch))
+}

@@ -1,0 +1,302 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package kubetest is the Kubernetes tier of the tests: RequireKube finds
+// the single-node cluster that scripts/k8s.sh started (and fails when
+// CORRAL_TEST_KUBE=1 but none runs), images are imported into the node's
+// containerd (nothing can be pulled here), the CRDs are installed from
+// deploy/kubernetes/crd, each test gets a namespace of its own, and the
+// controller runs in the test process. Only _test.go files import it.
+package kubetest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/yaml"
+
+	"github.com/corral-dev/corral/internal/kube/controller"
+	"github.com/corral-dev/corral/internal/testutil"
+)
+
+// DefaultEnvFile is where scripts/k8s.sh up writes the cluster's settings.
+const DefaultEnvFile = "/var/lib/corral-k8s/env"
+
+// Cluster is the running test cluster.
+type Cluster struct {
+	REST       *rest.Config
+	Client     client.Client
+	Containerd string // the node's containerd socket
+	Kubeconfig string
+}
+
+var (
+	clusterOnce sync.Once
+	cluster     *Cluster
+	clusterErr  error
+)
+
+// RequireKube skips unless CORRAL_TEST_KUBE=1; when it is set, the test
+// fails if the cluster of scripts/k8s.sh does not answer. The CRDs are
+// installed (or updated) once per test binary.
+func RequireKube(t testing.TB) *Cluster {
+	t.Helper()
+	if os.Getenv(testutil.EnvKube) != "1" {
+		t.Skipf("kube tier: run scripts/k8s.sh up and set %s=1 to run", testutil.EnvKube)
+	}
+	clusterOnce.Do(func() {
+		// client-go and controller-runtime log through globals; tests
+		// keep their warnings and drop the rest.
+		ctrllog.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+		cluster, clusterErr = connect(testutil.ModuleRoot(t))
+	})
+	if clusterErr != nil {
+		t.Fatalf("%s=1 but the test cluster cannot be used (scripts/k8s.sh up): %v", testutil.EnvKube, clusterErr)
+	}
+	return cluster
+}
+
+func connect(root string) (*Cluster, error) {
+	file := os.Getenv("CORRAL_TEST_KUBE_ENV")
+	if file == "" {
+		file = DefaultEnvFile
+	}
+	env, err := readEnv(file)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{Kubeconfig: env["KUBECONFIG"], Containerd: env["CORRAL_TEST_KUBE_CONTAINERD"]}
+	if c.REST, err = clientcmd.BuildConfigFromFlags("", c.Kubeconfig); err != nil {
+		return nil, err
+	}
+	c.REST.QPS, c.REST.Burst = 200, 400
+	scheme, err := controller.Scheme()
+	if err != nil {
+		return nil, err
+	}
+	if c.Client, err = client.New(c.REST, client.Options{Scheme: scheme}); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return c, c.installCRDs(ctx, filepath.Join(root, "deploy", "kubernetes", "crd"))
+}
+
+func readEnv(file string) (map[string]string, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	env := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), "="); ok {
+			env[k] = v
+		}
+	}
+	return env, sc.Err()
+}
+
+// installCRDs applies every manifest in dir and waits until each CRD is
+// established.
+func (c *Cluster) installCRDs(ctx context.Context, dir string) error {
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return fmt.Errorf("no CRD manifests in %s: %v", dir, err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		var u unstructured.Unstructured
+		if err := yaml.Unmarshal(b, &u.Object); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		err = c.Client.Patch(ctx, &u, client.Apply, client.FieldOwner("corral-tests"), client.ForceOwnership)
+		if err != nil {
+			return fmt.Errorf("apply %s: %w", f, err)
+		}
+		for {
+			var got unstructured.Unstructured
+			got.SetGroupVersionKind(u.GroupVersionKind())
+			if err := c.Client.Get(ctx, client.ObjectKeyFromObject(&u), &got); err != nil {
+				return err
+			}
+			conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+			if established(conds) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("CRD %s not established: %w", u.GetName(), ctx.Err())
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+func established(conds []any) bool {
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == "Established" && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
+}
+
+// Namespace creates a namespace for one test and deletes it after.
+func (c *Cluster) Namespace(t testing.TB) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "corral-test-"}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Client.Create(ctx, ns); err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := c.Client.Delete(ctx, ns); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete namespace %s: %v", ns.Name, err)
+		}
+	})
+	// Pods are refused until the namespace's default service account
+	// exists.
+	testutil.WaitFor(t, 30*time.Second, "the default service account of "+ns.Name, func() bool {
+		var sa corev1.ServiceAccount
+		return c.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "default"}, &sa) == nil
+	})
+	return ns.Name
+}
+
+// Import loads img into the node's containerd under ref.
+func (c *Cluster) Import(t testing.TB, ref string, img v1.Image) {
+	t.Helper()
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := tarball.Write(tag, img, &buf); err != nil {
+		t.Fatalf("image %s: %v", ref, err)
+	}
+	cmd := exec.Command("ctr", "-a", c.Containerd, "-n", "k8s.io", "images", "import", "-")
+	cmd.Stdin = &buf
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("ctr images import %s: %v\n%s", ref, err, out)
+	}
+}
+
+// Image is a single-layer image of the tar layer with the given
+// entrypoint and PATH=/bin.
+func Image(t testing.TB, layer []byte, entrypoint ...string) v1.Image {
+	t.Helper()
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(layer)), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := mutate.AppendLayers(empty.Image, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", "amd64"
+	cf.Config.Entrypoint = entrypoint
+	cf.Config.Env = []string{"PATH=/bin"}
+	img, err = mutate.ConfigFile(img, cf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+// Busybox imports the busybox test image and returns its reference.
+func (c *Cluster) Busybox(t testing.TB) string {
+	t.Helper()
+	layer, err := testutil.BusyboxLayer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ref = "corral.test/busybox:1"
+	c.Import(t, ref, Image(t, layer, "/bin/sh"))
+	return ref
+}
+
+// CorralImage imports an image whose /corral is the corral binary bin,
+// as the controller's init container expects, and returns its reference.
+func (c *Cluster) CorralImage(t testing.TB, bin string) string {
+	t.Helper()
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layer, err := testutil.TarOf(map[string][]byte{"corral": b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ref = "corral.test/corral:dev"
+	c.Import(t, ref, Image(t, layer, "/corral"))
+	return ref
+}
+
+// RunController runs the controller in the test process until the test
+// ends.
+func (c *Cluster) RunController(t testing.TB, cfg controller.Config) {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	mgr, err := controller.NewManager(c.REST, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("controller: %v", err)
+		}
+	})
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
