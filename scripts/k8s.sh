@@ -281,7 +281,11 @@ down() {
   while iptables -D FORWARD -i "$bridge" -o "$bridge" -j ACCEPT 2>/dev/null; do :; done
   while iptables -D FORWARD -i "$bridge" ! -o "$bridge" -j DROP 2>/dev/null; do :; done
   # kubelet's cgroups, deepest first, in every v1 hierarchy (and v2).
-  find /sys/fs/cgroup -depth -type d -name 'kubepods*' 2>/dev/null | while read -r cg; do rmdir "$cg" 2>/dev/null || true; done
+  local cg
+  for cg in /sys/fs/cgroup/kubepods* /sys/fs/cgroup/*/kubepods*; do
+    [ -d "$cg" ] || continue
+    find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null || true
+  done
   rm -rf "$dir"
 }
 
