@@ -91,6 +91,15 @@ type Pooler interface {
 	Claim(spec Spec) (id string, ok bool)
 }
 
+// Expirer is implemented by drivers whose backend deletes a sandbox at
+// its expiry by itself (the kube driver: the controller deletes the
+// Sandbox resource), so that expiry holds even while no server runs. The
+// lifecycle manager's reaper enforces expiry for every driver; SetExpiry
+// keeps the backend's copy current when a sandbox is renewed.
+type Expirer interface {
+	SetExpiry(ctx context.Context, id string, at time.Time) error
+}
+
 // Spec is everything a driver needs to create one sandbox.
 type Spec struct {
 	ID     string
@@ -118,6 +127,9 @@ type Spec struct {
 	// NetworkPolicy is the egress policy as JSON; nil means the runtime's
 	// configured default.
 	NetworkPolicy json.RawMessage
+	// ExpiresAt is when the sandbox expires; zero means never. Drivers
+	// that implement Expirer record it with the backend.
+	ExpiresAt time.Time
 }
 
 // Image names an image and optional registry credentials.

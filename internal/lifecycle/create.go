@@ -125,6 +125,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*sandbox.Sandb
 		sb.ExpiresAt = now.Add(req.Timeout)
 	}
 	spec.ID, spec.ExecdToken, spec.EgressToken = sb.ID, string(sb.ExecdToken), string(sb.EgressToken)
+	spec.ExpiresAt = sb.ExpiresAt
 	if spec.SecretsDir != "" {
 		env := make(map[string]string, len(spec.Env)+3)
 		maps.Copy(env, spec.Env)

@@ -121,6 +121,11 @@ func (m *Manager) Renew(ctx context.Context, tenant, id string, at time.Time) (t
 		return time.Time{}, errdefs.Newf(errdefs.ErrInvalidArgument, "SANDBOX::INVALID_EXPIRATION",
 			"new expiration is more than the configured maximum of %d seconds away", int64(m.cfg.MaxTimeout/time.Second))
 	}
+	if x, ok := m.d.(driver.Expirer); ok {
+		if err := x.SetExpiry(ctx, id, at.UTC()); err != nil {
+			return time.Time{}, err
+		}
+	}
 	next := sb.Clone()
 	next.ExpiresAt, next.UpdatedAt = at.UTC(), now
 	if err := m.commit(ctx, e, next, "renewed"); err != nil {

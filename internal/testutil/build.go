@@ -14,13 +14,22 @@ import (
 // BuildCorral builds the corral binary (statically, as it ships) into dir
 // and returns its path. TestMain functions call it once per package, and
 // benchmarks once per run.
-func BuildCorral(dir string) (string, error) {
+func BuildCorral(dir string) (string, error) { return BuildCorralTagged(dir, "") }
+
+// BuildCorralTagged builds corral with build tags (comma-separated; "kube"
+// adds the Kubernetes commands) into dir, named corral or corral-TAGS.
+func BuildCorralTagged(dir, tags string) (string, error) {
 	mod, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
 		return "", fmt.Errorf("go env GOMOD: %w", err)
 	}
 	bin := filepath.Join(dir, "corral")
-	b := exec.Command("go", "build", "-o", bin, "./cmd/corral")
+	args := []string{"build", "-o", bin}
+	if tags != "" {
+		bin += "-" + strings.ReplaceAll(tags, ",", "-")
+		args = []string{"build", "-tags", tags, "-o", bin}
+	}
+	b := exec.Command("go", append(args, "./cmd/corral")...)
 	b.Dir = filepath.Dir(strings.TrimSpace(string(mod)))
 	b.Env = append(os.Environ(), "CGO_ENABLED=0")
 	b.Stdout, b.Stderr = os.Stderr, os.Stderr

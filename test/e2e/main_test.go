@@ -25,8 +25,8 @@ import (
 	"github.com/corral-dev/corral/sdk"
 )
 
-// binary is the corral binary under test.
-var binary string
+// binary is the corral binary under test, built into binDir.
+var binary, binDir string
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
@@ -39,6 +39,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	binDir = dir
 	binary, err = testutil.BuildCorral(dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -61,8 +62,14 @@ const testKey = "ck_e2e-admin-key-0123456789"
 // and returns once it serves. The process is killed at the end of the test.
 func startServer(t *testing.T, dir string, args ...string) *server {
 	t.Helper()
+	return startServerOf(t, binary, dir, args...)
+}
+
+// startServerOf is startServer with another build of corral.
+func startServerOf(t *testing.T, bin, dir string, args ...string) *server {
+	t.Helper()
 	full := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dir, "--api-key", testKey, "--log-format", "json"}, args...)
-	cmd := exec.Command(binary, full...)
+	cmd := exec.Command(bin, full...)
 	pr, pw := io.Pipe()
 	s := &server{cmd: cmd, stderr: &testutil.LockedBuffer{}, done: make(chan error, 1)}
 	cmd.Stderr = io.MultiWriter(pw, s.stderr)

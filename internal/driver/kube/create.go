@@ -112,6 +112,9 @@ func (d *Driver) sandboxFor(spec driver.Spec) (*v1alpha1.Sandbox, error) {
 			Tenant:           spec.Tenant,
 		},
 	}
+	if !spec.ExpiresAt.IsZero() {
+		sbx.Spec.ExpireTime = &metav1.Time{Time: spec.ExpiresAt}
+	}
 	if spec.Image.Username != "" || spec.Image.Password != "" {
 		sbx.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: pullSecret(spec.ID)}}
 	}

@@ -23,6 +23,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -304,6 +305,18 @@ func (d *Driver) Stop(ctx context.Context, id string, _ time.Duration) error {
 	patch := client.MergeFrom(sbx.DeepCopy())
 	sbx.Spec.Stopped = true
 	return apiErr("stop sandbox "+id, d.c.Patch(ctx, sbx, patch))
+}
+
+// SetExpiry moves the Sandbox's expireTime; the controller deletes it
+// then.
+func (d *Driver) SetExpiry(ctx context.Context, id string, at time.Time) error {
+	sbx, err := d.get(ctx, id)
+	if err != nil {
+		return err
+	}
+	patch := client.MergeFrom(sbx.DeepCopy())
+	sbx.Spec.ExpireTime = &metav1.Time{Time: at}
+	return apiErr("renew sandbox "+id, d.c.Patch(ctx, sbx, patch))
 }
 
 // Destroy deletes the Sandbox and waits until the cluster has removed it

@@ -5,14 +5,20 @@ package kube
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/driver/drivertest"
 	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
@@ -85,4 +91,86 @@ func TestConformance(t *testing.T) {
 		}
 		return len(pods.Items) == 0 && len(secs.Items) == 0
 	})
+}
+
+// TestExpiryDeletesTheSandbox: the expiry given at create and moved by
+// SetExpiry is the Sandbox's expireTime, and the controller deletes the
+// Sandbox, and with it the pod, when it passes.
+func TestExpiryDeletesTheSandbox(t *testing.T) {
+	w := newWorld(t)
+	d := w.driver(t)
+	ctx := context.Background()
+	spec := driver.Spec{ID: "exp" + randID(), Image: driver.Image{URI: w.image}, Entrypoint: []string{"sleep", "3600"},
+		ExpiresAt: time.Now().Add(time.Hour)}
+	t.Cleanup(func() { _ = d.Destroy(context.Background(), spec.ID) })
+	if _, err := d.Create(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	sbx, err := d.get(ctx, spec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sbx.Spec.ExpireTime == nil || !sbx.Spec.ExpireTime.Time.Equal(spec.ExpiresAt.Truncate(time.Second)) {
+		t.Fatalf("expireTime = %v, want %v", sbx.Spec.ExpireTime, spec.ExpiresAt)
+	}
+	at := time.Now().Add(2 * time.Second)
+	if err := d.SetExpiry(ctx, spec.ID, at); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 30*time.Second, "the expired sandbox and its pod to be deleted", func() bool {
+		var pod corev1.Pod
+		err := w.c.Client.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: spec.ID}, &pod)
+		_, ierr := d.Inspect(ctx, spec.ID)
+		return apierrors.IsNotFound(err) && errors.Is(ierr, errdefs.ErrNotFound)
+	})
+	if time.Now().Before(at) {
+		t.Fatalf("deleted before its expiry")
+	}
+	if err := d.SetExpiry(ctx, spec.ID, time.Now().Add(time.Hour)); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("SetExpiry of a deleted sandbox = %v, want ErrNotFound", err)
+	}
+}
+
+// TestStartFailuresAreExplained: what keeps a sandbox from starting comes
+// back from Create as an error naming the cause, and nothing is left.
+func TestStartFailuresAreExplained(t *testing.T) {
+	w := newWorld(t)
+	d := w.driver(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		spec driver.Spec
+		kind error
+		want string
+	}{
+		{"image not on the node", driver.Spec{Image: driver.Image{URI: "corral.test/absent:1"}, Entrypoint: []string{"sleep", "1"}},
+			errdefs.ErrInvalidArgument, "ImageNotPresent"},
+		{"entrypoint exits", driver.Spec{Image: driver.Image{URI: w.image}, Entrypoint: []string{"sh", "-c", "exit 7"}},
+			errdefs.ErrInvalidArgument, "status 7"},
+		{"entrypoint missing", driver.Spec{Image: driver.Image{URI: w.image}, Entrypoint: []string{"/no/such/program"}},
+			errdefs.ErrInvalidArgument, "before execd answered"},
+		{"no entrypoint", driver.Spec{Image: driver.Image{URI: w.image}}, errdefs.ErrInvalidArgument, "entrypoint is empty"},
+		{"policy", driver.Spec{Image: driver.Image{URI: w.image}, Entrypoint: []string{"sleep", "1"}, NetworkPolicy: []byte(`{}`)},
+			errdefs.ErrNotImplemented, "networkPolicy"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.spec.ID = "fail" + randID()
+			cctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			_, err := d.Create(cctx, tc.spec)
+			if !errors.Is(err, tc.kind) || err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Create = %v, want %v mentioning %q", err, tc.kind, tc.want)
+			}
+			var sbx v1alpha1.Sandbox
+			if err := w.c.Client.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: tc.spec.ID}, &sbx); !apierrors.IsNotFound(err) {
+				t.Fatalf("a failed Create left its Sandbox: %v", err)
+			}
+		})
+	}
+}
+
+func randID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

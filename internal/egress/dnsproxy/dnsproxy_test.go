@@ -67,20 +67,33 @@ func startUpstream(t *testing.T) *upstream {
 		}
 		_ = w.WriteMsg(m)
 	})
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	pc, ln := listenPair(t)
 	u.addr = pc.LocalAddr().String()
-	ln, err := net.Listen("tcp", u.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, s := range []*dns.Server{{PacketConn: pc, Handler: h}, {Listener: ln, Handler: h}} {
 		go func() { _ = s.ActivateAndServe() }()
 		t.Cleanup(func() { _ = s.Shutdown() })
 	}
 	return u
+}
+
+// listenPair binds UDP and TCP on one loopback port, as a DNS server
+// does. The UDP port is free by construction, the same TCP port may not
+// be (another test's connection can hold it), so it tries again.
+func listenPair(t *testing.T) (net.PacketConn, net.Listener) {
+	t.Helper()
+	for range 50 {
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", pc.LocalAddr().String())
+		if err == nil {
+			return pc, ln
+		}
+		pc.Close()
+	}
+	t.Fatal("no loopback port free for both UDP and TCP")
+	return nil, nil
 }
 
 type rig struct {
@@ -113,15 +126,8 @@ func startProxy(t *testing.T, pol policy.Policy, upstreams ...string) *rig {
 		},
 		Audit: func(e Event) { r.mu.Lock(); r.events = append(r.events, e); r.mu.Unlock() },
 	})
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	pc, ln := listenPair(t)
 	r.addr = pc.LocalAddr().String()
-	ln, err := net.Listen("tcp", r.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = p.Serve(ctx, pc, ln); close(done) }()

@@ -72,8 +72,11 @@ func (r *sandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	status.Phase = phaseOf(status)
 	if !equality.Semantic.DeepEqual(&sbx.Status, status) {
+		// A merge patch of the whole status: the driver changes the spec
+		// meanwhile, which must not make this write conflict.
+		patch := client.MergeFrom(sbx.DeepCopy())
 		sbx.Status = *status
-		if err := r.client.Status().Update(ctx, &sbx); err != nil {
+		if err := r.client.Status().Patch(ctx, &sbx, patch); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 	}

@@ -1,0 +1,163 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/corral-dev/corral/api"
+	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
+	"github.com/corral-dev/corral/internal/kube/kubetest"
+	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/sdk"
+)
+
+var kubeBinary struct {
+	sync.Once
+	path string
+	err  error
+}
+
+// kubeWorld is a namespace of the test cluster with `corral controller`
+// (the -tags kube build) running for it, and the images imported.
+type kubeWorld struct {
+	c             *kubetest.Cluster
+	ns, busybox   string
+	bin, corral   string
+	controllerLog *testutil.LockedBuffer
+}
+
+func newKubeWorld(t *testing.T) kubeWorld {
+	t.Helper()
+	c := kubetest.RequireKube(t)
+	kubeBinary.Do(func() { kubeBinary.path, kubeBinary.err = testutil.BuildCorralTagged(binDir, "kube") })
+	if kubeBinary.err != nil {
+		t.Fatal(kubeBinary.err)
+	}
+	w := kubeWorld{c: c, ns: c.Namespace(t), busybox: c.Busybox(t), bin: kubeBinary.path,
+		corral: c.CorralImage(t, binary), controllerLog: &testutil.LockedBuffer{}}
+	ctl := exec.Command(w.bin, "controller", "--kubeconfig", c.Kubeconfig, "--namespace", w.ns,
+		"--corral-image", w.corral, "--corral-image-pull-policy", "Never", "--log-format", "text")
+	ctl.Stderr = w.controllerLog
+	if err := ctl.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = ctl.Process.Kill()
+		_ = ctl.Wait()
+		if t.Failed() {
+			t.Logf("controller log:\n%s", w.controllerLog.String())
+		}
+	})
+	return w
+}
+
+func (w kubeWorld) server(t *testing.T) *server {
+	return startServerOf(t, w.bin, t.TempDir(), "--runtime", "kubernetes", "--kubeconfig", w.c.Kubeconfig,
+		"--kube-namespace", w.ns, "--kube-image-pull-policy", "Never")
+}
+
+// TestKubeEndToEnd drives the kubernetes runtime through the lifecycle
+// API: create, commands, files, renew moving the Sandbox's expireTime, an
+// honest 409 for pause, delete removing the pod, and TTL expiry deleting
+// the pod with no server involved.
+func TestKubeEndToEnd(t *testing.T) {
+	w := newKubeWorld(t)
+	s := w.server(t)
+	c := s.client(t)
+	cx := ctx(t)
+	sb, err := c.CreateSandbox(cx, ociCreate(w.busybox), sdk.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	x, err := c.Sandbox(cx, sb.ID, sdk.SandboxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, code, err := x.Run(cx, "echo hi from $(hostname); cat /proc/1/cmdline | tr '\\0' ' '", sdk.CommandOptions{})
+	if err != nil || code != 0 || !strings.HasPrefix(out, "hi from "+sb.ID[:8]) || !strings.Contains(out, "init -") {
+		t.Errorf("command = %q (exit %d, %v)", out, code, err)
+	}
+	if _, _, code, _ := x.Run(cx, "exit 7", sdk.CommandOptions{}); code != 7 {
+		t.Errorf("exit code = %d, want 7", code)
+	}
+	data := strings.Repeat("corral ", 100000)
+	if err := x.Upload(cx, "/tmp/in/data.txt", strings.NewReader(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var back strings.Builder
+	if _, err := x.Download(cx, "/tmp/in/data.txt", &back); err != nil || back.String() != data {
+		t.Errorf("download: %d bytes, %v", back.Len(), err)
+	}
+
+	at := time.Now().Add(2 * time.Hour).Truncate(time.Second)
+	if got, err := c.RenewSandbox(cx, sb.ID, at); err != nil || !got.Equal(at) {
+		t.Errorf("renew = %v, %v", got, err)
+	}
+	var cr v1alpha1.Sandbox
+	if err := w.c.Client.Get(cx, client.ObjectKey{Namespace: w.ns, Name: sb.ID}, &cr); err != nil {
+		t.Fatal(err)
+	}
+	if cr.Spec.ExpireTime == nil || !cr.Spec.ExpireTime.Time.Equal(at) {
+		t.Errorf("the Sandbox's expireTime = %v after renewing to %v", cr.Spec.ExpireTime, at)
+	}
+	var ae *sdk.APIError
+	if err := c.PauseSandbox(cx, sb.ID); !errors.As(err, &ae) || ae.Status != 409 || !strings.Contains(ae.Message, "cannot pause") {
+		t.Errorf("pause = %v, want 409 saying the runtime cannot pause", err)
+	}
+
+	if err := c.DeleteSandbox(cx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	podGone(t, w, sb.ID)
+
+	// Expiry: the controller deletes the Sandbox when its time is up, with
+	// the server stopped.
+	short := ociCreate(w.busybox)
+	ttl := int64(4)
+	short.Timeout = &ttl
+	sb2, err := c.CreateSandbox(cx, short, sdk.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.done
+	s.done <- nil
+	podGone(t, w, sb2.ID)
+	var left v1alpha1.Sandbox
+	if err := w.c.Client.Get(cx, client.ObjectKey{Namespace: w.ns, Name: sb2.ID}, &left); !apierrors.IsNotFound(err) {
+		t.Errorf("expired Sandbox still there: %v", err)
+	}
+	s2 := w.server(t)
+	got, err := s2.client(t).GetSandbox(cx, sb2.ID)
+	if err == nil && got.Status.State != api.StateTerminated && got.Status.State != api.StateFailed {
+		t.Errorf("after expiry, a restarted server reports %s", got.Status.State)
+	}
+}
+
+// TestOpenSandboxJavaScriptSDKKube runs the JavaScript SDK scenario,
+// unchanged, against the kubernetes runtime.
+func TestOpenSandboxJavaScriptSDKKube(t *testing.T) {
+	w := newKubeWorld(t)
+	jsScenario(t, w.server(t), w.busybox)
+}
+
+func podGone(t *testing.T, w kubeWorld, id string) {
+	t.Helper()
+	testutil.WaitFor(t, time.Minute, "the pod of "+id+" to be deleted", func() bool {
+		var pod corev1.Pod
+		err := w.c.Client.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: id}, &pod)
+		return apierrors.IsNotFound(err)
+	})
+}
