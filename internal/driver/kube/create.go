@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"net"
 	"slices"
 	"strconv"
@@ -174,53 +175,56 @@ func registryOf(ref string) string {
 
 // waitReady waits for the pod to run and execd to answer on its address.
 func (d *Driver) waitReady(ctx context.Context, id string) error {
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.ReadyTimeout)
 	defer cancel()
-	var lastPing time.Time
-	err := d.await(ctx, id, func(sbx *v1alpha1.Sandbox) (bool, error) {
-		if sbx == nil {
-			return false, errdefs.Newf(errdefs.ErrUnavailable, "START_FAILED", "sandbox %s was deleted while it started", id)
+	seen := false
+	for {
+		ch := d.changes()
+		sbx, err := d.get(ctx, id)
+		var phase v1alpha1.SandboxPhase
+		switch {
+		case errors.Is(err, errdefs.ErrNotFound) && seen:
+			return errdefs.Newf(errdefs.ErrUnavailable, "START_FAILED", "sandbox %s was deleted while it started", id)
+		case errors.Is(err, errdefs.ErrNotFound):
+			// The cache has not seen the Sandbox just written yet.
+		case err != nil:
+			return err
+		default:
+			seen, phase = true, sbx.Status.Phase
 		}
-		switch sbx.Status.Phase {
+		wait := (<-chan time.Time)(nil)
+		switch phase {
 		case v1alpha1.SandboxFailed:
-			return false, startFailure(id, sbx)
+			return startFailure(id, sbx)
 		case v1alpha1.SandboxExited:
 			e := exitOf(sbx)
-			return false, errdefs.Newf(errdefs.ErrInvalidArgument, "START_FAILED",
+			return errdefs.Newf(errdefs.ErrInvalidArgument, "START_FAILED",
 				"sandbox %s: the entrypoint exited with status %d (%s) before execd answered", id, e.Code, e.Reason)
 		case v1alpha1.SandboxRunning:
-		default:
-			return false, nil
-		}
-		addr := net.JoinHostPort(sbx.Status.PodIP, strconv.Itoa(controller.ExecdPort))
-		// execd starts within milliseconds of the container; no watch
-		// event tells when it listens, so ping it until it answers.
-		for {
-			if since := time.Since(lastPing); since < 5*time.Millisecond {
-				time.Sleep(5*time.Millisecond - since)
-			}
-			lastPing = time.Now()
+			// execd starts within milliseconds of the container; no event
+			// tells when it listens, so it is pinged until it answers
+			// (and the Sandbox re-read in between: it may have exited).
+			addr := net.JoinHostPort(sbx.Status.PodIP, strconv.Itoa(controller.ExecdPort))
 			ok, _ := forward.Ping(ctx, func(ctx context.Context) (net.Conn, error) {
 				var nd net.Dialer
 				return nd.DialContext(ctx, "tcp", addr)
 			})
 			if ok {
-				return true, nil
+				return nil
 			}
-			if ctx.Err() != nil {
-				return false, ctx.Err()
-			}
-			select {
-			case <-d.changes():
-				return false, nil // re-read: it may have exited
-			default:
-			}
+			wait = time.After(5 * time.Millisecond)
 		}
-	})
-	if ctx.Err() != nil && err != nil && ctx.Err() == context.DeadlineExceeded {
-		return errdefs.Newf(errdefs.ErrUnavailable, "START_FAILED", "sandbox %s: not ready within %v", id, d.cfg.ReadyTimeout)
+		select {
+		case <-ch:
+		case <-wait:
+		case <-ctx.Done():
+			if parent := context.Cause(ctx); errors.Is(parent, context.DeadlineExceeded) && time.Since(start) >= d.cfg.ReadyTimeout {
+				return errdefs.Newf(errdefs.ErrUnavailable, "START_FAILED", "sandbox %s: not ready within %v", id, d.cfg.ReadyTimeout)
+			}
+			return ctx.Err()
+		}
 	}
-	return err
 }
 
 // startFailure turns the Failed condition into an error a user can act on.

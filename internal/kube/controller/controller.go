@@ -143,7 +143,10 @@ func NewManager(rc *rest.Config, cfg Config) (ctrl.Manager, error) {
 		For(&v1alpha1.Sandbox{}).
 		Owns(&corev1.Pod{}).
 		Owns(&corev1.Secret{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: cfg.Workers}).
+		// Name validation guards controller-runtime's process-wide
+		// metrics against two controllers of one name; tests run a
+		// manager per test in one process.
+		WithOptions(controller.Options{MaxConcurrentReconciles: cfg.Workers, SkipNameValidation: ptr(true)}).
 		Complete(r)
 	if err != nil {
 		return nil, fmt.Errorf("controller: %w", err)
@@ -158,3 +161,5 @@ func NewManager(rc *rest.Config, cfg Config) (ctrl.Manager, error) {
 	}
 	return mgr, nil
 }
+
+func ptr[T any](v T) *T { return &v }
