@@ -113,6 +113,10 @@ required=(
   test/e2e.TestDockerEngineOutage
   internal/kube/apis/v1alpha1.TestGeneratedFilesAreCurrent
   internal/driver/kube.TestConformance
+  internal/driver/kube.TestExpiryDeletesTheSandbox
+  internal/driver/kube.TestStartFailuresAreExplained
+  test/e2e.TestKubeEndToEnd
+  test/e2e.TestOpenSandboxJavaScriptSDKKube
 )
 
 

@@ -124,11 +124,11 @@ func TestKubeEndToEnd(t *testing.T) {
 
 	// Expiry: the controller deletes the Sandbox when its time is up, with
 	// the server stopped.
-	short := ociCreate(w.busybox)
-	ttl := int64(4)
-	short.Timeout = &ttl
-	sb2, err := c.CreateSandbox(cx, short, sdk.CreateOptions{})
+	sb2, err := c.CreateSandbox(cx, ociCreate(w.busybox), sdk.CreateOptions{})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RenewSandbox(cx, sb2.ID, time.Now().Add(3*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	_ = s.cmd.Process.Kill()
