@@ -115,6 +115,7 @@ required=(
   internal/driver/kube.TestConformance
   internal/driver/kube.TestExpiryDeletesTheSandbox
   internal/driver/kube.TestStartFailuresAreExplained
+  internal/driver/kube.TestWarmPool
   test/e2e.TestKubeEndToEnd
   test/e2e.TestOpenSandboxJavaScriptSDKKube
 )

@@ -5,9 +5,12 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -48,6 +51,9 @@ func runInit(_ context.Context, e *env, args []string) int {
 		if err := initproc.InstallCA(*trustCA, egressnet.BundleInSandbox); err != nil {
 			fmt.Fprintf(e.stderr, "corral init: %v\n", err)
 		}
+	}
+	if err := prepareWarm(*waitStart, *tokenFile, e.getenv("EXECD_ACCESS_TOKEN")); err != nil {
+		return fail(e, "init: %v", err)
 	}
 	cfg := initproc.Config{Entrypoint: fs.Args(), Env: entryEnv, DaemonEnv: daemonEnv, Stderr: e.stderr, StatusDir: *statusDir, StartFIFO: *waitStart}
 	if *userSpec != "" {
@@ -99,4 +105,54 @@ func lookupCredential(spec string) (*syscall.Credential, error) {
 		}
 	}
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+// prepareWarm creates what a warm sandbox that nobody prepared from
+// outside needs (a Kubernetes pool pod): the start FIFO, and the token
+// file holding the token it was started with until an adoption replaces
+// it. Either that exists already is left alone.
+func prepareWarm(fifo, tokenFile, token string) error {
+	if fifo != "" {
+		if _, err := os.Lstat(fifo); errors.Is(err, fs.ErrNotExist) {
+			if err := os.MkdirAll(filepath.Dir(fifo), 0o700); err != nil {
+				return err
+			}
+			if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+				return fmt.Errorf("--wait-start: %w", err)
+			}
+		}
+	}
+	if tokenFile != "" && token != "" {
+		if _, err := os.Lstat(tokenFile); errors.Is(err, fs.ErrNotExist) {
+			if err := os.MkdirAll(filepath.Dir(tokenFile), 0o700); err != nil {
+				return err
+			}
+			if err := writeFileAtomic(tokenFile, []byte(token), 0o600); err != nil {
+				return fmt.Errorf("--execd-token-file: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// writeFileAtomic writes data beside path and renames it into place.
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".corral-*")
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Chmod(mode)
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
+	return err
 }

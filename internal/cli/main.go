@@ -55,6 +55,7 @@ func commands() []command {
 		{"egress", "enforce a sandbox's egress policy (DNS, nftables, the policy API on :18080)", runEgress},
 		{"controller", "run the Kubernetes controller for Sandbox resources", runController},
 		{"install-binary", "copy this corral binary to a path (the Kubernetes pod's init container)", runInstallBinary},
+		{"adopt", "hand a warm sandbox its token, environment and entrypoint (run inside it by the Kubernetes controller)", runAdopt},
 		{"init", "run as PID 1 of a sandbox: the entrypoint, execd, reaping and signals", runInit},
 		{"version", "print the version", runVersion},
 	}

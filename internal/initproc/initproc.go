@@ -65,6 +65,19 @@ type Start struct {
 	Env []string `json:"env,omitempty"`
 }
 
+// Adoption is what `corral adopt` hands a warm sandbox, as JSON in
+// $CORRAL_ADOPT: the Kubernetes controller runs it through a warm pool
+// pod's execd when a Sandbox adopts the pod.
+type Adoption struct {
+	// Token becomes execd's access token.
+	Token string `json:"token"`
+	// Env (KEY=VALUE) is added to the entrypoint's and every command's
+	// environment.
+	Env []string `json:"env,omitempty"`
+	// Args is the entrypoint.
+	Args []string `json:"args"`
+}
+
 // Exit codes for an entrypoint that cannot start, as shells use them.
 const (
 	ExitNotFound      = 127

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
@@ -37,6 +38,9 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 	}
 	sbx, err := d.sandboxFor(spec)
 	if err != nil {
+		return nil, err
+	}
+	if sbx.Spec.PoolRef, err = d.poolFor(ctx, sbx); err != nil {
 		return nil, err
 	}
 	if err := d.c.Create(ctx, sbx); err != nil {
@@ -130,6 +134,30 @@ func (d *Driver) sandboxFor(spec driver.Spec) (*v1alpha1.Sandbox, error) {
 		sbx.Spec.Resources.Limits = lim
 	}
 	return sbx, nil
+}
+
+// poolFor names a SandboxPool of the namespace whose pods are what sbx
+// asks for, with warm pods ready; "" if none is. The controller adopts one
+// of its pods, or starts a pod as usual if they are gone by then.
+func (d *Driver) poolFor(ctx context.Context, sbx *v1alpha1.Sandbox) (string, error) {
+	var pools v1alpha1.SandboxPoolList
+	if err := d.c.List(ctx, &pools, client.InNamespace(d.cfg.Namespace)); err != nil {
+		return "", apiErr("list pools", err)
+	}
+	best := ""
+	var ready int32
+	for _, p := range pools.Items {
+		t := p.Spec.Template
+		if t.Image != sbx.Spec.Image || t.RuntimeClassName != nil || len(t.ImagePullSecrets) > 0 || len(sbx.Spec.ImagePullSecrets) > 0 ||
+			!t.Resources.Limits.Cpu().Equal(*sbx.Spec.Resources.Limits.Cpu()) || !t.Resources.Limits.Memory().Equal(*sbx.Spec.Resources.Limits.Memory()) ||
+			len(t.Resources.Requests) > 0 {
+			continue
+		}
+		if p.Status.Ready > ready {
+			best, ready = p.Name, p.Status.Ready
+		}
+	}
+	return best, nil
 }
 
 func accessSecret(id string) string { return "corral-" + id }

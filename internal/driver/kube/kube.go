@@ -119,6 +119,10 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kube: %w", err)
 	}
+	// The pools are read at every create: started now, not on first use.
+	if _, err := ca.GetInformer(ctx, &v1alpha1.SandboxPool{}); err != nil {
+		return nil, fmt.Errorf("kube: %w", err)
+	}
 	notify := func(any) { d.notify() }
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    notify,

@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/corral-dev/corral/errdefs"
@@ -173,4 +174,80 @@ func randID() string {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// TestWarmPool: a SandboxPool keeps started pods; creates of its image
+// adopt them (no pod of their own), get their own token, environment and
+// entrypoint, the pool's token stops working in an adopted pod, and the
+// pool starts replacements. Deleting the pool removes its warm pods.
+func TestWarmPool(t *testing.T) {
+	w := newWorld(t)
+	d := w.driver(t)
+	ctx := context.Background()
+	pool := &v1alpha1.SandboxPool{
+		ObjectMeta: metav1.ObjectMeta{Name: "bb", Namespace: w.ns},
+		Spec:       v1alpha1.SandboxPoolSpec{Warm: 2, Template: v1alpha1.SandboxTemplate{Image: w.image, ImagePullPolicy: corev1.PullNever}},
+	}
+	if err := w.c.Client.Create(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	waitPool := func(ready int32) {
+		t.Helper()
+		testutil.WaitFor(t, time.Minute, fmt.Sprintf("the pool to have %d ready pods", ready), func() bool {
+			var p v1alpha1.SandboxPool
+			return w.c.Client.Get(ctx, client.ObjectKeyFromObject(pool), &p) == nil && p.Status.Ready == ready
+		})
+		time.Sleep(100 * time.Millisecond) // the driver's cache sees the count
+	}
+	waitPool(2)
+	var poolSec corev1.Secret
+	if err := w.c.Client.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: "corral-pool-bb"}, &poolSec); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		spec := driver.Spec{ID: fmt.Sprintf("warm%d", i) + randID(), Image: driver.Image{URI: w.image},
+			Entrypoint: []string{"sh", "-c", "echo $GREETING > /tmp/entry; exec sleep 3600"},
+			Env:        map[string]string{"GREETING": fmt.Sprintf("hello %d", i)}, ExecdToken: "tok" + randID()}
+		t.Cleanup(func() { _ = d.Destroy(context.Background(), spec.ID) })
+		start := time.Now()
+		if _, err := d.Create(ctx, spec); err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(start)
+		sbx, _ := d.get(ctx, spec.ID)
+		if !strings.HasPrefix(sbx.Status.PodName, "bb-") {
+			t.Fatalf("sandbox %d runs in pod %q, not one of the pool's", i, sbx.Status.PodName)
+		}
+		t.Logf("create from the pool took %v", took)
+		ep, err := d.Endpoint(ctx, spec.ID, controller.ExecdPort)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, code := kubetest.Exec(t, ep.String(), spec.ExecdToken, "echo $GREETING; cat /tmp/entry")
+		if want := fmt.Sprintf("hello %d\nhello %d\n", i, i); code != 0 || out != want {
+			t.Errorf("command in the adopted pod = %q (exit %d), want %q", out, code, want)
+		}
+		if out, code := kubetest.Exec(t, ep.String(), string(poolSec.Data[controller.TokenKey]), "true"); code != -1 {
+			t.Errorf("the pool's token still works in an adopted pod: %q %d", out, code)
+		}
+		var pod corev1.Pod
+		if err := w.c.Client.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: sbx.Status.PodName}, &pod); err != nil {
+			t.Fatal(err)
+		}
+		if !metav1.IsControlledBy(&pod, sbx) || pod.Labels[controller.LabelPool] != "" || pod.Labels[driver.LabelSandboxID] != spec.ID {
+			t.Errorf("adopted pod: owners %v, labels %v", pod.OwnerReferences, pod.Labels)
+		}
+	}
+	waitPool(2) // replacements
+
+	// Deleting an adopted sandbox removes its pod; deleting the pool
+	// removes the warm ones.
+	if err := w.c.Client.Delete(ctx, pool, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, time.Minute, "the pool's pods to be deleted", func() bool {
+		var pods corev1.PodList
+		_ = w.c.Client.List(ctx, &pods, client.InNamespace(w.ns), client.HasLabels{controller.LabelPool})
+		return len(pods.Items) == 0
+	})
 }

@@ -138,16 +138,32 @@ func NewManager(rc *rest.Config, cfg Config) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("controller: %w", err)
 	}
-	r := &sandboxReconciler{client: mgr.GetClient(), cfg: cfg}
+	idx := mgr.GetFieldIndexer()
+	if err := idx.IndexField(context.Background(), &corev1.Pod{}, indexPool, poolName); err != nil {
+		return nil, err
+	}
+	if err := idx.IndexField(context.Background(), &corev1.Pod{}, indexSandbox, sandboxName); err != nil {
+		return nil, err
+	}
+	// Name validation guards controller-runtime's process-wide metrics
+	// against two controllers of one name; tests run a manager per test in
+	// one process.
+	copts := controller.Options{MaxConcurrentReconciles: cfg.Workers, SkipNameValidation: ptr(true)}
 	err = ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.Sandbox{}).
 		Owns(&corev1.Pod{}).
 		Owns(&corev1.Secret{}).
-		// Name validation guards controller-runtime's process-wide
-		// metrics against two controllers of one name; tests run a
-		// manager per test in one process.
-		WithOptions(controller.Options{MaxConcurrentReconciles: cfg.Workers, SkipNameValidation: ptr(true)}).
-		Complete(r)
+		WithOptions(copts).
+		Complete(&sandboxReconciler{client: mgr.GetClient(), cfg: cfg})
+	if err != nil {
+		return nil, fmt.Errorf("controller: %w", err)
+	}
+	err = ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.SandboxPool{}).
+		Owns(&corev1.Pod{}).
+		Owns(&corev1.Secret{}).
+		WithOptions(copts).
+		Complete(&poolReconciler{client: mgr.GetClient(), cfg: cfg})
 	if err != nil {
 		return nil, fmt.Errorf("controller: %w", err)
 	}

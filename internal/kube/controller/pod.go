@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
 )
@@ -20,6 +21,7 @@ const (
 	InstallContainerName = "corral-install"
 	binVolume            = "corral-bin"
 	binDir               = "/.corral"
+	corralInPod          = binDir + "/corral"
 	// ExecdPort is where execd listens in the pod.
 	ExecdPort = 44772
 	// TokenKey is the key of the access Secret holding execd's token.
@@ -29,10 +31,68 @@ const (
 	// gracePeriod is how long the entrypoint has between SIGTERM and
 	// SIGKILL when the sandbox is stopped or deleted.
 	gracePeriod = 10
+	// A warm pod's hand-over files, on a memory volume only corral init,
+	// execd and `corral adopt` use.
+	warmVolume    = "corral-warm"
+	warmDir       = "/run/corral-warm"
+	warmStart     = warmDir + "/start"
+	warmTokenFile = warmDir + "/token"
+	warmEnvFile   = warmDir + "/env"
 )
 
-// podFor is the pod that runs sbx.
+// template is what a pod is made of besides its name, labels and owner.
+type template struct {
+	image       string
+	pullPolicy  corev1.PullPolicy
+	pullSecrets []corev1.LocalObjectReference
+	resources   corev1.ResourceRequirements
+	runtime     *string
+	// tokenSecret holds execd's token under TokenKey.
+	tokenSecret string
+	command     []string
+	env         []corev1.EnvVar
+	volumes     []corev1.Volume
+	mounts      []corev1.VolumeMount
+}
+
+// podFor is the pod that runs sbx when it starts one of its own.
 func (r *sandboxReconciler) podFor(sbx *v1alpha1.Sandbox) *corev1.Pod {
+	p := newPod(r.cfg, template{
+		image: sbx.Spec.Image, pullPolicy: sbx.Spec.ImagePullPolicy, pullSecrets: sbx.Spec.ImagePullSecrets,
+		resources: sbx.Spec.Resources, runtime: sbx.Spec.RuntimeClassName, tokenSecret: sbx.Spec.AccessSecretName,
+		command: append([]string{corralInPod, "init", "--execd-state-dir", execdStateDir, "--"}, sbx.Spec.Entrypoint...),
+		env:     sbx.Spec.Env,
+	})
+	p.Name, p.Namespace = sbx.Name, sbx.Namespace
+	p.Labels = sandboxLabels(sbx)
+	p.OwnerReferences = []metav1.OwnerReference{ownerRef(sbx, "Sandbox")}
+	p.Spec.Hostname = hostname(sbx.Name)
+	return p
+}
+
+// warmPodFor is an unclaimed pod of pool: corral init and execd run, the
+// entrypoint waits for an adoption.
+func (r *poolReconciler) warmPodFor(pool *v1alpha1.SandboxPool) *corev1.Pod {
+	t := pool.Spec.Template
+	p := newPod(r.cfg, template{
+		image: t.Image, pullPolicy: t.ImagePullPolicy, pullSecrets: t.ImagePullSecrets,
+		resources: t.Resources, runtime: t.RuntimeClassName, tokenSecret: poolSecret(pool.Name),
+		command: []string{corralInPod, "init", "--execd-state-dir", execdStateDir, "--wait-start", warmStart,
+			"--execd-token-file", warmTokenFile, "--execd-env-file", warmEnvFile},
+		volumes: []corev1.Volume{{Name: warmVolume, VolumeSource: corev1.VolumeSource{
+			EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory},
+		}}},
+		mounts: []corev1.VolumeMount{{Name: warmVolume, MountPath: warmDir}},
+	})
+	p.GenerateName, p.Namespace = pool.Name+"-", pool.Namespace
+	p.Labels = map[string]string{LabelManaged: "true", LabelPool: pool.Name}
+	p.OwnerReferences = []metav1.OwnerReference{ownerRef(pool, "SandboxPool")}
+	return p
+}
+
+// sandboxLabels are the labels of sbx's pod: the Sandbox's own, and
+// corral's.
+func sandboxLabels(sbx *v1alpha1.Sandbox) map[string]string {
 	lbl := make(map[string]string, len(sbx.Labels)+3)
 	for k, v := range sbx.Labels {
 		lbl[k] = v
@@ -40,52 +100,47 @@ func (r *sandboxReconciler) podFor(sbx *v1alpha1.Sandbox) *corev1.Pod {
 	lbl[LabelSandboxID] = sbx.Name
 	lbl[LabelManaged] = "true"
 	lbl[LabelTenant] = sbx.Spec.Tenant
+	return lbl
+}
 
+func ownerRef(o client.Object, kind string) metav1.OwnerReference {
+	t := true
+	return metav1.OwnerReference{
+		APIVersion: v1alpha1.GroupVersion.String(), Kind: kind, Name: o.GetName(), UID: o.GetUID(),
+		Controller: &t, BlockOwnerDeletion: &t,
+	}
+}
+
+func newPod(cfg Config, t template) *corev1.Pod {
 	env := append([]corev1.EnvVar{{
 		Name: "EXECD_ACCESS_TOKEN",
 		ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-			LocalObjectReference: corev1.LocalObjectReference{Name: sbx.Spec.AccessSecretName},
+			LocalObjectReference: corev1.LocalObjectReference{Name: t.tokenSecret},
 			Key:                  TokenKey,
 		}},
-	}}, sbx.Spec.Env...)
-	args := append([]string{binDir + "/corral", "init", "--execd-state-dir", execdStateDir, "--"}, sbx.Spec.Entrypoint...)
+	}}, t.env...)
 	grace := int64(gracePeriod)
 	no := false
-	t := true
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      sbx.Name,
-			Namespace: sbx.Namespace,
-			Labels:    lbl,
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion:         v1alpha1.GroupVersion.String(),
-				Kind:               "Sandbox",
-				Name:               sbx.Name,
-				UID:                sbx.UID,
-				Controller:         &t,
-				BlockOwnerDeletion: &t,
-			}},
-		},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			AutomountServiceAccountToken:  &no,
 			EnableServiceLinks:            &no,
 			TerminationGracePeriodSeconds: &grace,
-			RuntimeClassName:              sbx.Spec.RuntimeClassName,
-			ImagePullSecrets:              sbx.Spec.ImagePullSecrets,
-			Hostname:                      hostname(sbx.Name),
+			RuntimeClassName:              t.runtime,
+			ImagePullSecrets:              t.pullSecrets,
 			SecurityContext: &corev1.PodSecurityContext{
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			},
-			Volumes: []corev1.Volume{{
+			Volumes: append([]corev1.Volume{{
 				Name:         binVolume,
 				VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}},
-			}},
+			}}, t.volumes...),
 			InitContainers: []corev1.Container{{
 				Name:            InstallContainerName,
-				Image:           r.cfg.CorralImage,
-				ImagePullPolicy: r.cfg.CorralImagePullPolicy,
-				Command:         []string{"/corral", "install-binary", binDir + "/corral"},
+				Image:           cfg.CorralImage,
+				ImagePullPolicy: cfg.CorralImagePullPolicy,
+				Command:         []string{"/corral", "install-binary", corralInPod},
 				VolumeMounts:    []corev1.VolumeMount{{Name: binVolume, MountPath: binDir}},
 				SecurityContext: &corev1.SecurityContext{
 					AllowPrivilegeEscalation: &no,
@@ -94,13 +149,13 @@ func (r *sandboxReconciler) podFor(sbx *v1alpha1.Sandbox) *corev1.Pod {
 			}},
 			Containers: []corev1.Container{{
 				Name:            ContainerName,
-				Image:           sbx.Spec.Image,
-				ImagePullPolicy: sbx.Spec.ImagePullPolicy,
-				Command:         args,
+				Image:           t.image,
+				ImagePullPolicy: t.pullPolicy,
+				Command:         t.command,
 				Env:             env,
-				Resources:       sbx.Spec.Resources,
+				Resources:       t.resources,
 				Ports:           []corev1.ContainerPort{{Name: "execd", ContainerPort: ExecdPort, Protocol: corev1.ProtocolTCP}},
-				VolumeMounts:    []corev1.VolumeMount{{Name: binVolume, MountPath: binDir, ReadOnly: true}},
+				VolumeMounts:    append([]corev1.VolumeMount{{Name: binVolume, MountPath: binDir, ReadOnly: true}}, t.mounts...),
 				ReadinessProbe: &corev1.Probe{
 					ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
 						Path: "/ping", Port: intstr.FromInt32(ExecdPort),

@@ -5,6 +5,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -50,25 +51,38 @@ func (r *sandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 
 	status := sbx.Status.DeepCopy()
 	status.ObservedGeneration = sbx.Generation
-	var pod corev1.Pod
-	err := r.client.Get(ctx, req.NamespacedName, &pod)
+	pod, err := r.podOf(ctx, &sbx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if pod != nil && pod.Labels[LabelPool] == "" && pod.Annotations[AnnotationAdopted] == "" && pod.Name != sbx.Name {
+		// Claimed from a pool, not yet handed over (a crash between the
+		// two, or this very reconcile): hand over, or give the pod up.
+		if err := r.handOver(ctx, &sbx, pod); err != nil {
+			r.cfg.Logger.WarnContext(ctx, "adopting a warm pod failed; starting a pod of its own", "namespace", sbx.Namespace,
+				"sandbox", sbx.Name, "pod", pod.Name, "err", err)
+			if err := r.client.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
+				return ctrl.Result{}, err
+			}
+			pod = nil
+			status.PodName = ""
+		}
+	}
 	switch {
-	case apierrors.IsNotFound(err):
+	case pod == nil:
 		if err := r.noPod(ctx, &sbx, status); err != nil {
 			return ctrl.Result{}, err
 		}
-	case err != nil:
-		return ctrl.Result{}, err
-	case !metav1.IsControlledBy(&pod, &sbx):
+	case !metav1.IsControlledBy(pod, &sbx):
 		setCondition(status, v1alpha1.ConditionFailed, true, "PodNameTaken",
 			fmt.Sprintf("a pod named %s that this Sandbox does not own exists; delete it or rename the Sandbox", pod.Name))
 	default:
 		if sbx.Spec.Stopped {
-			if err := r.stop(ctx, &pod); err != nil {
+			if err := r.stop(ctx, pod); err != nil {
 				return ctrl.Result{}, err
 			}
 		}
-		observePod(status, &pod, sbx.Spec.Stopped)
+		observePod(status, pod, sbx.Spec.Stopped)
 	}
 	status.Phase = phaseOf(status)
 	if !equality.Semantic.DeepEqual(&sbx.Status, status) {
@@ -111,6 +125,23 @@ func (r *sandboxReconciler) noPod(ctx context.Context, sbx *v1alpha1.Sandbox, st
 	if err != nil {
 		return err
 	}
+	if adoptable(sbx) {
+		pod, err := r.claim(ctx, sbx)
+		if err == nil {
+			err = r.handOver(ctx, sbx, pod)
+			if err == nil {
+				observePod(status, pod, false)
+				return nil
+			}
+			r.cfg.Logger.WarnContext(ctx, "adopting a warm pod failed; starting a pod of its own", "namespace", sbx.Namespace,
+				"sandbox", sbx.Name, "pod", pod.Name, "err", err)
+			if err := r.client.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
+				return err
+			}
+		} else if !errors.Is(err, errNoWarmPod) {
+			return err
+		}
+	}
 	pod := r.podFor(sbx)
 	if err := r.client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
 		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
@@ -123,6 +154,28 @@ func (r *sandboxReconciler) noPod(ctx context.Context, sbx *v1alpha1.Sandbox, st
 	setCondition(status, v1alpha1.ConditionScheduled, false, "PodCreated", "")
 	setCondition(status, v1alpha1.ConditionReady, false, "PodCreated", "")
 	return nil
+}
+
+// podOf finds the pod of sbx: the one it started (named after it) or the
+// pool pod it adopted, both labelled with its name. Pods being deleted do
+// not count.
+func (r *sandboxReconciler) podOf(ctx context.Context, sbx *v1alpha1.Sandbox) (*corev1.Pod, error) {
+	var pods corev1.PodList
+	if err := r.client.List(ctx, &pods, client.InNamespace(sbx.Namespace), client.MatchingFields{indexSandbox: sbx.Name}); err != nil {
+		return nil, err
+	}
+	for i := range pods.Items {
+		if p := &pods.Items[i]; p.DeletionTimestamp.IsZero() && metav1.IsControlledBy(p, sbx) {
+			return p, nil
+		}
+	}
+	// A pod of its name that it does not own blocks its own.
+	var pod corev1.Pod
+	err := r.client.Get(ctx, types.NamespacedName{Namespace: sbx.Namespace, Name: sbx.Name}, &pod)
+	if apierrors.IsNotFound(err) || err == nil && !pod.DeletionTimestamp.IsZero() {
+		return nil, nil
+	}
+	return &pod, err
 }
 
 // stop ends a running pod's containers while keeping the pod: its

@@ -13,12 +13,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -40,8 +43,10 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/internal/kube/controller"
 	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/sse"
 )
 
 // DefaultEnvFile is where scripts/k8s.sh up writes the cluster's settings.
@@ -299,4 +304,47 @@ type testWriter struct{ t testing.TB }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// Exec runs command through the execd at addr with token and returns its
+// output (stdout and stderr, line by line) and exit code; code is -1 with
+// the HTTP status if execd refused.
+func Exec(t testing.TB, addr, token, command string) (out string, code int) {
+	t.Helper()
+	body, _ := json.Marshal(api.RunCommandRequest{Command: command})
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/command", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(api.HeaderExecdToken, token)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatalf("execd at %s: %v", addr, err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return res.Status, -1
+	}
+	var b strings.Builder
+	rd := sse.NewReader(res.Body)
+	for {
+		raw, err := rd.Next()
+		if err != nil {
+			t.Fatalf("execd at %s: stream: %v", addr, err)
+		}
+		var ev api.ServerStreamEvent
+		_ = json.Unmarshal(raw, &ev)
+		switch ev.Type {
+		case api.EventStdout, api.EventStderr:
+			b.WriteString(ev.Text + "\n") // one event per line
+		case api.EventExecutionComplete:
+			return b.String(), 0
+		case api.EventError:
+			code, _ := strconv.Atoi(ev.Error.EValue)
+			return b.String(), code
+		}
+	}
 }

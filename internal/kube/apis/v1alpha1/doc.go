@@ -3,7 +3,8 @@
 
 // Package v1alpha1 holds the Go types of corral's custom resources in API
 // group corral.dev, version v1alpha1: Sandbox (one sandbox, reconciled into
-// a Pod by internal/kube/controller). The CRD manifests in
+// a Pod by internal/kube/controller) and SandboxPool (pods started ahead
+// of time that Sandboxes adopt). The CRD manifests in
 // deploy/kubernetes/crd and zz_generated.deepcopy.go are generated from
 // these types by controller-gen (`go generate ./internal/kube/...`); a test
 // regenerates them and fails on any difference. Imported by the controller
@@ -26,7 +27,7 @@ var GroupVersion = schema.GroupVersion{Group: "corral.dev", Version: "v1alpha1"}
 
 // AddToScheme registers the types of this package with a scheme.
 func AddToScheme(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &Sandbox{}, &SandboxList{})
+	s.AddKnownTypes(GroupVersion, &Sandbox{}, &SandboxList{}, &SandboxPool{}, &SandboxPoolList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

@@ -69,6 +69,13 @@ type SandboxSpec struct {
 	// Tenant owns the sandbox; it is also the pod's corral.dev/tenant label.
 	// +optional
 	Tenant string `json:"tenant,omitempty"`
+	// PoolRef names a SandboxPool of the namespace whose warm pods have
+	// this Sandbox's image, pull secrets, resources and runtime class: the
+	// Sandbox adopts one of them when one is ready, and starts its own pod
+	// otherwise. Env entries taken from Secrets or fields (valueFrom)
+	// cannot be handed over, so such a Sandbox always starts its own.
+	// +optional
+	PoolRef string `json:"poolRef,omitempty"`
 }
 
 // SandboxPhase is the coarse state of a sandbox, derived from its
@@ -115,7 +122,8 @@ type SandboxStatus struct {
 	// ObservedGeneration is the generation the status was computed for.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// PodName is the sandbox's pod, in the Sandbox's namespace.
+	// PodName is the sandbox's pod, in the Sandbox's namespace: the
+	// Sandbox's own name, or the pool pod it adopted.
 	// +optional
 	PodName string `json:"podName,omitempty"`
 	// PodIP is the pod's address; execd listens on port 44772 there.

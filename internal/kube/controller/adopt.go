@@ -1,0 +1,195 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/corral-dev/corral/api"
+	"github.com/corral-dev/corral/internal/initproc"
+	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
+	"github.com/corral-dev/corral/sse"
+)
+
+// AnnotationAdopted marks a pool pod whose adoption finished: the
+// Sandbox's token, environment and entrypoint were handed over.
+const AnnotationAdopted = "corral.dev/adopted"
+
+// errNoWarmPod means the pool had no ready pod to give.
+var errNoWarmPod = errors.New("no warm pod ready")
+
+// errUnauthorized is execd refusing the token.
+var errUnauthorized = errors.New("execd refused the token")
+
+// adoptable reports whether sbx can take a pool pod: everything it adds
+// to the template must be something execd can hand over.
+func adoptable(sbx *v1alpha1.Sandbox) bool {
+	if sbx.Spec.PoolRef == "" || sbx.Spec.Stopped {
+		return false
+	}
+	for _, e := range sbx.Spec.Env {
+		if e.ValueFrom != nil || strings.ContainsAny(e.Value, "\n\x00") {
+			return false
+		}
+	}
+	return true
+}
+
+// claim takes a ready pod of sbx's pool: one update, guarded by the pod's
+// resourceVersion, moves it from the pool to the Sandbox (labels and
+// controller reference), so two claimers never get the same pod and the
+// pool starts a replacement at once.
+func (r *sandboxReconciler) claim(ctx context.Context, sbx *v1alpha1.Sandbox) (*corev1.Pod, error) {
+	var pool v1alpha1.SandboxPool
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: sbx.Namespace, Name: sbx.Spec.PoolRef}, &pool); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, errNoWarmPod
+		}
+		return nil, err
+	}
+	if !sameTemplate(&pool.Spec.Template, sbx) {
+		return nil, errNoWarmPod
+	}
+	var pods corev1.PodList
+	if err := r.client.List(ctx, &pods, client.InNamespace(sbx.Namespace), client.MatchingFields{indexPool: pool.Name}); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(pods.Items, func(a, b corev1.Pod) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if !p.DeletionTimestamp.IsZero() || !podReady(p) || p.Status.PodIP == "" || !metav1.IsControlledBy(p, &pool) {
+			continue
+		}
+		p.Labels = sandboxLabels(sbx)
+		p.OwnerReferences = []metav1.OwnerReference{ownerRef(sbx, "Sandbox")}
+		err := r.client.Update(ctx, p)
+		switch {
+		case err == nil:
+			return p, nil
+		case apierrors.IsConflict(err), apierrors.IsNotFound(err):
+			continue // another claimer was first
+		default:
+			return nil, err
+		}
+	}
+	return nil, errNoWarmPod
+}
+
+// sameTemplate reports whether sbx asks for what the pool's pods are.
+func sameTemplate(t *v1alpha1.SandboxTemplate, sbx *v1alpha1.Sandbox) bool {
+	s := &sbx.Spec
+	return t.Image == s.Image && equalPtr(t.RuntimeClassName, s.RuntimeClassName) &&
+		slices.Equal(t.ImagePullSecrets, s.ImagePullSecrets) &&
+		t.Resources.Limits.Cpu().Equal(*s.Resources.Limits.Cpu()) && t.Resources.Limits.Memory().Equal(*s.Resources.Limits.Memory()) &&
+		t.Resources.Requests.Cpu().Equal(*s.Resources.Requests.Cpu()) && t.Resources.Requests.Memory().Equal(*s.Resources.Requests.Memory())
+}
+
+func equalPtr[T comparable](a, b *T) bool { return a == nil && b == nil || a != nil && b != nil && *a == *b }
+
+// handOver runs `corral adopt` in the claimed pod through its execd, with
+// the pool's token: the pod gets sbx's token, environment and entrypoint.
+// The pod is marked adopted once that succeeded.
+func (r *sandboxReconciler) handOver(ctx context.Context, sbx *v1alpha1.Sandbox, pod *corev1.Pod) error {
+	var poolSec, own corev1.Secret
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: poolSecret(sbx.Spec.PoolRef)}, &poolSec); err != nil {
+		return fmt.Errorf("the pool's token: %w", err)
+	}
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: sbx.Namespace, Name: sbx.Spec.AccessSecretName}, &own); err != nil {
+		return fmt.Errorf("the sandbox's token: %w", err)
+	}
+	a := initproc.Adoption{Token: string(own.Data[TokenKey]), Args: sbx.Spec.Entrypoint}
+	for _, e := range sbx.Spec.Env {
+		a.Env = append(a.Env, e.Name+"="+e.Value)
+	}
+	spec, _ := json.Marshal(a)
+	req := api.RunCommandRequest{
+		Command: corralInPod + " adopt --token-file " + warmTokenFile + " --env-file " + warmEnvFile + " --start " + warmStart,
+		Envs:    map[string]string{"CORRAL_ADOPT": string(spec)},
+	}
+	addr := net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(ExecdPort))
+	err := runInPod(ctx, addr, string(poolSec.Data[TokenKey]), req)
+	if errors.Is(err, errUnauthorized) {
+		// The pool's token no longer works: an earlier reconcile handed
+		// the pod over already (its mark not in the cache yet). Running
+		// the idempotent hand-over again with the sandbox's token proves it.
+		err = runInPod(ctx, addr, a.Token, req)
+	}
+	if err != nil {
+		return err
+	}
+	patch := client.MergeFrom(pod.DeepCopy())
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[AnnotationAdopted] = "true"
+	return r.client.Patch(ctx, pod, patch)
+}
+
+// runInPod runs one command through execd and fails unless it exits 0.
+func runInPod(ctx context.Context, addr, token string, req api.RunCommandRequest) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	body, _ := json.Marshal(req)
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/command", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	hr.Header.Set(api.HeaderExecdToken, token)
+	res, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		return fmt.Errorf("execd at %s: %w", addr, err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode == http.StatusUnauthorized {
+		return errUnauthorized
+	}
+	if res.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
+		return fmt.Errorf("execd at %s answered %s: %s", addr, res.Status, bytes.TrimSpace(b))
+	}
+	var out strings.Builder
+	rd := sse.NewReader(res.Body)
+	for {
+		raw, err := rd.Next()
+		if err != nil {
+			return fmt.Errorf("execd at %s: the stream ended before the command did: %w", addr, err)
+		}
+		var ev api.ServerStreamEvent
+		if json.Unmarshal(raw, &ev) != nil {
+			continue
+		}
+		switch ev.Type {
+		case api.EventStdout, api.EventStderr:
+			if out.Len() < 4096 {
+				out.WriteString(ev.Text)
+			}
+		case api.EventError:
+			what := "an error"
+			if ev.Error != nil {
+				what = ev.Error.EName + " " + ev.Error.EValue
+			}
+			return fmt.Errorf("corral adopt failed (%s): %s", what, strings.TrimSpace(out.String()))
+		case api.EventExecutionComplete:
+			return nil
+		}
+	}
+}

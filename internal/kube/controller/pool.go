@@ -1,0 +1,182 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
+)
+
+// LabelPool marks the unclaimed pods of a SandboxPool with its name; an
+// adoption removes it.
+const LabelPool = "corral.dev/pool"
+
+// Field indexes of the controller's pod cache.
+const (
+	indexPool    = "corral.pool"
+	indexSandbox = "corral.sandbox"
+)
+
+type poolReconciler struct {
+	client client.Client
+	cfg    Config
+}
+
+// poolSecret names the Secret holding the token a pool's pods start with.
+func poolSecret(pool string) string { return "corral-pool-" + pool }
+
+// Reconcile keeps spec.warm unclaimed pods started: it creates the
+// missing ones, deletes the extra and the failed, and reports counts.
+func (r *poolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var pool v1alpha1.SandboxPool
+	if err := r.client.Get(ctx, req.NamespacedName, &pool); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !pool.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	if err := r.ensureSecret(ctx, &pool); err != nil {
+		return ctrl.Result{}, err
+	}
+	var pods corev1.PodList
+	if err := r.client.List(ctx, &pods, client.InNamespace(pool.Namespace), client.MatchingFields{indexPool: pool.Name}); err != nil {
+		return ctrl.Result{}, err
+	}
+	var live []*corev1.Pod
+	ready, starting := int32(0), int32(0)
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if !p.DeletionTimestamp.IsZero() || !metav1.IsControlledBy(p, &pool) {
+			continue
+		}
+		if warmPodFailed(p) {
+			r.cfg.Logger.WarnContext(ctx, "deleting a failed warm pod", "namespace", p.Namespace, "pod", p.Name, "pool", pool.Name)
+			if err := r.client.Delete(ctx, p); client.IgnoreNotFound(err) != nil {
+				return ctrl.Result{}, err
+			}
+			continue
+		}
+		live = append(live, p)
+		if podReady(p) {
+			ready++
+		} else {
+			starting++
+		}
+	}
+	// Too many: the ones not ready yet go first, then the newest.
+	slices.SortFunc(live, func(a, b *corev1.Pod) int {
+		if ra, rb := podReady(a), podReady(b); ra != rb {
+			if ra {
+				return -1
+			}
+			return 1
+		}
+		return a.CreationTimestamp.Compare(b.CreationTimestamp.Time)
+	})
+	for i := int(pool.Spec.Warm); i < len(live); i++ {
+		if err := r.client.Delete(ctx, live[i]); client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, err
+		}
+		if podReady(live[i]) {
+			ready--
+		} else {
+			starting--
+		}
+	}
+	for n := len(live); n < int(pool.Spec.Warm); n++ {
+		if err := r.client.Create(ctx, r.warmPodFor(&pool)); err != nil {
+			return ctrl.Result{}, err
+		}
+		starting++
+	}
+	st := v1alpha1.SandboxPoolStatus{Ready: ready, Starting: starting, ObservedGeneration: pool.Generation}
+	if st != pool.Status {
+		patch := client.MergeFrom(pool.DeepCopy())
+		pool.Status = st
+		if err := r.client.Status().Patch(ctx, &pool, patch); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// ensureSecret creates the pool's token Secret if it is missing.
+func (r *poolReconciler) ensureSecret(ctx context.Context, pool *v1alpha1.SandboxPool) error {
+	var sec corev1.Secret
+	err := r.client.Get(ctx, types.NamespacedName{Namespace: pool.Namespace, Name: poolSecret(pool.Name)}, &sec)
+	if !apierrors.IsNotFound(err) {
+		return err
+	}
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	sec = corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: poolSecret(pool.Name), Namespace: pool.Namespace,
+			Labels:          map[string]string{LabelManaged: "true"},
+			OwnerReferences: []metav1.OwnerReference{ownerRef(pool, "SandboxPool")},
+		},
+		Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{TokenKey: []byte(base64.RawURLEncoding.EncodeToString(b[:]))},
+	}
+	if err := r.client.Create(ctx, &sec); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
+}
+
+// podReady reports whether the pod's readiness gate (execd's /ping) passes.
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// warmPodFailed reports a warm pod that will never become ready.
+func warmPodFailed(p *corev1.Pod) bool {
+	if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+		return true
+	}
+	for _, cs := range append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...) {
+		if w := cs.State.Waiting; w != nil {
+			if _, ok := waitingFailures[w.Reason]; ok {
+				return true
+			}
+		}
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// poolName is the pool label of a pod, for the field index.
+func poolName(o client.Object) []string {
+	if v := o.GetLabels()[LabelPool]; v != "" {
+		return []string{v}
+	}
+	return nil
+}
+
+// sandboxName is the sandbox label of a pod, for the field index.
+func sandboxName(o client.Object) []string {
+	if v := o.GetLabels()[LabelSandboxID]; v != "" && !strings.ContainsRune(v, '/') {
+		return []string{v}
+	}
+	return nil
+}
