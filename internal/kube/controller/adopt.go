@@ -102,7 +102,9 @@ func sameTemplate(t *v1alpha1.SandboxTemplate, sbx *v1alpha1.Sandbox) bool {
 		t.Resources.Requests.Cpu().Equal(*s.Resources.Requests.Cpu()) && t.Resources.Requests.Memory().Equal(*s.Resources.Requests.Memory())
 }
 
-func equalPtr[T comparable](a, b *T) bool { return a == nil && b == nil || a != nil && b != nil && *a == *b }
+func equalPtr[T comparable](a, b *T) bool {
+	return a == nil && b == nil || a != nil && b != nil && *a == *b
+}
 
 // handOver runs `corral adopt` in the claimed pod through its execd, with
 // the pool's token: the pod gets sbx's token, environment and entrypoint.
