@@ -15,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,7 +44,19 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 	if sbx.Spec.PoolRef, err = d.poolFor(ctx, sbx); err != nil {
 		return nil, err
 	}
+	// The Secrets first, so that the controller finds the token when the
+	// Sandbox arrives; they get the Sandbox as owner once it exists.
+	secrets := d.secretsFor(spec)
+	for i, sec := range secrets {
+		if err := d.c.Create(ctx, sec); err != nil {
+			if i > 0 || !apierrors.IsAlreadyExists(err) {
+				d.deleteSecrets(context.WithoutCancel(ctx), secrets[:i])
+			}
+			return nil, apiErr("create sandbox "+spec.ID, err)
+		}
+	}
 	if err := d.c.Create(ctx, sbx); err != nil {
+		d.deleteSecrets(context.WithoutCancel(ctx), secrets)
 		return nil, apiErr("create sandbox "+spec.ID, err)
 	}
 	defer func() {
@@ -55,16 +68,27 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 			}
 		}
 	}()
-	owner := metav1.OwnerReference{
-		APIVersion: v1alpha1.GroupVersion.String(), Kind: "Sandbox", Name: sbx.Name, UID: sbx.UID,
-		Controller: ptr(true), BlockOwnerDeletion: ptr(true),
-	}
-	for _, sec := range d.secretsFor(spec, owner) {
-		if err := d.c.Create(ctx, sec); err != nil {
-			return nil, apiErr("create secret "+sec.Name, err)
+	owned := make(chan error, 1)
+	go func() {
+		owner := metav1.OwnerReference{
+			APIVersion: v1alpha1.GroupVersion.String(), Kind: "Sandbox", Name: sbx.Name, UID: sbx.UID,
+			Controller: ptr(true), BlockOwnerDeletion: ptr(true),
 		}
+		for _, sec := range secrets {
+			patch := client.MergeFrom(sec.DeepCopy())
+			sec.OwnerReferences = []metav1.OwnerReference{owner}
+			if err := d.c.Patch(ctx, sec, patch); err != nil {
+				owned <- apiErr("own secret "+sec.Name, err)
+				return
+			}
+		}
+		owned <- nil
+	}()
+	err = d.waitReady(ctx, spec.ID)
+	if oerr := <-owned; err == nil {
+		err = oerr
 	}
-	if err := d.waitReady(ctx, spec.ID); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	st, _ := json.Marshal(state{Namespace: d.cfg.Namespace, UID: sbx.UID})
@@ -160,15 +184,24 @@ func (d *Driver) poolFor(ctx context.Context, sbx *v1alpha1.Sandbox) (string, er
 	return best, nil
 }
 
+// deleteSecrets removes Secrets that no Sandbox owns (yet).
+func (d *Driver) deleteSecrets(ctx context.Context, secrets []*corev1.Secret) {
+	for _, sec := range secrets {
+		if err := d.c.Delete(ctx, sec); client.IgnoreNotFound(err) != nil {
+			d.cfg.Logger.Warn("kube: removing a secret of a sandbox that failed to start", "secret", sec.Name, "err", err)
+		}
+	}
+}
+
 func accessSecret(id string) string { return "corral-" + id }
 func pullSecret(id string) string   { return "corral-" + id + "-pull" }
 
 // secretsFor are the Secrets the Sandbox owns: execd's token and, with
 // registry credentials, an image pull secret.
-func (d *Driver) secretsFor(spec driver.Spec, owner metav1.OwnerReference) []*corev1.Secret {
+func (d *Driver) secretsFor(spec driver.Spec) []*corev1.Secret {
 	meta := func(name string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{
-			Name: name, Namespace: d.cfg.Namespace, OwnerReferences: []metav1.OwnerReference{owner},
+			Name: name, Namespace: d.cfg.Namespace,
 			Labels: map[string]string{driver.LabelManaged: "true", driver.LabelSandboxID: spec.ID},
 		}
 	}

@@ -332,6 +332,14 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 	if err != nil && !apierrors.IsNotFound(err) {
 		return apiErr("delete sandbox "+id, err)
 	}
+	// Its Secrets go with it once it owns them; before that (a create
+	// that failed early) they are deleted here.
+	for _, name := range []string{accessSecret(id), pullSecret(id)} {
+		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: d.cfg.Namespace}}
+		if err := d.c.Delete(ctx, sec); client.IgnoreNotFound(err) != nil {
+			return apiErr("delete secret "+name, err)
+		}
+	}
 	err = d.await(ctx, id, func(*v1alpha1.Sandbox) (bool, error) {
 		var s v1alpha1.Sandbox
 		err := d.c.Get(ctx, types.NamespacedName{Namespace: d.cfg.Namespace, Name: id}, &s)

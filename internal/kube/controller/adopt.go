@@ -110,11 +110,12 @@ func equalPtr[T comparable](a, b *T) bool {
 // the pool's token: the pod gets sbx's token, environment and entrypoint.
 // The pod is marked adopted once that succeeded.
 func (r *sandboxReconciler) handOver(ctx context.Context, sbx *v1alpha1.Sandbox, pod *corev1.Pod) error {
-	var poolSec, own corev1.Secret
+	var poolSec corev1.Secret
 	if err := r.client.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: poolSecret(sbx.Spec.PoolRef)}, &poolSec); err != nil {
 		return fmt.Errorf("the pool's token: %w", err)
 	}
-	if err := r.client.Get(ctx, types.NamespacedName{Namespace: sbx.Namespace, Name: sbx.Spec.AccessSecretName}, &own); err != nil {
+	own, err := r.accessSecret(ctx, sbx)
+	if err != nil {
 		return fmt.Errorf("the sandbox's token: %w", err)
 	}
 	a := initproc.Adoption{Token: string(own.Data[TokenKey]), Args: sbx.Spec.Entrypoint}
@@ -127,7 +128,7 @@ func (r *sandboxReconciler) handOver(ctx context.Context, sbx *v1alpha1.Sandbox,
 		Envs:    map[string]string{"CORRAL_ADOPT": string(spec)},
 	}
 	addr := net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(ExecdPort))
-	err := runInPod(ctx, addr, string(poolSec.Data[TokenKey]), req)
+	err = runInPod(ctx, addr, string(poolSec.Data[TokenKey]), req)
 	if errors.Is(err, errUnauthorized) {
 		// The pool's token no longer works: an earlier reconcile handed
 		// the pod over already (its mark not in the cache yet). Running

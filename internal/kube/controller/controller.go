@@ -25,11 +25,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
@@ -152,9 +155,16 @@ func NewManager(rc *rest.Config, cfg Config) (ctrl.Manager, error) {
 	err = ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.Sandbox{}).
 		Owns(&corev1.Pod{}).
-		Owns(&corev1.Secret{}).
+		// A Sandbox's access Secret is written before the Sandbox, and
+		// owned by it only after: it is matched by its label.
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			if id := o.GetLabels()[LabelSandboxID]; id != "" {
+				return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: id}}}
+			}
+			return nil
+		})).
 		WithOptions(copts).
-		Complete(&sandboxReconciler{client: mgr.GetClient(), cfg: cfg})
+		Complete(&sandboxReconciler{client: mgr.GetClient(), api: mgr.GetAPIReader(), cfg: cfg})
 	if err != nil {
 		return nil, fmt.Errorf("controller: %w", err)
 	}

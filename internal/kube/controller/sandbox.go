@@ -23,6 +23,7 @@ import (
 
 type sandboxReconciler struct {
 	client client.Client
+	api    client.Reader // the API server, past the cache
 	cfg    Config
 }
 
@@ -113,8 +114,7 @@ func (r *sandboxReconciler) noPod(ctx context.Context, sbx *v1alpha1.Sandbox, st
 		exitNow(status, r.cfg.Now(), 143, "Stopped")
 		return nil
 	}
-	var sec corev1.Secret
-	err := r.client.Get(ctx, types.NamespacedName{Namespace: sbx.Namespace, Name: sbx.Spec.AccessSecretName}, &sec)
+	sec, err := r.accessSecret(ctx, sbx)
 	if _, ok := sec.Data[TokenKey]; apierrors.IsNotFound(err) || err == nil && !ok {
 		// The driver creates the Secret right after the Sandbox; its
 		// arrival (the Sandbox owns it) triggers the next reconcile.
@@ -154,6 +154,19 @@ func (r *sandboxReconciler) noPod(ctx context.Context, sbx *v1alpha1.Sandbox, st
 	setCondition(status, v1alpha1.ConditionScheduled, false, "PodCreated", "")
 	setCondition(status, v1alpha1.ConditionReady, false, "PodCreated", "")
 	return nil
+}
+
+// accessSecret reads sbx's token Secret: from the cache, or, if the cache
+// has not seen it yet (it is written just before the Sandbox), from the
+// API server.
+func (r *sandboxReconciler) accessSecret(ctx context.Context, sbx *v1alpha1.Sandbox) (*corev1.Secret, error) {
+	key := types.NamespacedName{Namespace: sbx.Namespace, Name: sbx.Spec.AccessSecretName}
+	var sec corev1.Secret
+	err := r.client.Get(ctx, key, &sec)
+	if apierrors.IsNotFound(err) {
+		err = r.api.Get(ctx, key, &sec)
+	}
+	return &sec, err
 }
 
 // podOf finds the pod of sbx: the one it started (named after it) or the
