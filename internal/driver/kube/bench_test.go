@@ -85,7 +85,9 @@ func BenchmarkClaimToFirstCommand(b *testing.B) {
 	cold := phase("cold", driver.Resources{MemoryBytes: 256 << 20})
 	report := func(name string, d []time.Duration) {
 		slices.Sort(d)
-		p := func(q float64) float64 { return float64(d[min(len(d)-1, int(q*float64(len(d))))].Microseconds()) / 1000 }
+		p := func(q float64) float64 {
+			return float64(d[min(len(d)-1, int(q*float64(len(d))))].Microseconds()) / 1000
+		}
 		b.ReportMetric(p(0.5), name+"-p50-ms")
 		b.ReportMetric(p(0.99), name+"-p99-ms")
 		b.Logf("%s: n=%d p50 %.1f ms p99 %.1f ms", name, len(d), p(0.5), p(0.99))

@@ -96,7 +96,11 @@ func (r *poolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 			starting--
 		}
 	}
-	for n := len(live); n < int(pool.Spec.Warm); n++ {
+	maxStarting := int32(2)
+	if m := pool.Spec.MaxStarting; m != nil && *m > 0 {
+		maxStarting = *m
+	}
+	for n := len(live); n < int(pool.Spec.Warm) && starting < maxStarting; n++ {
 		if err := r.client.Create(ctx, r.warmPodFor(&pool)); err != nil {
 			return ctrl.Result{}, err
 		}

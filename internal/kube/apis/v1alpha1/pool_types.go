@@ -37,6 +37,11 @@ type SandboxPoolSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1000
 	Warm int32 `json:"warm"`
+	// MaxStarting caps how many of the pool's pods start at once (default
+	// 2): a node busy starting replacements answers claims slowly.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxStarting *int32 `json:"maxStarting,omitempty"`
 }
 
 // SandboxTemplate is the part of a Sandbox a pool's pods share; the rest
