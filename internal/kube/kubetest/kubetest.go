@@ -128,6 +128,30 @@ func readEnv(file string) (map[string]string, error) {
 	return env, sc.Err()
 }
 
+// Manifests reads the objects of a multi-document YAML file.
+func Manifests(file string) ([]*unstructured.Unstructured, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var out []*unstructured.Unstructured
+	for _, doc := range strings.Split(string(b), "\n---") {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		if len(u.Object) > 0 {
+			out = append(out, u)
+		}
+	}
+	return out, nil
+}
+
+// Apply creates or updates obj (server-side apply).
+func (c *Cluster) Apply(ctx context.Context, obj *unstructured.Unstructured) error {
+	return c.Client.Patch(ctx, obj, client.Apply, client.FieldOwner("corral-tests"), client.ForceOwnership)
+}
+
 // installCRDs applies every manifest in dir and waits until each CRD is
 // established.
 func (c *Cluster) installCRDs(ctx context.Context, dir string) error {
@@ -136,22 +160,18 @@ func (c *Cluster) installCRDs(ctx context.Context, dir string) error {
 		return fmt.Errorf("no CRD manifests in %s: %v", dir, err)
 	}
 	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return err
+		objs, err := Manifests(f)
+		if err != nil || len(objs) != 1 {
+			return fmt.Errorf("%s: want one CRD: %v", f, err)
 		}
-		var u unstructured.Unstructured
-		if err := yaml.Unmarshal(b, &u.Object); err != nil {
-			return fmt.Errorf("%s: %w", f, err)
-		}
-		err = c.Client.Patch(ctx, &u, client.Apply, client.FieldOwner("corral-tests"), client.ForceOwnership)
-		if err != nil {
+		u := objs[0]
+		if err := c.Apply(ctx, u); err != nil {
 			return fmt.Errorf("apply %s: %w", f, err)
 		}
 		for {
 			var got unstructured.Unstructured
 			got.SetGroupVersionKind(u.GroupVersionKind())
-			if err := c.Client.Get(ctx, client.ObjectKeyFromObject(&u), &got); err != nil {
+			if err := c.Client.Get(ctx, client.ObjectKeyFromObject(u), &got); err != nil {
 				return err
 			}
 			conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
@@ -277,14 +297,28 @@ func (c *Cluster) CorralImage(t testing.TB, bin string) string {
 	return ref
 }
 
+// As is the cluster's client configuration acting as service account sa
+// of namespace ns (impersonation), to prove what its RBAC allows.
+func (c *Cluster) As(ns, sa string) *rest.Config {
+	rc := rest.CopyConfig(c.REST)
+	rc.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + sa}
+	return rc
+}
+
 // RunController runs the controller in the test process until the test
 // ends.
 func (c *Cluster) RunController(t testing.TB, cfg controller.Config) {
 	t.Helper()
+	c.RunControllerAs(t, c.REST, cfg)
+}
+
+// RunControllerAs runs the controller with client configuration rc.
+func (c *Cluster) RunControllerAs(t testing.TB, rc *rest.Config, cfg controller.Config) {
+	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
-	mgr, err := controller.NewManager(c.REST, cfg)
+	mgr, err := controller.NewManager(rc, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

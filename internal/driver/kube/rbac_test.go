@@ -1,0 +1,132 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package kube
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
+	"github.com/corral-dev/corral/internal/kube/controller"
+	"github.com/corral-dev/corral/internal/kube/kubetest"
+	"github.com/corral-dev/corral/internal/testutil"
+)
+
+// TestLeastPrivilege: every manifest of deploy/kubernetes passes the API
+// server's validation (a dry run), and the controller and the server,
+// each acting as its service account with only the ClusterRole the
+// manifests give it, run sandboxes end to end: a pool, an adoption, a pod
+// of its own, a stop, deletes.
+func TestLeastPrivilege(t *testing.T) {
+	c := kubetest.RequireKube(t)
+	ns := c.Namespace(t)
+	ctx := context.Background()
+	root := testutil.ModuleRoot(t)
+	files, _ := filepath.Glob(filepath.Join(root, "deploy", "kubernetes", "*.yaml"))
+	for _, f := range files {
+		if filepath.Base(f) == "kustomization.yaml" {
+			continue
+		}
+		objs, err := kubetest.Manifests(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
+			if o.GetKind() == "Namespace" {
+				continue
+			}
+			if o.GetNamespace() != "" {
+				o.SetNamespace(ns)
+			}
+			if err := c.Client.Create(ctx, o, client.DryRunAll); err != nil {
+				t.Errorf("%s: %s %s: %v", filepath.Base(f), o.GetKind(), o.GetName(), err)
+			}
+		}
+	}
+
+	objs, err := kubetest.Manifests(filepath.Join(root, "deploy", "kubernetes", "rbac.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if o.GetKind() == "ClusterRole" {
+			if err := c.Apply(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, sa := range []string{"corral-controller", "corral-server"} {
+		if err := c.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns}}); err != nil {
+			t.Fatal(err)
+		}
+		rb := &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: sa},
+			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: ns}},
+		}
+		if err := c.Client.Create(ctx, rb); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	image := c.Busybox(t)
+	c.RunControllerAs(t, c.As(ns, "corral-controller"), controller.Config{
+		Namespace: ns, CorralImage: c.CorralImage(t, corralBin), CorralImagePullPolicy: corev1.PullNever,
+	})
+	dctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	d, err := New(dctx, Config{REST: c.As(ns, "corral-server"), Namespace: ns, ImagePullPolicy: corev1.PullNever})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+
+	pool := &v1alpha1.SandboxPool{
+		ObjectMeta: metav1.ObjectMeta{Name: "rbac", Namespace: ns},
+		Spec:       v1alpha1.SandboxPoolSpec{Warm: 1, Template: v1alpha1.SandboxTemplate{Image: image, ImagePullPolicy: corev1.PullNever}},
+	}
+	if err := c.Client.Create(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, time.Minute, "the pool to be ready", func() bool {
+		var p v1alpha1.SandboxPool
+		return c.Client.Get(ctx, client.ObjectKeyFromObject(pool), &p) == nil && p.Status.Ready == 1
+	})
+	time.Sleep(100 * time.Millisecond)
+	for i, res := range []driver.Resources{{}, {MemoryBytes: 128 << 20}} {
+		spec := driver.Spec{ID: fmt.Sprintf("rbac%d-%s", i, randID()), Image: driver.Image{URI: image},
+			Entrypoint: []string{"sleep", "3600"}, Resources: res, ExecdToken: randID()}
+		if _, err := d.Create(ctx, spec); err != nil {
+			t.Fatalf("create %d: %v", i, err)
+		}
+		ep, err := d.Endpoint(ctx, spec.ID, controller.ExecdPort)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, code := kubetest.Exec(t, ep.String(), spec.ExecdToken, "echo ok"); code != 0 || out != "ok\n" {
+			t.Errorf("command %d = %q, %d", i, out, code)
+		}
+		if err := d.Stop(ctx, spec.ID, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Wait(ctx, spec.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.SetExpiry(ctx, spec.ID, time.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Destroy(ctx, spec.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
