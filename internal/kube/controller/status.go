@@ -108,10 +108,11 @@ func exitNow(status *v1alpha1.SandboxStatus, now time.Time, code int32, reason s
 // phaseOf derives the phase from the conditions.
 func phaseOf(status *v1alpha1.SandboxStatus) v1alpha1.SandboxPhase {
 	switch {
+	case conditionTrue(status, v1alpha1.ConditionFailed):
+		// A pod that could not start also ends; why it failed matters more.
+		return v1alpha1.SandboxFailed
 	case conditionTrue(status, v1alpha1.ConditionExited):
 		return v1alpha1.SandboxExited
-	case conditionTrue(status, v1alpha1.ConditionFailed):
-		return v1alpha1.SandboxFailed
 	case status.StartedAt != nil && status.FinishedAt == nil:
 		return v1alpha1.SandboxRunning
 	}
