@@ -116,6 +116,8 @@ required=(
   internal/driver/kube.TestExpiryDeletesTheSandbox
   internal/driver/kube.TestStartFailuresAreExplained
   internal/driver/kube.TestWarmPool
+  internal/driver/kube.TestLeastPrivilege
+  internal/kube/controller.TestStatusFromPod
   test/e2e.TestKubeEndToEnd
   test/e2e.TestOpenSandboxJavaScriptSDKKube
 )

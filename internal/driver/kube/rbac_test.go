@@ -48,7 +48,7 @@ func TestLeastPrivilege(t *testing.T) {
 			if o.GetNamespace() != "" {
 				o.SetNamespace(ns)
 			}
-			if err := c.Client.Create(ctx, o, client.DryRunAll); err != nil {
+			if err := c.Client.Patch(ctx, o, client.Apply, client.FieldOwner("corral-tests"), client.ForceOwnership, client.DryRunAll); err != nil {
 				t.Errorf("%s: %s %s: %v", filepath.Base(f), o.GetKind(), o.GetName(), err)
 			}
 		}
@@ -63,6 +63,11 @@ func TestLeastPrivilege(t *testing.T) {
 			if err := c.Apply(ctx, o); err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() {
+				if err := c.Client.Delete(context.Background(), o); client.IgnoreNotFound(err) != nil {
+					t.Errorf("delete ClusterRole %s: %v", o.GetName(), err)
+				}
+			})
 		}
 	}
 	for _, sa := range []string{"corral-controller", "corral-server"} {

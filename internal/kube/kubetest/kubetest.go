@@ -34,6 +34,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -102,6 +103,9 @@ func connect(root string) (*Cluster, error) {
 	c.REST.QPS, c.REST.Burst = 200, 400
 	scheme, err := controller.Scheme()
 	if err != nil {
+		return nil, err
+	}
+	if err := rbacv1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
 	if c.Client, err = client.New(c.REST, client.Options{Scheme: scheme}); err != nil {
