@@ -117,6 +117,7 @@ required=(
   internal/driver/kube.TestStartFailuresAreExplained
   internal/driver/kube.TestWarmPool
   internal/driver/kube.TestLeastPrivilege
+  internal/driver/kube.TestPortForwardEndpoints
   internal/kube/controller.TestStatusFromPod
   test/e2e.TestKubeEndToEnd
   test/e2e.TestOpenSandboxJavaScriptSDKKube

@@ -69,5 +69,6 @@ func kubeDriver(cfg *serveConfig, log *slog.Logger) (driver.Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return kube.New(context.Background(), kube.Config{REST: rc, Namespace: cfg.kubeNamespace, ImagePullPolicy: policy, Logger: log})
+	return kube.New(context.Background(), kube.Config{REST: rc, Namespace: cfg.kubeNamespace, ImagePullPolicy: policy,
+		Endpoints: cfg.kubeEndpoints, Logger: log})
 }

@@ -45,6 +45,7 @@ type serveConfig struct {
 	kubeconfig       string
 	kubeNamespace    string
 	kubePullPolicy   string
+	kubeEndpoints    string
 	configFile       string
 	apiKey           string
 	insecureNoAuth   bool
@@ -239,6 +240,7 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	fs.StringVar(&cfg.dockerPublishIP, "docker-publish-ip", "127.0.0.1", "runtime docker, remote engines: the address execd ports are published on")
 	fs.StringVar(&cfg.kubeconfig, "kubeconfig", "", "runtime kubernetes: kubeconfig file (default $KUBECONFIG, ~/.kube/config, or the pod's service account)")
 	fs.StringVar(&cfg.kubeNamespace, "kube-namespace", "default", "runtime kubernetes: the namespace of the Sandbox resources")
+	fs.StringVar(&cfg.kubeEndpoints, "kube-endpoints", "auto", "runtime kubernetes: how sandbox ports are reached: pod (addresses; in the cluster or on a node), port-forward (through the API server), auto (pod in a cluster, else port-forward)")
 	fs.StringVar(&cfg.kubePullPolicy, "kube-image-pull-policy", "", "runtime kubernetes: pull policy of sandbox images (Always, IfNotPresent, Never; default: the cluster's)")
 	fs.DurationVar(&cfg.fakeCreateDelay, "fake-create-delay", 0, "runtime fake only: how long each create takes (for tests)")
 	if ok, code := parseFlags(fs, e, args); !ok {

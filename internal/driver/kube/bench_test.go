@@ -36,7 +36,8 @@ func BenchmarkClaimToFirstCommand(b *testing.B) {
 	image := c.Busybox(b)
 	c.RunController(b, controller.Config{Namespace: ns, CorralImage: c.CorralImage(b, corralBin), CorralImagePullPolicy: corev1.PullNever})
 	ctx := context.Background()
-	d, err := New(ctx, Config{REST: c.REST, Namespace: ns, ImagePullPolicy: corev1.PullNever})
+	// Pod addresses, as a server in the cluster reaches sandboxes.
+	d, err := New(ctx, Config{REST: c.REST, Namespace: ns, ImagePullPolicy: corev1.PullNever, Endpoints: EndpointsPod})
 	if err != nil {
 		b.Fatal(err)
 	}

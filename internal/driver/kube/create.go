@@ -10,7 +10,6 @@ import (
 	"errors"
 	"net"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -266,10 +265,13 @@ func (d *Driver) waitReady(ctx context.Context, id string) error {
 			// execd starts within milliseconds of the container; no event
 			// tells when it listens, so it is pinged until it answers
 			// (and the Sandbox re-read in between: it may have exited).
-			addr := net.JoinHostPort(sbx.Status.PodIP, strconv.Itoa(controller.ExecdPort))
+			addr, err := d.endpoint(ctx, sbx, controller.ExecdPort)
+			if err != nil && ctx.Err() == nil {
+				return err
+			}
 			ok, _ := forward.Ping(ctx, func(ctx context.Context) (net.Conn, error) {
 				var nd net.Dialer
-				return nd.DialContext(ctx, "tcp", addr)
+				return nd.DialContext(ctx, "tcp", addr.String())
 			})
 			if ok {
 				return nil

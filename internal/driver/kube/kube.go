@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"os"
 	"sync"
 	"time"
 
@@ -56,6 +57,9 @@ type Config struct {
 	// ImagePullPolicy applies to sandbox images; empty means the
 	// cluster's default for the tag.
 	ImagePullPolicy corev1.PullPolicy
+	// Endpoints says how sandbox ports are reached: EndpointsAuto (the
+	// default), EndpointsPod or EndpointsPortForward.
+	Endpoints string
 	// ReadyTimeout bounds how long Create waits for execd (default 2 min:
 	// a cold image pull counts).
 	ReadyTimeout time.Duration
@@ -72,6 +76,8 @@ type Driver struct {
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every Sandbox event
+
+	fwd forwards
 }
 
 type state struct {
@@ -89,6 +95,16 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	}
 	if cfg.ReadyTimeout <= 0 {
 		cfg.ReadyTimeout = 2 * time.Minute
+	}
+	switch cfg.Endpoints {
+	case "", EndpointsAuto:
+		cfg.Endpoints = EndpointsPortForward
+		if os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
+			cfg.Endpoints = EndpointsPod
+		}
+	case EndpointsPod, EndpointsPortForward:
+	default:
+		return nil, fmt.Errorf("kube: endpoints %q: want %s, %s or %s", cfg.Endpoints, EndpointsAuto, EndpointsPod, EndpointsPortForward)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -149,8 +165,9 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	return d, nil
 }
 
-// Close stops the cache.
+// Close ends the port-forwards and stops the cache.
 func (d *Driver) Close() error {
+	d.stopForwards("")
 	d.stop()
 	<-d.done
 	return nil
@@ -303,6 +320,7 @@ func (d *Driver) Stop(ctx context.Context, id string, _ time.Duration) error {
 	if err != nil {
 		return err
 	}
+	d.stopForwards(id)
 	if sbx.Spec.Stopped {
 		return nil
 	}
@@ -326,6 +344,7 @@ func (d *Driver) SetExpiry(ctx context.Context, id string, at time.Time) error {
 // Destroy deletes the Sandbox and waits until the cluster has removed it
 // and, first, its pod and Secrets (foreground deletion).
 func (d *Driver) Destroy(ctx context.Context, id string) error {
+	d.stopForwards(id)
 	var sbx v1alpha1.Sandbox
 	sbx.Name, sbx.Namespace = id, d.cfg.Namespace
 	err := d.c.Delete(ctx, &sbx, client.PropagationPolicy("Foreground"))
@@ -358,12 +377,20 @@ func (d *Driver) Endpoint(ctx context.Context, id string, port int) (netip.AddrP
 	if statusOf(sbx).Phase == driver.PhaseExited {
 		return netip.AddrPort{}, errdefs.Newf(errdefs.ErrFailedPrecondition, "SANDBOX_NOT_RUNNING", "sandbox %s is not running", id)
 	}
-	ip, err := netip.ParseAddr(sbx.Status.PodIP)
-	if err != nil {
-		return netip.AddrPort{}, errdefs.Newf(errdefs.ErrFailedPrecondition, "SANDBOX_NOT_RUNNING", "sandbox %s has no pod address yet", id)
-	}
 	if port <= 0 || port > 65535 {
 		return netip.AddrPort{}, errdefs.Invalid("INVALID_PORT", "port %d is out of range", port)
+	}
+	return d.endpoint(ctx, sbx, port)
+}
+
+// endpoint is where this server reaches port of sbx's running pod.
+func (d *Driver) endpoint(ctx context.Context, sbx *v1alpha1.Sandbox, port int) (netip.AddrPort, error) {
+	ip, err := netip.ParseAddr(sbx.Status.PodIP)
+	if err != nil || sbx.Status.PodName == "" {
+		return netip.AddrPort{}, errdefs.Newf(errdefs.ErrFailedPrecondition, "SANDBOX_NOT_RUNNING", "sandbox %s has no pod address yet", sbx.Name)
+	}
+	if d.cfg.Endpoints == EndpointsPortForward {
+		return d.portForward(ctx, sbx.Name, sbx.Status.PodName, port)
 	}
 	return netip.AddrPortFrom(ip, uint16(port)), nil
 }

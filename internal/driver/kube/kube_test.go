@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -48,11 +49,17 @@ func newWorld(t *testing.T) world {
 	return w
 }
 
-func (w world) driver(t *testing.T) *Driver {
+// driver is a kube driver for the world's namespace; endpoints are pod
+// addresses (this host is the node) unless the test asks otherwise.
+func (w world) driver(t *testing.T, endpoints ...string) *Driver {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	d, err := New(ctx, Config{REST: w.c.REST, Namespace: w.ns, ImagePullPolicy: corev1.PullNever})
+	ep := EndpointsPod
+	if len(endpoints) > 0 {
+		ep = endpoints[0]
+	}
+	d, err := New(ctx, Config{REST: w.c.REST, Namespace: w.ns, ImagePullPolicy: corev1.PullNever, Endpoints: ep})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,8 +69,10 @@ func (w world) driver(t *testing.T) *Driver {
 
 func TestConformance(t *testing.T) {
 	w := newWorld(t)
+	// The suite runs with port-forwarded endpoints, as a server outside
+	// the cluster uses them; the other tests use pod addresses.
 	drivertest.Run(t, drivertest.Harness{
-		New: func(t *testing.T) driver.Driver { return w.driver(t) },
+		New: func(t *testing.T) driver.Driver { return w.driver(t, EndpointsPortForward) },
 		Spec: func(*testing.T) driver.Spec {
 			return driver.Spec{Image: driver.Image{URI: w.image}, Entrypoint: []string{"sleep", "3600"},
 				Labels: map[string]string{"team": "a", "free text": "not a label value!"}}
@@ -250,4 +259,38 @@ func TestWarmPool(t *testing.T) {
 		_ = w.c.Client.List(ctx, &pods, client.InNamespace(w.ns), client.HasLabels{controller.LabelPool})
 		return len(pods.Items) == 0
 	})
+}
+
+// TestPortForwardEndpoints: outside the cluster, a sandbox's port is a
+// loopback listener tunnelled through the API server; it serves execd, and
+// it is closed when the sandbox is deleted.
+func TestPortForwardEndpoints(t *testing.T) {
+	w := newWorld(t)
+	d := w.driver(t, EndpointsPortForward)
+	ctx := context.Background()
+	spec := driver.Spec{ID: "pf" + randID(), Image: driver.Image{URI: w.image}, Entrypoint: []string{"sleep", "3600"}, ExecdToken: randID()}
+	t.Cleanup(func() { _ = d.Destroy(context.Background(), spec.ID) })
+	if _, err := d.Create(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	ep, err := d.Endpoint(ctx, spec.ID, controller.ExecdPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ep.Addr().IsLoopback() {
+		t.Fatalf("endpoint %v is not on loopback", ep)
+	}
+	if again, _ := d.Endpoint(ctx, spec.ID, controller.ExecdPort); again != ep {
+		t.Errorf("a second Endpoint made another forward: %v, then %v", ep, again)
+	}
+	if out, code := kubetest.Exec(t, ep.String(), spec.ExecdToken, "echo through the API server"); code != 0 || out != "through the API server\n" {
+		t.Errorf("command = %q, %d", out, code)
+	}
+	if err := d.Destroy(ctx, spec.ID); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := net.DialTimeout("tcp", ep.String(), time.Second); err == nil {
+		c.Close()
+		t.Errorf("the forward of a deleted sandbox still listens on %v", ep)
+	}
 }

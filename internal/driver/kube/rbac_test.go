@@ -90,7 +90,8 @@ func TestLeastPrivilege(t *testing.T) {
 	})
 	dctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	d, err := New(dctx, Config{REST: c.As(ns, "corral-server"), Namespace: ns, ImagePullPolicy: corev1.PullNever})
+	// The deployed server runs in the cluster: pod addresses.
+	d, err := New(dctx, Config{REST: c.As(ns, "corral-server"), Namespace: ns, ImagePullPolicy: corev1.PullNever, Endpoints: EndpointsPod})
 	if err != nil {
 		t.Fatal(err)
 	}
