@@ -118,6 +118,7 @@ required=(
   internal/driver/kube.TestWarmPool
   internal/driver/kube.TestLeastPrivilege
   internal/driver/kube.TestPortForwardEndpoints
+  internal/driver/kube.TestLeaderElection
   internal/kube/controller.TestStatusFromPod
   test/e2e.TestKubeEndToEnd
   test/e2e.TestOpenSandboxJavaScriptSDKKube

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -293,4 +294,53 @@ func TestPortForwardEndpoints(t *testing.T) {
 		c.Close()
 		t.Errorf("the forward of a deleted sandbox still listens on %v", ep)
 	}
+}
+
+// TestLeaderElection: two controllers with leader election share the
+// work of one; when the leader stops, the other takes over and sandboxes
+// still start.
+func TestLeaderElection(t *testing.T) {
+	c := kubetest.RequireKube(t)
+	ns := c.Namespace(t)
+	image := c.Busybox(t)
+	cfg := controller.Config{Namespace: ns, CorralImage: c.CorralImage(t, corralBin), CorralImagePullPolicy: corev1.PullNever,
+		LeaderElection: true, LeaseDuration: 3 * time.Second}
+	stops := []func(){c.RunController(t, cfg), c.RunController(t, cfg)}
+	w := world{c: c, ns: ns, image: image}
+	d := w.driver(t)
+	ctx := context.Background()
+	holder := func() string {
+		var l coordinationv1.Lease
+		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "corral-controller"}, &l); err != nil || l.Spec.HolderIdentity == nil {
+			return ""
+		}
+		return *l.Spec.HolderIdentity
+	}
+	create := func() {
+		t.Helper()
+		spec := driver.Spec{ID: "le" + randID(), Image: driver.Image{URI: image}, Entrypoint: []string{"sleep", "3600"}}
+		t.Cleanup(func() { _ = d.Destroy(context.Background(), spec.ID) })
+		cctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		if _, err := d.Create(cctx, spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create()
+	first := holder()
+	if first == "" {
+		t.Fatal("no controller holds the lease")
+	}
+	// Stop one replica. If it led, the other takes over at once (a clean
+	// stop gives the lease up); if not, stop the leader too and start a
+	// fresh replica. Either way a replica that did not lead before must
+	// lead now, and sandboxes must still start.
+	stops[0]()
+	time.Sleep(time.Second)
+	if holder() == first {
+		stops[1]()
+		c.RunController(t, cfg)
+	}
+	testutil.WaitFor(t, 30*time.Second, "another replica to lead", func() bool { h := holder(); return h != "" && h != first })
+	create()
 }

@@ -59,6 +59,10 @@ type Config struct {
 	LeaderElection bool
 	// LeaderElectionNamespace holds the lease; empty means Namespace.
 	LeaderElectionNamespace string
+	// LeaseDuration is how long a lost leader's lease stays valid (default
+	// 15 s); renewals and retries scale with it. A replica that stops
+	// cleanly gives the lease up at once.
+	LeaseDuration time.Duration
 	// MetricsAddr serves Prometheus metrics; empty or "0" disables.
 	MetricsAddr string
 	// HealthAddr serves /healthz and /readyz; empty disables.
@@ -116,13 +120,14 @@ func NewManager(rc *rest.Config, cfg Config) (ctrl.Manager, error) {
 	}
 	managed := labels.SelectorFromSet(labels.Set{LabelManaged: "true"})
 	opts := ctrl.Options{
-		Scheme:                  scheme,
-		Logger:                  logr.FromSlogHandler(cfg.Logger.Handler()),
-		Metrics:                 metricsserver.Options{BindAddress: cfg.MetricsAddr},
-		HealthProbeBindAddress:  cfg.HealthAddr,
-		LeaderElection:          cfg.LeaderElection,
-		LeaderElectionID:        "corral-controller",
-		LeaderElectionNamespace: cfg.LeaderElectionNamespace,
+		Scheme:                        scheme,
+		Logger:                        logr.FromSlogHandler(cfg.Logger.Handler()),
+		Metrics:                       metricsserver.Options{BindAddress: cfg.MetricsAddr},
+		HealthProbeBindAddress:        cfg.HealthAddr,
+		LeaderElection:                cfg.LeaderElection,
+		LeaderElectionID:              "corral-controller",
+		LeaderElectionNamespace:       cfg.LeaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
 		Cache: cache.Options{
 			// Only our pods and secrets are cached, not the cluster's.
 			ByObject: map[client.Object]cache.ByObject{
@@ -130,6 +135,10 @@ func NewManager(rc *rest.Config, cfg Config) (ctrl.Manager, error) {
 				&corev1.Secret{}: {Label: managed},
 			},
 		},
+	}
+	if d := cfg.LeaseDuration; d > 0 {
+		renew, retry := d*2/3, d/5
+		opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = &d, &renew, &retry
 	}
 	if cfg.Namespace != "" {
 		opts.Cache.DefaultNamespaces = map[string]cache.Config{cfg.Namespace: {}}

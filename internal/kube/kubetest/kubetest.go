@@ -33,6 +33,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -106,6 +107,9 @@ func connect(root string) (*Cluster, error) {
 		return nil, err
 	}
 	if err := rbacv1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := coordinationv1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
 	if c.Client, err = client.New(c.REST, client.Options{Scheme: scheme}); err != nil {
@@ -311,13 +315,15 @@ func (c *Cluster) As(ns, sa string) *rest.Config {
 
 // RunController runs the controller in the test process until the test
 // ends.
-func (c *Cluster) RunController(t testing.TB, cfg controller.Config) {
+func (c *Cluster) RunController(t testing.TB, cfg controller.Config) (stop func()) {
 	t.Helper()
-	c.RunControllerAs(t, c.REST, cfg)
+	return c.RunControllerAs(t, c.REST, cfg)
 }
 
-// RunControllerAs runs the controller with client configuration rc.
-func (c *Cluster) RunControllerAs(t testing.TB, rc *rest.Config, cfg controller.Config) {
+// RunControllerAs runs the controller with client configuration rc until
+// the test ends or the returned stop is called (it waits for the
+// controller to finish; calling it twice is fine).
+func (c *Cluster) RunControllerAs(t testing.TB, rc *rest.Config, cfg controller.Config) (stop func()) {
 	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -329,12 +335,17 @@ func (c *Cluster) RunControllerAs(t testing.TB, rc *rest.Config, cfg controller.
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("controller: %v", err)
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("controller: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 type testWriter struct{ t testing.TB }
