@@ -76,8 +76,9 @@ func (d *Driver) portForward(ctx context.Context, id, pod string, port int) (net
 	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: rt}, http.MethodPost, u)
 	fctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan struct{})
-	var errOut strings.Builder
-	pf, err := portforward.NewOnAddressesWithContext(fctx, dialer, []string{"127.0.0.1"}, []string{"0:" + strconv.Itoa(port)}, ready, io.Discard, &lockedWriter{w: &errOut})
+	// What goes wrong later (a pod gone) ends ForwardPorts; the next
+	// Endpoint starts a new forward.
+	pf, err := portforward.NewOnAddressesWithContext(fctx, dialer, []string{"127.0.0.1"}, []string{"0:" + strconv.Itoa(port)}, ready, io.Discard, io.Discard)
 	if err != nil {
 		cancel()
 		return netip.AddrPort{}, err
@@ -124,15 +125,4 @@ func (d *Driver) stopForwards(id string) {
 			delete(d.fwd.m, k)
 		}
 	}
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
