@@ -252,6 +252,7 @@ EOC
 KUBECONFIG=$dir/kubeconfig
 CORRAL_TEST_KUBE_CONTAINERD=$ctrd/containerd.sock
 CORRAL_TEST_KUBE_NODE=corral-test-node
+KUBEBUILDER_ASSETS=$bin
 EOE
   log "cluster up in $((SECONDS - start)) s; export \$(cat $dir/env)"
 }

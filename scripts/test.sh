@@ -120,6 +120,8 @@ required=(
   internal/driver/kube.TestPortForwardEndpoints
   internal/driver/kube.TestLeaderElection
   internal/kube/controller.TestStatusFromPod
+  internal/kube/controller.TestSandboxFollowsItsPod
+  internal/kube/controller.TestPoolKeepsItsSize
   test/e2e.TestKubeEndToEnd
   test/e2e.TestOpenSandboxJavaScriptSDKKube
 )
