@@ -119,6 +119,7 @@ required=(
   internal/driver/kube.TestLeastPrivilege
   internal/driver/kube.TestPortForwardEndpoints
   internal/driver/kube.TestLeaderElection
+  internal/driver/kube.TestServersSharingANamespaceSeeOnlyTheirOwn
   internal/kube/controller.TestStatusFromPod
   internal/kube/controller.TestSandboxFollowsItsPod
   internal/kube/controller.TestPoolKeepsItsSize

@@ -70,5 +70,5 @@ func kubeDriver(cfg *serveConfig, log *slog.Logger) (driver.Driver, error) {
 		return nil, err
 	}
 	return kube.New(context.Background(), kube.Config{REST: rc, Namespace: cfg.kubeNamespace, ImagePullPolicy: policy,
-		Endpoints: cfg.kubeEndpoints, Logger: log})
+		Endpoints: cfg.kubeEndpoints, ServerID: cfg.serverID, Logger: log})
 }

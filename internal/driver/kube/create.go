@@ -119,6 +119,9 @@ func (d *Driver) sandboxFor(spec driver.Spec) (*v1alpha1.Sandbox, error) {
 		driver.LabelManaged:   "true",
 		driver.LabelTenant:    spec.Tenant,
 	}
+	if d.cfg.ServerID != "" {
+		lbl[driver.LabelServer] = d.cfg.ServerID
+	}
 	ann := map[string]string{}
 	if len(spec.Labels) > 0 {
 		b, _ := json.Marshal(spec.Labels)

@@ -57,6 +57,11 @@ type Config struct {
 	// ImagePullPolicy applies to sandbox images; empty means the
 	// cluster's default for the tag.
 	ImagePullPolicy corev1.PullPolicy
+	// ServerID, when set, labels this server's Sandboxes (corral.dev/server)
+	// and limits List, and so the lifecycle's orphan sweep, to them: a
+	// second server in the namespace, or one whose database was lost, never
+	// deletes sandboxes it did not make.
+	ServerID string
 	// Endpoints says how sandbox ports are reached: EndpointsAuto (the
 	// default), EndpointsPod or EndpointsPortForward.
 	Endpoints string
@@ -113,11 +118,15 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
+	ours := labels.Set{driver.LabelManaged: "true"}
+	if cfg.ServerID != "" {
+		ours[driver.LabelServer] = cfg.ServerID
+	}
 	ca, err := cache.New(cfg.REST, cache.Options{
 		Scheme:            scheme,
 		DefaultNamespaces: map[string]cache.Config{cfg.Namespace: {}},
 		ByObject: map[client.Object]cache.ByObject{
-			&v1alpha1.Sandbox{}: {Label: labels.SelectorFromSet(labels.Set{driver.LabelManaged: "true"})},
+			&v1alpha1.Sandbox{}: {Label: labels.SelectorFromSet(ours)},
 		},
 	})
 	if err != nil {

@@ -54,13 +54,20 @@ func newWorld(t *testing.T) world {
 // addresses (this host is the node) unless the test asks otherwise.
 func (w world) driver(t *testing.T, endpoints ...string) *Driver {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	ep := EndpointsPod
 	if len(endpoints) > 0 {
 		ep = endpoints[0]
 	}
-	d, err := New(ctx, Config{REST: w.c.REST, Namespace: w.ns, ImagePullPolicy: corev1.PullNever, Endpoints: ep})
+	return w.driverWith(t, Config{Endpoints: ep})
+}
+
+// driverWith is a kube driver for the world's namespace configured by cfg.
+func (w world) driverWith(t *testing.T, cfg Config) *Driver {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg.REST, cfg.Namespace, cfg.ImagePullPolicy = w.c.REST, w.ns, corev1.PullNever
+	d, err := New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,4 +350,35 @@ func TestLeaderElection(t *testing.T) {
 	}
 	testutil.WaitFor(t, 30*time.Second, "another replica to lead", func() bool { h := holder(); return h != "" && h != first })
 	create()
+}
+
+// TestServersSharingANamespaceSeeOnlyTheirOwn: with server IDs, a server
+// lists and recovers only the sandboxes it made, so its orphan sweep never
+// deletes another server's.
+func TestServersSharingANamespaceSeeOnlyTheirOwn(t *testing.T) {
+	w := newWorld(t)
+	a := w.driverWith(t, Config{Endpoints: EndpointsPod, ServerID: "server-a"})
+	b := w.driverWith(t, Config{Endpoints: EndpointsPod, ServerID: "server-b"})
+	ctx := context.Background()
+	spec := driver.Spec{ID: "own" + randID(), Image: driver.Image{URI: w.image}, Entrypoint: []string{"sleep", "3600"}}
+	t.Cleanup(func() { _ = a.Destroy(context.Background(), spec.ID) })
+	h, err := a.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, d := range map[string]*Driver{"a": a, "b": b} {
+		ls, err := d.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if found := len(ls) == 1 && ls[0].ID == spec.ID; found != (name == "a") {
+			t.Errorf("server %s lists %+v", name, ls)
+		}
+	}
+	if err := b.Recover(ctx, h); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("another server's Recover = %v, want ErrNotFound", err)
+	}
+	if _, err := b.Inspect(ctx, spec.ID); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("another server's Inspect = %v, want ErrNotFound", err)
+	}
 }
