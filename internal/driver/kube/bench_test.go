@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -27,7 +28,8 @@ var benchSandboxes = flag.Int("kube.sandboxes", 10, "sandboxes per phase of Benc
 // BenchmarkClaimToFirstCommand measures, on the test cluster, the time
 // from Create to the first command's exit for N sandboxes adopted from a
 // pool of N warm pods, and for N sandboxes that start pods of their own,
-// in the same run. One iteration is the whole measurement:
+// in the same run, beside the baseline of N plain pods of the same image
+// from create to a running container (polled every 5 ms). One iteration is the whole measurement:
 //
 //	CORRAL_TEST_KUBE=1 go test ./internal/driver/kube -run XXX -bench ClaimToFirstCommand -benchtime 1x
 func BenchmarkClaimToFirstCommand(b *testing.B) {
@@ -84,6 +86,34 @@ func BenchmarkClaimToFirstCommand(b *testing.B) {
 	warm := phase("warm", driver.Resources{})
 	// A memory limit the pool's template lacks: these start their own pods.
 	cold := phase("cold", driver.Resources{MemoryBytes: 256 << 20})
+	// The baseline: a plain pod of the same image, created and watched
+	// until its container runs (no init container, no execd, no command).
+	var raw []time.Duration
+	for i := range n {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("raw%d-%s", i, randID()), Namespace: ns},
+			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{
+				Name: "c", Image: image, ImagePullPolicy: corev1.PullNever, Command: []string{"sleep", "3600"},
+				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")}},
+			}}},
+		}
+		start := time.Now()
+		if err := c.Client.Create(ctx, pod); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			var p corev1.Pod
+			if err := c.Client.Get(ctx, client.ObjectKeyFromObject(pod), &p); err != nil {
+				b.Fatal(err)
+			}
+			if len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].State.Running != nil {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		raw = append(raw, time.Since(start))
+		defer c.Client.Delete(context.WithoutCancel(ctx), pod)
+	}
 	report := func(name string, d []time.Duration) {
 		slices.Sort(d)
 		p := func(q float64) float64 {
@@ -95,6 +125,9 @@ func BenchmarkClaimToFirstCommand(b *testing.B) {
 	}
 	report("warm", warm)
 	report("cold", cold)
+	report("raw-pod", raw)
+	b.ReportMetric(float64(cold[len(cold)/2])/float64(raw[len(raw)/2]), "cold/raw-p50")
+	b.ReportMetric(float64(warm[len(warm)/2])/float64(raw[len(raw)/2]), "warm/raw-p50")
 	if err := c.Client.Delete(ctx, pool); err != nil {
 		b.Error(err)
 	}

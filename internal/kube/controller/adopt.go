@@ -29,10 +29,6 @@ import (
 	"github.com/corral-dev/corral/sse"
 )
 
-// AnnotationAdopted marks a pool pod whose adoption finished: the
-// Sandbox's token, environment and entrypoint were handed over.
-const AnnotationAdopted = "corral.dev/adopted"
-
 // errNoWarmPod means the pool had no ready pod to give.
 var errNoWarmPod = errors.New("no warm pod ready")
 
@@ -108,7 +104,8 @@ func equalPtr[T comparable](a, b *T) bool {
 
 // handOver runs `corral adopt` in the claimed pod through its execd, with
 // the pool's token: the pod gets sbx's token, environment and entrypoint.
-// The pod is marked adopted once that succeeded.
+// The Sandbox's status naming the pod is the mark that it succeeded; until
+// that is written, a reconcile hands over again (it is idempotent).
 func (r *sandboxReconciler) handOver(ctx context.Context, sbx *v1alpha1.Sandbox, pod *corev1.Pod) error {
 	var poolSec corev1.Secret
 	if err := r.client.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: poolSecret(sbx.Spec.PoolRef)}, &poolSec); err != nil {
@@ -135,15 +132,7 @@ func (r *sandboxReconciler) handOver(ctx context.Context, sbx *v1alpha1.Sandbox,
 		// the idempotent hand-over again with the sandbox's token proves it.
 		err = runInPod(ctx, addr, a.Token, req)
 	}
-	if err != nil {
-		return err
-	}
-	patch := client.MergeFrom(pod.DeepCopy())
-	if pod.Annotations == nil {
-		pod.Annotations = map[string]string{}
-	}
-	pod.Annotations[AnnotationAdopted] = "true"
-	return r.client.Patch(ctx, pod, patch)
+	return err
 }
 
 // runInPod runs one command through execd and fails unless it exits 0.

@@ -56,7 +56,7 @@ func (r *sandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if pod != nil && pod.Labels[LabelPool] == "" && pod.Annotations[AnnotationAdopted] == "" && pod.Name != sbx.Name {
+	if pod != nil && pod.Name != sbx.Name && status.PodName != pod.Name {
 		// Claimed from a pool, not yet handed over (a crash between the
 		// two, or this very reconcile): hand over, or give the pod up.
 		if err := r.handOver(ctx, &sbx, pod); err != nil {
