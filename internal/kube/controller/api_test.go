@@ -157,6 +157,17 @@ func TestSandboxFollowsItsPod(t *testing.T) {
 		t.Fatalf("pod = %+v", pod)
 	}
 
+	testutil.WaitFor(t, 10*time.Second, "a PodCreated event for the sandbox", func() bool {
+		var evs corev1.EventList
+		_ = c.List(ctx, &evs, client.InNamespace(ns))
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Name == "s1" && e.InvolvedObject.Kind == "Sandbox" && e.Reason == "PodCreated" {
+				return true
+			}
+		}
+		return false
+	})
+
 	steps := []struct {
 		status corev1.PodStatus
 		phase  v1alpha1.SandboxPhase

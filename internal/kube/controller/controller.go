@@ -173,7 +173,8 @@ func NewManager(rc *rest.Config, cfg Config) (ctrl.Manager, error) {
 			return nil
 		})).
 		WithOptions(copts).
-		Complete(&sandboxReconciler{client: mgr.GetClient(), api: mgr.GetAPIReader(), cfg: cfg})
+		Complete(&sandboxReconciler{client: mgr.GetClient(), api: mgr.GetAPIReader(),
+			events: mgr.GetEventRecorderFor("corral-controller"), cfg: cfg}) //nolint:staticcheck // core/v1 Events: what kubectl describe shows
 	if err != nil {
 		return nil, fmt.Errorf("controller: %w", err)
 	}

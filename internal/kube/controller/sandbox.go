@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -24,6 +25,7 @@ import (
 type sandboxReconciler struct {
 	client client.Client
 	api    client.Reader // the API server, past the cache
+	events record.EventRecorder
 	cfg    Config
 }
 
@@ -43,6 +45,7 @@ func (r *sandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		left := exp.Sub(r.cfg.Now())
 		if left <= 0 {
 			r.cfg.Logger.InfoContext(ctx, "sandbox expired; deleting it", "namespace", sbx.Namespace, "sandbox", sbx.Name)
+			r.events.Eventf(&sbx, corev1.EventTypeNormal, "Expired", "expireTime %s passed; deleting the sandbox", exp.UTC().Format(time.RFC3339))
 			err := r.client.Delete(ctx, &sbx, client.PropagationPolicy(metav1.DeletePropagationBackground),
 				client.Preconditions{UID: &sbx.UID})
 			return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -62,6 +65,7 @@ func (r *sandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		if err := r.handOver(ctx, &sbx, pod); err != nil {
 			r.cfg.Logger.WarnContext(ctx, "adopting a warm pod failed; starting a pod of its own", "namespace", sbx.Namespace,
 				"sandbox", sbx.Name, "pod", pod.Name, "err", err)
+			r.events.Eventf(&sbx, corev1.EventTypeWarning, "AdoptionFailed", "handing pod %s over failed (%v); starting a pod of its own", pod.Name, err)
 			if err := r.client.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
 				return ctrl.Result{}, err
 			}
@@ -130,11 +134,13 @@ func (r *sandboxReconciler) noPod(ctx context.Context, sbx *v1alpha1.Sandbox, st
 		if err == nil {
 			err = r.handOver(ctx, sbx, pod)
 			if err == nil {
+				r.events.Eventf(sbx, corev1.EventTypeNormal, "Adopted", "adopted warm pod %s of pool %s", pod.Name, sbx.Spec.PoolRef)
 				observePod(status, pod, false)
 				return nil
 			}
 			r.cfg.Logger.WarnContext(ctx, "adopting a warm pod failed; starting a pod of its own", "namespace", sbx.Namespace,
 				"sandbox", sbx.Name, "pod", pod.Name, "err", err)
+			r.events.Eventf(sbx, corev1.EventTypeWarning, "AdoptionFailed", "handing pod %s over failed (%v); starting a pod of its own", pod.Name, err)
 			if err := r.client.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
 				return err
 			}
@@ -150,6 +156,7 @@ func (r *sandboxReconciler) noPod(ctx context.Context, sbx *v1alpha1.Sandbox, st
 		}
 		return err
 	}
+	r.events.Eventf(sbx, corev1.EventTypeNormal, "PodCreated", "created pod %s", pod.Name)
 	status.PodName = pod.Name
 	setCondition(status, v1alpha1.ConditionScheduled, false, "PodCreated", "")
 	setCondition(status, v1alpha1.ConditionReady, false, "PodCreated", "")
