@@ -217,10 +217,6 @@ func TestWarmPool(t *testing.T) {
 		time.Sleep(100 * time.Millisecond) // the driver's cache sees the count
 	}
 	waitPool(2)
-	var poolSec corev1.Secret
-	if err := w.c.Client.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: "corral-pool-bb"}, &poolSec); err != nil {
-		t.Fatal(err)
-	}
 	for i := range 2 {
 		spec := driver.Spec{ID: fmt.Sprintf("warm%d", i) + randID(), Image: driver.Image{URI: w.image},
 			Entrypoint: []string{"sh", "-c", "echo $GREETING > /tmp/entry; exec sleep 3600"},
@@ -244,8 +240,28 @@ func TestWarmPool(t *testing.T) {
 		if want := fmt.Sprintf("hello %d\nhello %d\n", i, i); code != 0 || out != want {
 			t.Errorf("command in the adopted pod = %q (exit %d), want %q", out, code, want)
 		}
-		if out, code := kubetest.Exec(t, ep.String(), string(poolSec.Data[controller.TokenKey]), "true"); code != -1 {
-			t.Errorf("the pool's token still works in an adopted pod: %q %d", out, code)
+		// The sandbox can read the token its PID 1 was started with (a
+		// warm pod's); that token must open neither this pod nor any other
+		// of the pool.
+		leak, code := kubetest.Exec(t, ep.String(), spec.ExecdToken, "tr '\\0' '\\n' < /proc/1/environ | grep ^EXECD_ACCESS_TOKEN= | cut -d= -f2-")
+		leaked := strings.TrimSpace(leak)
+		if code != 0 || len(leaked) < 32 {
+			t.Fatalf("reading PID 1's token inside the sandbox: %q (exit %d)", leak, code)
+		}
+		if out, code := kubetest.Exec(t, ep.String(), leaked, "true"); code != -1 {
+			t.Errorf("the warm token still works in the adopted pod: %q %d", out, code)
+		}
+		var pool corev1.PodList
+		if err := w.c.Client.List(ctx, &pool, client.InNamespace(w.ns), client.MatchingLabels{controller.LabelPool: "bb"}); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pool.Items {
+			if p.Status.PodIP == "" {
+				continue
+			}
+			if out, code := kubetest.Exec(t, net.JoinHostPort(p.Status.PodIP, "44772"), leaked, "id"); code != -1 {
+				t.Errorf("a token leaked from an adopted sandbox runs commands in warm pod %s: %q %d", p.Name, out, code)
+			}
 		}
 		var pod corev1.Pod
 		if err := w.c.Client.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: sbx.Status.PodName}, &pod); err != nil {

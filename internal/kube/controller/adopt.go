@@ -103,13 +103,13 @@ func equalPtr[T comparable](a, b *T) bool {
 }
 
 // handOver runs `corral adopt` in the claimed pod through its execd, with
-// the pool's token: the pod gets sbx's token, environment and entrypoint.
+// the pod's own warm token: the pod gets sbx's token, environment and entrypoint.
 // The Sandbox's status naming the pod is the mark that it succeeded; until
 // that is written, a reconcile hands over again (it is idempotent).
 func (r *sandboxReconciler) handOver(ctx context.Context, sbx *v1alpha1.Sandbox, pod *corev1.Pod) error {
-	var poolSec corev1.Secret
-	if err := r.client.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: poolSecret(sbx.Spec.PoolRef)}, &poolSec); err != nil {
-		return fmt.Errorf("the pool's token: %w", err)
+	var warm corev1.Secret
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: warmSecret(pod.Name)}, &warm); err != nil {
+		return fmt.Errorf("the warm pod's token: %w", err)
 	}
 	own, err := r.accessSecret(ctx, sbx)
 	if err != nil {
@@ -125,11 +125,11 @@ func (r *sandboxReconciler) handOver(ctx context.Context, sbx *v1alpha1.Sandbox,
 		Envs:    map[string]string{"CORRAL_ADOPT": string(spec)},
 	}
 	addr := net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(ExecdPort))
-	err = runInPod(ctx, addr, string(poolSec.Data[TokenKey]), req)
+	err = runInPod(ctx, addr, string(warm.Data[TokenKey]), req)
 	if errors.Is(err, errUnauthorized) {
-		// The pool's token no longer works: an earlier reconcile handed
-		// the pod over already (its mark not in the cache yet). Running
-		// the idempotent hand-over again with the sandbox's token proves it.
+		// The warm token no longer works: an earlier reconcile handed the
+		// pod over already (its mark not in the cache yet). Running the
+		// idempotent hand-over again with the sandbox's token proves it.
 		err = runInPod(ctx, addr, a.Token, req)
 	}
 	return err

@@ -245,11 +245,22 @@ func TestPoolKeepsItsSize(t *testing.T) {
 	if n := len(pods()); n != 2 {
 		t.Fatalf("%d pods while none is ready, want maxStarting = 2", n)
 	}
-	var sec corev1.Secret
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: poolSecret("p")}, &sec); err != nil || len(sec.Data[TokenKey]) == 0 {
-		t.Fatalf("pool token Secret: %v", err)
-	}
+	// Each warm pod starts with a token of its own.
 	ps := pods()
+	tokens := map[string]bool{}
+	for _, p := range ps {
+		var sec corev1.Secret
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: warmSecret(p.Name)}, &sec); err != nil || len(sec.Data[TokenKey]) < 32 {
+			t.Fatalf("token Secret of %s: %v", p.Name, err)
+		}
+		if ref := p.Spec.Containers[0].Env[0].ValueFrom.SecretKeyRef; ref.Name != warmSecret(p.Name) {
+			t.Errorf("pod %s takes its token from %s", p.Name, ref.Name)
+		}
+		tokens[string(sec.Data[TokenKey])] = true
+	}
+	if len(tokens) != len(ps) {
+		t.Errorf("%d pods share %d tokens", len(ps), len(tokens))
+	}
 	setPodStatus(t, c, &ps[0], running(true))
 	setPodStatus(t, c, &ps[1], running(true))
 	testutil.WaitFor(t, 10*time.Second, "2 ready, 2 more starting", status(2, 2))
@@ -267,6 +278,10 @@ func TestPoolKeepsItsSize(t *testing.T) {
 	testutil.WaitFor(t, 10*time.Second, "the failed pod replaced", func() bool {
 		err := c.Get(ctx, client.ObjectKeyFromObject(failed), &corev1.Pod{})
 		return apierrors.IsNotFound(err) && len(pods()) == 4
+	})
+	testutil.WaitFor(t, 2*staleAfter, "the failed pod's token deleted", func() bool {
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: warmSecret(failed.Name)}, &corev1.Secret{})
+		return apierrors.IsNotFound(err)
 	})
 
 	// Shrinking keeps the ready pods.

@@ -72,11 +72,11 @@ func (r *sandboxReconciler) podFor(sbx *v1alpha1.Sandbox) *corev1.Pod {
 
 // warmPodFor is an unclaimed pod of pool: corral init and execd run, the
 // entrypoint waits for an adoption.
-func (r *poolReconciler) warmPodFor(pool *v1alpha1.SandboxPool) *corev1.Pod {
+func (r *poolReconciler) warmPodFor(pool *v1alpha1.SandboxPool, name string) *corev1.Pod {
 	t := pool.Spec.Template
 	p := newPod(r.cfg, template{
 		image: t.Image, pullPolicy: t.ImagePullPolicy, pullSecrets: t.ImagePullSecrets,
-		resources: t.Resources, runtime: t.RuntimeClassName, tokenSecret: poolSecret(pool.Name),
+		resources: t.Resources, runtime: t.RuntimeClassName, tokenSecret: warmSecret(name),
 		command: []string{corralInPod, "init", "--execd-state-dir", execdStateDir, "--wait-start", warmStart,
 			"--execd-token-file", warmTokenFile, "--execd-env-file", warmEnvFile},
 		volumes: []corev1.Volume{{Name: warmVolume, VolumeSource: corev1.VolumeSource{
@@ -84,7 +84,7 @@ func (r *poolReconciler) warmPodFor(pool *v1alpha1.SandboxPool) *corev1.Pod {
 		}}},
 		mounts: []corev1.VolumeMount{{Name: warmVolume, MountPath: warmDir}},
 	})
-	p.GenerateName, p.Namespace = pool.Name+"-", pool.Namespace
+	p.Name, p.Namespace = name, pool.Namespace
 	p.Labels = map[string]string{LabelManaged: "true", LabelPool: pool.Name}
 	p.OwnerReferences = []metav1.OwnerReference{ownerRef(pool, "SandboxPool")}
 	return p

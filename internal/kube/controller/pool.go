@@ -6,12 +6,13 @@ package controller
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base32"
 	"encoding/base64"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -35,8 +36,10 @@ type poolReconciler struct {
 	cfg    Config
 }
 
-// poolSecret names the Secret holding the token a pool's pods start with.
-func poolSecret(pool string) string { return "corral-pool-" + pool }
+// warmSecret names the Secret holding the token warm pod pod starts with.
+// Each warm pod has its own: an adopted sandbox can read the token its
+// PID 1 was started with, and that token must open no other pod.
+func warmSecret(pod string) string { return "corral-warm-" + pod }
 
 // Reconcile keeps spec.warm unclaimed pods started: it creates the
 // missing ones, deletes the extra and the failed, and reports counts.
@@ -47,9 +50,6 @@ func (r *poolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	}
 	if !pool.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
-	}
-	if err := r.ensureSecret(ctx, &pool); err != nil {
-		return ctrl.Result{}, err
 	}
 	var pods corev1.PodList
 	if err := r.client.List(ctx, &pods, client.InNamespace(pool.Namespace), client.MatchingFields{indexPool: pool.Name}); err != nil {
@@ -101,10 +101,14 @@ func (r *poolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		maxStarting = *m
 	}
 	for n := len(live); n < int(pool.Spec.Warm) && starting < maxStarting; n++ {
-		if err := r.client.Create(ctx, r.warmPodFor(&pool)); err != nil {
+		if err := r.startWarmPod(ctx, &pool); err != nil {
 			return ctrl.Result{}, err
 		}
 		starting++
+	}
+	recheck, err := r.deleteStaleTokens(ctx, &pool)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 	st := v1alpha1.SandboxPoolStatus{Ready: ready, Starting: starting, ObservedGeneration: pool.Generation}
 	if st != pool.Status {
@@ -114,32 +118,66 @@ func (r *poolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{RequeueAfter: recheck}, nil
 }
 
-// ensureSecret creates the pool's token Secret if it is missing.
-func (r *poolReconciler) ensureSecret(ctx context.Context, pool *v1alpha1.SandboxPool) error {
-	var sec corev1.Secret
-	err := r.client.Get(ctx, types.NamespacedName{Namespace: pool.Namespace, Name: poolSecret(pool.Name)}, &sec)
-	if !apierrors.IsNotFound(err) {
-		return err
-	}
+// startWarmPod creates a warm pod and, first, the Secret with its own
+// token.
+func (r *poolReconciler) startWarmPod(ctx context.Context, pool *v1alpha1.SandboxPool) error {
 	var b [32]byte
 	_, _ = rand.Read(b[:])
-	sec = corev1.Secret{
+	pod := r.warmPodFor(pool, pool.Name+"-"+strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:4])))
+	sec := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: poolSecret(pool.Name), Namespace: pool.Namespace,
-			Labels:          map[string]string{LabelManaged: "true"},
+			Name: warmSecret(pod.Name), Namespace: pool.Namespace,
+			Labels:          map[string]string{LabelManaged: "true", LabelPool: pool.Name},
 			OwnerReferences: []metav1.OwnerReference{ownerRef(pool, "SandboxPool")},
 		},
 		Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{TokenKey: []byte(base64.RawURLEncoding.EncodeToString(b[:]))},
+		Data: map[string][]byte{TokenKey: []byte(base64.RawURLEncoding.EncodeToString(b[4:]))},
 	}
-	if err := r.client.Create(ctx, &sec); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := r.client.Create(ctx, sec); err != nil {
+		return err
+	}
+	if err := r.client.Create(ctx, pod); err != nil {
+		_ = r.client.Delete(ctx, sec)
 		return err
 	}
 	return nil
 }
+
+// deleteStaleTokens deletes the token Secrets of warm pods that are gone
+// or were adopted (an adoption replaced the token; the old one must not
+// linger). Secrets too young to judge are looked at again after recheck.
+func (r *poolReconciler) deleteStaleTokens(ctx context.Context, pool *v1alpha1.SandboxPool) (recheck time.Duration, err error) {
+	var secs corev1.SecretList
+	if err := r.client.List(ctx, &secs, client.InNamespace(pool.Namespace), client.MatchingLabels{LabelPool: pool.Name}); err != nil {
+		return 0, err
+	}
+	for i := range secs.Items {
+		sec := &secs.Items[i]
+		if age := time.Since(sec.CreationTimestamp.Time); age < staleAfter {
+			recheck = staleAfter - age + time.Second
+			continue // its pod may not be in the cache yet
+		}
+		var pod corev1.Pod
+		err := r.client.Get(ctx, types.NamespacedName{Namespace: pool.Namespace, Name: strings.TrimPrefix(sec.Name, "corral-warm-")}, &pod)
+		if err == nil && pod.Labels[LabelPool] == pool.Name && pod.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if client.IgnoreNotFound(err) != nil {
+			return 0, err
+		}
+		if err := r.client.Delete(ctx, sec); client.IgnoreNotFound(err) != nil {
+			return 0, err
+		}
+	}
+	return recheck, nil
+}
+
+// staleAfter is how old a warm pod's token Secret must be before its
+// absent pod means it is stale.
+const staleAfter = 10 * time.Second
 
 // podReady reports whether the pod's readiness gate (execd's /ping) passes.
 func podReady(p *corev1.Pod) bool {
