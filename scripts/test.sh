@@ -125,6 +125,7 @@ required=(
   internal/kube/controller.TestPoolKeepsItsSize
   test/e2e.TestKubeEndToEnd
   test/e2e.TestOpenSandboxJavaScriptSDKKube
+  test/e2e.TestKubeServerRebuildsFromTheCluster
 )
 
 

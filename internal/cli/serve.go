@@ -156,6 +156,19 @@ func (cfg *serveConfig) network() (egressnet.Config, error) {
 	return n, nil
 }
 
+// validServerID reports whether id can be a label value on every backend.
+func validServerID(id string) bool {
+	if len(id) == 0 || len(id) > 63 || id[0] == '-' || id[len(id)-1] == '-' {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
 // serverID reads (or makes, at the first start) the data dir's server ID.
 func serverID(dataDir string) (string, error) {
 	path := filepath.Join(dataDir, "server-id")
@@ -238,6 +251,7 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	fs.StringVar(&cfg.dockerRuntime, "docker-runtime", "", "runtime docker: OCI runtime name for containers, such as runsc (default: the engine's)")
 	fs.BoolVar(&cfg.dockerRemote, "docker-remote", false, "runtime docker: the engine is on another machine (implied by a tcp:// or ssh:// host): copy the corral binary in, publish execd")
 	fs.StringVar(&cfg.dockerPublishIP, "docker-publish-ip", "127.0.0.1", "runtime docker, remote engines: the address execd ports are published on")
+	fs.StringVar(&cfg.serverID, "server-id", "", "this server's identity on a shared backend (its Docker containers and Kubernetes Sandboxes carry it; default: one made at the first start and kept in the data dir). Give it explicitly to keep it when the data dir is lost")
 	fs.StringVar(&cfg.kubeconfig, "kubeconfig", "", "runtime kubernetes: kubeconfig file (default $KUBECONFIG, ~/.kube/config, or the pod's service account)")
 	fs.StringVar(&cfg.kubeNamespace, "kube-namespace", "default", "runtime kubernetes: the namespace of the Sandbox resources")
 	fs.StringVar(&cfg.kubeEndpoints, "kube-endpoints", "auto", "runtime kubernetes: how sandbox ports are reached: pod (addresses; in the cluster or on a node), port-forward (through the API server), auto (pod in a cluster, else port-forward)")
@@ -251,6 +265,9 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	}
 	if err := applyLayers(fs, e, cfg.configFile, "config"); err != nil {
 		return fail(e, "%v", err)
+	}
+	if id := cfg.serverID; id != "" && !validServerID(id) {
+		return fail(e, "--server-id %q: want 1 to 63 lower-case letters, digits and '-', starting and ending with a letter or digit", id)
 	}
 	log, err := newLogger(e.stderr, cfg.logFormat, cfg.logLevel)
 	if err != nil {
@@ -301,8 +318,10 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, log *slog.Logger) (err
 		return err
 	}
 
-	if cfg.serverID, err = serverID(cfg.dataDir); err != nil {
-		return err
+	if cfg.serverID == "" {
+		if cfg.serverID, err = serverID(cfg.dataDir); err != nil {
+			return err
+		}
 	}
 	cfg.audit = func(ctx context.Context, id string, evs []audit.Event) error {
 		return st.AppendAudit(ctx, auditRecords(id, evs))

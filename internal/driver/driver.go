@@ -100,6 +100,26 @@ type Expirer interface {
 	SetExpiry(ctx context.Context, id string, at time.Time) error
 }
 
+// Importer is implemented by drivers whose backend keeps what the
+// lifecycle manager needs to rebuild its record of a sandbox (the kube
+// driver: the Sandbox resource and its Secret). At start the manager
+// imports the running sandboxes the backend lists and it has no record of
+// — its database was lost — instead of removing them as orphans.
+type Importer interface {
+	// Import reads sandbox id back from the backend; ErrNotFound if it is
+	// gone or not running.
+	Import(ctx context.Context, id string) (*Imported, error)
+}
+
+// Imported is a sandbox as its backend knows it.
+type Imported struct {
+	// Spec has ID, Tenant, Image.URI, Entrypoint, Labels (the user's
+	// metadata), Resources, ExecdToken and ExpiresAt.
+	Spec      Spec
+	CreatedAt time.Time
+	Handle    *Handle
+}
+
 // Spec is everything a driver needs to create one sandbox.
 type Spec struct {
 	ID     string

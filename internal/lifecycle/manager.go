@@ -103,6 +103,9 @@ type Manager struct {
 	snapshots map[string]*sandbox.Snapshot
 	// expiring holds IDs whose expiry is being handled.
 	expiring map[string]bool
+	// unimported holds backend sandboxes an Importer could not read back;
+	// orphan sweeps leave them alone.
+	unimported map[string]bool
 
 	// tasks holds background work queued for Run to start.
 	tasksMu sync.Mutex
@@ -128,11 +131,12 @@ func New(cfg Config) (*Manager, error) {
 	cfg.setDefaults()
 	return &Manager{
 		cfg: cfg, log: cfg.Logger, d: cfg.Driver, st: cfg.Store,
-		sandboxes: map[string]*entry{},
-		snapshots: map[string]*sandbox.Snapshot{},
-		expiring:  map[string]bool{},
-		kick:      make(chan struct{}, 1),
-		wake:      make(chan struct{}, 1),
+		sandboxes:  map[string]*entry{},
+		snapshots:  map[string]*sandbox.Snapshot{},
+		expiring:   map[string]bool{},
+		unimported: map[string]bool{},
+		kick:       make(chan struct{}, 1),
+		wake:       make(chan struct{}, 1),
 	}, nil
 }
 

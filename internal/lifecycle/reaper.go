@@ -147,7 +147,7 @@ func (m *Manager) sweepOrphans(ctx context.Context, grace time.Duration) {
 	for _, l := range ls {
 		m.mu.RLock()
 		e, ok := m.sandboxes[l.ID]
-		owned := ok && !e.sb.Status.State.Terminal()
+		owned := ok && !e.sb.Status.State.Terminal() || m.unimported[l.ID]
 		m.mu.RUnlock()
 		if owned || now.Sub(l.CreatedAt) < grace {
 			continue

@@ -5,6 +5,7 @@ package lifecycle
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -52,6 +53,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		m.recoverEntry(ctx, e)
 	}
 	m.recoverSnapshots(ctx)
+	m.importUnknown(ctx)
 	m.sweepOrphans(ctx, 0)
 	// Expire what passed its TTL while the server was down, now.
 	m.reap(ctx, time.Now())
@@ -193,4 +195,74 @@ func (m *Manager) recoverSnapshots(ctx context.Context) {
 			m.log.WarnContext(ctx, "record interrupted snapshot", "snapshot_id", sn.ID, "err", err)
 		}
 	}
+}
+
+// importUnknown rebuilds the records of running backend sandboxes this
+// server has none of, when the driver can read them back (Importer): a
+// server whose database was lost keeps its sandboxes. One that cannot be
+// imported is kept out of the orphan sweeps, not destroyed.
+func (m *Manager) importUnknown(ctx context.Context) {
+	imp, ok := m.d.(driver.Importer)
+	if !ok {
+		return
+	}
+	ls, err := m.d.List(ctx)
+	if err != nil {
+		m.log.WarnContext(ctx, "list sandboxes to import", "err", err)
+		return
+	}
+	for _, l := range ls {
+		m.mu.RLock()
+		_, known := m.sandboxes[l.ID]
+		m.mu.RUnlock()
+		if known {
+			continue
+		}
+		in, err := imp.Import(ctx, l.ID)
+		if errors.Is(err, errdefs.ErrNotFound) {
+			continue // ended: the sweep removes it
+		}
+		if err == nil {
+			err = m.insertImported(ctx, in)
+		}
+		if err != nil {
+			m.log.WarnContext(ctx, "import sandbox; it is kept, not swept", "sandbox_id", l.ID, "err", err)
+			m.mu.Lock()
+			m.unimported[l.ID] = true
+			m.mu.Unlock()
+			continue
+		}
+		m.log.InfoContext(ctx, "sandbox imported from the runtime", "sandbox_id", l.ID, "tenant", in.Spec.Tenant)
+	}
+}
+
+// insertImported records an imported sandbox as Running and watches it.
+func (m *Manager) insertImported(ctx context.Context, in *driver.Imported) error {
+	hb, err := json.Marshal(in.Handle)
+	if err != nil {
+		return err
+	}
+	now := time.Now().UTC()
+	sp := in.Spec
+	sb := &sandbox.Sandbox{
+		ID: sp.ID, Tenant: sp.Tenant, Image: &sandbox.Image{URI: sp.Image.URI}, Entrypoint: sp.Entrypoint, Metadata: sp.Labels,
+		Resources: sandbox.Resources{CPUMillis: sp.Resources.CPUMillis, MemoryBytes: sp.Resources.MemoryBytes, Pids: sp.Resources.Pids},
+		CreatedAt: in.CreatedAt.UTC(), ExpiresAt: sp.ExpiresAt.UTC(), Driver: m.cfg.DriverName, Handle: hb,
+		ExecdToken: sandbox.Token(sp.ExecdToken), EgressToken: sandbox.NewToken(), UpdatedAt: now,
+		Status: sandbox.Status{State: sandbox.StateRunning, Reason: sandbox.ReasonRecovered,
+			Message: "imported from the runtime: this server had no record of it", LastTransitionAt: now},
+	}
+	if sp.ExpiresAt.IsZero() {
+		sb.ExpiresAt = time.Time{}
+	}
+	if _, err := m.st.InsertSandbox(ctx, sb, nil, eventFor(sb, "imported")); err != nil {
+		return err
+	}
+	e := &entry{sb: sb, created: make(chan struct{})}
+	close(e.created)
+	m.mu.Lock()
+	m.sandboxes[sb.ID] = e
+	m.mu.Unlock()
+	m.recoverEntry(ctx, e)
+	return nil
 }

@@ -135,6 +135,10 @@ func TestServeRejectsBadEgressFlags(t *testing.T) {
 		{[]string{"--egress-uplink-netns", "/nonexistent/ns"}, "--egress-uplink-netns"},
 		{[]string{"--egress-upstream-ca", "/nonexistent/ca.pem"}, "--egress-upstream-ca"},
 		{[]string{"--network-default-policy", `{"defaultAction":"maybe"}`}, "--network-default-policy"},
+		{[]string{"--server-id", "Has Spaces"}, "--server-id"},
+		{[]string{"--server-id", "-dash-first"}, "--server-id"},
+		{[]string{"--server-id", strings.Repeat("a", 64)}, "--server-id"},
+		{[]string{"--runtime", "kubernetes"}, "-tags kube"},
 	} {
 		args := append([]string{"serve", "--runtime", "oci", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(),
 			"--api-key", testKey}, tc.args...)

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -160,4 +161,68 @@ func podGone(t *testing.T, w kubeWorld, id string) {
 		err := w.c.Client.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: id}, &pod)
 		return apierrors.IsNotFound(err)
 	})
+}
+
+// TestKubeServerRebuildsFromTheCluster: a server whose database is lost
+// (a new data dir) but that keeps its --server-id finds its sandboxes in
+// the cluster and imports them — metadata, expiry, token — instead of
+// deleting them as orphans; commands and deletes work through it.
+func TestKubeServerRebuildsFromTheCluster(t *testing.T) {
+	w := newKubeWorld(t)
+	args := []string{"--runtime", "kubernetes", "--kubeconfig", w.c.Kubeconfig, "--kube-namespace", w.ns,
+		"--kube-image-pull-policy", "Never", "--server-id", "rebuild-test"}
+	s := startServerOf(t, w.bin, t.TempDir(), args...)
+	c := s.client(t)
+	cx := ctx(t)
+	req := ociCreate(w.busybox)
+	req.Metadata = map[string]string{"team": "a", "note": "a.b_c-d"}
+	sb, err := c.CreateSandbox(cx, req, sdk.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := c.GetSandbox(cx, sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.done
+	s.done <- nil
+
+	s2 := startServerOf(t, w.bin, t.TempDir(), args...)
+	c2 := s2.client(t)
+	got, err := c2.GetSandbox(cx, sb.ID)
+	if err != nil {
+		t.Fatalf("the new server does not know the sandbox: %v\n%s", err, s2.stderr.String())
+	}
+	if got.Status.State != api.StateRunning || got.Metadata["note"] != "a.b_c-d" || got.Metadata["team"] != "a" ||
+		got.ExpiresAt == nil || before.ExpiresAt == nil || got.ExpiresAt.Sub(*before.ExpiresAt).Abs() > time.Second ||
+		got.Image == nil || got.Image.URI != w.busybox {
+		t.Errorf("imported sandbox = %+v, was %+v", got, before)
+	}
+	x, err := c2.Sandbox(cx, sb.ID, sdk.SandboxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, _, code, err := x.Run(cx, "echo still here", sdk.CommandOptions{}); err != nil || code != 0 || out != "still here\n" {
+		t.Errorf("command through the new server = %q, %d, %v", out, code, err)
+	}
+	if err := c2.DeleteSandbox(cx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	podGone(t, w, sb.ID)
+
+	// A server with another identity leaves the namespace's other
+	// sandboxes alone.
+	sb3, err := c2.CreateSandbox(cx, ociCreate(w.busybox), sdk.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherArgs := append(slices.Clone(args[:len(args)-1]), "someone-else")
+	other := startServerOf(t, w.bin, t.TempDir(), otherArgs...)
+	if _, err := other.client(t).GetSandbox(cx, sb3.ID); !errors.Is(err, sdk.ErrNotFound) {
+		t.Errorf("a server with another id sees the sandbox: %v", err)
+	}
+	if _, err := c2.GetSandbox(cx, sb3.ID); err != nil {
+		t.Errorf("the sandbox is gone after another server started: %v", err)
+	}
 }

@@ -450,3 +450,40 @@ func apiErr(op string, err error) error {
 	}
 	return errdefs.Wrap(errdefs.ErrUnavailable, "KUBE_UNAVAILABLE", op+": "+err.Error(), err)
 }
+
+// Import reads a running sandbox back from its Sandbox resource and its
+// access Secret, for a server that has no record of it.
+func (d *Driver) Import(ctx context.Context, id string) (*driver.Imported, error) {
+	sbx, err := d.get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if statusOf(sbx).Phase != driver.PhaseRunning {
+		return nil, errdefs.Newf(errdefs.ErrNotFound, "SANDBOX_NOT_FOUND", "sandbox %s is not running", id)
+	}
+	var sec corev1.Secret
+	if err := d.c.Get(ctx, types.NamespacedName{Namespace: d.cfg.Namespace, Name: sbx.Spec.AccessSecretName}, &sec); err != nil {
+		return nil, apiErr("read the token of sandbox "+id, err)
+	}
+	spec := driver.Spec{
+		ID: id, Tenant: sbx.Spec.Tenant, Image: driver.Image{URI: sbx.Spec.Image}, Entrypoint: sbx.Spec.Entrypoint,
+		Labels: userLabels(sbx), ExecdToken: string(sec.Data[controller.TokenKey]),
+	}
+	if len(spec.Labels) == 0 {
+		spec.Labels = nil
+	}
+	if q, ok := sbx.Spec.Resources.Limits[corev1.ResourceCPU]; ok {
+		spec.Resources.CPUMillis = q.MilliValue()
+	}
+	if q, ok := sbx.Spec.Resources.Limits[corev1.ResourceMemory]; ok {
+		spec.Resources.MemoryBytes = q.Value()
+	}
+	if t := sbx.Spec.ExpireTime; t != nil {
+		spec.ExpiresAt = t.Time
+	}
+	st, _ := json.Marshal(state{Namespace: d.cfg.Namespace, UID: sbx.UID})
+	return &driver.Imported{
+		Spec: spec, CreatedAt: sbx.CreationTimestamp.Time,
+		Handle: &driver.Handle{ID: id, Driver: Name, Version: stateVersion, State: st},
+	}, nil
+}

@@ -26,7 +26,7 @@ import (
 // server's validation (a dry run), and the controller and the server,
 // each acting as its service account with only the ClusterRole the
 // manifests give it, run sandboxes end to end: a pool, an adoption, a pod
-// of its own, a stop, deletes.
+// of its own, an import, a stop, deletes.
 func TestLeastPrivilege(t *testing.T) {
 	c := kubetest.RequireKube(t)
 	ns := c.Namespace(t)
@@ -121,6 +121,9 @@ func TestLeastPrivilege(t *testing.T) {
 		}
 		if out, code := kubetest.Exec(t, ep.String(), spec.ExecdToken, "echo ok"); code != 0 || out != "ok\n" {
 			t.Errorf("command %d = %q, %d", i, out, code)
+		}
+		if in, err := d.Import(ctx, spec.ID); err != nil || in.Spec.ExecdToken != spec.ExecdToken {
+			t.Errorf("import %d = %+v, %v", i, in, err)
 		}
 		if err := d.Stop(ctx, spec.ID, time.Second); err != nil {
 			t.Fatal(err)
