@@ -129,6 +129,9 @@ func (m *Manager) maintain(ctx context.Context, grace time.Duration) {
 	for _, e := range retry {
 		m.recoverEntry(ctx, e)
 	}
+	// Before sweeping: what another process with this server's identity
+	// made is imported, not destroyed.
+	m.importUnknown(ctx)
 	m.sweepOrphans(ctx, grace)
 	if err := m.st.PurgeIdempotency(ctx, time.Now().Add(-m.cfg.IdempotencyTTL)); err != nil {
 		m.log.WarnContext(ctx, "purge idempotency keys", "err", err)

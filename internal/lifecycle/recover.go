@@ -199,8 +199,10 @@ func (m *Manager) recoverSnapshots(ctx context.Context) {
 
 // importUnknown rebuilds the records of running backend sandboxes this
 // server has none of, when the driver can read them back (Importer): a
-// server whose database was lost keeps its sandboxes. One that cannot be
-// imported is kept out of the orphan sweeps, not destroyed.
+// server whose database was lost keeps its sandboxes, and two processes
+// given one server identity adopt, rather than destroy, each other's. One
+// that cannot be imported is kept out of the orphan sweeps until the next
+// attempt.
 func (m *Manager) importUnknown(ctx context.Context) {
 	imp, ok := m.d.(driver.Importer)
 	if !ok {
@@ -211,6 +213,12 @@ func (m *Manager) importUnknown(ctx context.Context) {
 		m.log.WarnContext(ctx, "list sandboxes to import", "err", err)
 		return
 	}
+	failed := map[string]bool{}
+	defer func() {
+		m.mu.Lock()
+		m.unimported = failed
+		m.mu.Unlock()
+	}()
 	for _, l := range ls {
 		m.mu.RLock()
 		_, known := m.sandboxes[l.ID]
@@ -227,9 +235,7 @@ func (m *Manager) importUnknown(ctx context.Context) {
 		}
 		if err != nil {
 			m.log.WarnContext(ctx, "import sandbox; it is kept, not swept", "sandbox_id", l.ID, "err", err)
-			m.mu.Lock()
-			m.unimported[l.ID] = true
-			m.mu.Unlock()
+			failed[l.ID] = true
 			continue
 		}
 		m.log.InfoContext(ctx, "sandbox imported from the runtime", "sandbox_id", l.ID, "tenant", in.Spec.Tenant)
