@@ -47,7 +47,7 @@ func runAdopt(ctx context.Context, e *env, args []string) int {
 		}
 		env.WriteString(kv + "\n")
 	}
-	if err := writeFileAtomic(*envFile, []byte(env.String()), 0o600); err != nil {
+	if err := writeFileAtomic(*envFile, strings.NewReader(env.String()), 0o600); err != nil {
 		return fail(e, "adopt: %v", err)
 	}
 	started := *start + ".sent"
@@ -67,7 +67,7 @@ func runAdopt(ctx context.Context, e *env, args []string) int {
 			return fail(e, "adopt: %v", err)
 		}
 	}
-	if err := writeFileAtomic(*tokenFile, []byte(a.Token), 0o600); err != nil {
+	if err := writeFileAtomic(*tokenFile, strings.NewReader(a.Token), 0o600); err != nil {
 		return fail(e, "adopt: %v", err)
 	}
 	fmt.Fprintln(e.stdout, "adopted")

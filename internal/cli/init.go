@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/user"
@@ -127,7 +128,7 @@ func prepareWarm(fifo, tokenFile, token string) error {
 			if err := os.MkdirAll(filepath.Dir(tokenFile), 0o700); err != nil {
 				return err
 			}
-			if err := writeFileAtomic(tokenFile, []byte(token), 0o600); err != nil {
+			if err := writeFileAtomic(tokenFile, strings.NewReader(token), 0o600); err != nil {
 				return fmt.Errorf("--execd-token-file: %w", err)
 			}
 		}
@@ -135,15 +136,19 @@ func prepareWarm(fifo, tokenFile, token string) error {
 	return nil
 }
 
-// writeFileAtomic writes data beside path and renames it into place.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+// writeFileAtomic writes what r holds beside path, syncs it and renames
+// it into place, so a reader never sees half a file.
+func writeFileAtomic(path string, r io.Reader, mode os.FileMode) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".corral-*")
 	if err != nil {
 		return err
 	}
-	_, err = tmp.Write(data)
+	_, err = io.Copy(tmp, r)
 	if err == nil {
 		err = tmp.Chmod(mode)
+	}
+	if err == nil {
+		err = tmp.Sync()
 	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr

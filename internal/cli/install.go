@@ -5,9 +5,7 @@ package cli
 
 import (
 	"context"
-	"io"
 	"os"
-	"path/filepath"
 )
 
 // runInstallBinary copies the running corral binary to PATH: the init
@@ -28,25 +26,7 @@ func runInstallBinary(_ context.Context, e *env, args []string) int {
 		return fail(e, "install-binary: %v", err)
 	}
 	defer src.Close()
-	tmp, err := os.CreateTemp(filepath.Dir(dst), ".corral-*")
-	if err != nil {
-		return fail(e, "install-binary: %v", err)
-	}
-	_, err = io.Copy(tmp, src)
-	if err == nil {
-		err = tmp.Chmod(0o555)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), dst)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
+	if err := writeFileAtomic(dst, src, 0o555); err != nil {
 		return fail(e, "install-binary: %v", err)
 	}
 	return 0

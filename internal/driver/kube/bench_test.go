@@ -20,7 +20,6 @@ import (
 	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
 	"github.com/corral-dev/corral/internal/kube/controller"
 	"github.com/corral-dev/corral/internal/kube/kubetest"
-	"github.com/corral-dev/corral/internal/testutil"
 )
 
 var benchSandboxes = flag.Int("kube.sandboxes", 10, "sandboxes per phase of BenchmarkClaimToFirstCommand")
@@ -52,11 +51,7 @@ func BenchmarkClaimToFirstCommand(b *testing.B) {
 	if err := c.Client.Create(ctx, pool); err != nil {
 		b.Fatal(err)
 	}
-	testutil.WaitFor(b, 5*time.Minute, "the pool to be ready", func() bool {
-		var p v1alpha1.SandboxPool
-		return c.Client.Get(ctx, client.ObjectKeyFromObject(pool), &p) == nil && p.Status.Ready == int32(n)
-	})
-	time.Sleep(200 * time.Millisecond) // the driver's cache sees the count
+	waitPoolReady(b, d, pool.Name, int32(n), 5*time.Minute)
 
 	phase := func(name string, resources driver.Resources) []time.Duration {
 		var took []time.Duration

@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,10 +37,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 	if err := d.supports(spec); err != nil {
 		return nil, err
 	}
-	sbx, err := d.sandboxFor(spec)
-	if err != nil {
-		return nil, err
-	}
+	sbx := d.sandboxFor(spec)
 	if sbx.Spec.PoolRef, err = d.poolFor(ctx, sbx); err != nil {
 		return nil, err
 	}
@@ -69,10 +67,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 	}()
 	owned := make(chan error, 1)
 	go func() {
-		owner := metav1.OwnerReference{
-			APIVersion: v1alpha1.GroupVersion.String(), Kind: "Sandbox", Name: sbx.Name, UID: sbx.UID,
-			Controller: ptr(true), BlockOwnerDeletion: ptr(true),
-		}
+		owner := controller.OwnerRef(sbx, "Sandbox")
 		for _, sec := range secrets {
 			patch := client.MergeFrom(sec.DeepCopy())
 			sec.OwnerReferences = []metav1.OwnerReference{owner}
@@ -90,8 +85,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 	if err != nil {
 		return nil, err
 	}
-	st, _ := json.Marshal(state{Namespace: d.cfg.Namespace, UID: sbx.UID})
-	return &driver.Handle{ID: spec.ID, Driver: Name, Version: stateVersion, State: st}, nil
+	return d.handleOf(sbx), nil
 }
 
 // supports refuses what this runtime cannot do yet, rather than run a
@@ -113,7 +107,7 @@ func (d *Driver) supports(spec driver.Spec) error {
 	return nil
 }
 
-func (d *Driver) sandboxFor(spec driver.Spec) (*v1alpha1.Sandbox, error) {
+func (d *Driver) sandboxFor(spec driver.Spec) *v1alpha1.Sandbox {
 	lbl := map[string]string{
 		driver.LabelSandboxID: spec.ID,
 		driver.LabelManaged:   "true",
@@ -159,7 +153,7 @@ func (d *Driver) sandboxFor(spec driver.Spec) (*v1alpha1.Sandbox, error) {
 	if len(lim) > 0 {
 		sbx.Spec.Resources.Limits = lim
 	}
-	return sbx, nil
+	return sbx
 }
 
 // poolFor names a SandboxPool of the namespace whose pods are what sbx
@@ -173,13 +167,7 @@ func (d *Driver) poolFor(ctx context.Context, sbx *v1alpha1.Sandbox) (string, er
 	best := ""
 	var ready int32
 	for _, p := range pools.Items {
-		t := p.Spec.Template
-		if t.Image != sbx.Spec.Image || t.RuntimeClassName != nil || len(t.ImagePullSecrets) > 0 || len(sbx.Spec.ImagePullSecrets) > 0 ||
-			!t.Resources.Limits.Cpu().Equal(*sbx.Spec.Resources.Limits.Cpu()) || !t.Resources.Limits.Memory().Equal(*sbx.Spec.Resources.Limits.Memory()) ||
-			len(t.Resources.Requests) > 0 {
-			continue
-		}
-		if p.Status.Ready > ready {
+		if controller.SameTemplate(&p.Spec.Template, sbx) && p.Status.Ready > ready {
 			best, ready = p.Name, p.Status.Ready
 		}
 	}
@@ -293,20 +281,22 @@ func (d *Driver) waitReady(ctx context.Context, id string) error {
 	}
 }
 
+// userFailures are the Failed reasons the creator can fix (the image, the
+// spec); the rest are the cluster's or the operator's.
+var userFailures = map[string]bool{
+	"ImageNotPresent": true, "InvalidImage": true, "ImagePullFailed": true,
+	"InvalidContainerConfig": true, "ContainerStartFailed": true, "PodRejected": true,
+}
+
 // startFailure turns the Failed condition into an error a user can act on.
 func startFailure(id string, sbx *v1alpha1.Sandbox) error {
-	msg := failure(sbx)
 	kind := errdefs.ErrUnavailable
-	for _, user := range []string{"ImageNotPresent", "InvalidImage", "ImagePullFailed", "InvalidContainerConfig", "ContainerStartFailed", "PodRejected"} {
-		if strings.HasPrefix(msg, user+":") {
-			kind = errdefs.ErrInvalidArgument
-		}
+	if c := meta.FindStatusCondition(sbx.Status.Conditions, v1alpha1.ConditionFailed); c != nil && userFailures[c.Reason] {
+		kind = errdefs.ErrInvalidArgument
 	}
-	return errdefs.Newf(kind, "START_FAILED", "sandbox %s did not start: %s", id, msg)
+	return errdefs.Newf(kind, "START_FAILED", "sandbox %s did not start: %s", id, failure(sbx))
 }
 
 func sortEnv(env []corev1.EnvVar) {
 	slices.SortFunc(env, func(a, b corev1.EnvVar) int { return strings.Compare(a.Name, b.Name) })
 }
-
-func ptr[T any](v T) *T { return &v }

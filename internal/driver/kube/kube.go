@@ -24,6 +24,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -295,15 +296,20 @@ func exitOf(sbx *v1alpha1.Sandbox) *driver.Exit {
 
 // failure is the Failed condition's reason and message, if it is true.
 func failure(sbx *v1alpha1.Sandbox) string {
-	for _, c := range sbx.Status.Conditions {
-		if c.Type == v1alpha1.ConditionFailed && c.Status == "True" {
-			if c.Message == "" {
-				return c.Reason
-			}
-			return c.Reason + ": " + c.Message
-		}
+	c := meta.FindStatusCondition(sbx.Status.Conditions, v1alpha1.ConditionFailed)
+	switch {
+	case c == nil || c.Status != metav1.ConditionTrue:
+		return ""
+	case c.Message == "":
+		return c.Reason
 	}
-	return ""
+	return c.Reason + ": " + c.Message
+}
+
+// handleOf is the handle of a Sandbox this driver made or imports.
+func (d *Driver) handleOf(sbx *v1alpha1.Sandbox) *driver.Handle {
+	st, _ := json.Marshal(state{Namespace: d.cfg.Namespace, UID: sbx.UID})
+	return &driver.Handle{ID: sbx.Name, Driver: Name, Version: stateVersion, State: st}
 }
 
 // Wait blocks until the entrypoint has ended.
@@ -481,9 +487,5 @@ func (d *Driver) Import(ctx context.Context, id string) (*driver.Imported, error
 	if t := sbx.Spec.ExpireTime; t != nil {
 		spec.ExpiresAt = t.Time
 	}
-	st, _ := json.Marshal(state{Namespace: d.cfg.Namespace, UID: sbx.UID})
-	return &driver.Imported{
-		Spec: spec, CreatedAt: sbx.CreationTimestamp.Time,
-		Handle: &driver.Handle{ID: id, Driver: Name, Version: stateVersion, State: st},
-	}, nil
+	return &driver.Imported{Spec: spec, CreatedAt: sbx.CreationTimestamp.Time, Handle: d.handleOf(sbx)}, nil
 }

@@ -208,15 +208,7 @@ func TestWarmPool(t *testing.T) {
 	if err := w.c.Client.Create(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
-	waitPool := func(ready int32) {
-		t.Helper()
-		testutil.WaitFor(t, time.Minute, fmt.Sprintf("the pool to have %d ready pods", ready), func() bool {
-			var p v1alpha1.SandboxPool
-			return w.c.Client.Get(ctx, client.ObjectKeyFromObject(pool), &p) == nil && p.Status.Ready == ready
-		})
-		time.Sleep(100 * time.Millisecond) // the driver's cache sees the count
-	}
-	waitPool(2)
+	waitPoolReady(t, d, "bb", 2, time.Minute)
 	for i := range 2 {
 		spec := driver.Spec{ID: fmt.Sprintf("warm%d", i) + randID(), Image: driver.Image{URI: w.image},
 			Entrypoint: []string{"sh", "-c", "echo $GREETING > /tmp/entry; exec sleep 3600"},
@@ -271,7 +263,7 @@ func TestWarmPool(t *testing.T) {
 			t.Errorf("adopted pod: owners %v, labels %v", pod.OwnerReferences, pod.Labels)
 		}
 	}
-	waitPool(2) // replacements
+	waitPoolReady(t, d, "bb", 2, time.Minute) // replacements
 
 	// Deleting an adopted sandbox removes its pod; deleting the pool
 	// removes the warm ones.
@@ -397,4 +389,15 @@ func TestServersSharingANamespaceSeeOnlyTheirOwn(t *testing.T) {
 	if _, err := b.Inspect(ctx, spec.ID); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("another server's Inspect = %v, want ErrNotFound", err)
 	}
+}
+
+// waitPoolReady waits until d's cache shows ready pods in pool name: the
+// count its creates see when they pick a pool.
+func waitPoolReady(t testing.TB, d *Driver, name string, ready int32, timeout time.Duration) {
+	t.Helper()
+	testutil.WaitFor(t, timeout, fmt.Sprintf("pool %s to have %d ready pods", name, ready), func() bool {
+		var p v1alpha1.SandboxPool
+		err := d.c.Get(context.Background(), client.ObjectKey{Namespace: d.cfg.Namespace, Name: name}, &p)
+		return err == nil && p.Status.Ready == ready
+	})
 }

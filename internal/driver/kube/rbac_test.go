@@ -104,11 +104,7 @@ func TestLeastPrivilege(t *testing.T) {
 	if err := c.Client.Create(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
-	testutil.WaitFor(t, time.Minute, "the pool to be ready", func() bool {
-		var p v1alpha1.SandboxPool
-		return c.Client.Get(ctx, client.ObjectKeyFromObject(pool), &p) == nil && p.Status.Ready == 1
-	})
-	time.Sleep(100 * time.Millisecond)
+	waitPoolReady(t, d, pool.Name, 1, time.Minute)
 	for i, res := range []driver.Resources{{}, {MemoryBytes: 128 << 20}} {
 		spec := driver.Spec{ID: fmt.Sprintf("rbac%d-%s", i, randID()), Image: driver.Image{URI: image},
 			Entrypoint: []string{"sleep", "3600"}, Resources: res, ExecdToken: randID()}

@@ -61,7 +61,7 @@ func (r *sandboxReconciler) claim(ctx context.Context, sbx *v1alpha1.Sandbox) (*
 		}
 		return nil, err
 	}
-	if !sameTemplate(&pool.Spec.Template, sbx) {
+	if !SameTemplate(&pool.Spec.Template, sbx) {
 		return nil, errNoWarmPod
 	}
 	var pods corev1.PodList
@@ -75,7 +75,7 @@ func (r *sandboxReconciler) claim(ctx context.Context, sbx *v1alpha1.Sandbox) (*
 			continue
 		}
 		p.Labels = sandboxLabels(sbx)
-		p.OwnerReferences = []metav1.OwnerReference{ownerRef(sbx, "Sandbox")}
+		p.OwnerReferences = []metav1.OwnerReference{OwnerRef(sbx, "Sandbox")}
 		err := r.client.Update(ctx, p)
 		switch {
 		case err == nil:
@@ -89,8 +89,9 @@ func (r *sandboxReconciler) claim(ctx context.Context, sbx *v1alpha1.Sandbox) (*
 	return nil, errNoWarmPod
 }
 
-// sameTemplate reports whether sbx asks for what the pool's pods are.
-func sameTemplate(t *v1alpha1.SandboxTemplate, sbx *v1alpha1.Sandbox) bool {
+// SameTemplate reports whether sbx asks for what a pool of template t
+// runs: the pods it could adopt.
+func SameTemplate(t *v1alpha1.SandboxTemplate, sbx *v1alpha1.Sandbox) bool {
 	s := &sbx.Spec
 	return t.Image == s.Image && equalPtr(t.RuntimeClassName, s.RuntimeClassName) &&
 		slices.Equal(t.ImagePullSecrets, s.ImagePullSecrets) &&
@@ -102,20 +103,30 @@ func equalPtr[T comparable](a, b *T) bool {
 	return a == nil && b == nil || a != nil && b != nil && *a == *b
 }
 
+// adopt hands the claimed pod over to sbx (token is sbx's). If that fails
+// the pod is deleted, and sbx starts one of its own: adopted is false.
+func (r *sandboxReconciler) adopt(ctx context.Context, sbx *v1alpha1.Sandbox, pod *corev1.Pod, token string) (adopted bool, err error) {
+	err = r.handOver(ctx, sbx, pod, token)
+	if err == nil {
+		r.events.Eventf(sbx, corev1.EventTypeNormal, "Adopted", "adopted warm pod %s of pool %s", pod.Name, sbx.Spec.PoolRef)
+		return true, nil
+	}
+	r.cfg.Logger.WarnContext(ctx, "adopting a warm pod failed; starting a pod of its own", "namespace", sbx.Namespace,
+		"sandbox", sbx.Name, "pod", pod.Name, "err", err)
+	r.events.Eventf(sbx, corev1.EventTypeWarning, "AdoptionFailed", "handing pod %s over failed (%v); starting a pod of its own", pod.Name, err)
+	return false, client.IgnoreNotFound(r.client.Delete(ctx, pod))
+}
+
 // handOver runs `corral adopt` in the claimed pod through its execd, with
 // the pod's own warm token: the pod gets sbx's token, environment and entrypoint.
 // The Sandbox's status naming the pod is the mark that it succeeded; until
 // that is written, a reconcile hands over again (it is idempotent).
-func (r *sandboxReconciler) handOver(ctx context.Context, sbx *v1alpha1.Sandbox, pod *corev1.Pod) error {
+func (r *sandboxReconciler) handOver(ctx context.Context, sbx *v1alpha1.Sandbox, pod *corev1.Pod, token string) error {
 	var warm corev1.Secret
 	if err := r.client.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: warmSecret(pod.Name)}, &warm); err != nil {
 		return fmt.Errorf("the warm pod's token: %w", err)
 	}
-	own, err := r.accessSecret(ctx, sbx)
-	if err != nil {
-		return fmt.Errorf("the sandbox's token: %w", err)
-	}
-	a := initproc.Adoption{Token: string(own.Data[TokenKey]), Args: sbx.Spec.Entrypoint}
+	a := initproc.Adoption{Token: token, Args: sbx.Spec.Entrypoint}
 	for _, e := range sbx.Spec.Env {
 		a.Env = append(a.Env, e.Name+"="+e.Value)
 	}
@@ -125,7 +136,7 @@ func (r *sandboxReconciler) handOver(ctx context.Context, sbx *v1alpha1.Sandbox,
 		Envs:    map[string]string{"CORRAL_ADOPT": string(spec)},
 	}
 	addr := net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(ExecdPort))
-	err = runInPod(ctx, addr, string(warm.Data[TokenKey]), req)
+	err := runInPod(ctx, addr, string(warm.Data[TokenKey]), req)
 	if errors.Is(err, errUnauthorized) {
 		// The warm token no longer works: an earlier reconcile handed the
 		// pod over already (its mark not in the cache yet). Running the

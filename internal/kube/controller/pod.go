@@ -65,7 +65,7 @@ func (r *sandboxReconciler) podFor(sbx *v1alpha1.Sandbox) *corev1.Pod {
 	})
 	p.Name, p.Namespace = sbx.Name, sbx.Namespace
 	p.Labels = sandboxLabels(sbx)
-	p.OwnerReferences = []metav1.OwnerReference{ownerRef(sbx, "Sandbox")}
+	p.OwnerReferences = []metav1.OwnerReference{OwnerRef(sbx, "Sandbox")}
 	p.Spec.Hostname = hostname(sbx.Name)
 	return p
 }
@@ -86,7 +86,7 @@ func (r *poolReconciler) warmPodFor(pool *v1alpha1.SandboxPool, name string) *co
 	})
 	p.Name, p.Namespace = name, pool.Namespace
 	p.Labels = map[string]string{LabelManaged: "true", LabelPool: pool.Name}
-	p.OwnerReferences = []metav1.OwnerReference{ownerRef(pool, "SandboxPool")}
+	p.OwnerReferences = []metav1.OwnerReference{OwnerRef(pool, "SandboxPool")}
 	return p
 }
 
@@ -103,7 +103,9 @@ func sandboxLabels(sbx *v1alpha1.Sandbox) map[string]string {
 	return lbl
 }
 
-func ownerRef(o client.Object, kind string) metav1.OwnerReference {
+// OwnerRef is the controller reference of o (a corral.dev object of kind)
+// on the objects made for it.
+func OwnerRef(o client.Object, kind string) metav1.OwnerReference {
 	t := true
 	return metav1.OwnerReference{
 		APIVersion: v1alpha1.GroupVersion.String(), Kind: kind, Name: o.GetName(), UID: o.GetUID(),

@@ -131,7 +131,7 @@ func (r *poolReconciler) startWarmPod(ctx context.Context, pool *v1alpha1.Sandbo
 		ObjectMeta: metav1.ObjectMeta{
 			Name: warmSecret(pod.Name), Namespace: pool.Namespace,
 			Labels:          map[string]string{LabelManaged: "true", LabelPool: pool.Name},
-			OwnerReferences: []metav1.OwnerReference{ownerRef(pool, "SandboxPool")},
+			OwnerReferences: []metav1.OwnerReference{OwnerRef(pool, "SandboxPool")},
 		},
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{TokenKey: []byte(base64.RawURLEncoding.EncodeToString(b[4:]))},

@@ -61,14 +61,16 @@ func (r *sandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	if pod != nil && pod.Name != sbx.Name && status.PodName != pod.Name {
 		// Claimed from a pool, not yet handed over (a crash between the
-		// two, or this very reconcile): hand over, or give the pod up.
-		if err := r.handOver(ctx, &sbx, pod); err != nil {
-			r.cfg.Logger.WarnContext(ctx, "adopting a warm pod failed; starting a pod of its own", "namespace", sbx.Namespace,
-				"sandbox", sbx.Name, "pod", pod.Name, "err", err)
-			r.events.Eventf(&sbx, corev1.EventTypeWarning, "AdoptionFailed", "handing pod %s over failed (%v); starting a pod of its own", pod.Name, err)
-			if err := r.client.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
-				return ctrl.Result{}, err
-			}
+		// two): hand over, or give the pod up.
+		sec, err := r.accessSecret(ctx, &sbx)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		adopted, err := r.adopt(ctx, &sbx, pod, string(sec.Data[TokenKey]))
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if !adopted {
 			pod = nil
 			status.PodName = ""
 		}
@@ -119,9 +121,11 @@ func (r *sandboxReconciler) noPod(ctx context.Context, sbx *v1alpha1.Sandbox, st
 		return nil
 	}
 	sec, err := r.accessSecret(ctx, sbx)
-	if _, ok := sec.Data[TokenKey]; apierrors.IsNotFound(err) || err == nil && !ok {
-		// The driver creates the Secret right after the Sandbox; its
-		// arrival (the Sandbox owns it) triggers the next reconcile.
+	token, ok := sec.Data[TokenKey]
+	if apierrors.IsNotFound(err) || err == nil && !ok {
+		// The driver writes the Secret before the Sandbox; should it come
+		// later, its arrival (watched by its sandbox label) triggers the
+		// next reconcile.
 		setCondition(status, v1alpha1.ConditionReady, false, "WaitingForAccessSecret",
 			fmt.Sprintf("Secret %s with key %s does not exist yet", sbx.Spec.AccessSecretName, TokenKey))
 		return nil
@@ -131,21 +135,19 @@ func (r *sandboxReconciler) noPod(ctx context.Context, sbx *v1alpha1.Sandbox, st
 	}
 	if adoptable(sbx) {
 		pod, err := r.claim(ctx, sbx)
-		if err == nil {
-			err = r.handOver(ctx, sbx, pod)
-			if err == nil {
-				r.events.Eventf(sbx, corev1.EventTypeNormal, "Adopted", "adopted warm pod %s of pool %s", pod.Name, sbx.Spec.PoolRef)
+		switch {
+		case errors.Is(err, errNoWarmPod):
+		case err != nil:
+			return err
+		default:
+			adopted, err := r.adopt(ctx, sbx, pod, string(token))
+			if err != nil {
+				return err
+			}
+			if adopted {
 				observePod(status, pod, false)
 				return nil
 			}
-			r.cfg.Logger.WarnContext(ctx, "adopting a warm pod failed; starting a pod of its own", "namespace", sbx.Namespace,
-				"sandbox", sbx.Name, "pod", pod.Name, "err", err)
-			r.events.Eventf(sbx, corev1.EventTypeWarning, "AdoptionFailed", "handing pod %s over failed (%v); starting a pod of its own", pod.Name, err)
-			if err := r.client.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
-				return err
-			}
-		} else if !errors.Is(err, errNoWarmPod) {
-			return err
 		}
 	}
 	pod := r.podFor(sbx)
