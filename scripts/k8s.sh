@@ -146,6 +146,7 @@ up() {
   command -v runc >/dev/null || need+=(runc)
   command -v iptables >/dev/null || need+=(iptables)
   command -v openssl >/dev/null || need+=(openssl)
+  command -v curl >/dev/null || need+=(curl)
   if [ ${#need[@]} -gt 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
@@ -244,9 +245,11 @@ imageGCHighThresholdPercent: 100
 EOC
   start_bg kubelet "$bin/kubelet" --config "$dir/kubelet/config.yaml" --kubeconfig "$dir/kubeconfig" \
     --root-dir "$dir/kubelet/root" --cert-dir "$dir/kubelet/pki" --node-ip "$node_ip" --hostname-override corral-test-node
-  local kc=(kubectl --kubeconfig "$dir/kubeconfig")
-  wait_for kubelet 60 sh -c "${kc[*]} get node corral-test-node -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
-  wait_for kube-controller-manager 60 "${kc[@]}" -n default get serviceaccount default
+  # Asked with curl: a fresh machine has no kubectl.
+  local api=(curl -sf --cacert "$c/ca.crt" --cert "$c/admin.crt" --key "$c/admin.key")
+  wait_for kubelet 60 sh -c "${api[*]} https://127.0.0.1:6443/api/v1/nodes/corral-test-node |
+    tr -d ' \n' | grep -q '\"type\":\"Ready\",\"status\":\"True\"'"
+  wait_for kube-controller-manager 60 "${api[@]}" -o /dev/null https://127.0.0.1:6443/api/v1/namespaces/default/serviceaccounts/default
 
   cat >"$dir/env" <<EOE
 KUBECONFIG=$dir/kubeconfig

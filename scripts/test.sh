@@ -126,6 +126,7 @@ required=(
   test/e2e.TestKubeEndToEnd
   test/e2e.TestOpenSandboxJavaScriptSDKKube
   test/e2e.TestKubeServerRebuildsFromTheCluster
+  test/e2e.TestKubeCommandsRejectBadInput
 )
 
 

@@ -6,7 +6,9 @@ package e2e
 import (
 	"context"
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -224,5 +226,48 @@ func TestKubeServerRebuildsFromTheCluster(t *testing.T) {
 	}
 	if _, err := c2.GetSandbox(cx, sb3.ID); err != nil {
 		t.Errorf("the sandbox is gone after another server started: %v", err)
+	}
+}
+
+// TestKubeCommandsRejectBadInput: the -tags kube build's commands stop at
+// start with one sentence naming the mistaken flag.
+func TestKubeCommandsRejectBadInput(t *testing.T) {
+	kubetest.RequireKube(t)
+	kubeBinary.Do(func() { kubeBinary.path, kubeBinary.err = testutil.BuildCorralTagged(binDir, "kube") })
+	if kubeBinary.err != nil {
+		t.Fatal(kubeBinary.err)
+	}
+	// A kubeconfig that parses; nothing gets far enough to dial it.
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	serve := []string{"serve", "--runtime", "kubernetes", "--listen", "127.0.0.1:0", "--api-key", testKey}
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"controller", "--kubeconfig", kc}, "--corral-image"},
+		{[]string{"controller", "--kubeconfig", kc, "--corral-image", "x", "--corral-image-pull-policy", "Sometimes"}, "--corral-image-pull-policy"},
+		{[]string{"controller", "--kubeconfig", "/nonexistent/kubeconfig", "--corral-image", "x"}, "kubeconfig"},
+		{append(slices.Clone(serve), "--kubeconfig", kc, "--kube-image-pull-policy", "Sometimes"), "--kube-image-pull-policy"},
+		{append(slices.Clone(serve), "--kubeconfig", kc, "--kube-endpoints", "carrier-pigeon"), "endpoints"},
+		{append(slices.Clone(serve), "--kubeconfig", "/nonexistent/kubeconfig"), "kubeconfig"},
+	} {
+		args := tc.args
+		if args[0] == "serve" {
+			args = append(args, "--data-dir", t.TempDir())
+		}
+		out, err := exec.Command(kubeBinary.path, args...).CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() == 0 || !strings.Contains(string(out), tc.msg) {
+			t.Errorf("corral-kube %s: %v, output %q; want a failure naming %s", strings.Join(tc.args, " "), err, out, tc.msg)
+		}
 	}
 }
