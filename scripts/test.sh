@@ -98,6 +98,7 @@ required=(
   test/e2e.TestCLIShellThroughAPseudoTerminal
   test/e2e.TestDocumentedExamples
   internal/egress/nft.TestEnforcement
+  internal/egress/nflog.TestListenWhilePacketsAreLogged
   internal/egress.TestEnforcerEndToEnd
   internal/driver/uplink.TestAttachRoutesOutAndNowhereElse
   test/e2e.TestOCIEgressPolicy

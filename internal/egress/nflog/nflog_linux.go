@@ -56,6 +56,10 @@ type Packet struct {
 type Reader struct {
 	conn  *netlink.Conn
 	group uint16
+	// pending holds packets that arrived while Listen waited for the
+	// kernel's acknowledgements: once the group is bound, logged packets
+	// and acks share the socket.
+	pending []Packet
 }
 
 // Listen binds group in the network namespace at nsPath.
@@ -106,11 +110,33 @@ func attr(typ uint16, data []byte) []byte {
 func (r *Reader) config(attrs []byte) error {
 	// nfgenmsg: family, version, resource id (the group, big-endian).
 	data := []byte{unix.AF_UNSPEC, unix.NFNETLINK_V0, byte(r.group >> 8), byte(r.group)}
-	_, err := r.conn.Execute(netlink.Message{
+	req, err := r.conn.Send(netlink.Message{
 		Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_ULOG<<8 | msgConfig), Flags: netlink.Request | netlink.Acknowledge},
 		Data:   append(data, attrs...),
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	// Wait for this request's acknowledgement; packets logged meanwhile
+	// (the group is live from the bind on) are kept for Read. A refusal
+	// arrives as an error from Receive.
+	for {
+		msgs, err := r.conn.Receive()
+		if err != nil {
+			return err
+		}
+		acked := false
+		for _, m := range msgs {
+			if m.Header.Type == netlink.Error && m.Header.Sequence == req.Header.Sequence {
+				acked = true
+				continue
+			}
+			r.pending = append(r.pending, packets([]netlink.Message{m})...)
+		}
+		if acked {
+			return nil
+		}
+	}
 }
 
 // Close ends the reader; a blocked Read returns.
@@ -118,10 +144,19 @@ func (r *Reader) Close() error { return r.conn.Close() }
 
 // Read returns the next batch of logged packets.
 func (r *Reader) Read() ([]Packet, error) {
+	if p := r.pending; len(p) > 0 {
+		r.pending = nil
+		return p, nil
+	}
 	msgs, err := r.conn.Receive()
 	if err != nil {
 		return nil, err
 	}
+	return packets(msgs), nil
+}
+
+// packets decodes the logged packets among msgs.
+func packets(msgs []netlink.Message) []Packet {
 	var out []Packet
 	for _, m := range msgs {
 		if m.Header.Type != netlink.HeaderType(unix.NFNL_SUBSYS_ULOG<<8|msgPacket) || len(m.Data) < 4 {
@@ -132,7 +167,7 @@ func (r *Reader) Read() ([]Packet, error) {
 			out = append(out, p)
 		}
 	}
-	return out, nil
+	return out
 }
 
 func parse(attrs []byte) (Packet, error) {
