@@ -14,6 +14,7 @@ import (
 	"github.com/corral-dev/corral/internal/driver/kube"
 	"github.com/corral-dev/corral/internal/kube/controller"
 	"github.com/corral-dev/corral/internal/kube/kubeconfig"
+	"github.com/corral-dev/corral/internal/kube/records"
 )
 
 func runController(ctx context.Context, e *env, args []string) int {
@@ -56,6 +57,17 @@ func runController(ctx context.Context, e *env, args []string) int {
 		return fail(e, "controller: %v", err)
 	}
 	return 0
+}
+
+// kubeRecords keeps the sandbox records of `serve --runtime kubernetes`
+// in the cluster.
+func kubeRecords(ctx context.Context, cfg *serveConfig, log *slog.Logger) (kubeRecordStore, error) {
+	rc, err := kubeconfig.Load(cfg.kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	log.InfoContext(ctx, "sandbox records are kept in the cluster", "namespace", cfg.kubeNamespace, "server_id", cfg.serverID)
+	return records.New(ctx, records.Config{REST: rc, Namespace: cfg.kubeNamespace, ServerID: cfg.serverID})
 }
 
 // kubeDriver is the kubernetes runtime of `serve`.

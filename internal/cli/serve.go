@@ -46,6 +46,7 @@ type serveConfig struct {
 	kubeNamespace    string
 	kubePullPolicy   string
 	kubeEndpoints    string
+	kubeRecords      string
 	configFile       string
 	apiKey           string
 	insecureNoAuth   bool
@@ -254,6 +255,7 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	fs.StringVar(&cfg.serverID, "server-id", "", "this server's identity on a shared backend (its Docker containers and Kubernetes Sandboxes carry it; default: one made at the first start and kept in the data dir). Give it explicitly to keep it when the data dir is lost")
 	fs.StringVar(&cfg.kubeconfig, "kubeconfig", "", "runtime kubernetes: kubeconfig file (default $KUBECONFIG, ~/.kube/config, or the pod's service account)")
 	fs.StringVar(&cfg.kubeNamespace, "kube-namespace", "default", "runtime kubernetes: the namespace of the Sandbox resources")
+	fs.StringVar(&cfg.kubeRecords, "kube-records", "cluster", "runtime kubernetes: where sandbox records are kept: cluster (Secrets in --kube-namespace; replicas with one --server-id share them and the server is stateless) or local (this data dir)")
 	fs.StringVar(&cfg.kubeEndpoints, "kube-endpoints", "auto", "runtime kubernetes: how sandbox ports are reached: pod (addresses; in the cluster or on a node), port-forward (through the API server), auto (pod in a cluster, else port-forward)")
 	fs.StringVar(&cfg.kubePullPolicy, "kube-image-pull-policy", "", "runtime kubernetes: pull policy of sandbox images (Always, IfNotPresent, Never; default: the cluster's)")
 	fs.DurationVar(&cfg.fakeCreateDelay, "fake-create-delay", 0, "runtime fake only: how long each create takes (for tests)")
@@ -268,6 +270,9 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	}
 	if id := cfg.serverID; id != "" && !validServerID(id) {
 		return fail(e, "--server-id %q: want 1 to 63 lower-case letters, digits and '-', starting and ending with a letter or digit", id)
+	}
+	if cfg.kubeRecords != "cluster" && cfg.kubeRecords != "local" {
+		return fail(e, "--kube-records %q: want cluster or local", cfg.kubeRecords)
 	}
 	log, err := newLogger(e.stderr, cfg.logFormat, cfg.logLevel)
 	if err != nil {
@@ -337,8 +342,17 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, log *slog.Logger) (err
 	if err != nil {
 		return err
 	}
+	var recs lifecycle.Records
+	if cfg.runtime == kubeRuntime && cfg.kubeRecords == "cluster" {
+		r, err := kubeRecords(ctx, cfg, log)
+		if err != nil {
+			return fmt.Errorf("runtime %s: records: %w", cfg.runtime, err)
+		}
+		defer r.Close()
+		recs = r
+	}
 	mgr, err := lifecycle.New(lifecycle.Config{
-		Driver: d, DriverName: cfg.runtime, Store: st, Logger: log, MaxTimeout: cfg.maxTimeout,
+		Driver: d, DriverName: cfg.runtime, Store: st, Records: recs, Logger: log, MaxTimeout: cfg.maxTimeout,
 		RecoveryTimeout: cfg.recoveryTimeout, RetainTerminated: cfg.retainTerminated, Secrets: sec,
 		DefaultNetworkPolicy: defaultPolicy,
 	})
@@ -435,4 +449,11 @@ corral: this server had no API key, so it created an admin key for tenant %q.
 
 `, rec.Tenant, key, key)
 	return nil
+}
+
+// kubeRecordStore is the cluster-backed record store of the kubernetes
+// runtime (internal/kube/records in builds with -tags kube).
+type kubeRecordStore interface {
+	lifecycle.SharedRecords
+	io.Closer
 }

@@ -144,7 +144,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*sandbox.Sandb
 	e.op.Lock()
 	defer e.op.Unlock()
 	defer close(e.created)
-	if prev, err := m.st.InsertSandbox(ctx, sb, idem, eventFor(sb, "created")); err != nil {
+	if prev, err := m.rec.InsertSandbox(ctx, sb, idem, eventFor(sb, "created")); err != nil {
 		if prev != nil {
 			// A concurrent request with the same key won the race.
 			sb, found, err := m.replay(ctx, req)
@@ -237,7 +237,7 @@ func errCode(err error, fallback string) string {
 // replay answers a create whose Idempotency-Key is known. found is false
 // when the key is new.
 func (m *Manager) replay(ctx context.Context, req CreateRequest) (_ *sandbox.Sandbox, found bool, _ error) {
-	prev, err := m.st.LookupIdempotency(ctx, req.Tenant, req.IdempotencyKey)
+	prev, err := m.rec.LookupIdempotency(ctx, req.Tenant, req.IdempotencyKey)
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return nil, false, nil
 	}
@@ -264,7 +264,7 @@ func (m *Manager) replay(ctx context.Context, req CreateRequest) (_ *sandbox.San
 	sb := m.current(e)
 	if sb.Status.State == sandbox.StateFailed && sb.Status.Reason == sandbox.ReasonRuntimeUnavailable {
 		// The first try never reached the runtime: this one tries again.
-		if err := m.st.ReleaseIdempotency(ctx, req.Tenant, req.IdempotencyKey, sb.ID); err != nil {
+		if err := m.rec.ReleaseIdempotency(ctx, req.Tenant, req.IdempotencyKey, sb.ID); err != nil {
 			return nil, true, err
 		}
 		return nil, false, nil

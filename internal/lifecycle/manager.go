@@ -37,7 +37,12 @@ type Config struct {
 	// Driver runs the sandboxes; DriverName is recorded with each of them.
 	Driver     driver.Driver
 	DriverName string
-	Store      *store.Store
+	// Store keeps snapshots and, unless Records is set, everything else.
+	Store *store.Store
+	// Records, when set, keeps the sandbox records, their events and the
+	// idempotency keys instead of Store; SharedRecords make the server
+	// stateless (other servers share them).
+	Records Records
 	Logger     *slog.Logger
 	// MaxTimeout bounds a sandbox's time to live; 0 means no bound.
 	MaxTimeout time.Duration
@@ -94,6 +99,9 @@ type Manager struct {
 	log *slog.Logger
 	d   driver.Driver
 	st  *store.Store
+	rec Records
+	// shared is rec when other servers write it too.
+	shared SharedRecords
 
 	// mu guards the maps below and the records they point to. Records are
 	// replaced, never modified in place, so a clone taken under RLock is
@@ -106,6 +114,8 @@ type Manager struct {
 	// unimported holds backend sandboxes an Importer could not read back;
 	// orphan sweeps leave them alone.
 	unimported map[string]bool
+	// watching holds the IDs an exit watcher runs for.
+	watching map[string]bool
 
 	// tasks holds background work queued for Run to start.
 	tasksMu sync.Mutex
@@ -129,15 +139,21 @@ func New(cfg Config) (*Manager, error) {
 		return nil, errors.New("lifecycle: Driver, DriverName and Store are required")
 	}
 	cfg.setDefaults()
-	return &Manager{
-		cfg: cfg, log: cfg.Logger, d: cfg.Driver, st: cfg.Store,
+	m := &Manager{
+		cfg: cfg, log: cfg.Logger, d: cfg.Driver, st: cfg.Store, rec: cfg.Records,
 		sandboxes:  map[string]*entry{},
 		snapshots:  map[string]*sandbox.Snapshot{},
 		expiring:   map[string]bool{},
 		unimported: map[string]bool{},
+		watching:   map[string]bool{},
 		kick:       make(chan struct{}, 1),
 		wake:       make(chan struct{}, 1),
-	}, nil
+	}
+	if m.rec == nil {
+		m.rec = cfg.Store
+	}
+	m.shared, _ = m.rec.(SharedRecords)
+	return m, nil
 }
 
 // DriverName is the name of the runtime sandboxes run on.
@@ -155,15 +171,29 @@ func notFound(id string) error {
 }
 
 // lookup returns the entry of a tenant's sandbox. Another tenant's sandbox
-// is not found, exactly like a missing one.
-func (m *Manager) lookup(tenant, id string) (*entry, error) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	e, ok := m.sandboxes[id]
-	if !ok || e.sb.Tenant != tenant {
+// is not found, exactly like a missing one. With shared records, a
+// sandbox another server created a moment ago may not have reached this
+// one yet: it is read from the store before being called missing.
+func (m *Manager) lookup(ctx context.Context, tenant, id string) (*entry, error) {
+	e := m.entryOf(tenant, id)
+	if e == nil && m.shared != nil && sandbox.PlausibleID(id) {
+		m.refresh(ctx, id)
+		e = m.entryOf(tenant, id)
+	}
+	if e == nil {
 		return nil, notFound(id)
 	}
 	return e, nil
+}
+
+// entryOf returns the entry of a tenant's sandbox, or nil.
+func (m *Manager) entryOf(tenant, id string) *entry {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if e, ok := m.sandboxes[id]; ok && e.sb.Tenant == tenant {
+		return e
+	}
+	return nil
 }
 
 // current returns a clone of e's record.
@@ -174,13 +204,21 @@ func (m *Manager) current(e *entry) *sandbox.Sandbox {
 }
 
 // commit persists next with ev and then makes it the current record of e.
+// When another server changed the record first (shared records), e takes
+// the newest revision and the error says to retry.
 func (m *Manager) commit(ctx context.Context, e *entry, next *sandbox.Sandbox, evType string) error {
 	ev := eventFor(next, evType)
-	if err := m.st.UpdateSandbox(ctx, next, ev); err != nil {
+	if err := m.rec.UpdateSandbox(ctx, next, ev); err != nil {
+		if errors.Is(err, store.ErrConflict) && m.shared != nil {
+			m.refresh(ctx, next.ID)
+			return conflict(next.ID)
+		}
 		return err
 	}
 	m.mu.Lock()
-	e.sb = next
+	if e.sb.Version == "" || !newer(e.sb.Version, next.Version) {
+		e.sb = next
+	}
 	m.mu.Unlock()
 	m.wakeReaper()
 	attrs := []any{"state", next.Status.State.String(), "reason", next.Status.Reason}
@@ -194,7 +232,7 @@ func (m *Manager) commit(ctx context.Context, e *entry, next *sandbox.Sandbox, e
 // remove deletes e's record from the store and from memory.
 func (m *Manager) remove(ctx context.Context, e *entry, evType string) error {
 	sb := m.current(e)
-	if err := m.st.DeleteSandbox(ctx, sb.ID, eventFor(sb, evType)); err != nil {
+	if err := m.rec.DeleteSandbox(ctx, sb.ID, eventFor(sb, evType)); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -213,9 +251,23 @@ func eventFor(sb *sandbox.Sandbox, evType string) *store.Event {
 	}
 }
 
-// Get returns a tenant's sandbox.
-func (m *Manager) Get(_ context.Context, tenant, id string) (*sandbox.Sandbox, error) {
-	e, err := m.lookup(tenant, id)
+// Get returns a tenant's sandbox. With shared records, one in the middle
+// of a transition is read from the store: another server may have just
+// finished it (a create answered Running there is not Pending here).
+func (m *Manager) Get(ctx context.Context, tenant, id string) (*sandbox.Sandbox, error) {
+	e, err := m.lookup(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	if sb := m.current(e); m.shared == nil || !transitional(sb.Status.State) {
+		return sb, nil
+	}
+	m.refresh(ctx, id)
+	return m.lookupCurrent(ctx, tenant, id)
+}
+
+func (m *Manager) lookupCurrent(ctx context.Context, tenant, id string) (*sandbox.Sandbox, error) {
+	e, err := m.lookup(ctx, tenant, id)
 	if err != nil {
 		return nil, err
 	}
@@ -226,10 +278,10 @@ func (m *Manager) Get(_ context.Context, tenant, id string) (*sandbox.Sandbox, e
 // (lifecycle transitions and egress decisions), oldest first; typePrefix
 // filters by type ("egress" selects egress.dns, egress.connection...).
 func (m *Manager) Events(ctx context.Context, tenant, id string, after int64, limit int, typePrefix string) ([]store.Event, error) {
-	if _, err := m.lookup(tenant, id); err != nil {
+	if _, err := m.lookup(ctx, tenant, id); err != nil {
 		return nil, err
 	}
-	return m.st.Events(ctx, id, after, limit, typePrefix)
+	return m.rec.Events(ctx, id, after, limit, typePrefix)
 }
 
 // SecretGrants tells the secrets socket about sandbox id: its tenant,

@@ -26,7 +26,7 @@ func invalidState(sb *sandbox.Sandbox, want string) error {
 // Pause freezes a Running sandbox and returns once it is Paused.
 func (m *Manager) Pause(ctx context.Context, tenant, id string) error {
 	p, ok := m.d.(driver.Pauser)
-	e, err := m.lookup(tenant, id)
+	e, err := m.lookup(ctx, tenant, id)
 	if err != nil {
 		return err
 	}
@@ -48,7 +48,7 @@ func (m *Manager) Pause(ctx context.Context, tenant, id string) error {
 // Resume thaws a Paused sandbox and returns once it is Running.
 func (m *Manager) Resume(ctx context.Context, tenant, id string) error {
 	p, ok := m.d.(driver.Pauser)
-	e, err := m.lookup(tenant, id)
+	e, err := m.lookup(ctx, tenant, id)
 	if err != nil {
 		return err
 	}
@@ -100,7 +100,11 @@ func (m *Manager) flip(ctx context.Context, e *entry, sb *sandbox.Sandbox, f fli
 
 // Renew moves a sandbox's expiry to at and returns the new expiry.
 func (m *Manager) Renew(ctx context.Context, tenant, id string, at time.Time) (time.Time, error) {
-	e, err := m.lookup(tenant, id)
+	return retryConflicts(func() (time.Time, error) { return m.renew(ctx, tenant, id, at) })
+}
+
+func (m *Manager) renew(ctx context.Context, tenant, id string, at time.Time) (time.Time, error) {
+	e, err := m.lookup(ctx, tenant, id)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -137,7 +141,11 @@ func (m *Manager) Renew(ctx context.Context, tenant, id string, at time.Time) (t
 
 // PatchMetadata applies an RFC 7396 merge patch to a sandbox's metadata.
 func (m *Manager) PatchMetadata(ctx context.Context, tenant, id string, patch map[string]*string) (*sandbox.Sandbox, error) {
-	e, err := m.lookup(tenant, id)
+	return retryConflicts(func() (*sandbox.Sandbox, error) { return m.patchMetadata(ctx, tenant, id, patch) })
+}
+
+func (m *Manager) patchMetadata(ctx context.Context, tenant, id string, patch map[string]*string) (*sandbox.Sandbox, error) {
+	e, err := m.lookup(ctx, tenant, id)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +174,12 @@ func (m *Manager) PatchMetadata(ctx context.Context, tenant, id string, patch ma
 // removed everything; if the runtime fails, the sandbox stays Stopping and
 // the removal is retried in the background.
 func (m *Manager) Delete(ctx context.Context, tenant, id string) error {
-	e, err := m.lookup(tenant, id)
+	_, err := retryConflicts(func() (struct{}, error) { return struct{}{}, m.delete(ctx, tenant, id) })
+	return err
+}
+
+func (m *Manager) delete(ctx context.Context, tenant, id string) error {
+	e, err := m.lookup(ctx, tenant, id)
 	if err != nil {
 		return err
 	}
@@ -219,7 +232,7 @@ func (m *Manager) stop(ctx context.Context, e *entry, reason, message string) er
 // Endpoint returns a host-reachable address for a port of a sandbox, and the
 // sandbox as it was when resolved.
 func (m *Manager) Endpoint(ctx context.Context, tenant, id string, port int) (netip.AddrPort, *sandbox.Sandbox, error) {
-	e, err := m.lookup(tenant, id)
+	e, err := m.lookup(ctx, tenant, id)
 	if err != nil {
 		return netip.AddrPort{}, nil, err
 	}

@@ -121,7 +121,7 @@ func (m *Manager) maintain(ctx context.Context, grace time.Duration) {
 	m.mu.RLock()
 	var retry []*entry
 	for _, e := range m.sandboxes {
-		if e.sb.Status.State == sandbox.StateStopping || e.sb.Status.Reason == sandbox.ReasonRecovering {
+		if (e.sb.Status.State == sandbox.StateStopping || e.sb.Status.Reason == sandbox.ReasonRecovering) && !m.busyElsewhere(e.sb) {
 			retry = append(retry, e)
 		}
 	}
@@ -133,7 +133,7 @@ func (m *Manager) maintain(ctx context.Context, grace time.Duration) {
 	// made is imported, not destroyed.
 	m.importUnknown(ctx)
 	m.sweepOrphans(ctx, grace)
-	if err := m.st.PurgeIdempotency(ctx, time.Now().Add(-m.cfg.IdempotencyTTL)); err != nil {
+	if err := m.rec.PurgeIdempotency(ctx, time.Now().Add(-m.cfg.IdempotencyTTL)); err != nil {
 		m.log.WarnContext(ctx, "purge idempotency keys", "err", err)
 	}
 }

@@ -26,7 +26,14 @@ func (m *Manager) Start(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.RecoveryTimeout)
 	defer cancel()
 	started := time.Now()
-	rows, err := m.st.LoadSandboxes(ctx)
+	if m.shared != nil {
+		// Followed first, so nothing written between the load and the
+		// watch is missed.
+		if err := m.shared.Follow(context.WithoutCancel(ctx), m.followed, m.unfollowed); err != nil {
+			return err
+		}
+	}
+	rows, err := m.rec.LoadSandboxes(ctx)
 	if err != nil {
 		return err
 	}
@@ -36,9 +43,10 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	m.mu.Lock()
 	for _, sb := range rows {
-		e := &entry{sb: sb, created: make(chan struct{})}
-		close(e.created)
-		m.sandboxes[sb.ID] = e
+		if e, ok := m.sandboxes[sb.ID]; ok && !newer(sb.Version, e.sb.Version) {
+			continue // followed already
+		}
+		m.sandboxes[sb.ID] = newEntry(sb)
 	}
 	for _, sn := range snaps {
 		m.snapshots[sn.ID] = sn
@@ -87,6 +95,9 @@ func (m *Manager) recoverEntry(ctx context.Context, e *entry) {
 		return
 	}
 	sb := m.current(e)
+	if m.busyElsewhere(sb) {
+		return
+	}
 	if err := m.reconcile(ctx, e, sb); err != nil {
 		m.log.WarnContext(ctx, "recover sandbox; will retry", "sandbox_id", sb.ID, "err", err)
 		if sb.Status.State != sandbox.StateStopping && sb.Status.Reason != sandbox.ReasonRecovering {
@@ -261,11 +272,10 @@ func (m *Manager) insertImported(ctx context.Context, in *driver.Imported) error
 	if sp.ExpiresAt.IsZero() {
 		sb.ExpiresAt = time.Time{}
 	}
-	if _, err := m.st.InsertSandbox(ctx, sb, nil, eventFor(sb, "imported")); err != nil {
+	if _, err := m.rec.InsertSandbox(ctx, sb, nil, eventFor(sb, "imported")); err != nil {
 		return err
 	}
-	e := &entry{sb: sb, created: make(chan struct{})}
-	close(e.created)
+	e := newEntry(sb)
 	m.mu.Lock()
 	m.sandboxes[sb.ID] = e
 	m.mu.Unlock()

@@ -51,7 +51,7 @@ func (m *Manager) CreateSnapshot(ctx context.Context, tenant, sandboxID, name st
 	if err != nil {
 		return nil, err
 	}
-	e, err := m.lookup(tenant, sandboxID)
+	e, err := m.lookup(ctx, tenant, sandboxID)
 	if err != nil {
 		return nil, err
 	}

@@ -14,9 +14,23 @@ import (
 	"github.com/corral-dev/corral/internal/sandbox"
 )
 
-// watch starts a goroutine that waits for the sandbox's entrypoint to exit.
+// watch starts a goroutine that waits for the sandbox's entrypoint to
+// exit, unless one already does.
 func (m *Manager) watch(id string) {
-	m.spawn(func(ctx context.Context) { m.waitExit(ctx, id) })
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.watching[id] {
+		return
+	}
+	m.watching[id] = true
+	m.spawn(func(ctx context.Context) {
+		defer func() {
+			m.mu.Lock()
+			delete(m.watching, id)
+			m.mu.Unlock()
+		}()
+		m.waitExit(ctx, id)
+	})
 }
 
 func (m *Manager) waitExit(ctx context.Context, id string) {

@@ -93,6 +93,10 @@ type Sandbox struct {
 	EgressToken Token
 	// UpdatedAt is when the record last changed.
 	UpdatedAt time.Time
+	// Version is the stored record's revision where the record store
+	// versions records (a shared store, for optimistic concurrency);
+	// opaque, empty otherwise.
+	Version string
 }
 
 // Clone returns a deep copy, so records handed out cannot alias the stored one.
@@ -143,6 +147,21 @@ func (s *Sandbox) SetStatus(state State, reason, message string, now time.Time) 
 	s.Status.State, s.Status.Reason, s.Status.Message = state, reason, message
 	s.UpdatedAt = now
 	return nil
+}
+
+// PlausibleID reports whether id could name a sandbox: 1 to 63 lower-case
+// letters, digits and '-' (IDs are UUIDs; runtimes name objects after
+// them). Anything else is not looked up anywhere.
+func PlausibleID(id string) bool {
+	if len(id) == 0 || len(id) > 63 {
+		return false
+	}
+	for _, c := range id {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+			return false
+		}
+	}
+	return true
 }
 
 // NewID returns a random RFC 4122 version 4 UUID, the form OpenSandbox uses.

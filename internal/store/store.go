@@ -157,6 +157,11 @@ func mustJSON(v any) string {
 	return string(b)
 }
 
+// ErrConflict is what a store that versions records (a cluster-backed
+// one) returns when a record changed since the revision an update was
+// computed from.
+var ErrConflict = errors.New("the record changed since it was read")
+
 // Event is one entry of the event log.
 type Event struct {
 	Seq       int64

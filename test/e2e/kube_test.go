@@ -165,14 +165,15 @@ func podGone(t *testing.T, w kubeWorld, id string) {
 	})
 }
 
-// TestKubeServerRebuildsFromTheCluster: a server whose database is lost
-// (a new data dir) but that keeps its --server-id finds its sandboxes in
-// the cluster and imports them — metadata, expiry, token — instead of
-// deleting them as orphans; commands and deletes work through it.
+// TestKubeServerRebuildsFromTheCluster: a server keeping its records in
+// its data dir (--kube-records local) that lost its database (a new data
+// dir) but keeps its --server-id finds its sandboxes in the cluster and
+// imports them — metadata, expiry, token — instead of deleting them as
+// orphans; commands and deletes work through it.
 func TestKubeServerRebuildsFromTheCluster(t *testing.T) {
 	w := newKubeWorld(t)
 	args := []string{"--runtime", "kubernetes", "--kubeconfig", w.c.Kubeconfig, "--kube-namespace", w.ns,
-		"--kube-image-pull-policy", "Never", "--server-id", "rebuild-test"}
+		"--kube-image-pull-policy", "Never", "--kube-records", "local", "--server-id", "rebuild-test"}
 	s := startServerOf(t, w.bin, t.TempDir(), args...)
 	c := s.client(t)
 	cx := ctx(t)
@@ -227,6 +228,134 @@ func TestKubeServerRebuildsFromTheCluster(t *testing.T) {
 	if _, err := c2.GetSandbox(cx, sb3.ID); err != nil {
 		t.Errorf("the sandbox is gone after another server started: %v", err)
 	}
+}
+
+// TestKubeReplicasShareTheCluster: two servers with one --server-id and
+// their own (empty) data dirs keep their records in the cluster and
+// answer identically — a sandbox created on one is read, commanded,
+// renewed, patched and deleted through the other; an Idempotency-Key
+// binds once across both; concurrent renews through both all succeed
+// (optimistic concurrency retried); a replica started later with an empty
+// data dir knows everything.
+func TestKubeReplicasShareTheCluster(t *testing.T) {
+	w := newKubeWorld(t)
+	args := []string{"--runtime", "kubernetes", "--kubeconfig", w.c.Kubeconfig, "--kube-namespace", w.ns,
+		"--kube-image-pull-policy", "Never", "--server-id", "replicas"}
+	a := startServerOf(t, w.bin, t.TempDir(), args...)
+	b := startServerOf(t, w.bin, t.TempDir(), args...)
+	ca, cb := a.client(t), b.client(t)
+	cx := ctx(t)
+	req := ociCreate(w.busybox)
+	req.Metadata = map[string]string{"team": "a"}
+	sb, err := ca.CreateSandbox(cx, req, sdk.CreateOptions{IdempotencyKey: "replica-key"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Read through the other replica at once: no waiting for a watch.
+	ga, err := ca.GetSandbox(cx, sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gb, err := cb.GetSandbox(cx, sb.ID)
+	if err != nil {
+		t.Fatalf("the other replica does not know the sandbox: %v", err)
+	}
+	if gb.Status.State != api.StateRunning || gb.Metadata["team"] != "a" || !gb.CreatedAt.Equal(ga.CreatedAt) ||
+		gb.ExpiresAt == nil || !gb.ExpiresAt.Equal(*ga.ExpiresAt) {
+		t.Errorf("replica b answers %+v, replica a %+v", gb, ga)
+	}
+	again, err := cb.CreateSandbox(cx, req, sdk.CreateOptions{IdempotencyKey: "replica-key"})
+	if err != nil || again.ID != sb.ID {
+		t.Errorf("the same Idempotency-Key on the other replica made %v (%v), want %s", again, err, sb.ID)
+	}
+	x, err := cb.Sandbox(cx, sb.ID, sdk.SandboxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, _, code, err := x.Run(cx, "echo via b", sdk.CommandOptions{}); err != nil || code != 0 || out != "via b\n" {
+		t.Errorf("command through replica b = %q, %d, %v", out, code, err)
+	}
+
+	// Renews through both replicas at once all succeed; the record ends
+	// at one of them and both replicas agree.
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := range 8 {
+		c := ca
+		if i%2 == 1 {
+			c = cb
+		}
+		wg.Go(func() {
+			_, err := c.RenewSandbox(cx, sb.ID, time.Now().Add(time.Duration(2+i)*time.Hour))
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("concurrent renew: %v", err)
+		}
+	}
+	if _, err := cb.PatchMetadata(cx, sb.ID, map[string]*string{"team": new("b")}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "both replicas to agree", func() bool {
+		ga, errA := ca.GetSandbox(cx, sb.ID)
+		gb, errB := cb.GetSandbox(cx, sb.ID)
+		return errA == nil && errB == nil && ga.Metadata["team"] == "b" && gb.Metadata["team"] == "b" &&
+			ga.ExpiresAt.Equal(*gb.ExpiresAt) && ga.ExpiresAt.After(time.Now().Add(90*time.Minute))
+	})
+	var cr v1alpha1.Sandbox
+	if err := w.c.Client.Get(cx, client.ObjectKey{Namespace: w.ns, Name: sb.ID}, &cr); err != nil {
+		t.Fatal(err)
+	}
+	// The Sandbox keeps whole seconds: the record's expiry rounded up.
+	gb, err = cb.GetSandbox(cx, sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cr.Spec.ExpireTime == nil || !cr.Spec.ExpireTime.Time.Equal(gb.ExpiresAt.Add(time.Second-1).Truncate(time.Second)) {
+		t.Errorf("the Sandbox's expireTime %v does not match the record's %v", cr.Spec.ExpireTime, gb.ExpiresAt)
+	}
+	evs, err := ca.Events(cx, sb.ID, sdk.EventOptions{})
+	if err != nil || len(evs.Items) < 4 {
+		t.Errorf("events = %+v, %v", evs, err)
+	}
+
+	// A replica that starts later, with an empty data dir, knows it all.
+	sb2, err := cb.CreateSandbox(cx, ociCreate(w.busybox), sdk.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c3 := startServerOf(t, w.bin, t.TempDir(), args...).client(t)
+	l, err := c3.ListSandboxes(cx, sdk.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, it := range l.Items {
+		ids = append(ids, it.ID)
+	}
+	if slices.Sort(ids); len(ids) != 2 || !slices.Contains(ids, sb.ID) || !slices.Contains(ids, sb2.ID) {
+		t.Errorf("a new replica lists %v, want %s and %s", ids, sb.ID, sb2.ID)
+	}
+
+	// Deleted through b: gone on a and b at once, pod removed.
+	if err := cb.DeleteSandbox(cx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]*sdk.Client{"a": ca, "b": cb, "c": c3} {
+		testutil.WaitFor(t, 10*time.Second, "replica "+name+" to forget the deleted sandbox", func() bool {
+			_, err := c.GetSandbox(cx, sb.ID)
+			return errors.Is(err, sdk.ErrNotFound)
+		})
+	}
+	podGone(t, w, sb.ID)
+	if err := ca.DeleteSandbox(cx, sb2.ID); err != nil {
+		t.Fatal(err)
+	}
+	podGone(t, w, sb2.ID)
 }
 
 // TestKubeCommandsRejectBadInput: the -tags kube build's commands stop at

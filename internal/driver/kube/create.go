@@ -138,7 +138,7 @@ func (d *Driver) sandboxFor(spec driver.Spec) *v1alpha1.Sandbox {
 		},
 	}
 	if !spec.ExpiresAt.IsZero() {
-		sbx.Spec.ExpireTime = &metav1.Time{Time: spec.ExpiresAt}
+		sbx.Spec.ExpireTime = expireTime(spec.ExpiresAt)
 	}
 	if spec.Image.Username != "" || spec.Image.Password != "" {
 		sbx.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: pullSecret(spec.ID)}}

@@ -352,7 +352,7 @@ func (d *Driver) SetExpiry(ctx context.Context, id string, at time.Time) error {
 		return err
 	}
 	patch := client.MergeFrom(sbx.DeepCopy())
-	sbx.Spec.ExpireTime = &metav1.Time{Time: at}
+	sbx.Spec.ExpireTime = expireTime(at)
 	return apiErr("renew sandbox "+id, d.c.Patch(ctx, sbx, patch))
 }
 
@@ -455,6 +455,16 @@ func apiErr(op string, err error) error {
 		return errdefs.Wrap(errdefs.ErrFailedPrecondition, "KUBE_CONFLICT", op+": "+err.Error(), err)
 	}
 	return errdefs.Wrap(errdefs.ErrUnavailable, "KUBE_UNAVAILABLE", op+": "+err.Error(), err)
+}
+
+// expireTime is at as the Sandbox's expireTime, which keeps whole
+// seconds: rounded up, so the controller never deletes a sandbox before
+// the time the user was promised.
+func expireTime(at time.Time) *metav1.Time {
+	if t := at.Truncate(time.Second); t.Before(at) {
+		at = t.Add(time.Second)
+	}
+	return &metav1.Time{Time: at}
 }
 
 // Import reads a running sandbox back from its Sandbox resource and its

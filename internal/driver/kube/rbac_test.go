@@ -19,6 +19,9 @@ import (
 	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
 	"github.com/corral-dev/corral/internal/kube/controller"
 	"github.com/corral-dev/corral/internal/kube/kubetest"
+	"github.com/corral-dev/corral/internal/kube/records"
+	"github.com/corral-dev/corral/internal/sandbox"
+	"github.com/corral-dev/corral/internal/store"
 	"github.com/corral-dev/corral/internal/testutil"
 )
 
@@ -133,5 +136,35 @@ func TestLeastPrivilege(t *testing.T) {
 		if err := d.Destroy(ctx, spec.ID); err != nil {
 			t.Fatal(err)
 		}
+	}
+
+	// The records a stateless server keeps in the cluster.
+	recs, err := records.New(dctx, records.Config{REST: c.As(ns, "corral-server"), Namespace: ns, ServerID: "rbac"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer recs.Close()
+	now := time.Now().UTC()
+	sb := &sandbox.Sandbox{ID: randID(), Tenant: "t", CreatedAt: now, UpdatedAt: now, Driver: Name,
+		Status: sandbox.Status{State: sandbox.StatePending, LastTransitionAt: now}}
+	idem := &store.Idempotency{Tenant: "t", Key: "k", SandboxID: sb.ID, CreatedAt: now}
+	if _, err := recs.InsertSandbox(ctx, sb, idem, nil); err != nil {
+		t.Fatal(err)
+	}
+	sb.Status.State = sandbox.StateRunning
+	if err := recs.UpdateSandbox(ctx, sb, &store.Event{Type: "started"}); err != nil {
+		t.Fatal(err)
+	}
+	if evs, err := recs.Events(ctx, sb.ID, 0, 0, ""); err != nil || len(evs) != 1 {
+		t.Errorf("events = %v, %v", evs, err)
+	}
+	if got, err := recs.LookupIdempotency(ctx, "t", "k"); err != nil || got.SandboxID != sb.ID {
+		t.Errorf("idempotency = %+v, %v", got, err)
+	}
+	if err := recs.PurgeIdempotency(ctx, now.Add(time.Minute)); err != nil {
+		t.Error(err)
+	}
+	if err := recs.DeleteSandbox(ctx, sb.ID, nil); err != nil {
+		t.Error(err)
 	}
 }

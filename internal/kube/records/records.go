@@ -1,0 +1,504 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package records keeps the lifecycle's sandbox records in the cluster,
+// so that `corral serve --runtime kubernetes` holds no sandbox state of its
+// own and several replicas serve the same sandboxes: each record (with its
+// access tokens and its recent events) is a Secret, every write is
+// conditional on the revision it was computed from, and an informer feeds
+// every server each change. Idempotency keys are Secrets named after the
+// key, so two servers cannot bind one key twice.
+package records
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/sandbox"
+	"github.com/corral-dev/corral/internal/store"
+)
+
+// Labels of the Secrets this package writes.
+const (
+	LabelRecord      = "corral.dev/record"
+	LabelIdempotency = "corral.dev/idempotency"
+)
+
+// Data keys of a record Secret.
+const (
+	keyRecord = "record"
+	keyEvents = "events"
+)
+
+// MaxEvents is how many of a sandbox's most recent events its record keeps.
+const MaxEvents = 64
+
+// Config configures Records.
+type Config struct {
+	REST      *rest.Config
+	Namespace string
+	// ServerID separates the records of servers sharing a namespace; the
+	// replicas of one server share it.
+	ServerID string
+}
+
+// Records is a lifecycle.SharedRecords in a namespace's Secrets.
+type Records struct {
+	cfg    Config
+	ours   labels.Set
+	c      client.Client // writes, and fresh reads where a stale one would do harm
+	cache  cache.Cache
+	inf    cache.Informer
+	stop   context.CancelFunc
+	done   chan struct{}
+}
+
+// New connects to the cluster and fills the cache before it returns.
+func New(ctx context.Context, cfg Config) (*Records, error) {
+	if cfg.REST == nil || cfg.Namespace == "" || cfg.ServerID == "" {
+		return nil, errors.New("records: REST, Namespace and ServerID are required")
+	}
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	ours := labels.Set{driver.LabelManaged: "true", driver.LabelServer: cfg.ServerID}
+	sel := labels.SelectorFromSet(labels.Merge(ours, labels.Set{LabelRecord: "true"}))
+	ca, err := cache.New(cfg.REST, cache.Options{
+		Scheme:            scheme,
+		DefaultNamespaces: map[string]cache.Config{cfg.Namespace: {}},
+		ByObject:          map[client.Object]cache.ByObject{&corev1.Secret{}: {Label: sel}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("records: %w", err)
+	}
+	c, err := client.New(cfg.REST, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("records: %w", err)
+	}
+	inf, err := ca.GetInformer(ctx, &corev1.Secret{})
+	if err != nil {
+		return nil, fmt.Errorf("records: %w", err)
+	}
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	r := &Records{cfg: cfg, ours: ours, c: c, cache: ca, inf: inf, stop: stop, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		_ = ca.Start(runCtx)
+	}()
+	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if !ca.WaitForCacheSync(syncCtx) {
+		r.Close()
+		return nil, errdefs.Newf(errdefs.ErrUnavailable, "KUBE_UNAVAILABLE",
+			"records: could not list Secrets in namespace %s (may this server list and watch them?)", cfg.Namespace)
+	}
+	return r, nil
+}
+
+// Close stops the cache.
+func (r *Records) Close() error {
+	r.stop()
+	<-r.done
+	return nil
+}
+
+// recordName is the Secret holding sandbox id's record.
+func recordName(id string) string { return "corral-" + id + "-record" }
+
+// idemName is the Secret binding a tenant's idempotency key: named after
+// a digest of both, so creating it is the atomic claim.
+func idemName(tenant, key string) string {
+	sum := sha256.Sum256([]byte(tenant + "\x00" + key))
+	return "corral-idem-" + hex.EncodeToString(sum[:20])
+}
+
+// doc is a record's stored form.
+type doc struct {
+	ID            string            `json:"id"`
+	Tenant        string            `json:"tenant"`
+	State         string            `json:"state"`
+	Reason        string            `json:"reason,omitempty"`
+	Message       string            `json:"message,omitempty"`
+	TransitionAt  time.Time         `json:"lastTransitionAt"`
+	Image         string            `json:"image,omitempty"`
+	SnapshotID    string            `json:"snapshotId,omitempty"`
+	Platform      *sandbox.Platform `json:"platform,omitempty"`
+	Entrypoint    []string          `json:"entrypoint,omitempty"`
+	Metadata      map[string]string `json:"metadata,omitempty"`
+	Resources     map[string]string `json:"resources,omitempty"`
+	Extensions    map[string]string `json:"extensions,omitempty"`
+	NetworkPolicy json.RawMessage   `json:"networkPolicy,omitempty"`
+	CreatedAt     time.Time         `json:"createdAt"`
+	ExpiresAt     *time.Time        `json:"expiresAt,omitempty"`
+	UpdatedAt     time.Time         `json:"updatedAt"`
+	Driver        string            `json:"driver"`
+	Handle        json.RawMessage   `json:"handle,omitempty"`
+	ExecdToken    string            `json:"execdToken"`
+	EgressToken   string            `json:"egressToken"`
+}
+
+func encode(sb *sandbox.Sandbox) ([]byte, error) {
+	d := doc{
+		ID: sb.ID, Tenant: sb.Tenant, State: sb.Status.State.String(), Reason: sb.Status.Reason, Message: sb.Status.Message,
+		TransitionAt: sb.Status.LastTransitionAt, SnapshotID: sb.SnapshotID, Platform: sb.Platform, Entrypoint: sb.Entrypoint,
+		Metadata: sb.Metadata, Resources: sb.Resources.Map(), Extensions: sb.Extensions, NetworkPolicy: sb.NetworkPolicy,
+		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, Driver: sb.Driver, Handle: sb.Handle,
+		ExecdToken: string(sb.ExecdToken), EgressToken: string(sb.EgressToken),
+	}
+	if sb.Image != nil {
+		d.Image = sb.Image.URI
+	}
+	if !sb.ExpiresAt.IsZero() {
+		t := sb.ExpiresAt
+		d.ExpiresAt = &t
+	}
+	return json.Marshal(d)
+}
+
+// decode reads a record Secret back; Version is its resourceVersion.
+func decode(s *corev1.Secret) (*sandbox.Sandbox, error) {
+	var d doc
+	if err := json.Unmarshal(s.Data[keyRecord], &d); err != nil {
+		return nil, fmt.Errorf("record %s: %w", s.Name, err)
+	}
+	state, err := sandbox.ParseState(d.State)
+	if err != nil {
+		return nil, fmt.Errorf("record %s: %w", s.Name, err)
+	}
+	res, err := sandbox.ParseResources(d.Resources)
+	if err != nil {
+		return nil, fmt.Errorf("record %s: %w", s.Name, err)
+	}
+	sb := &sandbox.Sandbox{
+		ID: d.ID, Tenant: d.Tenant, SnapshotID: d.SnapshotID, Platform: d.Platform, Entrypoint: d.Entrypoint,
+		Metadata: d.Metadata, Resources: res, Extensions: d.Extensions, NetworkPolicy: d.NetworkPolicy,
+		Status:    sandbox.Status{State: state, Reason: d.Reason, Message: d.Message, LastTransitionAt: d.TransitionAt},
+		CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt, Driver: d.Driver, Handle: d.Handle,
+		ExecdToken: sandbox.Token(d.ExecdToken), EgressToken: sandbox.Token(d.EgressToken), Version: s.ResourceVersion,
+	}
+	if d.Image != "" {
+		sb.Image = &sandbox.Image{URI: d.Image}
+	}
+	if d.ExpiresAt != nil {
+		sb.ExpiresAt = *d.ExpiresAt
+	}
+	return sb, nil
+}
+
+// appendEvent returns events (JSON) with ev added, numbered after the
+// last one, keeping the newest MaxEvents.
+func appendEvent(events []byte, ev *store.Event) ([]byte, error) {
+	var evs []store.Event
+	if len(events) > 0 {
+		if err := json.Unmarshal(events, &evs); err != nil {
+			return nil, err
+		}
+	}
+	if ev != nil {
+		e := *ev
+		e.Seq = 1
+		if n := len(evs); n > 0 {
+			e.Seq = evs[n-1].Seq + 1
+		}
+		evs = append(evs, e)
+		if len(evs) > MaxEvents {
+			evs = evs[len(evs)-MaxEvents:]
+		}
+	}
+	return json.Marshal(evs)
+}
+
+func (r *Records) meta(name string, kind string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: r.cfg.Namespace, Labels: labels.Merge(r.ours, labels.Set{kind: "true"})}
+}
+
+// InsertSandbox creates sb's record Secret, after claiming idem's key.
+func (r *Records) InsertSandbox(ctx context.Context, sb *sandbox.Sandbox, idem *store.Idempotency, ev *store.Event) (*store.Idempotency, error) {
+	rec, err := encode(sb)
+	if err != nil {
+		return nil, err
+	}
+	events, err := appendEvent(nil, ev)
+	if err != nil {
+		return nil, err
+	}
+	if idem != nil {
+		if prev, err := r.claim(ctx, idem); err != nil {
+			return prev, err
+		}
+	}
+	s := &corev1.Secret{ObjectMeta: r.meta(recordName(sb.ID), LabelRecord), Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{keyRecord: rec, keyEvents: events}}
+	if err := r.c.Create(ctx, s); err != nil {
+		if idem != nil {
+			_ = r.ReleaseIdempotency(context.WithoutCancel(ctx), idem.Tenant, idem.Key, sb.ID)
+		}
+		return nil, apiErr("store the record of sandbox "+sb.ID, err)
+	}
+	sb.Version = s.ResourceVersion
+	return nil, nil
+}
+
+// claim creates idem's Secret; if the key is taken it returns the binding
+// with ErrAlreadyExists.
+func (r *Records) claim(ctx context.Context, idem *store.Idempotency) (*store.Idempotency, error) {
+	b, err := json.Marshal(idem)
+	if err != nil {
+		return nil, err
+	}
+	s := &corev1.Secret{ObjectMeta: r.meta(idemName(idem.Tenant, idem.Key), LabelIdempotency), Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{"binding": b}}
+	err = r.c.Create(ctx, s)
+	if apierrors.IsAlreadyExists(err) {
+		prev, lerr := r.LookupIdempotency(ctx, idem.Tenant, idem.Key)
+		if lerr != nil {
+			return nil, lerr
+		}
+		return prev, fmt.Errorf("idempotency key %q: %w", idem.Key, errdefs.ErrAlreadyExists)
+	}
+	return nil, apiErr("store an idempotency key", err)
+}
+
+// UpdateSandbox rewrites sb's record if it is still at sb.Version.
+func (r *Records) UpdateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev *store.Event) error {
+	base, err := r.revision(ctx, sb.ID, sb.Version)
+	if err != nil {
+		return err
+	}
+	rec, err := encode(sb)
+	if err != nil {
+		return err
+	}
+	events, err := appendEvent(base.Data[keyEvents], ev)
+	if err != nil {
+		return fmt.Errorf("record %s: events: %w", sb.ID, err)
+	}
+	next := base.DeepCopy()
+	next.Data = map[string][]byte{keyRecord: rec, keyEvents: events}
+	if err := r.c.Update(ctx, next); err != nil {
+		if apierrors.IsConflict(err) {
+			return fmt.Errorf("sandbox %s: %w", sb.ID, store.ErrConflict)
+		}
+		return apiErr("update the record of sandbox "+sb.ID, err)
+	}
+	sb.Version = next.ResourceVersion
+	return nil
+}
+
+// revision returns the record Secret of id at version: from the cache when
+// it has it, else from the API server (the cache may lag this server's own
+// last write). Another version is a conflict; an empty one reads the
+// newest from the API server.
+func (r *Records) revision(ctx context.Context, id, version string) (*corev1.Secret, error) {
+	var s corev1.Secret
+	key := types.NamespacedName{Namespace: r.cfg.Namespace, Name: recordName(id)}
+	if version != "" {
+		if err := r.cache.Get(ctx, key, &s); err == nil && s.ResourceVersion == version {
+			return &s, nil
+		}
+	}
+	if err := r.get(ctx, key.Name, &s); err != nil {
+		return nil, apiErr("read the record of sandbox "+id, err)
+	}
+	if version != "" && s.ResourceVersion != version {
+		return nil, fmt.Errorf("sandbox %s: %w", id, store.ErrConflict)
+	}
+	return &s, nil
+}
+
+// get reads one of this server's Secrets from the API server; another
+// server's is not found.
+func (r *Records) get(ctx context.Context, name string, s *corev1.Secret) error {
+	if err := r.c.Get(ctx, types.NamespacedName{Namespace: r.cfg.Namespace, Name: name}, s); err != nil {
+		return err
+	}
+	if !labels.SelectorFromSet(r.ours).Matches(labels.Set(s.Labels)) {
+		return apierrors.NewNotFound(corev1.Resource("secrets"), name)
+	}
+	return nil
+}
+
+// DeleteSandbox removes id's record; its events go with it.
+func (r *Records) DeleteSandbox(ctx context.Context, id string, _ *store.Event) error {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: recordName(id), Namespace: r.cfg.Namespace}}
+	if err := r.c.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
+		return apiErr("delete the record of sandbox "+id, err)
+	}
+	return nil
+}
+
+// LoadSandboxes returns every record, oldest first.
+func (r *Records) LoadSandboxes(ctx context.Context) ([]*sandbox.Sandbox, error) {
+	var l corev1.SecretList
+	if err := r.cache.List(ctx, &l, client.InNamespace(r.cfg.Namespace)); err != nil {
+		return nil, apiErr("list records", err)
+	}
+	out := make([]*sandbox.Sandbox, 0, len(l.Items))
+	for i := range l.Items {
+		sb, err := decode(&l.Items[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sb)
+	}
+	slices.SortFunc(out, func(a, b *sandbox.Sandbox) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	return out, nil
+}
+
+// GetSandbox reads id's newest record from the API server.
+func (r *Records) GetSandbox(ctx context.Context, id string) (*sandbox.Sandbox, error) {
+	s, err := r.revision(ctx, id, "")
+	if err != nil {
+		return nil, err
+	}
+	return decode(s)
+}
+
+// Events returns the kept events of id after seq, oldest first.
+func (r *Records) Events(ctx context.Context, id string, after int64, limit int, typePrefix string) ([]store.Event, error) {
+	s, err := r.revision(ctx, id, "")
+	if err != nil {
+		return nil, err
+	}
+	var evs []store.Event
+	if err := json.Unmarshal(s.Data[keyEvents], &evs); err != nil {
+		return nil, fmt.Errorf("record %s: events: %w", id, err)
+	}
+	out := []store.Event{}
+	for _, ev := range evs {
+		if ev.Seq > after && strings.HasPrefix(ev.Type, typePrefix) && (limit <= 0 || len(out) < limit) {
+			out = append(out, ev)
+		}
+	}
+	return out, nil
+}
+
+// LookupIdempotency returns a tenant's key binding; ErrNotFound if none.
+func (r *Records) LookupIdempotency(ctx context.Context, tenant, key string) (*store.Idempotency, error) {
+	var s corev1.Secret
+	if err := r.get(ctx, idemName(tenant, key), &s); err != nil {
+		return nil, apiErr("read an idempotency key", err)
+	}
+	var idem store.Idempotency
+	if err := json.Unmarshal(s.Data["binding"], &idem); err != nil {
+		return nil, fmt.Errorf("idempotency key: %w", err)
+	}
+	if idem.Tenant != tenant || idem.Key != key {
+		return nil, fmt.Errorf("idempotency key: %w", errdefs.ErrNotFound)
+	}
+	return &idem, nil
+}
+
+// ReleaseIdempotency forgets a key if it is still bound to sandboxID.
+func (r *Records) ReleaseIdempotency(ctx context.Context, tenant, key, sandboxID string) error {
+	idem, err := r.LookupIdempotency(ctx, tenant, key)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if idem.SandboxID != sandboxID {
+		return nil
+	}
+	return r.deleteIdem(ctx, idemName(tenant, key))
+}
+
+func (r *Records) deleteIdem(ctx context.Context, name string) error {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.cfg.Namespace}}
+	if err := r.c.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
+		return apiErr("delete an idempotency key", err)
+	}
+	return nil
+}
+
+// PurgeIdempotency forgets keys bound before before.
+func (r *Records) PurgeIdempotency(ctx context.Context, before time.Time) error {
+	var l corev1.SecretList
+	sel := labels.Merge(r.ours, labels.Set{LabelIdempotency: "true"})
+	if err := r.c.List(ctx, &l, client.InNamespace(r.cfg.Namespace), client.MatchingLabels(sel)); err != nil {
+		return apiErr("list idempotency keys", err)
+	}
+	for i := range l.Items {
+		var idem store.Idempotency
+		if json.Unmarshal(l.Items[i].Data["binding"], &idem) == nil && !idem.CreatedAt.Before(before) {
+			continue
+		}
+		if err := r.deleteIdem(ctx, l.Items[i].Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Follow calls changed with every record written and deleted with the ID
+// of every record removed, until ctx ends.
+func (r *Records) Follow(ctx context.Context, changed func(*sandbox.Sandbox), deleted func(id string)) error {
+	take := func(obj any) {
+		if s, ok := obj.(*corev1.Secret); ok {
+			if sb, err := decode(s); err == nil {
+				changed(sb)
+			}
+		}
+	}
+	reg, err := r.inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { take(obj) },
+		UpdateFunc: func(_, obj any) { take(obj) },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if s, ok := obj.(*corev1.Secret); ok {
+				if id, ok := strings.CutSuffix(strings.TrimPrefix(s.Name, "corral-"), "-record"); ok {
+					deleted(id)
+				}
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("records: %w", err)
+	}
+	go func() {
+		<-ctx.Done()
+		_ = r.inf.RemoveEventHandler(reg)
+	}()
+	return nil
+}
+
+// apiErr classifies an API server error.
+func apiErr(op string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	case apierrors.IsNotFound(err):
+		return errdefs.Wrap(errdefs.ErrNotFound, "SANDBOX::NOT_FOUND", op+": not found", err)
+	case apierrors.IsAlreadyExists(err):
+		return errdefs.Wrap(errdefs.ErrAlreadyExists, "SANDBOX::EXISTS", op+": already exists", err)
+	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
+		return errdefs.Wrap(errdefs.ErrUnavailable, "KUBE_FORBIDDEN", op+": the cluster refused this server: "+err.Error(), err)
+	}
+	return errdefs.Wrap(errdefs.ErrUnavailable, "KUBE_UNAVAILABLE", op+": "+err.Error(), err)
+}

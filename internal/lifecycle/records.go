@@ -1,0 +1,149 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/internal/sandbox"
+	"github.com/corral-dev/corral/internal/store"
+)
+
+// Records is where sandbox records, their event log and idempotency keys
+// are kept. *store.Store (SQLite, one server) is one; a cluster-backed
+// store shared by several servers is another (SharedRecords).
+type Records interface {
+	// InsertSandbox writes a new record with its idempotency key (if any)
+	// and an event, atomically, and sets sb.Version; if the tenant already
+	// used the key it writes nothing and returns the existing binding with
+	// ErrAlreadyExists.
+	InsertSandbox(ctx context.Context, sb *sandbox.Sandbox, idem *store.Idempotency, ev *store.Event) (*store.Idempotency, error)
+	// UpdateSandbox rewrites a record and appends ev, atomically. A
+	// versioning store refuses a stale sb.Version with store.ErrConflict and
+	// sets sb.Version to the new revision.
+	UpdateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev *store.Event) error
+	// DeleteSandbox removes a record; an unknown one is not an error.
+	DeleteSandbox(ctx context.Context, id string, ev *store.Event) error
+	LoadSandboxes(ctx context.Context) ([]*sandbox.Sandbox, error)
+	Events(ctx context.Context, sandboxID string, after int64, limit int, typePrefix string) ([]store.Event, error)
+	LookupIdempotency(ctx context.Context, tenant, key string) (*store.Idempotency, error)
+	ReleaseIdempotency(ctx context.Context, tenant, key, sandboxID string) error
+	PurgeIdempotency(ctx context.Context, before time.Time) error
+}
+
+// SharedRecords are records that other servers write too: the Manager
+// follows every change, and nothing it holds in memory is authoritative.
+type SharedRecords interface {
+	Records
+	// Follow calls changed with every record written (by any server,
+	// this one included) and deleted with the ID of every record removed,
+	// in the order the store applied them, until ctx ends. It returns once
+	// the handlers are registered.
+	Follow(ctx context.Context, changed func(*sandbox.Sandbox), deleted func(id string)) error
+	// GetSandbox reads the newest stored revision of a record.
+	GetSandbox(ctx context.Context, id string) (*sandbox.Sandbox, error)
+}
+
+// conflict is the error a user sees when another server changed the
+// sandbox in the middle of an operation that could not simply be retried.
+func conflict(id string) error {
+	return errdefs.Wrap(errdefs.ErrFailedPrecondition, "SANDBOX::CONFLICT",
+		"sandbox "+id+" was changed by another server at the same moment; retry", store.ErrConflict)
+}
+
+// newer reports whether revision a follows revision b. Revisions that
+// are numbers compare as numbers; any other difference counts as newer.
+func newer(a, b string) bool {
+	x, errA := strconv.ParseUint(a, 10, 64)
+	y, errB := strconv.ParseUint(b, 10, 64)
+	if errA == nil && errB == nil {
+		return x > y
+	}
+	return a != b
+}
+
+// newEntry is the entry of a record no Create of this server is making.
+func newEntry(sb *sandbox.Sandbox) *entry {
+	e := &entry{sb: sb, created: make(chan struct{})}
+	close(e.created)
+	return e
+}
+
+// followed takes a record another server (or this one) wrote: it becomes
+// the current record unless a newer one is held, and a running sandbox
+// gets an exit watcher.
+func (m *Manager) followed(sb *sandbox.Sandbox) {
+	m.mu.Lock()
+	e, ok := m.sandboxes[sb.ID]
+	switch {
+	case !ok:
+		m.sandboxes[sb.ID] = newEntry(sb)
+	case newer(sb.Version, e.sb.Version):
+		e.sb = sb
+	default:
+		m.mu.Unlock()
+		return
+	}
+	m.mu.Unlock()
+	m.wakeReaper()
+	if len(sb.Handle) > 0 && exitChangesState(sb.Status.State) {
+		m.watch(sb.ID)
+	}
+}
+
+// unfollowed forgets a record another server (or this one) removed.
+func (m *Manager) unfollowed(id string) {
+	m.mu.Lock()
+	delete(m.sandboxes, id)
+	m.mu.Unlock()
+}
+
+// refresh makes the stored revision of id current after a conflict.
+func (m *Manager) refresh(ctx context.Context, id string) {
+	sb, err := m.shared.GetSandbox(ctx, id)
+	switch {
+	case errors.Is(err, errdefs.ErrNotFound):
+		m.unfollowed(id)
+	case err != nil:
+		m.log.WarnContext(ctx, "re-read sandbox after a conflict", "sandbox_id", id, "err", err)
+	default:
+		m.followed(sb)
+	}
+}
+
+// busyElsewhere reports whether sb, in shared records, is in the middle of
+// a transition that another server may be making (a create, pause, resume
+// or delete in progress): recovery leaves it alone until that server had
+// time to finish, so that it does not undo a create it cannot see.
+func (m *Manager) busyElsewhere(sb *sandbox.Sandbox) bool {
+	if m.shared == nil {
+		return false
+	}
+	return transitional(sb.Status.State) && time.Since(sb.UpdatedAt) < m.cfg.CreateTimeout+time.Minute
+}
+
+// transitional reports whether s is a state an operation in progress
+// will leave.
+func transitional(s sandbox.State) bool {
+	switch s {
+	case sandbox.StatePending, sandbox.StatePausing, sandbox.StateResuming, sandbox.StateStopping:
+		return true
+	}
+	return false
+}
+
+// retryConflicts runs op again, up to three times, while another server's
+// concurrent change makes it fail with a conflict.
+func retryConflicts[T any](op func() (T, error)) (T, error) {
+	for i := 0; ; i++ {
+		v, err := op()
+		if i == 2 || !errors.Is(err, store.ErrConflict) {
+			return v, err
+		}
+	}
+}
