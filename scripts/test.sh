@@ -127,6 +127,9 @@ required=(
   test/e2e.TestKubeEndToEnd
   test/e2e.TestOpenSandboxJavaScriptSDKKube
   test/e2e.TestKubeServerRebuildsFromTheCluster
+  test/e2e.TestKubeReplicasShareTheCluster
+  internal/kube/records.TestRecordsAreSharedAndVersioned
+  internal/kube/records.TestIdempotencyKeysAcrossServers
   test/e2e.TestKubeCommandsRejectBadInput
 )
 

@@ -43,7 +43,7 @@ type Config struct {
 	// idempotency keys instead of Store; SharedRecords make the server
 	// stateless (other servers share them).
 	Records Records
-	Logger     *slog.Logger
+	Logger  *slog.Logger
 	// MaxTimeout bounds a sandbox's time to live; 0 means no bound.
 	MaxTimeout time.Duration
 	// CreateTimeout bounds one driver Create (default 5m).

@@ -64,13 +64,13 @@ type Config struct {
 
 // Records is a lifecycle.SharedRecords in a namespace's Secrets.
 type Records struct {
-	cfg    Config
-	ours   labels.Set
-	c      client.Client // writes, and fresh reads where a stale one would do harm
-	cache  cache.Cache
-	inf    cache.Informer
-	stop   context.CancelFunc
-	done   chan struct{}
+	cfg   Config
+	ours  labels.Set
+	c     client.Client // writes, and fresh reads where a stale one would do harm
+	cache cache.Cache
+	inf   cache.Informer
+	stop  context.CancelFunc
+	done  chan struct{}
 }
 
 // New connects to the cluster and fills the cache before it returns.
