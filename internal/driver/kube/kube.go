@@ -35,8 +35,10 @@ import (
 
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/kube/apierr"
 	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
 	"github.com/corral-dev/corral/internal/kube/controller"
+	"github.com/corral-dev/corral/internal/kube/kubeconfig"
 )
 
 // Name is the runtime name the lifecycle API and `serve --runtime` use.
@@ -77,8 +79,7 @@ type Driver struct {
 	cfg   Config
 	c     client.Client // reads from the cache
 	cache cache.Cache
-	stop  context.CancelFunc
-	done  chan struct{}
+	stop  func()
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every Sandbox event
@@ -140,7 +141,7 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kube: %w", err)
 	}
-	d := &Driver{cfg: cfg, c: c, cache: ca, done: make(chan struct{}), changed: make(chan struct{})}
+	d := &Driver{cfg: cfg, c: c, cache: ca, changed: make(chan struct{})}
 	inf, err := ca.GetInformer(ctx, &v1alpha1.Sandbox{})
 	if err != nil {
 		return nil, fmt.Errorf("kube: %w", err)
@@ -157,20 +158,9 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("kube: %w", err)
 	}
-	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	d.stop = stop
-	go func() {
-		defer close(d.done)
-		if err := ca.Start(runCtx); err != nil {
-			cfg.Logger.Error("kube: the Sandbox cache stopped", "err", err)
-		}
-	}()
-	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if !ca.WaitForCacheSync(syncCtx) {
-		d.Close()
-		return nil, errdefs.Newf(errdefs.ErrUnavailable, "KUBE_UNAVAILABLE",
-			"kube: could not list Sandboxes in namespace %s (is the CRD installed, and may this server list it?)", cfg.Namespace)
+	if d.stop, err = kubeconfig.StartCache(ctx, ca, cfg.Logger,
+		fmt.Sprintf("kube: could not list Sandboxes in namespace %s (is the CRD installed, and may this server list it?)", cfg.Namespace)); err != nil {
+		return nil, err
 	}
 	return d, nil
 }
@@ -179,7 +169,6 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 func (d *Driver) Close() error {
 	d.stopForwards("")
 	d.stop()
-	<-d.done
 	return nil
 }
 
@@ -437,25 +426,7 @@ func userLabels(s *v1alpha1.Sandbox) map[string]string {
 }
 
 // apiErr classifies an API server error.
-func apiErr(op string, err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return err
-	case apierrors.IsNotFound(err):
-		return errdefs.Wrap(errdefs.ErrNotFound, "SANDBOX_NOT_FOUND", op+": not found", err)
-	case apierrors.IsAlreadyExists(err):
-		return errdefs.Wrap(errdefs.ErrAlreadyExists, "SANDBOX_EXISTS", op+": already exists", err)
-	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
-		return errdefs.Wrap(errdefs.ErrInvalidArgument, "INVALID_SANDBOX", op+": "+err.Error(), err)
-	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
-		return errdefs.Wrap(errdefs.ErrUnavailable, "KUBE_FORBIDDEN", op+": the cluster refused this server: "+err.Error(), err)
-	case apierrors.IsConflict(err):
-		return errdefs.Wrap(errdefs.ErrFailedPrecondition, "KUBE_CONFLICT", op+": "+err.Error(), err)
-	}
-	return errdefs.Wrap(errdefs.ErrUnavailable, "KUBE_UNAVAILABLE", op+": "+err.Error(), err)
-}
+func apiErr(op string, err error) error { return apierr.Classify(op, err) }
 
 // expireTime is at as the Sandbox's expireTime, which keeps whole
 // seconds: rounded up, so the controller never deletes a sandbox before

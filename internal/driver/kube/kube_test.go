@@ -128,8 +128,9 @@ func TestExpiryDeletesTheSandbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sbx.Spec.ExpireTime == nil || !sbx.Spec.ExpireTime.Time.Equal(spec.ExpiresAt.Truncate(time.Second)) {
-		t.Fatalf("expireTime = %v, want %v", sbx.Spec.ExpireTime, spec.ExpiresAt)
+	// expireTime keeps whole seconds, rounded up: never before the expiry.
+	if want := spec.ExpiresAt.Add(time.Second - 1).Truncate(time.Second); sbx.Spec.ExpireTime == nil || !sbx.Spec.ExpireTime.Time.Equal(want) {
+		t.Fatalf("expireTime = %v, want %v", sbx.Spec.ExpireTime, want)
 	}
 	at := time.Now().Add(2 * time.Second)
 	if err := d.SetExpiry(ctx, spec.ID, at); err != nil {

@@ -34,6 +34,8 @@ import (
 
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/kube/apierr"
+	"github.com/corral-dev/corral/internal/kube/kubeconfig"
 	"github.com/corral-dev/corral/internal/sandbox"
 	"github.com/corral-dev/corral/internal/store"
 )
@@ -69,8 +71,7 @@ type Records struct {
 	c     client.Client // writes, and fresh reads where a stale one would do harm
 	cache cache.Cache
 	inf   cache.Informer
-	stop  context.CancelFunc
-	done  chan struct{}
+	stop  func()
 }
 
 // New connects to the cluster and fills the cache before it returns.
@@ -100,26 +101,17 @@ func New(ctx context.Context, cfg Config) (*Records, error) {
 	if err != nil {
 		return nil, fmt.Errorf("records: %w", err)
 	}
-	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	r := &Records{cfg: cfg, ours: ours, c: c, cache: ca, inf: inf, stop: stop, done: make(chan struct{})}
-	go func() {
-		defer close(r.done)
-		_ = ca.Start(runCtx)
-	}()
-	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if !ca.WaitForCacheSync(syncCtx) {
-		r.Close()
-		return nil, errdefs.Newf(errdefs.ErrUnavailable, "KUBE_UNAVAILABLE",
-			"records: could not list Secrets in namespace %s (may this server list and watch them?)", cfg.Namespace)
+	stop, err := kubeconfig.StartCache(ctx, ca, nil,
+		fmt.Sprintf("records: could not list Secrets in namespace %s (may this server list and watch them?)", cfg.Namespace))
+	if err != nil {
+		return nil, err
 	}
-	return r, nil
+	return &Records{cfg: cfg, ours: ours, c: c, cache: ca, inf: inf, stop: stop}, nil
 }
 
 // Close stops the cache.
 func (r *Records) Close() error {
 	r.stop()
-	<-r.done
 	return nil
 }
 
@@ -487,18 +479,4 @@ func (r *Records) Follow(ctx context.Context, changed func(*sandbox.Sandbox), de
 }
 
 // apiErr classifies an API server error.
-func apiErr(op string, err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return err
-	case apierrors.IsNotFound(err):
-		return errdefs.Wrap(errdefs.ErrNotFound, "SANDBOX::NOT_FOUND", op+": not found", err)
-	case apierrors.IsAlreadyExists(err):
-		return errdefs.Wrap(errdefs.ErrAlreadyExists, "SANDBOX::EXISTS", op+": already exists", err)
-	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
-		return errdefs.Wrap(errdefs.ErrUnavailable, "KUBE_FORBIDDEN", op+": the cluster refused this server: "+err.Error(), err)
-	}
-	return errdefs.Wrap(errdefs.ErrUnavailable, "KUBE_UNAVAILABLE", op+": "+err.Error(), err)
-}
+func apiErr(op string, err error) error { return apierr.Classify(op, err) }
