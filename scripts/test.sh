@@ -98,6 +98,7 @@ required=(
   test/e2e.TestCLIShellThroughAPseudoTerminal
   test/e2e.TestDocumentedExamples
   internal/egress/nft.TestEnforcement
+  internal/egress/nft.TestExemptMark
   internal/egress/nflog.TestListenWhilePacketsAreLogged
   internal/egress.TestEnforcerEndToEnd
   internal/driver/uplink.TestAttachRoutesOutAndNowhereElse

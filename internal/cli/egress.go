@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/corral-dev/corral/internal/egress"
@@ -34,6 +35,7 @@ func runEgress(ctx context.Context, e *env, args []string) int {
 	vaultDir := fs.String("vault-dir", "", "enable the credential vault: the directory of the sandbox's CA (ca.pem, ca-key.pem) and the persisted vault")
 	vaultListen := fs.String("vault-listen", "127.0.0.1:18081", "the credential proxy's address inside the namespace")
 	upstreamCA := fs.String("upstream-ca", "", "PEM file of extra CAs trusted when the credential proxy verifies servers (besides the system's)")
+	exemptMark := fs.String("exempt-mark", "", "socket mark of the enforcer's own DNS queries, let through whatever the policy (decimal or 0x hex; for an enforcer inside the namespace it confines, as a pod's sidecar)")
 	logFormat := fs.String("log-format", "json", "log format: json or text")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	if ok, code := parseFlags(fs, e, args); !ok {
@@ -70,6 +72,13 @@ func runEgress(ctx context.Context, e *env, args []string) int {
 			return fail(e, "egress: --deny %q: want a CIDR", p)
 		}
 		cfg.DenyPrefixes = append(cfg.DenyPrefixes, pfx)
+	}
+	if *exemptMark != "" {
+		m, err := strconv.ParseUint(*exemptMark, 0, 32)
+		if err != nil || m == 0 {
+			return fail(e, "egress: --exempt-mark %q: want a non-zero 32-bit number", *exemptMark)
+		}
+		cfg.ExemptMark = uint32(m)
 	}
 	cfg.VaultDir, cfg.VaultListen = *vaultDir, *vaultListen
 	if *upstreamCA != "" {

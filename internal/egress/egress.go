@@ -84,7 +84,12 @@ type Config struct {
 	// UpstreamRoots verify the servers the proxy forwards to (nil: the
 	// system's roots).
 	UpstreamRoots *x509.CertPool
-	Logger        *slog.Logger
+	// ExemptMark, when not 0, is the socket mark of the enforcer's own
+	// upstream DNS queries, which the policy then lets through: for an
+	// enforcer that runs inside the namespace it confines (a pod's
+	// sidecar) rather than outside it.
+	ExemptMark uint32
+	Logger     *slog.Logger
 }
 
 // Service is a running enforcer.
@@ -135,6 +140,7 @@ func New(cfg Config) (*Service, error) {
 	if s.enf, err = nft.New(cfg.Netns); err != nil {
 		return nil, err
 	}
+	s.enf.Exempt(cfg.ExemptMark)
 	if cfg.VaultDir != "" {
 		if err := s.loadVault(); err != nil {
 			s.enf.Close()
@@ -152,6 +158,7 @@ func New(cfg Config) (*Service, error) {
 	s.cur.Store(c)
 	s.dns = dnsproxy.New(dnsproxy.Config{
 		Upstreams: cfg.Upstreams,
+		Mark:      cfg.ExemptMark,
 		Policy:    func() *policy.Compiled { return s.cur.Load() },
 		Allow: func(_ context.Context, name string, addrs []netip.Addr, ttl time.Duration) error {
 			return s.enf.AllowResolved(name, addrs, ttl)

@@ -53,6 +53,9 @@ type Config struct {
 	Audit func(Event)
 	// Timeout bounds each upstream exchange (default 5 s).
 	Timeout time.Duration
+	// Mark, when not 0, is set on upstream sockets (SO_MARK), so that an
+	// enforcer inside the namespace it confines lets them out.
+	Mark uint32
 }
 
 // Proxy answers DNS queries under a policy.
@@ -168,6 +171,9 @@ func (p *Proxy) exchange(ctx context.Context, req *dns.Msg, network string) (*dn
 		return nil, errors.New("no upstream resolver")
 	}
 	c := &dns.Client{Net: network, Timeout: p.cfg.Timeout}
+	if p.cfg.Mark != 0 {
+		c.Dialer = &net.Dialer{Timeout: p.cfg.Timeout, Control: markSocket(p.cfg.Mark)}
+	}
 	var last error
 	for _, up := range p.cfg.Upstreams {
 		m, _, err := c.ExchangeContext(ctx, req.Copy(), up)

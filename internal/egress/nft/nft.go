@@ -64,6 +64,20 @@ type Enforcer struct {
 	dyn map[netip.Addr]map[string]time.Time
 	// intercept is the credential proxy's redirect (zero: none).
 	intercept Intercept
+	// exempt is the socket mark of the enforcer's own connections (0:
+	// none).
+	exempt uint32
+}
+
+// Exempt lets packets carrying socket mark m through, whatever the
+// policy: the enforcer's own upstream queries when it runs inside the
+// namespace it confines (a pod's sidecar). Setting a mark takes
+// CAP_NET_ADMIN or CAP_NET_RAW, which sandboxes do not have. Call it
+// before Apply.
+func (e *Enforcer) Exempt(m uint32) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.exempt = m
 }
 
 // Intercept sends the sandbox's TCP connections to the addresses of
@@ -277,6 +291,10 @@ func (e *Enforcer) apply(pol *policy.Compiled, extraDeny []netip.Prefix) error {
 			Mask: binaryutil.NativeEndian.PutUint32(expr.CtStateBitESTABLISHED | expr.CtStateBitRELATED),
 			Xor:  binaryutil.NativeEndian.PutUint32(0)},
 		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte{0, 0, 0, 0}}, accept)
+	if e.exempt != 0 {
+		add(&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(e.exempt)}, accept)
+	}
 	// Loopback passes: the proxy and the sandbox's own services live there.
 	add(&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifname("lo")}, accept)
 	// So does a connection the intercept chain redirected to the

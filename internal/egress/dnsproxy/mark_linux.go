@@ -1,0 +1,23 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package dnsproxy
+
+import (
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// markSocket sets SO_MARK on a socket before it connects.
+func markSocket(mark uint32) func(network, address string, c syscall.RawConn) error {
+	return func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_MARK, int(mark))
+		}); err != nil {
+			return err
+		}
+		return serr
+	}
+}
