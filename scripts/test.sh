@@ -123,12 +123,14 @@ required=(
   internal/driver/kube.TestLeaderElection
   internal/driver/kube.TestServersSharingANamespaceSeeOnlyTheirOwn
   internal/kube/controller.TestStatusFromPod
+  internal/kube/controller.TestEgressSidecar
   internal/kube/controller.TestSandboxFollowsItsPod
   internal/kube/controller.TestPoolKeepsItsSize
   test/e2e.TestKubeEndToEnd
   test/e2e.TestOpenSandboxJavaScriptSDKKube
   test/e2e.TestKubeServerRebuildsFromTheCluster
   test/e2e.TestKubeReplicasShareTheCluster
+  test/e2e.TestKubeEgressPolicy
   internal/kube/records.TestRecordsAreSharedAndVersioned
   internal/kube/records.TestIdempotencyKeysAcrossServers
   test/e2e.TestKubeCommandsRejectBadInput

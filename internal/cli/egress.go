@@ -21,7 +21,7 @@ import (
 // `corral egress --netns PATH [flags]`.
 func runEgress(ctx context.Context, e *env, args []string) int {
 	fs := newFlagSet(e, "egress", "egress --netns PATH [flags]")
-	ns := fs.String("netns", "", "the sandbox's network namespace (required)")
+	ns := fs.String("netns", "", "the sandbox's network namespace (required); self: this process's own, for an enforcer inside it (a pod's sidecar)")
 	token := fs.String("token", e.getenv("OPENSANDBOX_EGRESS_TOKEN"), "token required in OPENSANDBOX-EGRESS-AUTH (default $OPENSANDBOX_EGRESS_TOKEN)")
 	tokenFile := fs.String("token-file", "", "read the token from this file instead")
 	sandboxID := fs.String("sandbox-id", e.getenv("OPENSANDBOX_EGRESS_SANDBOX_ID"), "the sandbox's ID, for the log and the audit stream")
@@ -63,6 +63,9 @@ func runEgress(ctx context.Context, e *env, args []string) int {
 	pol, err := policy.Decode([]byte(*initial))
 	if err != nil {
 		return fail(e, "egress: %v", err)
+	}
+	if *ns == "self" {
+		*ns = ""
 	}
 	cfg := egress.Config{Netns: *ns, Token: *token, PolicyFile: *policyFile, Initial: pol,
 		DNSListen: *dnsListen, APIListen: *apiListen, APISocket: *apiSocket, SandboxID: *sandboxID, DropPrivileges: true, Logger: log}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/netip"
 
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/driver/kube"
@@ -28,6 +29,8 @@ func runController(ctx context.Context, e *env, args []string) int {
 	metrics := fs.String("metrics-addr", "0", "serve Prometheus metrics on this address (0: off)")
 	health := fs.String("health-addr", "", "serve /healthz and /readyz on this address (empty: off)")
 	workers := fs.Int("workers", 4, "Sandboxes reconciled at once")
+	egressUp := fs.String("egress-upstream", "", "resolvers (ip:port, comma-separated) that egress sidecars forward allowed names to (default: this process's /etc/resolv.conf, the cluster DNS in a pod)")
+	egressDeny := fs.String("egress-deny", "", "CIDRs (comma-separated) no sandbox with a network policy may reach whatever its policy: nodes, pod and service ranges, the API server")
 	logFormat := fs.String("log-format", "json", "log format: json or text")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	if ok, code := parseFlags(fs, e, args); !ok {
@@ -40,11 +43,34 @@ func runController(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return fail(e, "controller: --corral-image-pull-policy: %v", err)
 	}
+	upstreams := splitList(*egressUp)
+	for _, u := range upstreams {
+		if ap, err := netip.ParseAddrPort(u); err != nil || ap.Addr().IsLoopback() {
+			return fail(e, "controller: --egress-upstream %q: want ip:port of a resolver the pods can reach (not loopback)", u)
+		}
+	}
+	if len(upstreams) == 0 {
+		// A loopback resolver of this host means nothing in a pod.
+		for _, u := range systemResolvers() {
+			if !netip.MustParseAddrPort(u).Addr().IsLoopback() {
+				upstreams = append(upstreams, u)
+			}
+		}
+	}
+	deny := splitList(*egressDeny)
+	for _, d := range deny {
+		if _, err := netip.ParsePrefix(d); err != nil {
+			return fail(e, "controller: --egress-deny %q: want a CIDR", d)
+		}
+	}
 	log, err := newLogger(e.stderr, *logFormat, *logLevel)
 	if err != nil {
 		return fail(e, "%v", err)
 	}
 	kubeconfig.SetGlobalLoggers(log)
+	if len(upstreams) == 0 {
+		log.Warn("no resolver for egress sidecars (--egress-upstream): sandboxes with a network policy resolve nothing")
+	}
 	rc, err := kubeconfig.Load(*kc)
 	if err != nil {
 		return fail(e, "controller: %v", err)
@@ -52,6 +78,7 @@ func runController(ctx context.Context, e *env, args []string) int {
 	err = controller.Run(ctx, rc, controller.Config{
 		Namespace: *ns, CorralImage: *image, CorralImagePullPolicy: policy, LeaderElection: *leader,
 		LeaderElectionNamespace: *leaderNS, MetricsAddr: *metrics, HealthAddr: *health, Workers: *workers, Logger: log,
+		EgressUpstreams: upstreams, EgressDeny: deny,
 	})
 	if err != nil {
 		return fail(e, "controller: %v", err)

@@ -48,7 +48,9 @@ const HeaderAuth = "OPENSANDBOX-EGRESS-AUTH"
 
 // Config configures a Service.
 type Config struct {
-	// Netns is the sandbox's network namespace.
+	// Netns is the sandbox's network namespace; empty means the process's
+	// own (an enforcer running inside it, as a pod's sidecar: no setns,
+	// so no CAP_SYS_ADMIN).
 	Netns string
 	// Token is required in OPENSANDBOX-EGRESS-AUTH ("" disables auth).
 	Token string
@@ -179,7 +181,11 @@ func (s *Service) Run(ctx context.Context) error {
 	defer s.enf.Close()
 	var pc net.PacketConn
 	var dnsLn, apiLn, vaultLn net.Listener
-	err := netns.Do(s.cfg.Netns, func() error {
+	inNetns := func(fn func() error) error { return fn() }
+	if s.cfg.Netns != "" {
+		inNetns = func(fn func() error) error { return netns.Do(s.cfg.Netns, fn) }
+	}
+	err := inNetns(func() error {
 		var err error
 		if pc, err = net.ListenPacket("udp", s.cfg.DNSListen); err != nil {
 			return err

@@ -4,12 +4,17 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -41,7 +46,7 @@ type kubeWorld struct {
 	controllerLog *testutil.LockedBuffer
 }
 
-func newKubeWorld(t *testing.T) kubeWorld {
+func newKubeWorld(t *testing.T, controllerArgs ...string) kubeWorld {
 	t.Helper()
 	c := kubetest.RequireKube(t)
 	kubeBinary.Do(func() { kubeBinary.path, kubeBinary.err = testutil.BuildCorralTagged(binDir, "kube") })
@@ -50,8 +55,8 @@ func newKubeWorld(t *testing.T) kubeWorld {
 	}
 	w := kubeWorld{c: c, ns: c.Namespace(t), busybox: c.Busybox(t), bin: kubeBinary.path,
 		corral: c.CorralImage(t, binary), controllerLog: &testutil.LockedBuffer{}}
-	ctl := exec.Command(w.bin, "controller", "--kubeconfig", c.Kubeconfig, "--namespace", w.ns,
-		"--corral-image", w.corral, "--corral-image-pull-policy", "Never", "--log-format", "text")
+	ctl := exec.Command(w.bin, append([]string{"controller", "--kubeconfig", c.Kubeconfig, "--namespace", w.ns,
+		"--corral-image", w.corral, "--corral-image-pull-policy", "Never", "--log-format", "text"}, controllerArgs...)...)
 	ctl.Stderr = w.controllerLog
 	if err := ctl.Start(); err != nil {
 		t.Fatal(err)
@@ -356,6 +361,133 @@ func TestKubeReplicasShareTheCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	podGone(t, w, sb2.ID)
+}
+
+// TestKubeEgressPolicy: a Sandbox with a network policy gets the egress
+// sidecar. From inside the sandbox, an allowed name resolves and answers,
+// a denied one does not resolve, a literal address no rule allows and
+// another resolver are unreachable; the policy changes at run time
+// through the egress API (server endpoint, token); the sandbox has no
+// NET_ADMIN and cannot see the sidecar. The servers the pods reach are the
+// test's own, on the node's bridge address and one the test adds to it.
+func TestKubeEgressPolicy(t *testing.T) {
+	kubetest.RequireKube(t)
+	const other = "192.0.2.10" // a "host no rule allows", on the node
+	if out, err := exec.Command("ip", "addr", "add", other+"/32", "dev", "k8sbr0").CombinedOutput(); err != nil {
+		t.Fatalf("ip addr add: %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("ip", "addr", "del", other+"/32", "dev", "k8sbr0").Run() })
+	node := kubetest.NodeAddress
+	dnsAddr := testutil.ServeDNS(t, "", node+":53", map[string]string{
+		"web.test.": node, "denied.test.": node, "later.test.": other,
+	})
+	var port string
+	for _, addr := range []string{node, other} {
+		ln, err := net.Listen("tcp", addr+":"+cmp.Or(port, "0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, port, _ = net.SplitHostPort(ln.Addr().String())
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, "hello from %s\n", addr)
+		})}
+		go func() { _ = srv.Serve(ln) }()
+		t.Cleanup(func() { srv.Close() })
+	}
+	w := newKubeWorld(t, "--egress-upstream", dnsAddr)
+	s := w.server(t)
+	c := s.client(t)
+	cx := ctx(t)
+	req := ociCreate(w.busybox)
+	req.NetworkPolicy = &api.NetworkPolicy{DefaultAction: "deny", Egress: []api.NetworkRule{{Action: "allow", Target: "web.test"}}}
+	sb, err := c.CreateSandbox(cx, req, sdk.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("egress sidecar log:\n%s", w.c.PodLogs(w.ns, sb.ID, "corral-egress"))
+		}
+	})
+	x, err := c.Sandbox(cx, sb.ID, sdk.SandboxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(cmd string) (string, int) {
+		out, errOut, code, err := x.Run(cx, cmd, sdk.CommandOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", cmd, err)
+		}
+		return out + errOut, code
+	}
+	url := func(host string) string { return "timeout 3 wget -q -O- http://" + host + ":" + port + "/" }
+	if out, code := run(url("web.test")); code != 0 || out != "hello from "+node+"\n" {
+		t.Errorf("allowed name: %q (exit %d)", out, code)
+	}
+	if out, code := run("nslookup denied.test"); code == 0 && strings.Contains(out, node) {
+		t.Errorf("a denied name resolved: %q", out)
+	}
+	if out, code := run(url(other)); code == 0 {
+		t.Errorf("a literal address no rule allows answered: %q", out)
+	}
+	if out, code := run("nslookup web.test " + node); code == 0 {
+		t.Errorf("another resolver answered: %q", out)
+	}
+	// No NET_ADMIN (bit 12) in the sandbox, and no sidecar in sight.
+	if out, _ := run("grep CapEff /proc/self/status"); !strings.Contains(out, "CapEff") || capBit(t, out, 12) {
+		t.Errorf("the sandbox has NET_ADMIN: %q", out)
+	}
+	if out, _ := run("ps -o args"); strings.Contains(out, "egress") {
+		t.Errorf("the sandbox sees the enforcer: %q", out)
+	}
+
+	// The same probes from a sandbox without a policy get through: what
+	// was refused above, the policy refused.
+	free, err := c.CreateSandbox(cx, ociCreate(w.busybox), sdk.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx, err := c.Sandbox(cx, free.ID, sdk.SandboxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range []string{url(other), "nslookup web.test " + node} {
+		if out, errOut, code, err := fx.Run(cx, cmd, sdk.CommandOptions{}); err != nil || code != 0 {
+			t.Errorf("without a policy, %s: %q %q (exit %d, %v)", cmd, out, errOut, code, err)
+		}
+	}
+	if err := c.DeleteSandbox(cx, free.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	eg, err := c.Egress(cx, sb.ID, sdk.SandboxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := eg.AddRules(cx, api.NetworkRule{Action: "allow", Target: "later.test"}); err != nil || st.Mode != "enforcing" {
+		t.Fatalf("add a rule through the egress API: %+v %v", st, err)
+	}
+	if out, code := run(url("later.test")); code != 0 || out != "hello from "+other+"\n" {
+		t.Errorf("a name allowed at run time: %q (exit %d)", out, code)
+	}
+	if out, _ := run(`timeout 2 wget -q -O- --header 'Content-Type: application/json' --post-data '{"defaultAction":"allow"}' http://127.0.0.1:18080/policy`); strings.Contains(out, "ok") {
+		t.Errorf("the sandbox changed its own policy without the token: %q", out)
+	}
+	if err := c.DeleteSandbox(cx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	podGone(t, w, sb.ID)
+}
+
+// capBit reports whether bit n is set in a /proc status Cap line.
+func capBit(t *testing.T, line string, n uint) bool {
+	t.Helper()
+	f := strings.Fields(line)
+	v, err := strconv.ParseUint(f[len(f)-1], 16, 64)
+	if err != nil {
+		t.Fatalf("capabilities %q: %v", line, err)
+	}
+	return v&(1<<n) != 0
 }
 
 // TestKubeCommandsRejectBadInput: the -tags kube build's commands stop at

@@ -38,8 +38,10 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 		return nil, err
 	}
 	sbx := d.sandboxFor(spec)
-	if sbx.Spec.PoolRef, err = d.poolFor(ctx, sbx); err != nil {
-		return nil, err
+	if sbx.Spec.Egress == nil { // warm pods have no egress sidecar
+		if sbx.Spec.PoolRef, err = d.poolFor(ctx, sbx); err != nil {
+			return nil, err
+		}
 	}
 	// The Secrets first, so that the controller finds the token when the
 	// Sandbox arrives; they get the Sandbox as owner once it exists.
@@ -98,9 +100,11 @@ func (d *Driver) supports(spec driver.Spec) error {
 		return errdefs.Invalid("INVALID_IMAGE", "the image is empty")
 	case spec.Snapshot != nil:
 		return errdefs.New(errdefs.ErrNotImplemented, "NOT_SUPPORTED", "the kubernetes runtime cannot start from snapshots")
-	case spec.NetworkPolicy != nil || spec.CredentialProxy:
+	case spec.CredentialProxy:
 		return errdefs.New(errdefs.ErrNotImplemented, "NOT_SUPPORTED",
-			"the kubernetes runtime does not enforce networkPolicy yet; sandboxes get the pod network, confined by the cluster's NetworkPolicies")
+			"the kubernetes runtime has no credential vault yet")
+	case spec.NetworkPolicy != nil && spec.EgressToken == "":
+		return errdefs.Invalid("INVALID_SPEC", "a network policy needs an egress token")
 	case spec.SecretsDir != "":
 		return errdefs.New(errdefs.ErrNotImplemented, "NOT_SUPPORTED", "the kubernetes runtime does not serve secrets on demand yet")
 	}
@@ -139,6 +143,9 @@ func (d *Driver) sandboxFor(spec driver.Spec) *v1alpha1.Sandbox {
 	}
 	if !spec.ExpiresAt.IsZero() {
 		sbx.Spec.ExpireTime = expireTime(spec.ExpiresAt)
+	}
+	if spec.NetworkPolicy != nil {
+		sbx.Spec.Egress = &v1alpha1.SandboxEgress{Policy: string(spec.NetworkPolicy)}
 	}
 	if spec.Image.Username != "" || spec.Image.Password != "" {
 		sbx.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: pullSecret(spec.ID)}}
@@ -200,6 +207,9 @@ func (d *Driver) secretsFor(spec driver.Spec) []*corev1.Secret {
 		Type:       corev1.SecretTypeOpaque,
 		Data:       map[string][]byte{controller.TokenKey: []byte(spec.ExecdToken)},
 	}}
+	if spec.NetworkPolicy != nil {
+		out[0].Data[controller.EgressTokenKey] = []byte(spec.EgressToken)
+	}
 	if spec.Image.Username != "" || spec.Image.Password != "" {
 		auth := base64.StdEncoding.EncodeToString([]byte(spec.Image.Username + ":" + spec.Image.Password))
 		cfg, _ := json.Marshal(map[string]any{"auths": map[string]any{registryOf(spec.Image.URI): map[string]string{

@@ -169,8 +169,8 @@ func TestStartFailuresAreExplained(t *testing.T) {
 		{"entrypoint missing", driver.Spec{Image: driver.Image{URI: w.image}, Entrypoint: []string{"/no/such/program"}},
 			errdefs.ErrInvalidArgument, "before execd answered"},
 		{"no entrypoint", driver.Spec{Image: driver.Image{URI: w.image}}, errdefs.ErrInvalidArgument, "entrypoint is empty"},
-		{"policy", driver.Spec{Image: driver.Image{URI: w.image}, Entrypoint: []string{"sleep", "1"}, NetworkPolicy: []byte(`{}`)},
-			errdefs.ErrNotImplemented, "networkPolicy"},
+		{"credential vault", driver.Spec{Image: driver.Image{URI: w.image}, Entrypoint: []string{"sleep", "1"}, NetworkPolicy: []byte(`{}`),
+			EgressToken: "t", CredentialProxy: true}, errdefs.ErrNotImplemented, "credential vault"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.spec.ID = "fail" + randID()

@@ -62,14 +62,19 @@ type Reader struct {
 	pending []Packet
 }
 
-// Listen binds group in the network namespace at nsPath.
+// Listen binds group in the network namespace at nsPath; an empty path is
+// the process's own namespace.
 func Listen(nsPath string, group uint16) (*Reader, error) {
-	ns, err := os.Open(nsPath)
-	if err != nil {
-		return nil, fmt.Errorf("nflog: %w", err)
+	cfg := &netlink.Config{}
+	if nsPath != "" {
+		ns, err := os.Open(nsPath)
+		if err != nil {
+			return nil, fmt.Errorf("nflog: %w", err)
+		}
+		defer ns.Close()
+		cfg.NetNS = int(ns.Fd())
 	}
-	defer ns.Close()
-	conn, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: int(ns.Fd())})
+	conn, err := netlink.Dial(unix.NETLINK_NETFILTER, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("nflog: %w", err)
 	}

@@ -92,8 +92,16 @@ type Intercept struct {
 	Bound func(name string) bool
 }
 
-// New returns an enforcer for the network namespace at nsPath.
+// New returns an enforcer for the network namespace at nsPath; an empty
+// path is the process's own namespace.
 func New(nsPath string) (*Enforcer, error) {
+	if nsPath == "" {
+		conn, err := nftables.New(nftables.AsLasting())
+		if err != nil {
+			return nil, fmt.Errorf("nft: %w", err)
+		}
+		return &Enforcer{conn: conn, dyn: map[netip.Addr]map[string]time.Time{}}, nil
+	}
 	ns, err := os.Open(nsPath)
 	if err != nil {
 		return nil, fmt.Errorf("nft: %w", err)
@@ -111,6 +119,9 @@ func New(nsPath string) (*Enforcer, error) {
 // Close releases the namespace handle and the socket; the rules stay.
 func (e *Enforcer) Close() error {
 	_ = e.conn.CloseLasting()
+	if e.ns == nil {
+		return nil
+	}
 	return e.ns.Close()
 }
 

@@ -38,7 +38,7 @@ var errUnauthorized = errors.New("execd refused the token")
 // adoptable reports whether sbx can take a pool pod: everything it adds
 // to the template must be something execd can hand over.
 func adoptable(sbx *v1alpha1.Sandbox) bool {
-	if sbx.Spec.PoolRef == "" || sbx.Spec.Stopped {
+	if sbx.Spec.PoolRef == "" || sbx.Spec.Stopped || sbx.Spec.Egress != nil { // warm pods have no egress sidecar
 		return false
 	}
 	for _, e := range sbx.Spec.Env {

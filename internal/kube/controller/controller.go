@@ -69,7 +69,14 @@ type Config struct {
 	HealthAddr string
 	// Workers is how many Sandboxes reconcile at once (default 4).
 	Workers int
-	Logger  *slog.Logger
+	// EgressUpstreams are the resolvers (ip:port) egress sidecars forward
+	// allowed names to: the cluster's DNS.
+	EgressUpstreams []string
+	// EgressDeny are CIDRs no sandbox with an egress policy may reach,
+	// whatever the policy: the nodes, the pod and service ranges, the API
+	// server (link-local and metadata addresses always are).
+	EgressDeny []string
+	Logger     *slog.Logger
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
 }

@@ -4,6 +4,9 @@
 package controller
 
 import (
+	"fmt"
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -26,6 +29,17 @@ const (
 	ExecdPort = 44772
 	// TokenKey is the key of the access Secret holding execd's token.
 	TokenKey = "execd-token"
+	// EgressTokenKey is the key of the access Secret holding the egress
+	// API's token (Sandboxes with an egress policy).
+	EgressTokenKey = "egress-token"
+	// EgressContainerName is the egress sidecar.
+	EgressContainerName = "corral-egress"
+	// EgressPort is where the egress API listens in the pod.
+	EgressPort = 18080
+	// EgressMark is the socket mark of the sidecar's own DNS queries.
+	EgressMark   = 0x6372
+	egressVolume = "corral-egress"
+	egressDir    = "/var/lib/corral-egress"
 	// execdStateDir is on the container's writable layer.
 	execdStateDir = "/var/lib/corral-execd"
 	// gracePeriod is how long the entrypoint has between SIGTERM and
@@ -67,7 +81,65 @@ func (r *sandboxReconciler) podFor(sbx *v1alpha1.Sandbox) *corev1.Pod {
 	p.Labels = sandboxLabels(sbx)
 	p.OwnerReferences = []metav1.OwnerReference{OwnerRef(sbx, "Sandbox")}
 	p.Spec.Hostname = hostname(sbx.Name)
+	if sbx.Spec.Egress != nil {
+		addEgress(r.cfg, p, sbx)
+	}
 	return p
+}
+
+// addEgress gives p the egress sidecar confining sbx: a native sidecar
+// (it starts, and enforces, before the sandbox and outlives its
+// restarts) in the pod's network namespace with NET_ADMIN, which the
+// sandbox never has, in a PID namespace of its own. The pod resolves
+// through the sidecar's DNS proxy.
+func addEgress(cfg Config, p *corev1.Pod, sbx *v1alpha1.Sandbox) {
+	always := corev1.ContainerRestartPolicyAlways
+	no, root, zero := false, true, int64(0)
+	args := []string{"/corral", "egress", "--netns", "self", "--sandbox-id", sbx.Name,
+		"--policy", sbx.Spec.Egress.Policy, "--policy-file", egressDir + "/policy.json",
+		"--exempt-mark", fmt.Sprintf("%#x", EgressMark), "--api-listen", fmt.Sprintf("0.0.0.0:%d", EgressPort)}
+	if len(cfg.EgressUpstreams) > 0 {
+		args = append(args, "--upstream", strings.Join(cfg.EgressUpstreams, ","))
+	}
+	if len(cfg.EgressDeny) > 0 {
+		args = append(args, "--deny", strings.Join(cfg.EgressDeny, ","))
+	}
+	p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: egressVolume, VolumeSource: corev1.VolumeSource{
+		EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory},
+	}})
+	p.Spec.InitContainers = append(p.Spec.InitContainers, corev1.Container{
+		Name:            EgressContainerName,
+		Image:           cfg.CorralImage,
+		ImagePullPolicy: cfg.CorralImagePullPolicy,
+		RestartPolicy:   &always,
+		Command:         args,
+		Env: []corev1.EnvVar{{Name: "OPENSANDBOX_EGRESS_TOKEN", ValueFrom: &corev1.EnvVarSource{
+			SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: sbx.Spec.AccessSecretName}, Key: EgressTokenKey,
+			},
+		}}},
+		Ports:        []corev1.ContainerPort{{Name: "egress", ContainerPort: EgressPort, Protocol: corev1.ProtocolTCP}},
+		VolumeMounts: []corev1.VolumeMount{{Name: egressVolume, MountPath: egressDir}},
+		// The sandbox starts once the policy is in force and the API
+		// answers.
+		StartupProbe: &corev1.Probe{
+			ProbeHandler:     corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(EgressPort)}},
+			PeriodSeconds:    1,
+			FailureThreshold: 60,
+		},
+		SecurityContext: &corev1.SecurityContext{
+			RunAsUser:                &zero,
+			RunAsNonRoot:             &no,
+			AllowPrivilegeEscalation: &no,
+			ReadOnlyRootFilesystem:   &root,
+			Capabilities: &corev1.Capabilities{
+				Drop: []corev1.Capability{"ALL"},
+				Add:  []corev1.Capability{"NET_ADMIN", "NET_BIND_SERVICE"},
+			},
+		},
+	})
+	p.Spec.DNSPolicy = corev1.DNSNone
+	p.Spec.DNSConfig = &corev1.PodDNSConfig{Nameservers: []string{"127.0.0.1"}}
 }
 
 // warmPodFor is an unclaimed pod of pool: corral init and execd run, the

@@ -39,6 +39,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -53,6 +54,11 @@ import (
 
 // DefaultEnvFile is where scripts/k8s.sh up writes the cluster's settings.
 const DefaultEnvFile = "/var/lib/corral-k8s/env"
+
+// NodeAddress is the test node's address on the pod bridge
+// (scripts/k8s.sh): the host, as pods reach it. Tests serve what pods
+// must reach there; nothing leaves the machine.
+const NodeAddress = "10.88.0.1"
 
 // Cluster is the running test cluster.
 type Cluster struct {
@@ -396,4 +402,17 @@ func Exec(t testing.TB, addr, token, command string) (out string, code int) {
 			return b.String(), code
 		}
 	}
+}
+
+// PodLogs returns a container's log, or why it could not be read.
+func (c *Cluster) PodLogs(ns, pod, container string) string {
+	cs, err := kubernetes.NewForConfig(c.REST)
+	if err != nil {
+		return err.Error()
+	}
+	b, err := cs.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: container}).DoRaw(context.Background())
+	if err != nil {
+		return err.Error()
+	}
+	return string(b)
 }

@@ -76,6 +76,22 @@ type SandboxSpec struct {
 	// cannot be handed over, so such a Sandbox always starts its own.
 	// +optional
 	PoolRef string `json:"poolRef,omitempty"`
+	// Egress confines the sandbox's network to a policy that an egress
+	// sidecar enforces inside the pod (DNS allow-list, nftables, the
+	// OpenSandbox egress API on port 18080). Unset: the pod network as
+	// the cluster gives it. A Sandbox with Egress never adopts a warm pod.
+	// +optional
+	Egress *SandboxEgress `json:"egress,omitempty"`
+}
+
+// SandboxEgress is a sandbox's egress confinement.
+type SandboxEgress struct {
+	// Policy is the initial policy as JSON, in the OpenSandbox egress
+	// contract's form: {"defaultAction":"deny","egress":[{"action":
+	// "allow","target":"example.com"}]}. Changes made through the egress
+	// API outlive sidecar restarts, not the pod.
+	// +kubebuilder:validation:MinLength=2
+	Policy string `json:"policy"`
 }
 
 // SandboxPhase is the coarse state of a sandbox, derived from its

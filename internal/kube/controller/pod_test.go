@@ -1,0 +1,73 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
+)
+
+// TestEgressSidecar checks the pod of a Sandbox with an egress policy
+// without a cluster: the enforcer is a native sidecar started before the
+// sandbox with NET_ADMIN and its token from the access Secret; the
+// sandbox has neither NET_ADMIN nor NET_RAW nor the token, and resolves
+// through the sidecar. Without a policy, none of it is there.
+func TestEgressSidecar(t *testing.T) {
+	r := &sandboxReconciler{cfg: Config{CorralImage: "corral:test", EgressUpstreams: []string{"10.96.0.10:53"}, EgressDeny: []string{"10.0.0.0/8"}}}
+	sbx := &v1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "s1", Namespace: "ns"}, Spec: v1alpha1.SandboxSpec{
+		Image: "busybox", Entrypoint: []string{"sleep", "1d"}, AccessSecretName: "corral-s1",
+		Egress: &v1alpha1.SandboxEgress{Policy: `{"defaultAction":"deny"}`},
+	}}
+	p := r.podFor(sbx)
+	if len(p.Spec.InitContainers) != 2 || p.Spec.InitContainers[0].Name != InstallContainerName {
+		t.Fatalf("init containers: %+v", p.Spec.InitContainers)
+	}
+	eg := p.Spec.InitContainers[1]
+	if eg.Name != EgressContainerName || eg.RestartPolicy == nil || *eg.RestartPolicy != corev1.ContainerRestartPolicyAlways || eg.StartupProbe == nil {
+		t.Errorf("the enforcer is not a native sidecar gating the sandbox: %+v", eg)
+	}
+	if caps := eg.SecurityContext.Capabilities; !slices.Contains(caps.Add, "NET_ADMIN") || !slices.Contains(caps.Drop, "ALL") {
+		t.Errorf("sidecar capabilities: %+v", caps)
+	}
+	args := eg.Command
+	for _, want := range [][2]string{{"--netns", "self"}, {"--policy", `{"defaultAction":"deny"}`}, {"--upstream", "10.96.0.10:53"}, {"--deny", "10.0.0.0/8"}, {"--exempt-mark", "0x6372"}} {
+		i := slices.Index(args, want[0])
+		if i < 0 || i+1 >= len(args) || args[i+1] != want[1] {
+			t.Errorf("sidecar %v lacks %s %s", args, want[0], want[1])
+		}
+	}
+	if len(eg.Env) != 1 || eg.Env[0].ValueFrom.SecretKeyRef.Name != "corral-s1" || eg.Env[0].ValueFrom.SecretKeyRef.Key != EgressTokenKey {
+		t.Errorf("sidecar token: %+v", eg.Env)
+	}
+	sb := p.Spec.Containers[0]
+	if caps := sb.SecurityContext.Capabilities; !slices.Contains(caps.Drop, "NET_ADMIN") || !slices.Contains(caps.Drop, "NET_RAW") || len(caps.Add) != 0 {
+		t.Errorf("sandbox capabilities: %+v", caps)
+	}
+	for _, e := range sb.Env {
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Key == EgressTokenKey {
+			t.Error("the sandbox gets the egress token")
+		}
+	}
+	if p.Spec.ShareProcessNamespace != nil && *p.Spec.ShareProcessNamespace {
+		t.Error("the sandbox shares the sidecar's PID namespace")
+	}
+	if p.Spec.DNSPolicy != corev1.DNSNone || p.Spec.DNSConfig == nil || !slices.Equal(p.Spec.DNSConfig.Nameservers, []string{"127.0.0.1"}) {
+		t.Errorf("pod DNS: %s %+v", p.Spec.DNSPolicy, p.Spec.DNSConfig)
+	}
+
+	sbx.Spec.Egress = nil
+	p = r.podFor(sbx)
+	if len(p.Spec.InitContainers) != 1 || p.Spec.DNSPolicy == corev1.DNSNone {
+		t.Errorf("a Sandbox without a policy got egress parts: %+v", p.Spec)
+	}
+	sbx.Spec.PoolRef, sbx.Spec.Egress = "pool", &v1alpha1.SandboxEgress{Policy: "{}"}
+	if adoptable(sbx) {
+		t.Error("a Sandbox with a policy may adopt a warm pod, which has no sidecar")
+	}
+}
