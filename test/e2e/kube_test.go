@@ -520,6 +520,12 @@ current-context: c
 		{append(slices.Clone(serve), "--kubeconfig", kc, "--kube-image-pull-policy", "Sometimes"), "--kube-image-pull-policy"},
 		{append(slices.Clone(serve), "--kubeconfig", kc, "--kube-endpoints", "carrier-pigeon"), "endpoints"},
 		{append(slices.Clone(serve), "--kubeconfig", "/nonexistent/kubeconfig"), "kubeconfig"},
+		{append(slices.Clone(serve), "--kubeconfig", kc, "--kube-records", "etcd"), "--kube-records"},
+		{[]string{"controller", "--kubeconfig", kc, "--corral-image", "x", "--egress-upstream", "127.0.0.1:53"}, "--egress-upstream"},
+		{[]string{"controller", "--kubeconfig", kc, "--corral-image", "x", "--egress-upstream", "dns.example"}, "--egress-upstream"},
+		{[]string{"controller", "--kubeconfig", kc, "--corral-image", "x", "--egress-deny", "10.0.0.0/33"}, "--egress-deny"},
+		{[]string{"egress", "--netns", "self", "--token", "t", "--exempt-mark", "0"}, "--exempt-mark"},
+		{[]string{"egress", "--netns", "self", "--token", "t", "--exempt-mark", "lots"}, "--exempt-mark"},
 	} {
 		args := tc.args
 		if args[0] == "serve" {
