@@ -23,6 +23,14 @@ const (
 	EgressPort = 18080
 )
 
+// Corral's extension of the egress API: PUT {"token": "..."} (at least
+// EgressTokenMinLen characters, no spaces) with the current token
+// replaces it.
+const (
+	PathEgressToken   = "/corral/token"
+	EgressTokenMinLen = 16
+)
+
 // Sandbox states as they appear on the wire.
 const (
 	StatePending    = "Pending"

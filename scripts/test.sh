@@ -101,6 +101,7 @@ required=(
   internal/egress/nft.TestExemptMark
   internal/egress/nflog.TestListenWhilePacketsAreLogged
   internal/egress.TestEnforcerEndToEnd
+  internal/egress.TestTokenReplacement
   internal/driver/uplink.TestAttachRoutesOutAndNowhereElse
   test/e2e.TestOCIEgressPolicy
   test/e2e.TestDockerEgressPolicy

@@ -24,6 +24,7 @@ func runEgress(ctx context.Context, e *env, args []string) int {
 	ns := fs.String("netns", "", "the sandbox's network namespace (required); self: this process's own, for an enforcer inside it (a pod's sidecar)")
 	token := fs.String("token", e.getenv("OPENSANDBOX_EGRESS_TOKEN"), "token required in OPENSANDBOX-EGRESS-AUTH (default $OPENSANDBOX_EGRESS_TOKEN)")
 	tokenFile := fs.String("token-file", "", "read the token from this file instead")
+	tokenState := fs.String("token-state", "", "where a token replaced through the API (PUT /corral/token) is kept; it overrides --token when present")
 	sandboxID := fs.String("sandbox-id", e.getenv("OPENSANDBOX_EGRESS_SANDBOX_ID"), "the sandbox's ID, for the log and the audit stream")
 	policyFile := fs.String("policy-file", "", "where the policy is kept across restarts")
 	initial := fs.String("policy", e.getenv("OPENSANDBOX_EGRESS_RULES"), "the initial policy as JSON (default $OPENSANDBOX_EGRESS_RULES; none: deny everything)")
@@ -67,7 +68,7 @@ func runEgress(ctx context.Context, e *env, args []string) int {
 	if *ns == "self" {
 		*ns = ""
 	}
-	cfg := egress.Config{Netns: *ns, Token: *token, PolicyFile: *policyFile, Initial: pol,
+	cfg := egress.Config{Netns: *ns, Token: *token, TokenStateFile: *tokenState, PolicyFile: *policyFile, Initial: pol,
 		DNSListen: *dnsListen, APIListen: *apiListen, APISocket: *apiSocket, SandboxID: *sandboxID, DropPrivileges: true, Logger: log}
 	for _, p := range splitList(*deny) {
 		pfx, err := netip.ParsePrefix(p)
@@ -108,7 +109,10 @@ func runEgress(ctx context.Context, e *env, args []string) int {
 		}
 	}
 	if cfg.Token == "" {
-		return fail(e, "egress: a token is required (--token, --token-file or $OPENSANDBOX_EGRESS_TOKEN): the API changes the policy")
+		// A token kept by an earlier run (a replaced one) will do.
+		if b, err := os.ReadFile(cfg.TokenStateFile); cfg.TokenStateFile == "" || err != nil || strings.TrimSpace(string(b)) == "" {
+			return fail(e, "egress: a token is required (--token, --token-file or $OPENSANDBOX_EGRESS_TOKEN): the API changes the policy")
+		}
 	}
 	svc, err := egress.New(cfg)
 	if err != nil {

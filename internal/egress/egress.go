@@ -32,6 +32,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/internal/driver/netns"
 	"github.com/corral-dev/corral/internal/egress/audit"
 	"github.com/corral-dev/corral/internal/egress/dnsproxy"
@@ -54,6 +55,10 @@ type Config struct {
 	Netns string
 	// Token is required in OPENSANDBOX-EGRESS-AUTH ("" disables auth).
 	Token string
+	// TokenStateFile, when set, keeps a token replaced through the API
+	// (PUT /corral/token) across restarts of the enforcer: it overrides
+	// Token when present.
+	TokenStateFile string
 	// PolicyFile persists the policy across restarts of the enforcer.
 	PolicyFile string
 	// Initial is the policy when PolicyFile holds none.
@@ -104,6 +109,8 @@ type Service struct {
 	mu    sync.Mutex // serialises changes
 	ready atomic.Bool
 	audit *audit.Log
+	// token is the API's token in force.
+	token atomic.Pointer[string]
 
 	ca      *mitm.CA
 	vault   atomic.Pointer[vault.Vault]
@@ -125,6 +132,13 @@ func New(cfg Config) (*Service, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger, audit: audit.New(cfg.SandboxID)}
+	token := cfg.Token
+	if cfg.TokenStateFile != "" {
+		if b, err := os.ReadFile(cfg.TokenStateFile); err == nil && len(bytes.TrimSpace(b)) > 0 {
+			token = string(bytes.TrimSpace(b))
+		}
+	}
+	s.token.Store(&token)
 	pol := cfg.Initial
 	if cfg.PolicyFile != "" {
 		if b, err := os.ReadFile(cfg.PolicyFile); err == nil {
@@ -361,8 +375,12 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "ok")
 		return
 	}
-	if s.cfg.Token != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(HeaderAuth)), []byte(s.cfg.Token)) != 1 {
+	if tok := *s.token.Load(); tok != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(HeaderAuth)), []byte(tok)) != 1 {
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	if r.URL.Path == PathToken {
+		s.serveToken(w, r)
 		return
 	}
 	if r.URL.Path == "/events" {
@@ -530,4 +548,44 @@ func strictJSON(b []byte, v any) error {
 func writeStatus(w http.ResponseWriter, st status) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(st)
+}
+
+// PathToken is corral's extension of the egress API that replaces its
+// token (api.PathEgressToken): the Kubernetes controller hands a warm
+// pod's enforcer over to the sandbox that adopts it this way.
+const PathToken = api.PathEgressToken
+
+// MinTokenLen is the shortest token PUT /corral/token accepts.
+const MinTokenLen = api.EgressTokenMinLen
+
+func (s *Service) serveToken(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPut {
+		w.Header().Set("Allow", http.MethodPut)
+		http.Error(w, "only PUT", http.StatusMethodNotAllowed)
+		return
+	}
+	var req struct {
+		Token string `json:"token"`
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 4097))
+	if err != nil || len(body) > 4096 || strictJSON(body, &req) != nil {
+		http.Error(w, `the body must be {"token": "..."}`, http.StatusBadRequest)
+		return
+	}
+	if len(req.Token) < MinTokenLen || strings.ContainsAny(req.Token, " \t\r\n") {
+		http.Error(w, fmt.Sprintf("the token must be at least %d characters without spaces", MinTokenLen), http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cfg.TokenStateFile != "" {
+		if err := writeFileSync(s.cfg.TokenStateFile, []byte(req.Token)); err != nil {
+			s.log.Error("keep the new token", "err", err)
+			http.Error(w, "the token could not be kept", http.StatusInternalServerError)
+			return
+		}
+	}
+	s.token.Store(&req.Token)
+	s.log.Info("the API token was replaced")
+	w.WriteHeader(http.StatusNoContent)
 }

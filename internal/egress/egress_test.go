@@ -59,9 +59,9 @@ func lookup(t *testing.T, ns, name string) (rcode int, addrs []string) {
 	return r.Rcode, addrs
 }
 
-// api calls the policy API from inside the namespace, as the server's
+// policyAPI calls the policy API from inside the namespace, as the server's
 // forwarder does.
-func api(t *testing.T, ns, method, token, body string) (int, string) {
+func policyAPI(t *testing.T, ns, method, token, body string) (int, string) {
 	t.Helper()
 	return apiAt(t, ns, method, "/policy", token, body)
 }
@@ -181,10 +181,10 @@ func TestEnforcerEndToEnd(t *testing.T) {
 	}
 
 	// The API.
-	if code, _ := api(t, p.Inside, "GET", "", ""); code != 401 {
+	if code, _ := policyAPI(t, p.Inside, "GET", "", ""); code != 401 {
 		t.Errorf("no token = %d", code)
 	}
-	code, body := api(t, p.Inside, "GET", "egress-token", "")
+	code, body := policyAPI(t, p.Inside, "GET", "egress-token", "")
 	var st struct {
 		Mode, EnforcementMode string
 		Policy                policy.Policy
@@ -192,27 +192,27 @@ func TestEnforcerEndToEnd(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &st); code != 200 || err != nil || st.Mode != "enforcing" || st.EnforcementMode != "dns+nft" || len(st.Policy.Egress) != 1 {
 		t.Errorf("GET = %d %s", code, body)
 	}
-	if code, body := api(t, p.Inside, "PATCH", "egress-token", `[{"action":"allow","target":"other.net"}]`); code != 200 {
+	if code, body := policyAPI(t, p.Inside, "PATCH", "egress-token", `[{"action":"allow","target":"other.net"}]`); code != 200 {
 		t.Fatalf("PATCH = %d %s", code, body)
 	}
 	lookup(t, p.Inside, "other.net")
 	if !testutil.ReachesSoon(p.Inside, "10.250.0.3:8080") {
 		t.Error("a name allowed by PATCH is unreachable")
 	}
-	if code, body := api(t, p.Inside, "DELETE", "egress-token", `["*.example.com"]`); code != 200 {
+	if code, body := policyAPI(t, p.Inside, "DELETE", "egress-token", `["*.example.com"]`); code != 200 {
 		t.Fatalf("DELETE = %d %s", code, body)
 	}
 	if testutil.Reaches(p.Inside, "10.250.0.4:8080") {
 		t.Error("an address resolved for a removed rule is still reachable")
 	}
-	if code, body := api(t, p.Inside, "DELETE", "egress-token", `["nope.example"]`); code != 200 || !strings.Contains(body, "no matching targets") {
+	if code, body := policyAPI(t, p.Inside, "DELETE", "egress-token", `["nope.example"]`); code != 200 || !strings.Contains(body, "no matching targets") {
 		t.Errorf("DELETE of nothing = %d %s", code, body)
 	}
 	for _, bad := range []struct{ method, body string }{
 		{"PATCH", `[]`}, {"PATCH", `{"action":"allow"}`}, {"PATCH", `[{"action":"permit","target":"x.com"}]`},
 		{"PATCH", `[{"action":"allow","target":"http://x"}]`}, {"DELETE", `[]`}, {"POST", `{"defaultAction":"maybe"}`},
 	} {
-		if code, body := api(t, p.Inside, bad.method, "egress-token", bad.body); code != 400 {
+		if code, body := policyAPI(t, p.Inside, bad.method, "egress-token", bad.body); code != 400 {
 			t.Errorf("%s %s = %d %s, want 400", bad.method, bad.body, code, body)
 		}
 	}
@@ -297,7 +297,7 @@ func TestEnforcerEndToEnd(t *testing.T) {
 	if rc, _ := lookup(t, p.Inside, "api.example.com"); rc != dns.RcodeNameError {
 		t.Errorf("after a restart the removed rule came back: %d", rc)
 	}
-	if code, body := api(t, p.Inside, "POST", "egress-token", `{}`); code != 200 || !strings.Contains(body, "deny_all") || !strings.Contains(body, "reset") {
+	if code, body := policyAPI(t, p.Inside, "POST", "egress-token", `{}`); code != 200 || !strings.Contains(body, "deny_all") || !strings.Contains(body, "reset") {
 		t.Errorf("POST {} = %d %s", code, body)
 	}
 	if rc, _ := lookup(t, p.Inside, "other.net"); rc != dns.RcodeNameError {

@@ -22,6 +22,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/corral-dev/corral/api"
@@ -477,6 +479,78 @@ func TestKubeEgressPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	podGone(t, w, sb.ID)
+
+	// A pool whose warm pods carry the sidecar serves creates with a
+	// policy: the adopting sandbox's policy and token are set on the warm
+	// enforcer before its entrypoint starts; the warm token stops working.
+	pool := &v1alpha1.SandboxPool{ObjectMeta: metav1.ObjectMeta{Name: "confined", Namespace: w.ns},
+		Spec: v1alpha1.SandboxPoolSpec{Warm: 1, Template: v1alpha1.SandboxTemplate{Image: w.busybox, ImagePullPolicy: corev1.PullNever, Egress: true,
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{ // what ociCreate asks for
+				corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("512Mi")}}}}}
+	if err := w.c.Client.Create(cx, pool); err != nil {
+		t.Fatal(err)
+	}
+	var warmToken string
+	testutil.WaitFor(t, 2*time.Minute, "a warm pod with an egress sidecar", func() bool {
+		var p v1alpha1.SandboxPool
+		var secs corev1.SecretList
+		if w.c.Client.Get(cx, client.ObjectKeyFromObject(pool), &p) != nil || p.Status.Ready < 1 ||
+			w.c.Client.List(cx, &secs, client.InNamespace(w.ns), client.MatchingLabels{"corral.dev/pool": pool.Name}) != nil || len(secs.Items) != 1 {
+			return false
+		}
+		warmToken = string(secs.Items[0].Data["egress-token"])
+		return true
+	})
+	time.Sleep(time.Second) // the server's cache sees the pool ready
+	sb2, err := c.CreateSandbox(cx, req, sdk.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cr v1alpha1.Sandbox
+	if err := w.c.Client.Get(cx, client.ObjectKey{Namespace: w.ns, Name: sb2.ID}, &cr); err != nil || !strings.HasPrefix(cr.Status.PodName, pool.Name+"-") {
+		t.Errorf("the sandbox with a policy did not adopt a warm pod: pod %q (poolRef %q), %v", cr.Status.PodName, cr.Spec.PoolRef, err)
+	}
+	x2, err := c.Sandbox(cx, sb2.ID, sdk.SandboxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run2 := func(cmd string) (string, int) {
+		out, errOut, code, err := x2.Run(cx, cmd, sdk.CommandOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", cmd, err)
+		}
+		return out + errOut, code
+	}
+	if out, code := run2(url("web.test")); code != 0 || out != "hello from "+node+"\n" {
+		t.Errorf("adopted: allowed name: %q (exit %d)", out, code)
+	}
+	if out, code := run2(url(other)); code == 0 {
+		t.Errorf("adopted: a literal address no rule allows answered: %q", out)
+	}
+	eg2, err := c.Egress(cx, sb2.ID, sdk.SandboxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pol, err := eg2.Policy(cx); err != nil || pol.Policy == nil || len(pol.Policy.Egress) != 1 || pol.Policy.Egress[0].Target != "web.test" {
+		t.Errorf("adopted: the policy through the sandbox's token: %+v %v", pol, err)
+	}
+	ep, err := c.GetEndpoint(cx, sb2.ID, api.EgressPort, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr, _ := http.NewRequestWithContext(cx, http.MethodGet, "http://"+ep.Endpoint+"/policy", nil)
+	hr.Header.Set(api.HeaderEgressToken, warmToken)
+	if res, err := http.DefaultClient.Do(hr); err != nil || res.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the warm pod's egress token still works after the adoption: %v %v", res, err)
+	} else {
+		res.Body.Close()
+	}
+	if err := c.DeleteSandbox(cx, sb2.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.c.Client.Delete(cx, pool); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // capBit reports whether bit n is set in a /proc status Cap line.

@@ -38,10 +38,8 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 		return nil, err
 	}
 	sbx := d.sandboxFor(spec)
-	if sbx.Spec.Egress == nil { // warm pods have no egress sidecar
-		if sbx.Spec.PoolRef, err = d.poolFor(ctx, sbx); err != nil {
-			return nil, err
-		}
+	if sbx.Spec.PoolRef, err = d.poolFor(ctx, sbx); err != nil {
+		return nil, err
 	}
 	// The Secrets first, so that the controller finds the token when the
 	// Sandbox arrives; they get the Sandbox as owner once it exists.

@@ -32,13 +32,13 @@ import (
 // errNoWarmPod means the pool had no ready pod to give.
 var errNoWarmPod = errors.New("no warm pod ready")
 
-// errUnauthorized is execd refusing the token.
-var errUnauthorized = errors.New("execd refused the token")
+// errUnauthorized is execd or the egress API refusing a token.
+var errUnauthorized = errors.New("the token was refused")
 
 // adoptable reports whether sbx can take a pool pod: everything it adds
 // to the template must be something execd can hand over.
 func adoptable(sbx *v1alpha1.Sandbox) bool {
-	if sbx.Spec.PoolRef == "" || sbx.Spec.Stopped || sbx.Spec.Egress != nil { // warm pods have no egress sidecar
+	if sbx.Spec.PoolRef == "" || sbx.Spec.Stopped {
 		return false
 	}
 	for _, e := range sbx.Spec.Env {
@@ -93,7 +93,7 @@ func (r *sandboxReconciler) claim(ctx context.Context, sbx *v1alpha1.Sandbox) (*
 // runs: the pods it could adopt.
 func SameTemplate(t *v1alpha1.SandboxTemplate, sbx *v1alpha1.Sandbox) bool {
 	s := &sbx.Spec
-	return t.Image == s.Image && equalPtr(t.RuntimeClassName, s.RuntimeClassName) &&
+	return t.Image == s.Image && equalPtr(t.RuntimeClassName, s.RuntimeClassName) && t.Egress == (s.Egress != nil) &&
 		slices.Equal(t.ImagePullSecrets, s.ImagePullSecrets) &&
 		t.Resources.Limits.Cpu().Equal(*s.Resources.Limits.Cpu()) && t.Resources.Limits.Memory().Equal(*s.Resources.Limits.Memory()) &&
 		t.Resources.Requests.Cpu().Equal(*s.Resources.Requests.Cpu()) && t.Resources.Requests.Memory().Equal(*s.Resources.Requests.Memory())
@@ -103,10 +103,11 @@ func equalPtr[T comparable](a, b *T) bool {
 	return a == nil && b == nil || a != nil && b != nil && *a == *b
 }
 
-// adopt hands the claimed pod over to sbx (token is sbx's). If that fails
-// the pod is deleted, and sbx starts one of its own: adopted is false.
-func (r *sandboxReconciler) adopt(ctx context.Context, sbx *v1alpha1.Sandbox, pod *corev1.Pod, token string) (adopted bool, err error) {
-	err = r.handOver(ctx, sbx, pod, token)
+// adopt hands the claimed pod over to sbx (access is sbx's access
+// Secret). If that fails the pod is deleted, and sbx starts one of its
+// own: adopted is false.
+func (r *sandboxReconciler) adopt(ctx context.Context, sbx *v1alpha1.Sandbox, pod *corev1.Pod, access *corev1.Secret) (adopted bool, err error) {
+	err = r.handOver(ctx, sbx, pod, access)
 	if err == nil {
 		r.events.Eventf(sbx, corev1.EventTypeNormal, "Adopted", "adopted warm pod %s of pool %s", pod.Name, sbx.Spec.PoolRef)
 		return true, nil
@@ -118,14 +119,23 @@ func (r *sandboxReconciler) adopt(ctx context.Context, sbx *v1alpha1.Sandbox, po
 }
 
 // handOver runs `corral adopt` in the claimed pod through its execd, with
-// the pod's own warm token: the pod gets sbx's token, environment and entrypoint.
-// The Sandbox's status naming the pod is the mark that it succeeded; until
-// that is written, a reconcile hands over again (it is idempotent).
-func (r *sandboxReconciler) handOver(ctx context.Context, sbx *v1alpha1.Sandbox, pod *corev1.Pod, token string) error {
+// the pod's own warm token: the pod gets sbx's token, environment and
+// entrypoint. A pod with an egress sidecar first gets sbx's policy and
+// egress token, so the entrypoint starts confined. The Sandbox's status
+// naming the pod is the mark that it succeeded; until that is written, a
+// reconcile hands over again (every step is idempotent).
+func (r *sandboxReconciler) handOver(ctx context.Context, sbx *v1alpha1.Sandbox, pod *corev1.Pod, access *corev1.Secret) error {
 	var warm corev1.Secret
 	if err := r.client.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: warmSecret(pod.Name)}, &warm); err != nil {
 		return fmt.Errorf("the warm pod's token: %w", err)
 	}
+	if sbx.Spec.Egress != nil {
+		egressAddr := net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(EgressPort))
+		if err := handOverEgress(ctx, egressAddr, string(warm.Data[EgressTokenKey]), string(access.Data[EgressTokenKey]), sbx.Spec.Egress.Policy); err != nil {
+			return err
+		}
+	}
+	token := string(access.Data[TokenKey])
 	a := initproc.Adoption{Token: token, Args: sbx.Spec.Entrypoint}
 	for _, e := range sbx.Spec.Env {
 		a.Env = append(a.Env, e.Name+"="+e.Value)
@@ -144,6 +154,50 @@ func (r *sandboxReconciler) handOver(ctx context.Context, sbx *v1alpha1.Sandbox,
 		err = runInPod(ctx, addr, a.Token, req)
 	}
 	return err
+}
+
+// handOverEgress sets a warm pod's enforcer to the adopting sandbox's
+// policy, then gives its API the sandbox's token. A repeat finds the warm
+// token refused and checks the policy with the sandbox's.
+func handOverEgress(ctx context.Context, addr, warmToken, token, policy string) error {
+	if len(token) < api.EgressTokenMinLen {
+		return fmt.Errorf("the sandbox's access Secret has no usable %s", EgressTokenKey)
+	}
+	err := egressCall(ctx, addr, warmToken, http.MethodPut, "/policy", policy)
+	if errors.Is(err, errUnauthorized) {
+		return egressCall(ctx, addr, token, http.MethodPut, "/policy", policy)
+	}
+	if err != nil {
+		return err
+	}
+	body, _ := json.Marshal(map[string]string{"token": token})
+	return egressCall(ctx, addr, warmToken, http.MethodPut, api.PathEgressToken, string(body))
+}
+
+// egressCall makes one request to an egress API and fails unless it
+// answers 2xx.
+func egressCall(ctx context.Context, addr, token, method, path, body string) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	hr, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	hr.Header.Set(api.HeaderEgressToken, token)
+	res, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		return fmt.Errorf("egress API at %s: %w", addr, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
+	switch {
+	case res.StatusCode == http.StatusUnauthorized:
+		return errUnauthorized
+	case res.StatusCode/100 != 2:
+		return fmt.Errorf("egress API at %s: %s %s answered %s: %s", addr, method, path, res.Status, bytes.TrimSpace(b))
+	}
+	return nil
 }
 
 // runInPod runs one command through execd and fails unless it exits 0.

@@ -82,21 +82,26 @@ func (r *sandboxReconciler) podFor(sbx *v1alpha1.Sandbox) *corev1.Pod {
 	p.OwnerReferences = []metav1.OwnerReference{OwnerRef(sbx, "Sandbox")}
 	p.Spec.Hostname = hostname(sbx.Name)
 	if sbx.Spec.Egress != nil {
-		addEgress(r.cfg, p, sbx)
+		addEgress(r.cfg, p, sbx.Name, sbx.Spec.Egress.Policy, sbx.Spec.AccessSecretName)
 	}
 	return p
 }
 
-// addEgress gives p the egress sidecar confining sbx: a native sidecar
-// (it starts, and enforces, before the sandbox and outlives its
-// restarts) in the pod's network namespace with NET_ADMIN, which the
-// sandbox never has, in a PID namespace of its own. The pod resolves
-// through the sidecar's DNS proxy.
-func addEgress(cfg Config, p *corev1.Pod, sbx *v1alpha1.Sandbox) {
+// warmPolicy is a warm pod's policy until a Sandbox adopts the pod.
+const warmPolicy = `{"defaultAction":"deny"}`
+
+// addEgress gives p the egress sidecar enforcing policy, its API token
+// under EgressTokenKey of Secret tokenSecret: a native sidecar (it
+// starts, and enforces, before the sandbox and outlives its restarts) in
+// the pod's network namespace with NET_ADMIN, which the sandbox never
+// has, in a PID namespace of its own. The pod resolves through the
+// sidecar's DNS proxy. A policy or token changed through the API (an
+// adoption) is kept on the sidecar's memory volume across its restarts.
+func addEgress(cfg Config, p *corev1.Pod, name, policy, tokenSecret string) {
 	always := corev1.ContainerRestartPolicyAlways
-	no, root, zero := false, true, int64(0)
-	args := []string{"/corral", "egress", "--netns", "self", "--sandbox-id", sbx.Name,
-		"--policy", sbx.Spec.Egress.Policy, "--policy-file", egressDir + "/policy.json",
+	no, yes, zero := false, true, int64(0)
+	args := []string{"/corral", "egress", "--netns", "self", "--sandbox-id", name,
+		"--policy", policy, "--policy-file", egressDir + "/policy.json", "--token-state", egressDir + "/token",
 		"--exempt-mark", fmt.Sprintf("%#x", EgressMark), "--api-listen", fmt.Sprintf("0.0.0.0:%d", EgressPort)}
 	if len(cfg.EgressUpstreams) > 0 {
 		args = append(args, "--upstream", strings.Join(cfg.EgressUpstreams, ","))
@@ -113,9 +118,12 @@ func addEgress(cfg Config, p *corev1.Pod, sbx *v1alpha1.Sandbox) {
 		ImagePullPolicy: cfg.CorralImagePullPolicy,
 		RestartPolicy:   &always,
 		Command:         args,
+		// Optional: a warm pod's Secret is deleted once the pod is adopted,
+		// and a sidecar restarted after that runs on the token the adoption
+		// left in its state file.
 		Env: []corev1.EnvVar{{Name: "OPENSANDBOX_EGRESS_TOKEN", ValueFrom: &corev1.EnvVarSource{
 			SecretKeyRef: &corev1.SecretKeySelector{
-				LocalObjectReference: corev1.LocalObjectReference{Name: sbx.Spec.AccessSecretName}, Key: EgressTokenKey,
+				LocalObjectReference: corev1.LocalObjectReference{Name: tokenSecret}, Key: EgressTokenKey, Optional: &yes,
 			},
 		}}},
 		Ports:        []corev1.ContainerPort{{Name: "egress", ContainerPort: EgressPort, Protocol: corev1.ProtocolTCP}},
@@ -131,7 +139,7 @@ func addEgress(cfg Config, p *corev1.Pod, sbx *v1alpha1.Sandbox) {
 			RunAsUser:                &zero,
 			RunAsNonRoot:             &no,
 			AllowPrivilegeEscalation: &no,
-			ReadOnlyRootFilesystem:   &root,
+			ReadOnlyRootFilesystem:   &yes,
 			Capabilities: &corev1.Capabilities{
 				Drop: []corev1.Capability{"ALL"},
 				Add:  []corev1.Capability{"NET_ADMIN", "NET_BIND_SERVICE"},
@@ -159,6 +167,9 @@ func (r *poolReconciler) warmPodFor(pool *v1alpha1.SandboxPool, name string) *co
 	p.Name, p.Namespace = name, pool.Namespace
 	p.Labels = map[string]string{LabelManaged: "true", LabelPool: pool.Name}
 	p.OwnerReferences = []metav1.OwnerReference{OwnerRef(pool, "SandboxPool")}
+	if t.Egress {
+		addEgress(r.cfg, p, name, warmPolicy, warmSecret(name))
+	}
 	return p
 }
 

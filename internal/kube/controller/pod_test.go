@@ -66,8 +66,34 @@ func TestEgressSidecar(t *testing.T) {
 	if len(p.Spec.InitContainers) != 1 || p.Spec.DNSPolicy == corev1.DNSNone {
 		t.Errorf("a Sandbox without a policy got egress parts: %+v", p.Spec)
 	}
-	sbx.Spec.PoolRef, sbx.Spec.Egress = "pool", &v1alpha1.SandboxEgress{Policy: "{}"}
-	if adoptable(sbx) {
-		t.Error("a Sandbox with a policy may adopt a warm pod, which has no sidecar")
+	// Pools: only pods with the sidecar serve Sandboxes with a policy, and
+	// only Sandboxes with one adopt those; a warm sidecar denies
+	// everything, with the warm pod's own token.
+	sbx.Spec.Egress = &v1alpha1.SandboxEgress{Policy: "{}"}
+	plain := &v1alpha1.SandboxPool{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}, Spec: v1alpha1.SandboxPoolSpec{
+		Template: v1alpha1.SandboxTemplate{Image: "busybox"}}}
+	confined := plain.DeepCopy()
+	confined.Spec.Template.Egress = true
+	if SameTemplate(&plain.Spec.Template, sbx) || !SameTemplate(&confined.Spec.Template, sbx) {
+		t.Error("a Sandbox with a policy matches the wrong pools")
+	}
+	sbx.Spec.Egress = nil
+	if !SameTemplate(&plain.Spec.Template, sbx) || SameTemplate(&confined.Spec.Template, sbx) {
+		t.Error("a Sandbox without a policy matches the wrong pools")
+	}
+	pr := &poolReconciler{cfg: r.cfg}
+	if w := pr.warmPodFor(plain, "p-1"); len(w.Spec.InitContainers) != 1 {
+		t.Errorf("a plain pool's pod has a sidecar: %+v", w.Spec.InitContainers)
+	}
+	w := pr.warmPodFor(confined, "p-2")
+	if len(w.Spec.InitContainers) != 2 {
+		t.Fatalf("a pool with egress has no sidecar: %+v", w.Spec.InitContainers)
+	}
+	wc := w.Spec.InitContainers[1]
+	if i := slices.Index(wc.Command, "--policy"); i < 0 || wc.Command[i+1] != warmPolicy || !slices.Contains(wc.Command, "--token-state") {
+		t.Errorf("warm sidecar: %v", wc.Command)
+	}
+	if wc.Env[0].ValueFrom.SecretKeyRef.Name != warmSecret("p-2") {
+		t.Errorf("warm sidecar token from %s", wc.Env[0].ValueFrom.SecretKeyRef.Name)
 	}
 }

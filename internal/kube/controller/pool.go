@@ -136,6 +136,11 @@ func (r *poolReconciler) startWarmPod(ctx context.Context, pool *v1alpha1.Sandbo
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{TokenKey: []byte(base64.RawURLEncoding.EncodeToString(b[4:]))},
 	}
+	if pool.Spec.Template.Egress {
+		var e [24]byte
+		_, _ = rand.Read(e[:])
+		sec.Data[EgressTokenKey] = []byte(base64.RawURLEncoding.EncodeToString(e[:]))
+	}
 	if err := r.client.Create(ctx, sec); err != nil {
 		return err
 	}

@@ -66,7 +66,7 @@ func (r *sandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		adopted, err := r.adopt(ctx, &sbx, pod, string(sec.Data[TokenKey]))
+		adopted, err := r.adopt(ctx, &sbx, pod, sec)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -121,7 +121,7 @@ func (r *sandboxReconciler) noPod(ctx context.Context, sbx *v1alpha1.Sandbox, st
 		return nil
 	}
 	sec, err := r.accessSecret(ctx, sbx)
-	token, ok := sec.Data[TokenKey]
+	_, ok := sec.Data[TokenKey]
 	if apierrors.IsNotFound(err) || err == nil && !ok {
 		// The driver writes the Secret before the Sandbox; should it come
 		// later, its arrival (watched by its sandbox label) triggers the
@@ -140,7 +140,7 @@ func (r *sandboxReconciler) noPod(ctx context.Context, sbx *v1alpha1.Sandbox, st
 		case err != nil:
 			return err
 		default:
-			adopted, err := r.adopt(ctx, sbx, pod, string(token))
+			adopted, err := r.adopt(ctx, sbx, pod, sec)
 			if err != nil {
 				return err
 			}

@@ -57,6 +57,12 @@ type SandboxTemplate struct {
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
 	// +optional
 	RuntimeClassName *string `json:"runtimeClassName,omitempty"`
+	// Egress gives the warm pods an egress sidecar that denies everything
+	// until a Sandbox with a network policy adopts the pod and sets its
+	// policy. Only Sandboxes with a policy adopt such pods, and only such
+	// pods serve Sandboxes with a policy.
+	// +optional
+	Egress bool `json:"egress,omitempty"`
 }
 
 // SandboxPoolStatus is the observed pool.
