@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -202,14 +203,29 @@ func TestSandboxFollowsItsPod(t *testing.T) {
 	testutil.WaitFor(t, 10*time.Second, "the pod's activeDeadlineSeconds", func() bool {
 		return c.Get(ctx, client.ObjectKeyFromObject(pod), pod) == nil && pod.Spec.ActiveDeadlineSeconds != nil && *pod.Spec.ActiveDeadlineSeconds <= 2
 	})
-	// Expiry: a past expireTime deletes the Sandbox.
+	// Expiry: a past expireTime marks the Sandbox Expired and deletes it
+	// (a finalizer of the test's holds it to read the condition).
 	cur = getSandbox(t, c, ns, "s1")
 	patch = client.MergeFrom(cur.DeepCopy())
 	cur.Spec.ExpireTime = &metav1.Time{Time: time.Now().Add(time.Second)}
+	cur.Finalizers = []string{"test.corral.dev/hold"}
 	if err := c.Patch(ctx, cur, patch); err != nil {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, 10*time.Second, "the expired Sandbox to be deleted", func() bool {
+		s := getSandbox(t, c, ns, "s1")
+		return !s.DeletionTimestamp.IsZero()
+	})
+	held := getSandbox(t, c, ns, "s1")
+	if !meta.IsStatusConditionTrue(held.Status.Conditions, v1alpha1.ConditionExpired) {
+		t.Errorf("an expired Sandbox has no Expired condition: %+v", held.Status.Conditions)
+	}
+	patch = client.MergeFrom(held.DeepCopy())
+	held.Finalizers = nil
+	if err := c.Patch(ctx, held, patch); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "the expired Sandbox to be gone", func() bool {
 		err := c.Get(ctx, client.ObjectKeyFromObject(cur), &v1alpha1.Sandbox{})
 		return apierrors.IsNotFound(err)
 	})

@@ -123,6 +123,10 @@ const (
 	ConditionFailed = "Failed"
 	// ConditionExited: the entrypoint ended.
 	ConditionExited = "Exited"
+	// ConditionExpired: expireTime passed; the Sandbox is being deleted
+	// (reason TTLExpired). Watchers see it on the last update before the
+	// deletion.
+	ConditionExpired = "Expired"
 )
 
 // SandboxStatus is the observed sandbox.
