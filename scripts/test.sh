@@ -134,6 +134,7 @@ required=(
   test/e2e.TestKubeEgressPolicy
   internal/kube/records.TestRecordsAreSharedAndVersioned
   internal/kube/records.TestIdempotencyKeysAcrossServers
+  internal/kube/records.TestAPIKeysAcrossServers
   test/e2e.TestKubeCommandsRejectBadInput
 )
 

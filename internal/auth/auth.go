@@ -37,28 +37,64 @@ type Principal struct {
 	Admin  bool
 }
 
+// KeyStore keeps API keys: *store.Store (SQLite) or a store shared by
+// several servers (SharedKeyStore).
+type KeyStore interface {
+	// InsertKey stores a new key; ErrAlreadyExists if its hash is known.
+	InsertKey(ctx context.Context, k *store.APIKey) error
+	// LoadKeys returns every key, revoked ones included, oldest first.
+	LoadKeys(ctx context.Context) ([]*store.APIKey, error)
+	// RevokeKey marks a key revoked; ErrNotFound if unknown.
+	RevokeKey(ctx context.Context, id string, at time.Time) error
+}
+
+// SharedKeyStore is a KeyStore other servers write too: the Keyring
+// follows every change, so a key created or revoked through one server
+// holds on all of them within a watch's delay.
+type SharedKeyStore interface {
+	KeyStore
+	// Follow calls changed with every key written, by any server, until
+	// ctx ends; it returns once the handler is registered.
+	Follow(ctx context.Context, changed func(*store.APIKey)) error
+}
+
 // Keyring authenticates API keys and manages them.
 type Keyring struct {
-	st *store.Store
+	st KeyStore
 
 	// mu guards byHash, which indexes active keys by the hex SHA-256 of the key.
 	mu     sync.RWMutex
 	byHash map[string]*store.APIKey
 }
 
-// Open loads the keys from the store.
-func Open(ctx context.Context, st *store.Store) (*Keyring, error) {
+// Open loads the keys from the store; a shared store is followed until
+// ctx ends.
+func Open(ctx context.Context, st KeyStore) (*Keyring, error) {
 	k := &Keyring{st: st, byHash: map[string]*store.APIKey{}}
+	if sh, ok := st.(SharedKeyStore); ok {
+		if err := sh.Follow(ctx, k.take); err != nil {
+			return nil, err
+		}
+	}
 	keys, err := st.LoadKeys(ctx)
 	if err != nil {
 		return nil, err
 	}
 	for _, key := range keys {
-		if key.RevokedAt.IsZero() {
-			k.byHash[key.Hash] = key
-		}
+		k.take(key)
 	}
 	return k, nil
+}
+
+// take indexes an active key and forgets a revoked one.
+func (k *Keyring) take(key *store.APIKey) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if key.RevokedAt.IsZero() {
+		k.byHash[key.Hash] = key
+	} else {
+		delete(k.byHash, key.Hash)
+	}
 }
 
 // Hash returns the stored form of a key.
@@ -136,6 +172,20 @@ func (k *Keyring) Seed(ctx context.Context, key string) error {
 		return nil
 	}
 	_, err := k.add(ctx, key, DefaultTenant, "seeded", true)
+	if errors.Is(err, errdefs.ErrAlreadyExists) {
+		// Another server sharing the keys may have seeded it first; a key
+		// that was revoked stays refused.
+		keys, lerr := k.st.LoadKeys(ctx)
+		if lerr != nil {
+			return lerr
+		}
+		for _, rec := range keys {
+			if rec.Hash == Hash(key) && rec.RevokedAt.IsZero() {
+				k.take(rec)
+				return nil
+			}
+		}
+	}
 	return err
 }
 

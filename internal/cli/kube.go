@@ -97,6 +97,30 @@ func kubeRecords(ctx context.Context, cfg *serveConfig, log *slog.Logger) (kubeR
 	return records.New(ctx, records.Config{REST: rc, Namespace: cfg.kubeNamespace, ServerID: cfg.serverID})
 }
 
+// kubeCheckFlags reports a mistaken --kube-* flag before anything dials
+// the cluster.
+func kubeCheckFlags(cfg *serveConfig) error {
+	if _, err := kubeconfig.PullPolicy(cfg.kubePullPolicy); err != nil {
+		return fmt.Errorf("--kube-image-pull-policy: %w", err)
+	}
+	switch cfg.kubeEndpoints {
+	case "", kube.EndpointsAuto, kube.EndpointsPod, kube.EndpointsPortForward:
+		return nil
+	}
+	return fmt.Errorf("--kube-endpoints %q: want %s, %s or %s", cfg.kubeEndpoints, kube.EndpointsAuto, kube.EndpointsPod, kube.EndpointsPortForward)
+}
+
+// kubeKeys keeps the API keys of `serve --runtime kubernetes` in the
+// cluster, shared by the replicas.
+func kubeKeys(ctx context.Context, cfg *serveConfig, log *slog.Logger) (kubeKeyStore, error) {
+	kubeconfig.SetGlobalLoggers(log)
+	rc, err := kubeconfig.Load(cfg.kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return records.NewKeys(ctx, records.Config{REST: rc, Namespace: cfg.kubeNamespace, ServerID: cfg.serverID})
+}
+
 // kubeDriver is the kubernetes runtime of `serve`.
 func kubeDriver(cfg *serveConfig, log *slog.Logger) (driver.Driver, error) {
 	policy, err := kubeconfig.PullPolicy(cfg.kubePullPolicy)

@@ -25,6 +25,12 @@ func kubeRecords(context.Context, *serveConfig, *slog.Logger) (kubeRecordStore, 
 	return nil, errNoKube
 }
 
+func kubeCheckFlags(*serveConfig) error { return errNoKube }
+
+func kubeKeys(context.Context, *serveConfig, *slog.Logger) (kubeKeyStore, error) {
+	return nil, errNoKube
+}
+
 func runController(_ context.Context, e *env, _ []string) int {
 	return fail(e, "controller: %v", errNoKube)
 }

@@ -315,18 +315,31 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, log *slog.Logger) (err
 		return err
 	}
 	defer st.Close()
-	keys, err := auth.Open(ctx, st)
+	if cfg.serverID == "" {
+		if cfg.serverID, err = serverID(cfg.dataDir); err != nil {
+			return err
+		}
+	}
+	if cfg.runtime == kubeRuntime {
+		if err := kubeCheckFlags(cfg); err != nil {
+			return fmt.Errorf("runtime %s: %w", cfg.runtime, err)
+		}
+	}
+	var keyStore auth.KeyStore = st
+	if cfg.runtime == kubeRuntime && cfg.kubeRecords == "cluster" {
+		ks, err := kubeKeys(ctx, cfg, log)
+		if err != nil {
+			return fmt.Errorf("runtime %s: API keys: %w", cfg.runtime, err)
+		}
+		defer ks.Close()
+		keyStore = ks
+	}
+	keys, err := auth.Open(ctx, keyStore)
 	if err != nil {
 		return err
 	}
 	if err := bootstrapKeys(ctx, e, cfg, keys, log); err != nil {
 		return err
-	}
-
-	if cfg.serverID == "" {
-		if cfg.serverID, err = serverID(cfg.dataDir); err != nil {
-			return err
-		}
 	}
 	cfg.audit = func(ctx context.Context, id string, evs []audit.Event) error {
 		return st.AppendAudit(ctx, auditRecords(id, evs))
@@ -455,5 +468,11 @@ corral: this server had no API key, so it created an admin key for tenant %q.
 // runtime (internal/kube/records in builds with -tags kube).
 type kubeRecordStore interface {
 	lifecycle.SharedRecords
+	io.Closer
+}
+
+// kubeKeyStore is its API key store.
+type kubeKeyStore interface {
+	auth.SharedKeyStore
 	io.Closer
 }

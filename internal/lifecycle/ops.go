@@ -125,15 +125,18 @@ func (m *Manager) renew(ctx context.Context, tenant, id string, at time.Time) (t
 		return time.Time{}, errdefs.Newf(errdefs.ErrInvalidArgument, "SANDBOX::INVALID_EXPIRATION",
 			"new expiration is more than the configured maximum of %d seconds away", int64(m.cfg.MaxTimeout/time.Second))
 	}
-	if x, ok := m.d.(driver.Expirer); ok {
-		if err := x.SetExpiry(ctx, id, at.UTC()); err != nil {
-			return time.Time{}, err
-		}
-	}
 	next := sb.Clone()
 	next.ExpiresAt, next.UpdatedAt = at.UTC(), now
 	if err := m.commit(ctx, e, next, "renewed"); err != nil {
 		return time.Time{}, err
+	}
+	// The record first, then the backend's copy, fenced by the record's
+	// time: a renew that lost a race never overwrites the winner's. A
+	// failure here is returned; renewing again repairs it.
+	if x, ok := m.d.(driver.Expirer); ok {
+		if err := x.SetExpiry(ctx, id, next.ExpiresAt, now); err != nil {
+			return time.Time{}, err
+		}
 	}
 	m.wakeReaper()
 	return next.ExpiresAt, nil

@@ -6,6 +6,7 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -137,13 +138,16 @@ func transitional(s sandbox.State) bool {
 	return false
 }
 
-// retryConflicts runs op again, up to three times, while another server's
-// concurrent change makes it fail with a conflict.
+// retryConflicts runs op again, up to ten times in all, while another
+// server's concurrent change makes it fail with a conflict, after a short
+// random pause that grows (servers racing in step would otherwise collide
+// again).
 func retryConflicts[T any](op func() (T, error)) (T, error) {
 	for i := 0; ; i++ {
 		v, err := op()
-		if i == 2 || !errors.Is(err, store.ErrConflict) {
+		if i == 9 || !errors.Is(err, store.ErrConflict) {
 			return v, err
 		}
+		time.Sleep(time.Duration(1+rand.IntN(10*(i+1))) * time.Millisecond)
 	}
 }

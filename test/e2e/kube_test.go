@@ -330,6 +330,32 @@ func TestKubeReplicasShareTheCluster(t *testing.T) {
 		t.Errorf("events = %+v, %v", evs, err)
 	}
 
+	// API keys are shared too: one made through a is accepted by b, and
+	// revoked through b it is refused by a.
+	k, err := ca.CreateAPIKey(cx, api.CreateAPIKeyRequest{Tenant: "team-x", Name: "replicated"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asKey := func(s *server) *sdk.Client {
+		c, err := sdk.New(sdk.WithBaseURL(s.url), sdk.WithAPIKey(k.Key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	testutil.WaitFor(t, 10*time.Second, "replica b to accept a key made through a", func() bool {
+		_, err := asKey(b).ListSandboxes(cx, sdk.ListOptions{})
+		return err == nil
+	})
+	if err := cb.RevokeAPIKey(cx, k.ID); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "replica a to refuse a key revoked through b", func() bool {
+		_, err := asKey(a).ListSandboxes(cx, sdk.ListOptions{})
+		var ae *sdk.APIError
+		return errors.As(err, &ae) && ae.Status == http.StatusUnauthorized
+	})
+
 	// A replica that starts later, with an empty data dir, knows it all.
 	sb2, err := cb.CreateSandbox(cx, ociCreate(w.busybox), sdk.CreateOptions{})
 	if err != nil {
@@ -406,11 +432,6 @@ func TestKubeEgressPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("egress sidecar log:\n%s", w.c.PodLogs(w.ns, sb.ID, "corral-egress"))
-		}
-	})
 	x, err := c.Sandbox(cx, sb.ID, sdk.SandboxOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -422,8 +443,10 @@ func TestKubeEgressPolicy(t *testing.T) {
 		}
 		return out + errOut, code
 	}
+	// What must answer gets time on a loaded machine; what must not, 3 s.
+	get := func(host string) string { return "timeout 20 wget -q -O- http://" + host + ":" + port + "/" }
 	url := func(host string) string { return "timeout 3 wget -q -O- http://" + host + ":" + port + "/" }
-	if out, code := run(url("web.test")); code != 0 || out != "hello from "+node+"\n" {
+	if out, code := run(get("web.test")); code != 0 || out != "hello from "+node+"\n" {
 		t.Errorf("allowed name: %q (exit %d)", out, code)
 	}
 	if out, code := run("nslookup denied.test"); code == 0 && strings.Contains(out, node) {
@@ -453,7 +476,7 @@ func TestKubeEgressPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, cmd := range []string{url(other), "nslookup web.test " + node} {
+	for _, cmd := range []string{get(other), "nslookup web.test " + node} {
 		if out, errOut, code, err := fx.Run(cx, cmd, sdk.CommandOptions{}); err != nil || code != 0 {
 			t.Errorf("without a policy, %s: %q %q (exit %d, %v)", cmd, out, errOut, code, err)
 		}
@@ -469,11 +492,14 @@ func TestKubeEgressPolicy(t *testing.T) {
 	if st, err := eg.AddRules(cx, api.NetworkRule{Action: "allow", Target: "later.test"}); err != nil || st.Mode != "enforcing" {
 		t.Fatalf("add a rule through the egress API: %+v %v", st, err)
 	}
-	if out, code := run(url("later.test")); code != 0 || out != "hello from "+other+"\n" {
+	if out, code := run(get("later.test")); code != 0 || out != "hello from "+other+"\n" {
 		t.Errorf("a name allowed at run time: %q (exit %d)", out, code)
 	}
 	if out, _ := run(`timeout 2 wget -q -O- --header 'Content-Type: application/json' --post-data '{"defaultAction":"allow"}' http://127.0.0.1:18080/policy`); strings.Contains(out, "ok") {
 		t.Errorf("the sandbox changed its own policy without the token: %q", out)
+	}
+	if t.Failed() {
+		t.Logf("egress sidecar log:\n%s", w.c.PodLogs(w.ns, sb.ID, "corral-egress"))
 	}
 	if err := c.DeleteSandbox(cx, sb.ID); err != nil {
 		t.Fatal(err)
@@ -521,7 +547,7 @@ func TestKubeEgressPolicy(t *testing.T) {
 		}
 		return out + errOut, code
 	}
-	if out, code := run2(url("web.test")); code != 0 || out != "hello from "+node+"\n" {
+	if out, code := run2(get("web.test")); code != 0 || out != "hello from "+node+"\n" {
 		t.Errorf("adopted: allowed name: %q (exit %d)", out, code)
 	}
 	if out, code := run2(url(other)); code == 0 {

@@ -51,6 +51,10 @@ const stateVersion = 1
 // Kubernetes label values.
 const annotationLabels = "corral.dev/labels"
 
+// annotationExpiryAsOf is when the record's expiry that expireTime copies
+// was set (RFC 3339): the fence that orders concurrent renews.
+const annotationExpiryAsOf = "corral.dev/expiry-as-of"
+
 // Config configures the driver.
 type Config struct {
 	// REST reaches the cluster's API server.
@@ -335,14 +339,33 @@ func (d *Driver) Stop(ctx context.Context, id string, _ time.Duration) error {
 
 // SetExpiry moves the Sandbox's expireTime; the controller deletes it
 // then.
-func (d *Driver) SetExpiry(ctx context.Context, id string, at time.Time) error {
-	sbx, err := d.get(ctx, id)
-	if err != nil {
-		return err
+func (d *Driver) SetExpiry(ctx context.Context, id string, at, asOf time.Time) error {
+	for attempt := 0; ; attempt++ {
+		ch := d.changes()
+		sbx, err := d.get(ctx, id)
+		if err != nil {
+			return err
+		}
+		if prev, err := time.Parse(time.RFC3339Nano, sbx.Annotations[annotationExpiryAsOf]); err == nil && !prev.Before(asOf) {
+			return nil // a later renew got there first
+		}
+		if sbx.Annotations == nil {
+			sbx.Annotations = map[string]string{}
+		}
+		sbx.Annotations[annotationExpiryAsOf] = asOf.UTC().Format(time.RFC3339Nano)
+		sbx.Spec.ExpireTime = expireTime(at)
+		// An update: it fails if the Sandbox changed since it was read.
+		err = d.c.Update(ctx, sbx)
+		if !apierrors.IsConflict(err) || attempt == 9 {
+			return apiErr("renew sandbox "+id, err)
+		}
+		select { // the cache was behind: wait for it to catch up
+		case <-ch:
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
-	patch := client.MergeFrom(sbx.DeepCopy())
-	sbx.Spec.ExpireTime = expireTime(at)
-	return apiErr("renew sandbox "+id, d.c.Patch(ctx, sbx, patch))
 }
 
 // Destroy deletes the Sandbox and waits until the cluster has removed it

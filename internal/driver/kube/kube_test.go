@@ -132,8 +132,24 @@ func TestExpiryDeletesTheSandbox(t *testing.T) {
 	if want := spec.ExpiresAt.Add(time.Second - 1).Truncate(time.Second); sbx.Spec.ExpireTime == nil || !sbx.Spec.ExpireTime.Time.Equal(want) {
 		t.Fatalf("expireTime = %v, want %v", sbx.Spec.ExpireTime, want)
 	}
+	// Renews are ordered by when the record changed, not by arrival: an
+	// older one arriving last changes nothing.
+	later, earlier := time.Now(), time.Now().Add(-time.Second)
+	if err := d.SetExpiry(ctx, spec.ID, time.Now().Add(3*time.Hour), later); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SetExpiry(ctx, spec.ID, time.Now().Add(5*time.Hour), earlier); err != nil {
+		t.Fatal(err)
+	}
+	fresh := &v1alpha1.Sandbox{}
+	if err := w.c.Client.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: spec.ID}, fresh); err != nil {
+		t.Fatal(err)
+	}
+	if got := fresh.Spec.ExpireTime.Time; got.After(time.Now().Add(4 * time.Hour)) {
+		t.Errorf("an older renew arriving last won: expireTime %v", got)
+	}
 	at := time.Now().Add(2 * time.Second)
-	if err := d.SetExpiry(ctx, spec.ID, at); err != nil {
+	if err := d.SetExpiry(ctx, spec.ID, at, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, 30*time.Second, "the expired sandbox and its pod to be deleted", func() bool {
@@ -145,7 +161,7 @@ func TestExpiryDeletesTheSandbox(t *testing.T) {
 	if time.Now().Before(at) {
 		t.Fatalf("deleted before its expiry")
 	}
-	if err := d.SetExpiry(ctx, spec.ID, time.Now().Add(time.Hour)); !errors.Is(err, errdefs.ErrNotFound) {
+	if err := d.SetExpiry(ctx, spec.ID, time.Now().Add(time.Hour), time.Now()); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("SetExpiry of a deleted sandbox = %v, want ErrNotFound", err)
 	}
 }

@@ -79,27 +79,10 @@ func New(ctx context.Context, cfg Config) (*Records, error) {
 	if cfg.REST == nil || cfg.Namespace == "" || cfg.ServerID == "" {
 		return nil, errors.New("records: REST, Namespace and ServerID are required")
 	}
-	scheme := runtime.NewScheme()
-	if err := corev1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
 	ours := labels.Set{driver.LabelManaged: "true", driver.LabelServer: cfg.ServerID}
-	sel := labels.SelectorFromSet(labels.Merge(ours, labels.Set{LabelRecord: "true"}))
-	ca, err := cache.New(cfg.REST, cache.Options{
-		Scheme:            scheme,
-		DefaultNamespaces: map[string]cache.Config{cfg.Namespace: {}},
-		ByObject:          map[client.Object]cache.ByObject{&corev1.Secret{}: {Label: sel}},
-	})
+	ca, c, inf, err := secretCache(ctx, cfg, labels.Merge(ours, labels.Set{LabelRecord: "true"}))
 	if err != nil {
-		return nil, fmt.Errorf("records: %w", err)
-	}
-	c, err := client.New(cfg.REST, client.Options{Scheme: scheme})
-	if err != nil {
-		return nil, fmt.Errorf("records: %w", err)
-	}
-	inf, err := ca.GetInformer(ctx, &corev1.Secret{})
-	if err != nil {
-		return nil, fmt.Errorf("records: %w", err)
+		return nil, err
 	}
 	stop, err := kubeconfig.StartCache(ctx, ca, nil,
 		fmt.Sprintf("records: could not list Secrets in namespace %s (may this server list and watch them?)", cfg.Namespace))
@@ -107,6 +90,32 @@ func New(ctx context.Context, cfg Config) (*Records, error) {
 		return nil, err
 	}
 	return &Records{cfg: cfg, ours: ours, c: c, cache: ca, inf: inf, stop: stop}, nil
+}
+
+// secretCache is a cache of the namespace's Secrets labelled sel (not
+// started), its informer, and a client that reads past it.
+func secretCache(ctx context.Context, cfg Config, sel labels.Set) (cache.Cache, client.Client, cache.Informer, error) {
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		return nil, nil, nil, err
+	}
+	ca, err := cache.New(cfg.REST, cache.Options{
+		Scheme:            scheme,
+		DefaultNamespaces: map[string]cache.Config{cfg.Namespace: {}},
+		ByObject:          map[client.Object]cache.ByObject{&corev1.Secret{}: {Label: labels.SelectorFromSet(sel)}},
+	})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("records: %w", err)
+	}
+	c, err := client.New(cfg.REST, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("records: %w", err)
+	}
+	inf, err := ca.GetInformer(ctx, &corev1.Secret{})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("records: %w", err)
+	}
+	return ca, c, inf, nil
 }
 
 // Close stops the cache.
@@ -118,11 +127,21 @@ func (r *Records) Close() error {
 // recordName is the Secret holding sandbox id's record.
 func recordName(id string) string { return "corral-" + id + "-record" }
 
-// idemName is the Secret binding a tenant's idempotency key: named after
-// a digest of both, so creating it is the atomic claim.
-func idemName(tenant, key string) string {
-	sum := sha256.Sum256([]byte(tenant + "\x00" + key))
-	return "corral-idem-" + hex.EncodeToString(sum[:20])
+// idemName is the Secret binding a tenant's idempotency key on this
+// server: named after a digest of the three, so creating it is the atomic
+// claim, and servers sharing the namespace do not collide.
+func (r *Records) idemName(tenant, key string) string {
+	return "corral-idem-" + digest(r.cfg.ServerID, tenant, key)
+}
+
+// digest is 40 hex digits of the SHA-256 of parts, kept apart.
+func digest(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil)[:20])
 }
 
 // doc is a record's stored form.
@@ -222,7 +241,12 @@ func appendEvent(events []byte, ev *store.Event) ([]byte, error) {
 }
 
 func (r *Records) meta(name string, kind string) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Name: name, Namespace: r.cfg.Namespace, Labels: labels.Merge(r.ours, labels.Set{kind: "true"})}
+	return objectMeta(r.cfg.Namespace, r.ours, name, kind)
+}
+
+// objectMeta names a Secret of kind (its label) of this server's.
+func objectMeta(ns string, ours labels.Set, name, kind string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels.Merge(ours, labels.Set{kind: "true"})}
 }
 
 // InsertSandbox creates sb's record Secret, after claiming idem's key.
@@ -259,7 +283,7 @@ func (r *Records) claim(ctx context.Context, idem *store.Idempotency) (*store.Id
 	if err != nil {
 		return nil, err
 	}
-	s := &corev1.Secret{ObjectMeta: r.meta(idemName(idem.Tenant, idem.Key), LabelIdempotency), Type: corev1.SecretTypeOpaque,
+	s := &corev1.Secret{ObjectMeta: r.meta(r.idemName(idem.Tenant, idem.Key), LabelIdempotency), Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{"binding": b}}
 	err = r.c.Create(ctx, s)
 	if apierrors.IsAlreadyExists(err) {
@@ -389,7 +413,7 @@ func (r *Records) Events(ctx context.Context, id string, after int64, limit int,
 // LookupIdempotency returns a tenant's key binding; ErrNotFound if none.
 func (r *Records) LookupIdempotency(ctx context.Context, tenant, key string) (*store.Idempotency, error) {
 	var s corev1.Secret
-	if err := r.get(ctx, idemName(tenant, key), &s); err != nil {
+	if err := r.get(ctx, r.idemName(tenant, key), &s); err != nil {
 		return nil, apiErr("read an idempotency key", err)
 	}
 	var idem store.Idempotency
@@ -414,7 +438,7 @@ func (r *Records) ReleaseIdempotency(ctx context.Context, tenant, key, sandboxID
 	if idem.SandboxID != sandboxID {
 		return nil
 	}
-	return r.deleteIdem(ctx, idemName(tenant, key))
+	return r.deleteIdem(ctx, r.idemName(tenant, key))
 }
 
 func (r *Records) deleteIdem(ctx context.Context, name string) error {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/internal/auth"
 	"github.com/corral-dev/corral/internal/kube/kubetest"
 	"github.com/corral-dev/corral/internal/kube/records"
 	"github.com/corral-dev/corral/internal/lifecycle"
@@ -195,6 +197,15 @@ func TestIdempotencyKeysAcrossServers(t *testing.T) {
 	if _, err := b.LookupIdempotency(ctx, "t2", "k1"); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("another tenant's lookup = %v, want not found", err)
 	}
+	// Another server in the namespace has keys of its own.
+	other := open(t, c, ns, "someone-else")
+	if _, err := other.LookupIdempotency(ctx, "t1", "k1"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("another server sees the key: %v", err)
+	}
+	osb := record(sandbox.NewID())
+	if _, err := other.InsertSandbox(ctx, osb, &store.Idempotency{Tenant: "t1", Key: "k1", SandboxID: osb.ID, CreatedAt: time.Now().UTC()}, nil); err != nil {
+		t.Errorf("another server cannot use the same key: %v", err)
+	}
 	if err := a.ReleaseIdempotency(ctx, "t1", "k1", lose.id); err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +226,89 @@ func TestIdempotencyKeysAcrossServers(t *testing.T) {
 	}
 	// What is stored is a Secret: tokens are not in a ConfigMap or the CR.
 	var l corev1.SecretList
-	if err := c.Client.List(ctx, &l, client.InNamespace(ns), client.MatchingLabels{records.LabelRecord: "true"}); err != nil || len(l.Items) != 1 {
+	if err := c.Client.List(ctx, &l, client.InNamespace(ns), client.MatchingLabels{records.LabelRecord: "true"}); err != nil || len(l.Items) != 2 { // the winner's and the other server's
 		t.Errorf("record Secrets: %d, %v", len(l.Items), err)
+	}
+}
+
+// API keys kept in the cluster: two servers seeding the same key at once
+// both start; a key made on one authenticates on the other, and revoked
+// on the other it is refused on the first; the Secrets hold hashes only.
+func TestAPIKeysAcrossServers(t *testing.T) {
+	c := kubetest.RequireKube(t)
+	ns := c.Namespace(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stores := make([]*records.Keys, 2)
+	rings := make([]*auth.Keyring, 2)
+	for i := range stores {
+		ks, err := records.NewKeys(ctx, records.Config{REST: c.REST, Namespace: ns, ServerID: "srv"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ks.Close() })
+		stores[i] = ks
+		if rings[i], err = auth.Open(ctx, ks); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const seed = "ck_seeded-by-two-servers-at-once"
+	// A server of another identity in the namespace seeds it too, apart.
+	otherStore, err := records.NewKeys(ctx, records.Config{REST: c.REST, Namespace: ns, ServerID: "someone-else"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { otherStore.Close() })
+	otherRing, err := auth.Open(ctx, otherStore)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 2)
+	for _, r := range rings {
+		go func() { errs <- r.Seed(ctx, seed) }()
+	}
+	for range rings {
+		if err := <-errs; err != nil {
+			t.Fatalf("seeding the same key on two servers: %v", err)
+		}
+	}
+	if err := otherRing.Seed(ctx, seed); err != nil {
+		t.Fatalf("a server of another identity cannot seed the same key: %v", err)
+	}
+	key, rec, err := rings[0].Create(ctx, "team-x", "shared", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "the other server to accept the key", func() bool {
+		p, err := rings[1].Authenticate(key)
+		return err == nil && p.Tenant == "team-x"
+	})
+	if err := rings[1].Revoke(ctx, rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "the first server to refuse the revoked key", func() bool {
+		_, err := rings[0].Authenticate(key)
+		return err != nil
+	})
+	if _, err := rings[0].Authenticate(seed); err != nil {
+		t.Errorf("the seeded key: %v", err)
+	}
+	var l corev1.SecretList
+	if err := c.Client.List(ctx, &l, client.InNamespace(ns), client.MatchingLabels{records.LabelAPIKey: "true"}); err != nil || len(l.Items) != 3 {
+		t.Fatalf("key Secrets: %d, %v", len(l.Items), err)
+	}
+	for _, s := range l.Items {
+		for _, v := range s.Data {
+			if strings.Contains(string(v), key) || strings.Contains(string(v), seed) {
+				t.Errorf("Secret %s holds a key itself", s.Name)
+			}
+		}
+	}
+	// A key that was revoked stays refused when seeded again.
+	if err := rings[1].Seed(ctx, key); err == nil {
+		t.Error("seeding a revoked key succeeded")
+	}
+	if _, err := rings[1].Authenticate(key); err == nil {
+		t.Error("a revoked key authenticates after a seed")
 	}
 }
