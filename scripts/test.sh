@@ -120,6 +120,7 @@ required=(
   internal/driver/kube.TestStartFailuresAreExplained
   internal/driver/kube.TestWarmPool
   internal/driver/kube.TestLeastPrivilege
+  internal/driver/kube.TestWarmPoolHandsOverSecretEnv
   internal/driver/kube.TestPortForwardEndpoints
   internal/driver/kube.TestLeaderElection
   internal/driver/kube.TestServersSharingANamespaceSeeOnlyTheirOwn

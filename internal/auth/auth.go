@@ -62,15 +62,20 @@ type SharedKeyStore interface {
 type Keyring struct {
 	st KeyStore
 
-	// mu guards byHash, which indexes active keys by the hex SHA-256 of the key.
-	mu     sync.RWMutex
-	byHash map[string]*store.APIKey
+	// mu guards byHash, which indexes active keys by the hex SHA-256 of the
+	// key, and revoked, the hashes seen revoked (never active again).
+	mu      sync.RWMutex
+	byHash  map[string]*store.APIKey
+	revoked map[string]bool
+	// revokeMu serializes revocations, so the last-admin check holds
+	// within this server (servers sharing a store check each their own).
+	revokeMu sync.Mutex
 }
 
 // Open loads the keys from the store; a shared store is followed until
 // ctx ends.
 func Open(ctx context.Context, st KeyStore) (*Keyring, error) {
-	k := &Keyring{st: st, byHash: map[string]*store.APIKey{}}
+	k := &Keyring{st: st, byHash: map[string]*store.APIKey{}, revoked: map[string]bool{}}
 	if sh, ok := st.(SharedKeyStore); ok {
 		if err := sh.Follow(ctx, k.take); err != nil {
 			return nil, err
@@ -86,14 +91,18 @@ func Open(ctx context.Context, st KeyStore) (*Keyring, error) {
 	return k, nil
 }
 
-// take indexes an active key and forgets a revoked one.
+// take indexes an active key and forgets a revoked one. A revocation is
+// final: an older read that still shows the key active (a load racing a
+// followed change) does not bring it back.
 func (k *Keyring) take(key *store.APIKey) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if key.RevokedAt.IsZero() {
-		k.byHash[key.Hash] = key
-	} else {
+	switch {
+	case !key.RevokedAt.IsZero():
+		k.revoked[key.Hash] = true
 		delete(k.byHash, key.Hash)
+	case !k.revoked[key.Hash]:
+		k.byHash[key.Hash] = key
 	}
 }
 
@@ -222,8 +231,11 @@ func (k *Keyring) List(ctx context.Context) ([]*store.APIKey, error) {
 // Revoke revokes a key at once. Revoking the last active admin key is
 // refused, so the server cannot lock its operators out.
 func (k *Keyring) Revoke(ctx context.Context, id string) error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
+	k.revokeMu.Lock()
+	defer k.revokeMu.Unlock()
+	// Checked under the lock, stored without it: a slow store must not
+	// hold up every request's authentication.
+	k.mu.RLock()
 	var target *store.APIKey
 	admins := 0
 	for _, rec := range k.byHash {
@@ -234,6 +246,7 @@ func (k *Keyring) Revoke(ctx context.Context, id string) error {
 			target = rec
 		}
 	}
+	k.mu.RUnlock()
 	if target != nil && target.Admin && admins == 1 {
 		return errdefs.New(errdefs.ErrFailedPrecondition, "KEY::LAST_ADMIN",
 			"this is the last active admin key; create another admin key before revoking it")
@@ -245,7 +258,10 @@ func (k *Keyring) Revoke(ctx context.Context, id string) error {
 		return err
 	}
 	if target != nil {
+		k.mu.Lock()
+		k.revoked[target.Hash] = true
 		delete(k.byHash, target.Hash)
+		k.mu.Unlock()
 	}
 	return nil
 }

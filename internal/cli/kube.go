@@ -94,7 +94,7 @@ func kubeRecords(ctx context.Context, cfg *serveConfig, log *slog.Logger) (kubeR
 		return nil, err
 	}
 	log.InfoContext(ctx, "sandbox records are kept in the cluster", "namespace", cfg.kubeNamespace, "server_id", cfg.serverID)
-	return records.New(ctx, records.Config{REST: rc, Namespace: cfg.kubeNamespace, ServerID: cfg.serverID})
+	return records.New(ctx, records.Config{REST: rc, Namespace: cfg.kubeNamespace, ServerID: cfg.serverID, Logger: log})
 }
 
 // kubeCheckFlags reports a mistaken --kube-* flag before anything dials
@@ -118,7 +118,7 @@ func kubeKeys(ctx context.Context, cfg *serveConfig, log *slog.Logger) (kubeKeyS
 	if err != nil {
 		return nil, err
 	}
-	return records.NewKeys(ctx, records.Config{REST: rc, Namespace: cfg.kubeNamespace, ServerID: cfg.serverID})
+	return records.NewKeys(ctx, records.Config{REST: rc, Namespace: cfg.kubeNamespace, ServerID: cfg.serverID, Logger: log})
 }
 
 // kubeDriver is the kubernetes runtime of `serve`.

@@ -248,18 +248,27 @@ func (m *Manager) replay(ctx context.Context, req CreateRequest) (_ *sandbox.San
 		return nil, true, errdefs.Newf(errdefs.ErrInvalidArgument, "SANDBOX::IDEMPOTENCY_KEY_MISMATCH",
 			"Idempotency-Key %q was used for a different request", req.IdempotencyKey)
 	}
-	m.mu.RLock()
-	e, ok := m.sandboxes[prev.SandboxID]
-	m.mu.RUnlock()
-	if !ok {
+	e, err := m.lookup(ctx, req.Tenant, prev.SandboxID)
+	if m.shared != nil && errors.Is(err, errdefs.ErrNotFound) {
+		// Another server claimed the key a moment ago and is about to
+		// write the record.
+		e, err = m.awaitRecord(ctx, req.Tenant, prev.SandboxID)
+	}
+	if err != nil {
 		return nil, true, errdefs.Newf(errdefs.ErrFailedPrecondition, "SANDBOX::INVALID_STATE",
 			"the sandbox %s created with Idempotency-Key %q no longer exists", prev.SandboxID, req.IdempotencyKey)
 	}
-	// Give the same answer as the first request: wait for it to finish.
+	// Give the same answer as the first request: wait for it to finish
+	// (on another server: until its record leaves Pending).
 	select {
 	case <-e.created:
 	case <-ctx.Done():
 		return nil, true, ctx.Err()
+	}
+	if m.shared != nil {
+		if err := m.awaitSettled(ctx, prev.SandboxID); err != nil {
+			return nil, true, err
+		}
 	}
 	sb := m.current(e)
 	if sb.Status.State == sandbox.StateFailed && sb.Status.Reason == sandbox.ReasonRuntimeUnavailable {

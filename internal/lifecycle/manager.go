@@ -116,6 +116,9 @@ type Manager struct {
 	unimported map[string]bool
 	// watching holds the IDs an exit watcher runs for.
 	watching map[string]bool
+	// gone holds, with shared records, the IDs whose records were deleted
+	// and when: a read that raced the deletion must not bring one back.
+	gone map[string]time.Time
 
 	// tasks holds background work queued for Run to start.
 	tasksMu sync.Mutex
@@ -146,6 +149,7 @@ func New(cfg Config) (*Manager, error) {
 		expiring:   map[string]bool{},
 		unimported: map[string]bool{},
 		watching:   map[string]bool{},
+		gone:       map[string]time.Time{},
 		kick:       make(chan struct{}, 1),
 		wake:       make(chan struct{}, 1),
 	}
@@ -212,6 +216,9 @@ func (m *Manager) commit(ctx context.Context, e *entry, next *sandbox.Sandbox, e
 		if errors.Is(err, store.ErrConflict) && m.shared != nil {
 			m.refresh(ctx, next.ID)
 			return conflict(next.ID)
+		}
+		if errors.Is(err, errdefs.ErrNotFound) && m.shared != nil {
+			m.unfollowed(next.ID) // another server removed it
 		}
 		return err
 	}

@@ -255,11 +255,17 @@ func (m *Manager) Endpoint(ctx context.Context, tenant, id string, port int) (ne
 // ByID returns any tenant's sandbox; the proxy route uses it to check a
 // sandbox's own access token.
 func (m *Manager) ByID(id string) (*sandbox.Sandbox, error) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	e, ok := m.sandboxes[id]
-	if !ok {
-		return nil, notFound(id)
+	if e := m.liveEntry(id); e != nil {
+		return m.current(e), nil
 	}
-	return e.sb.Clone(), nil
+	if m.shared != nil && sandbox.PlausibleID(id) {
+		// Created through another server a moment ago?
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		m.refresh(ctx, id)
+		if e := m.liveEntry(id); e != nil {
+			return m.current(e), nil
+		}
+	}
+	return nil, notFound(id)
 }

@@ -75,7 +75,7 @@ func (m *Manager) reap(ctx context.Context, now time.Time) time.Time {
 	}
 	for _, e := range purge {
 		if err := m.remove(ctx, e, "forgotten"); err != nil {
-			m.log.WarnContext(ctx, "forget terminal sandbox", "sandbox_id", e.sb.ID, "err", err)
+			m.log.WarnContext(ctx, "forget terminal sandbox", "sandbox_id", m.current(e).ID, "err", err)
 		}
 	}
 	return next

@@ -82,6 +82,9 @@ func (m *Manager) followed(sb *sandbox.Sandbox) {
 	m.mu.Lock()
 	e, ok := m.sandboxes[sb.ID]
 	switch {
+	case !m.gone[sb.ID].IsZero():
+		m.mu.Unlock()
+		return
 	case !ok:
 		m.sandboxes[sb.ID] = newEntry(sb)
 	case newer(sb.Version, e.sb.Version):
@@ -97,11 +100,19 @@ func (m *Manager) followed(sb *sandbox.Sandbox) {
 	}
 }
 
-// unfollowed forgets a record another server (or this one) removed.
+// unfollowed forgets a record another server (or this one) removed, for
+// good: IDs are never reused, so a stale read of it is ignored.
 func (m *Manager) unfollowed(id string) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	delete(m.sandboxes, id)
-	m.mu.Unlock()
+	now := time.Now()
+	m.gone[id] = now
+	for g, at := range m.gone {
+		if now.Sub(at) > time.Hour {
+			delete(m.gone, g)
+		}
+	}
 }
 
 // refresh makes the stored revision of id current after a conflict.
@@ -149,5 +160,42 @@ func retryConflicts[T any](op func() (T, error)) (T, error) {
 			return v, err
 		}
 		time.Sleep(time.Duration(1+rand.IntN(10*(i+1))) * time.Millisecond)
+	}
+}
+
+// awaitRecord waits a little for a record another server is about to
+// write (it claimed an idempotency key first).
+func (m *Manager) awaitRecord(ctx context.Context, tenant, id string) (*entry, error) {
+	for range 50 {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if e, err := m.lookup(ctx, tenant, id); err == nil {
+			return e, nil
+		}
+	}
+	return nil, notFound(id)
+}
+
+// awaitSettled waits until the record of id leaves Pending, however long
+// the server making it takes (bounded by its create timeout), reading the
+// store: the answer to a repeated create made elsewhere.
+func (m *Manager) awaitSettled(ctx context.Context, id string) error {
+	deadline := time.Now().Add(m.cfg.CreateTimeout + time.Minute)
+	for {
+		if e := m.liveEntry(id); e == nil || m.current(e).Status.State != sandbox.StatePending {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errdefs.Newf(errdefs.ErrUnavailable, "SANDBOX::RUNTIME_UNAVAILABLE", "sandbox %s is still being created; retry", id)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		m.refresh(ctx, id)
 	}
 }

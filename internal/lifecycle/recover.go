@@ -43,8 +43,8 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	m.mu.Lock()
 	for _, sb := range rows {
-		if e, ok := m.sandboxes[sb.ID]; ok && !newer(sb.Version, e.sb.Version) {
-			continue // followed already
+		if e, ok := m.sandboxes[sb.ID]; ok && !newer(sb.Version, e.sb.Version) || !m.gone[sb.ID].IsZero() {
+			continue // followed already, or deleted since the load
 		}
 		m.sandboxes[sb.ID] = newEntry(sb)
 	}
@@ -62,7 +62,14 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	m.recoverSnapshots(ctx)
 	m.importUnknown(ctx)
-	m.sweepOrphans(ctx, 0)
+	// Alone, nothing in the runtime without a record is anyone's; with
+	// shared records a sibling may be creating one whose record has not
+	// reached this server yet.
+	grace := time.Duration(0)
+	if m.shared != nil {
+		grace = m.cfg.OrphanGrace
+	}
+	m.sweepOrphans(ctx, grace)
 	// Expire what passed its TTL while the server was down, now.
 	m.reap(ctx, time.Now())
 	m.runQueued(ctx)

@@ -82,6 +82,7 @@ type Config struct {
 type Driver struct {
 	cfg   Config
 	c     client.Client // reads from the cache
+	api   client.Reader // reads from the API server
 	cache cache.Cache
 	stop  func()
 
@@ -145,7 +146,11 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kube: %w", err)
 	}
-	d := &Driver{cfg: cfg, c: c, cache: ca, changed: make(chan struct{})}
+	api, err := client.New(cfg.REST, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("kube: %w", err)
+	}
+	d := &Driver{cfg: cfg, c: c, api: api, cache: ca, changed: make(chan struct{})}
 	inf, err := ca.GetInformer(ctx, &v1alpha1.Sandbox{})
 	if err != nil {
 		return nil, fmt.Errorf("kube: %w", err)
@@ -190,11 +195,20 @@ func (d *Driver) changes() <-chan struct{} {
 	return d.changed
 }
 
-// get reads a Sandbox from the cache; ErrNotFound if absent or being
-// deleted.
+// get reads a Sandbox from the cache, or from the API server when the
+// cache has none (it may not have seen a Sandbox another server created a
+// moment ago: "gone" must never be concluded from a lagging cache);
+// ErrNotFound if absent or being deleted.
 func (d *Driver) get(ctx context.Context, id string) (*v1alpha1.Sandbox, error) {
 	var sbx v1alpha1.Sandbox
-	err := d.c.Get(ctx, types.NamespacedName{Namespace: d.cfg.Namespace, Name: id}, &sbx)
+	key := types.NamespacedName{Namespace: d.cfg.Namespace, Name: id}
+	err := d.c.Get(ctx, key, &sbx)
+	if apierrors.IsNotFound(err) {
+		err = d.api.Get(ctx, key, &sbx)
+		if err == nil && d.cfg.ServerID != "" && sbx.Labels[driver.LabelServer] != d.cfg.ServerID {
+			err = apierrors.NewNotFound(v1alpha1.GroupVersion.WithResource("sandboxes").GroupResource(), id)
+		}
+	}
 	if err != nil {
 		return nil, apiErr("get sandbox "+id, err)
 	}

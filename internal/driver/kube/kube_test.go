@@ -410,6 +410,60 @@ func TestServersSharingANamespaceSeeOnlyTheirOwn(t *testing.T) {
 
 // waitPoolReady waits until d's cache shows ready pods in pool name: the
 // count its creates see when they pick a pool.
+// TestWarmPoolHandsOverSecretEnv: a Sandbox written by hand whose env
+// comes from a Secret key (one of them optional and missing) and the
+// pod's name still adopts a warm pod; the controller reads the values at
+// the hand-over.
+func TestWarmPoolHandsOverSecretEnv(t *testing.T) {
+	w := newWorld(t)
+	d := w.driver(t)
+	ctx := context.Background()
+	pool := &v1alpha1.SandboxPool{
+		ObjectMeta: metav1.ObjectMeta{Name: "env", Namespace: w.ns},
+		Spec:       v1alpha1.SandboxPoolSpec{Warm: 1, Template: v1alpha1.SandboxTemplate{Image: w.image, ImagePullPolicy: corev1.PullNever}},
+	}
+	app := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: w.ns}, Data: map[string][]byte{"token": []byte("s3cr3t-value")}}
+	for _, o := range []client.Object{pool, app} {
+		if err := w.c.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitPoolReady(t, d, "env", 1, time.Minute)
+	id := "henv" + randID()
+	token := "tok" + randID()
+	access := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "acc-" + id, Namespace: w.ns}, Data: map[string][]byte{controller.TokenKey: []byte(token)}}
+	if err := w.c.Client.Create(ctx, access); err != nil {
+		t.Fatal(err)
+	}
+	sbx := &v1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: id, Namespace: w.ns}, Spec: v1alpha1.SandboxSpec{
+		Image: w.image, ImagePullPolicy: corev1.PullNever, Entrypoint: []string{"sleep", "3600"}, AccessSecretName: access.Name, PoolRef: "env",
+		Env: []corev1.EnvVar{
+			{Name: "PLAIN", Value: "p"},
+			{Name: "API_TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "app"}, Key: "token"}}},
+			{Name: "MISSING_OK", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "app"}, Key: "nope", Optional: new(true)}}},
+			{Name: "MY_POD", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+		},
+	}}
+	if err := w.c.Client.Create(ctx, sbx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Destroy(context.Background(), id) })
+	var got v1alpha1.Sandbox
+	testutil.WaitFor(t, time.Minute, "the Sandbox to run", func() bool {
+		err := w.c.Client.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: id}, &got)
+		return err == nil && got.Status.Phase == v1alpha1.SandboxRunning && got.Status.PodIP != ""
+	})
+	if !strings.HasPrefix(got.Status.PodName, "env-") {
+		t.Fatalf("the Sandbox runs in %q, not an adopted pod of the pool", got.Status.PodName)
+	}
+	out, code := kubetest.Exec(t, net.JoinHostPort(got.Status.PodIP, "44772"), token, "echo $PLAIN $API_TOKEN ${MISSING_OK:-unset} $MY_POD")
+	if want := "p s3cr3t-value unset " + got.Status.PodName + "\n"; code != 0 || out != want {
+		t.Errorf("env in the adopted pod = %q (exit %d), want %q", out, code, want)
+	}
+}
+
 func waitPoolReady(t testing.TB, d *Driver, name string, ready int32, timeout time.Duration) {
 	t.Helper()
 	testutil.WaitFor(t, timeout, fmt.Sprintf("pool %s to have %d ready pods", name, ready), func() bool {

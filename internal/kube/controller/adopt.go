@@ -36,17 +36,73 @@ var errNoWarmPod = errors.New("no warm pod ready")
 var errUnauthorized = errors.New("the token was refused")
 
 // adoptable reports whether sbx can take a pool pod: everything it adds
-// to the template must be something execd can hand over.
+// to the template must be something the hand-over can apply. Env values
+// from a Secret key or from the pod's name, namespace or IP are read by
+// the controller at the hand-over; other sources (ConfigMaps, resources)
+// make the Sandbox start a pod of its own.
 func adoptable(sbx *v1alpha1.Sandbox) bool {
 	if sbx.Spec.PoolRef == "" || sbx.Spec.Stopped {
 		return false
 	}
 	for _, e := range sbx.Spec.Env {
-		if e.ValueFrom != nil || strings.ContainsAny(e.Value, "\n\x00") {
+		switch vf := e.ValueFrom; {
+		case vf == nil:
+			if strings.ContainsAny(e.Value, "\n\x00") {
+				return false
+			}
+		case vf.SecretKeyRef != nil:
+		case vf.FieldRef != nil && slices.Contains(handedFields, vf.FieldRef.FieldPath):
+		default:
 			return false
 		}
 	}
 	return true
+}
+
+// handedFields are the pod fields an env var may come from in an adopted
+// pod.
+var handedFields = []string{"metadata.name", "metadata.namespace", "status.podIP"}
+
+// adoptedEnv is sbx's environment as NAME=value lines for the adopted
+// pod: Secret keys read now (past the cache, as the kubelet would), pod
+// fields from pod. A value that cannot be handed over is an error, and the
+// Sandbox starts a pod of its own.
+func (r *sandboxReconciler) adoptedEnv(ctx context.Context, sbx *v1alpha1.Sandbox, pod *corev1.Pod) ([]string, error) {
+	var out []string
+	for _, e := range sbx.Spec.Env {
+		v := e.Value
+		switch vf := e.ValueFrom; {
+		case vf == nil:
+		case vf.SecretKeyRef != nil:
+			var sec corev1.Secret
+			err := r.api.Get(ctx, types.NamespacedName{Namespace: sbx.Namespace, Name: vf.SecretKeyRef.Name}, &sec)
+			b, ok := sec.Data[vf.SecretKeyRef.Key]
+			optional := vf.SecretKeyRef.Optional != nil && *vf.SecretKeyRef.Optional
+			switch {
+			case err == nil && ok:
+				v = string(b)
+			case optional && (err == nil || apierrors.IsNotFound(err)):
+				continue
+			case err != nil:
+				return nil, fmt.Errorf("env %s: Secret %s: %w", e.Name, vf.SecretKeyRef.Name, err)
+			default:
+				return nil, fmt.Errorf("env %s: Secret %s has no key %s", e.Name, vf.SecretKeyRef.Name, vf.SecretKeyRef.Key)
+			}
+		case vf.FieldRef != nil && vf.FieldRef.FieldPath == "metadata.name":
+			v = pod.Name
+		case vf.FieldRef != nil && vf.FieldRef.FieldPath == "metadata.namespace":
+			v = pod.Namespace
+		case vf.FieldRef != nil && vf.FieldRef.FieldPath == "status.podIP":
+			v = pod.Status.PodIP
+		default:
+			return nil, fmt.Errorf("env %s: its source cannot be handed over", e.Name)
+		}
+		if strings.ContainsAny(v, "\n\x00") {
+			return nil, fmt.Errorf("env %s: a value with a newline or NUL cannot be handed over", e.Name)
+		}
+		out = append(out, e.Name+"="+v)
+	}
+	return out, nil
 }
 
 // claim takes a ready pod of sbx's pool: one update, guarded by the pod's
@@ -135,18 +191,19 @@ func (r *sandboxReconciler) handOver(ctx context.Context, sbx *v1alpha1.Sandbox,
 			return err
 		}
 	}
-	token := string(access.Data[TokenKey])
-	a := initproc.Adoption{Token: token, Args: sbx.Spec.Entrypoint}
-	for _, e := range sbx.Spec.Env {
-		a.Env = append(a.Env, e.Name+"="+e.Value)
+	env, err := r.adoptedEnv(ctx, sbx, pod)
+	if err != nil {
+		return err
 	}
+	token := string(access.Data[TokenKey])
+	a := initproc.Adoption{Token: token, Args: sbx.Spec.Entrypoint, Env: env}
 	spec, _ := json.Marshal(a)
 	req := api.RunCommandRequest{
 		Command: corralInPod + " adopt --token-file " + warmTokenFile + " --env-file " + warmEnvFile + " --start " + warmStart,
 		Envs:    map[string]string{"CORRAL_ADOPT": string(spec)},
 	}
 	addr := net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(ExecdPort))
-	err := runInPod(ctx, addr, string(warm.Data[TokenKey]), req)
+	err = runInPod(ctx, addr, string(warm.Data[TokenKey]), req)
 	if errors.Is(err, errUnauthorized) {
 		// The warm token no longer works: an earlier reconcile handed the
 		// pod over already (its mark not in the cache yet). Running the

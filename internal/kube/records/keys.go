@@ -36,6 +36,8 @@ type Keys struct {
 	c    client.Client
 	inf  cache.Informer
 	stop func()
+	// closed ends the handlers of Follow.
+	closed chan struct{}
 }
 
 // NewKeys connects to the cluster and fills the cache before it returns.
@@ -53,11 +55,12 @@ func NewKeys(ctx context.Context, cfg Config) (*Keys, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Keys{cfg: cfg, ours: ours, c: c, inf: inf, stop: stop}, nil
+	return &Keys{cfg: cfg, ours: ours, c: c, inf: inf, stop: stop, closed: make(chan struct{})}, nil
 }
 
-// Close stops the cache.
+// Close removes the handlers of Follow and stops the cache.
 func (k *Keys) Close() error {
+	close(k.closed)
 	k.stop()
 	return nil
 }
@@ -195,7 +198,10 @@ func (k *Keys) Follow(ctx context.Context, changed func(*store.APIKey)) error {
 		return fmt.Errorf("records: %w", err)
 	}
 	go func() {
-		<-ctx.Done()
+		select {
+		case <-ctx.Done():
+		case <-k.closed:
+		}
 		_ = k.inf.RemoveEventHandler(reg)
 	}()
 	return nil

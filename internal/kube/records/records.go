@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -62,6 +63,14 @@ type Config struct {
 	// ServerID separates the records of servers sharing a namespace; the
 	// replicas of one server share it.
 	ServerID string
+	Logger   *slog.Logger
+}
+
+func (c Config) logger() *slog.Logger {
+	if c.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return c.Logger
 }
 
 // Records is a lifecycle.SharedRecords in a namespace's Secrets.
@@ -72,6 +81,8 @@ type Records struct {
 	cache cache.Cache
 	inf   cache.Informer
 	stop  func()
+	// closed ends the handlers of Follow.
+	closed chan struct{}
 }
 
 // New connects to the cluster and fills the cache before it returns.
@@ -89,7 +100,7 @@ func New(ctx context.Context, cfg Config) (*Records, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Records{cfg: cfg, ours: ours, c: c, cache: ca, inf: inf, stop: stop}, nil
+	return &Records{cfg: cfg, ours: ours, c: c, cache: ca, inf: inf, stop: stop, closed: make(chan struct{})}, nil
 }
 
 // secretCache is a cache of the namespace's Secrets labelled sel (not
@@ -118,8 +129,9 @@ func secretCache(ctx context.Context, cfg Config, sel labels.Set) (cache.Cache, 
 	return ca, c, inf, nil
 }
 
-// Close stops the cache.
+// Close removes the handlers of Follow and stops the cache.
 func (r *Records) Close() error {
+	close(r.closed)
 	r.stop()
 	return nil
 }
@@ -283,17 +295,22 @@ func (r *Records) claim(ctx context.Context, idem *store.Idempotency) (*store.Id
 	if err != nil {
 		return nil, err
 	}
-	s := &corev1.Secret{ObjectMeta: r.meta(r.idemName(idem.Tenant, idem.Key), LabelIdempotency), Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{"binding": b}}
-	err = r.c.Create(ctx, s)
-	if apierrors.IsAlreadyExists(err) {
+	for attempt := 0; ; attempt++ {
+		s := &corev1.Secret{ObjectMeta: r.meta(r.idemName(idem.Tenant, idem.Key), LabelIdempotency), Type: corev1.SecretTypeOpaque,
+			Data: map[string][]byte{"binding": b}}
+		err = r.c.Create(ctx, s)
+		if !apierrors.IsAlreadyExists(err) {
+			return nil, apiErr("store an idempotency key", err)
+		}
 		prev, lerr := r.LookupIdempotency(ctx, idem.Tenant, idem.Key)
+		if errors.Is(lerr, errdefs.ErrNotFound) && attempt < 3 {
+			continue // released between the two: claim again
+		}
 		if lerr != nil {
 			return nil, lerr
 		}
 		return prev, fmt.Errorf("idempotency key %q: %w", idem.Key, errdefs.ErrAlreadyExists)
 	}
-	return nil, apiErr("store an idempotency key", err)
 }
 
 // UpdateSandbox rewrites sb's record if it is still at sb.Version.
@@ -374,7 +391,10 @@ func (r *Records) LoadSandboxes(ctx context.Context) ([]*sandbox.Sandbox, error)
 	for i := range l.Items {
 		sb, err := decode(&l.Items[i])
 		if err != nil {
-			return nil, err
+			// One unreadable Secret must not keep every replica from
+			// starting; it is reported and left alone.
+			r.cfg.logger().WarnContext(ctx, "an unreadable sandbox record is skipped", "secret", l.Items[i].Name, "err", err)
+			continue
 		}
 		out = append(out, sb)
 	}
@@ -428,22 +448,27 @@ func (r *Records) LookupIdempotency(ctx context.Context, tenant, key string) (*s
 
 // ReleaseIdempotency forgets a key if it is still bound to sandboxID.
 func (r *Records) ReleaseIdempotency(ctx context.Context, tenant, key, sandboxID string) error {
-	idem, err := r.LookupIdempotency(ctx, tenant, key)
-	if errors.Is(err, errdefs.ErrNotFound) {
+	var s corev1.Secret
+	err := r.get(ctx, r.idemName(tenant, key), &s)
+	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
-		return err
+		return apiErr("read an idempotency key", err)
 	}
-	if idem.SandboxID != sandboxID {
+	var idem store.Idempotency
+	if json.Unmarshal(s.Data["binding"], &idem) != nil || idem.Tenant != tenant || idem.Key != key || idem.SandboxID != sandboxID {
 		return nil
 	}
-	return r.deleteIdem(ctx, r.idemName(tenant, key))
+	// Only the binding just read: a new claim made meanwhile stays.
+	return r.deleteIdem(ctx, &s)
 }
 
-func (r *Records) deleteIdem(ctx context.Context, name string) error {
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.cfg.Namespace}}
-	if err := r.c.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
+// deleteIdem deletes the idempotency Secret s, if it is still the
+// revision read.
+func (r *Records) deleteIdem(ctx context.Context, s *corev1.Secret) error {
+	pre := client.Preconditions{UID: &s.UID, ResourceVersion: &s.ResourceVersion}
+	if err := r.c.Delete(ctx, s, pre); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return apiErr("delete an idempotency key", err)
 	}
 	return nil
@@ -461,7 +486,7 @@ func (r *Records) PurgeIdempotency(ctx context.Context, before time.Time) error 
 		if json.Unmarshal(l.Items[i].Data["binding"], &idem) == nil && !idem.CreatedAt.Before(before) {
 			continue
 		}
-		if err := r.deleteIdem(ctx, l.Items[i].Name); err != nil {
+		if err := r.deleteIdem(ctx, &l.Items[i]); err != nil {
 			return err
 		}
 	}
@@ -473,9 +498,12 @@ func (r *Records) PurgeIdempotency(ctx context.Context, before time.Time) error 
 func (r *Records) Follow(ctx context.Context, changed func(*sandbox.Sandbox), deleted func(id string)) error {
 	take := func(obj any) {
 		if s, ok := obj.(*corev1.Secret); ok {
-			if sb, err := decode(s); err == nil {
-				changed(sb)
+			sb, err := decode(s)
+			if err != nil {
+				r.cfg.logger().Warn("an unreadable sandbox record is skipped", "secret", s.Name, "err", err)
+				return
 			}
+			changed(sb)
 		}
 	}
 	reg, err := r.inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
@@ -496,7 +524,10 @@ func (r *Records) Follow(ctx context.Context, changed func(*sandbox.Sandbox), de
 		return fmt.Errorf("records: %w", err)
 	}
 	go func() {
-		<-ctx.Done()
+		select {
+		case <-ctx.Done():
+		case <-r.closed:
+		}
 		_ = r.inf.RemoveEventHandler(reg)
 	}()
 	return nil

@@ -72,8 +72,9 @@ type SandboxSpec struct {
 	// PoolRef names a SandboxPool of the namespace whose warm pods have
 	// this Sandbox's image, pull secrets, resources and runtime class: the
 	// Sandbox adopts one of them when one is ready, and starts its own pod
-	// otherwise. Env entries taken from Secrets or fields (valueFrom)
-	// cannot be handed over, so such a Sandbox always starts its own.
+	// otherwise. Env values from a Secret key or the pod's name, namespace
+	// or IP are handed over too; other valueFrom sources (ConfigMaps,
+	// resources) make the Sandbox start a pod of its own.
 	// +optional
 	PoolRef string `json:"poolRef,omitempty"`
 	// Egress confines the sandbox's network to a policy that an egress
