@@ -6,7 +6,6 @@ package records
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -14,13 +13,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
-	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/corral-dev/corral/errdefs"
-	"github.com/corral-dev/corral/internal/driver"
-	"github.com/corral-dev/corral/internal/kube/kubeconfig"
 	"github.com/corral-dev/corral/internal/store"
 )
 
@@ -31,38 +26,16 @@ const LabelAPIKey = "corral.dev/api-key"
 // named after its hash (so a key is stored once however many servers
 // seed it), holding the record with the key's SHA-256, never the key.
 type Keys struct {
-	cfg  Config
-	ours labels.Set
-	c    client.Client
-	inf  cache.Informer
-	stop func()
-	// closed ends the handlers of Follow.
-	closed chan struct{}
+	*secrets
 }
 
 // NewKeys connects to the cluster and fills the cache before it returns.
 func NewKeys(ctx context.Context, cfg Config) (*Keys, error) {
-	if cfg.REST == nil || cfg.Namespace == "" || cfg.ServerID == "" {
-		return nil, errors.New("records: REST, Namespace and ServerID are required")
-	}
-	ours := labels.Set{driver.LabelManaged: "true", driver.LabelServer: cfg.ServerID}
-	ca, c, inf, err := secretCache(ctx, cfg, labels.Merge(ours, labels.Set{LabelAPIKey: "true"}))
+	s, err := openSecrets(ctx, cfg, LabelAPIKey)
 	if err != nil {
 		return nil, err
 	}
-	stop, err := kubeconfig.StartCache(ctx, ca, nil,
-		fmt.Sprintf("records: could not list Secrets in namespace %s (may this server list and watch them?)", cfg.Namespace))
-	if err != nil {
-		return nil, err
-	}
-	return &Keys{cfg: cfg, ours: ours, c: c, inf: inf, stop: stop, closed: make(chan struct{})}, nil
-}
-
-// Close removes the handlers of Follow and stops the cache.
-func (k *Keys) Close() error {
-	close(k.closed)
-	k.stop()
-	return nil
+	return &Keys{s}, nil
 }
 
 // keyName is the Secret of the key with this hash on this server: one per
@@ -169,40 +142,17 @@ func (k *Keys) RevokeKey(ctx context.Context, id string, at time.Time) error {
 
 // Follow calls changed with every key written, until ctx ends.
 func (k *Keys) Follow(ctx context.Context, changed func(*store.APIKey)) error {
-	take := func(obj any) {
-		if s, ok := obj.(*corev1.Secret); ok {
-			if key, err := decodeKey(s); err == nil {
-				changed(key)
-			}
+	return k.follow(ctx, func(s *corev1.Secret) {
+		if key, err := decodeKey(s); err == nil {
+			changed(key)
 		}
-	}
-	reg, err := k.inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { take(obj) },
-		UpdateFunc: func(_, obj any) { take(obj) },
-		DeleteFunc: func(obj any) {
-			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = t.Obj
+	}, func(s *corev1.Secret) {
+		// A key whose Secret is deleted is revoked.
+		if key, err := decodeKey(s); err == nil {
+			if key.RevokedAt.IsZero() {
+				key.RevokedAt = time.Now().UTC()
 			}
-			if s, ok := obj.(*corev1.Secret); ok {
-				// A key whose Secret is deleted is revoked.
-				if key, err := decodeKey(s); err == nil {
-					if key.RevokedAt.IsZero() {
-						key.RevokedAt = time.Now().UTC()
-					}
-					changed(key)
-				}
-			}
-		},
+			changed(key)
+		}
 	})
-	if err != nil {
-		return fmt.Errorf("records: %w", err)
-	}
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-k.closed:
-		}
-		_ = k.inf.RemoveEventHandler(reg)
-	}()
-	return nil
 }

@@ -75,64 +75,102 @@ func (c Config) logger() *slog.Logger {
 
 // Records is a lifecycle.SharedRecords in a namespace's Secrets.
 type Records struct {
+	*secrets
+}
+
+// New connects to the cluster and fills the cache before it returns.
+func New(ctx context.Context, cfg Config) (*Records, error) {
+	s, err := openSecrets(ctx, cfg, LabelRecord)
+	if err != nil {
+		return nil, err
+	}
+	return &Records{s}, nil
+}
+
+// secrets is one kind of this server's Secrets (those labelled kind):
+// a cache and its informer, and a client that reads past them.
+type secrets struct {
 	cfg   Config
 	ours  labels.Set
 	c     client.Client // writes, and fresh reads where a stale one would do harm
 	cache cache.Cache
 	inf   cache.Informer
 	stop  func()
-	// closed ends the handlers of Follow.
+	// closed ends the handlers of follow.
 	closed chan struct{}
 }
 
-// New connects to the cluster and fills the cache before it returns.
-func New(ctx context.Context, cfg Config) (*Records, error) {
+// openSecrets starts the cache of kind's Secrets and waits for it to fill.
+func openSecrets(ctx context.Context, cfg Config, kind string) (*secrets, error) {
 	if cfg.REST == nil || cfg.Namespace == "" || cfg.ServerID == "" {
 		return nil, errors.New("records: REST, Namespace and ServerID are required")
 	}
 	ours := labels.Set{driver.LabelManaged: "true", driver.LabelServer: cfg.ServerID}
-	ca, c, inf, err := secretCache(ctx, cfg, labels.Merge(ours, labels.Set{LabelRecord: "true"}))
-	if err != nil {
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
 		return nil, err
+	}
+	ca, err := cache.New(cfg.REST, cache.Options{
+		Scheme:            scheme,
+		DefaultNamespaces: map[string]cache.Config{cfg.Namespace: {}},
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Merge(ours, labels.Set{kind: "true"}))},
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("records: %w", err)
+	}
+	c, err := client.New(cfg.REST, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("records: %w", err)
+	}
+	inf, err := ca.GetInformer(ctx, &corev1.Secret{})
+	if err != nil {
+		return nil, fmt.Errorf("records: %w", err)
 	}
 	stop, err := kubeconfig.StartCache(ctx, ca, nil,
 		fmt.Sprintf("records: could not list Secrets in namespace %s (may this server list and watch them?)", cfg.Namespace))
 	if err != nil {
 		return nil, err
 	}
-	return &Records{cfg: cfg, ours: ours, c: c, cache: ca, inf: inf, stop: stop, closed: make(chan struct{})}, nil
+	return &secrets{cfg: cfg, ours: ours, c: c, cache: ca, inf: inf, stop: stop, closed: make(chan struct{})}, nil
 }
 
-// secretCache is a cache of the namespace's Secrets labelled sel (not
-// started), its informer, and a client that reads past it.
-func secretCache(ctx context.Context, cfg Config, sel labels.Set) (cache.Cache, client.Client, cache.Informer, error) {
-	scheme := runtime.NewScheme()
-	if err := corev1.AddToScheme(scheme); err != nil {
-		return nil, nil, nil, err
+// Close removes the handlers of follow and stops the cache.
+func (s *secrets) Close() error {
+	close(s.closed)
+	s.stop()
+	return nil
+}
+
+// follow calls changed with every Secret added or updated and deleted with
+// every one removed, in order, until ctx ends or Close.
+func (s *secrets) follow(ctx context.Context, changed, deleted func(*corev1.Secret)) error {
+	take := func(f func(*corev1.Secret)) func(any) {
+		return func(obj any) {
+			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if sec, ok := obj.(*corev1.Secret); ok {
+				f(sec)
+			}
+		}
 	}
-	ca, err := cache.New(cfg.REST, cache.Options{
-		Scheme:            scheme,
-		DefaultNamespaces: map[string]cache.Config{cfg.Namespace: {}},
-		ByObject:          map[client.Object]cache.ByObject{&corev1.Secret{}: {Label: labels.SelectorFromSet(sel)}},
+	reg, err := s.inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    take(changed),
+		UpdateFunc: func(_, obj any) { take(changed)(obj) },
+		DeleteFunc: take(deleted),
 	})
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("records: %w", err)
+		return fmt.Errorf("records: %w", err)
 	}
-	c, err := client.New(cfg.REST, client.Options{Scheme: scheme})
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("records: %w", err)
-	}
-	inf, err := ca.GetInformer(ctx, &corev1.Secret{})
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("records: %w", err)
-	}
-	return ca, c, inf, nil
-}
-
-// Close removes the handlers of Follow and stops the cache.
-func (r *Records) Close() error {
-	close(r.closed)
-	r.stop()
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-s.closed:
+		}
+		_ = s.inf.RemoveEventHandler(reg)
+	}()
 	return nil
 }
 
@@ -496,41 +534,18 @@ func (r *Records) PurgeIdempotency(ctx context.Context, before time.Time) error 
 // Follow calls changed with every record written and deleted with the ID
 // of every record removed, until ctx ends.
 func (r *Records) Follow(ctx context.Context, changed func(*sandbox.Sandbox), deleted func(id string)) error {
-	take := func(obj any) {
-		if s, ok := obj.(*corev1.Secret); ok {
-			sb, err := decode(s)
-			if err != nil {
-				r.cfg.logger().Warn("an unreadable sandbox record is skipped", "secret", s.Name, "err", err)
-				return
-			}
-			changed(sb)
+	return r.follow(ctx, func(s *corev1.Secret) {
+		sb, err := decode(s)
+		if err != nil {
+			r.cfg.logger().Warn("an unreadable sandbox record is skipped", "secret", s.Name, "err", err)
+			return
 		}
-	}
-	reg, err := r.inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { take(obj) },
-		UpdateFunc: func(_, obj any) { take(obj) },
-		DeleteFunc: func(obj any) {
-			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = t.Obj
-			}
-			if s, ok := obj.(*corev1.Secret); ok {
-				if id, ok := strings.CutSuffix(strings.TrimPrefix(s.Name, "corral-"), "-record"); ok {
-					deleted(id)
-				}
-			}
-		},
+		changed(sb)
+	}, func(s *corev1.Secret) {
+		if id, ok := strings.CutSuffix(strings.TrimPrefix(s.Name, "corral-"), "-record"); ok {
+			deleted(id)
+		}
 	})
-	if err != nil {
-		return fmt.Errorf("records: %w", err)
-	}
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-r.closed:
-		}
-		_ = r.inf.RemoveEventHandler(reg)
-	}()
-	return nil
 }
 
 // apiErr classifies an API server error.
