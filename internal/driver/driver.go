@@ -95,12 +95,21 @@ type Pooler interface {
 // its expiry by itself (the kube driver: the controller deletes the
 // Sandbox resource), so that expiry holds even while no server runs. The
 // lifecycle manager's reaper enforces expiry for every driver; SetExpiry
-// keeps the backend's copy current when a sandbox is renewed. asOf is
-// when the record's expiry was set: the backend keeps the expiry set as of
-// the latest moment, so renews made at once through several servers end
-// with the backend agreeing with the record, whatever order they arrive in.
+// keeps the backend's copy current when a sandbox is renewed. The backend
+// keeps the expiry of the latest change of the record, so renews made at
+// once through several servers end with it agreeing with the record,
+// whatever order they arrive in.
 type Expirer interface {
-	SetExpiry(ctx context.Context, id string, at, asOf time.Time) error
+	SetExpiry(ctx context.Context, id string, at time.Time, of Change) error
+}
+
+// Change identifies one change of a sandbox's record: the record's
+// revision where the store versions records (a decimal number that grows
+// with every change, comparable across servers), else the time it was
+// made.
+type Change struct {
+	Version string
+	At      time.Time
 }
 
 // Importer is implemented by drivers whose backend keeps what the

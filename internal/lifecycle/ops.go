@@ -134,7 +134,7 @@ func (m *Manager) renew(ctx context.Context, tenant, id string, at time.Time) (t
 	// time: a renew that lost a race never overwrites the winner's. A
 	// failure here is returned; renewing again repairs it.
 	if x, ok := m.d.(driver.Expirer); ok {
-		if err := x.SetExpiry(ctx, id, next.ExpiresAt, now); err != nil {
+		if err := x.SetExpiry(ctx, id, next.ExpiresAt, driver.Change{Version: next.Version, At: now}); err != nil {
 			return time.Time{}, err
 		}
 	}

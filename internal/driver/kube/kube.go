@@ -19,6 +19,8 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -51,9 +53,35 @@ const stateVersion = 1
 // Kubernetes label values.
 const annotationLabels = "corral.dev/labels"
 
-// annotationExpiryAsOf is when the record's expiry that expireTime copies
-// was set (RFC 3339): the fence that orders concurrent renews.
+// annotationExpiryAsOf names the change of the record whose expiry
+// expireTime copies ("rev:<revision>" or an RFC 3339 time): the fence that
+// orders concurrent renews.
 const annotationExpiryAsOf = "corral.dev/expiry-as-of"
+
+func changeFence(of driver.Change) string {
+	if _, err := strconv.ParseUint(of.Version, 10, 64); err == nil {
+		return "rev:" + of.Version
+	}
+	return of.At.UTC().Format(time.RFC3339Nano)
+}
+
+// fenceBefore reports whether the change prev names came before next; an
+// absent or incomparable prev does.
+func fenceBefore(prev, next string) bool {
+	pv, okP := strings.CutPrefix(prev, "rev:")
+	nv, okN := strings.CutPrefix(next, "rev:")
+	switch {
+	case okP && okN:
+		p, errP := strconv.ParseUint(pv, 10, 64)
+		n, errN := strconv.ParseUint(nv, 10, 64)
+		return errP != nil || errN != nil || p < n
+	case !okP && !okN:
+		p, errP := time.Parse(time.RFC3339Nano, prev)
+		n, errN := time.Parse(time.RFC3339Nano, next)
+		return errP != nil || errN != nil || p.Before(n)
+	}
+	return true
+}
 
 // Config configures the driver.
 type Config struct {
@@ -353,20 +381,21 @@ func (d *Driver) Stop(ctx context.Context, id string, _ time.Duration) error {
 
 // SetExpiry moves the Sandbox's expireTime; the controller deletes it
 // then.
-func (d *Driver) SetExpiry(ctx context.Context, id string, at, asOf time.Time) error {
+func (d *Driver) SetExpiry(ctx context.Context, id string, at time.Time, of driver.Change) error {
+	fence := changeFence(of)
 	for attempt := 0; ; attempt++ {
 		ch := d.changes()
 		sbx, err := d.get(ctx, id)
 		if err != nil {
 			return err
 		}
-		if prev, err := time.Parse(time.RFC3339Nano, sbx.Annotations[annotationExpiryAsOf]); err == nil && !prev.Before(asOf) {
+		if !fenceBefore(sbx.Annotations[annotationExpiryAsOf], fence) {
 			return nil // a later renew got there first
 		}
 		if sbx.Annotations == nil {
 			sbx.Annotations = map[string]string{}
 		}
-		sbx.Annotations[annotationExpiryAsOf] = asOf.UTC().Format(time.RFC3339Nano)
+		sbx.Annotations[annotationExpiryAsOf] = fence
 		sbx.Spec.ExpireTime = expireTime(at)
 		// An update: it fails if the Sandbox changed since it was read.
 		err = d.c.Update(ctx, sbx)

@@ -132,13 +132,14 @@ func TestExpiryDeletesTheSandbox(t *testing.T) {
 	if want := spec.ExpiresAt.Add(time.Second - 1).Truncate(time.Second); sbx.Spec.ExpireTime == nil || !sbx.Spec.ExpireTime.Time.Equal(want) {
 		t.Fatalf("expireTime = %v, want %v", sbx.Spec.ExpireTime, want)
 	}
-	// Renews are ordered by when the record changed, not by arrival: an
-	// older one arriving last changes nothing.
+	// Renews are ordered by the record's revision (not by arrival, nor by
+	// the clocks of the servers that made them): an older one arriving
+	// last changes nothing.
 	later, earlier := time.Now(), time.Now().Add(-time.Second)
-	if err := d.SetExpiry(ctx, spec.ID, time.Now().Add(3*time.Hour), later); err != nil {
+	if err := d.SetExpiry(ctx, spec.ID, time.Now().Add(3*time.Hour), driver.Change{Version: "20", At: earlier}); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.SetExpiry(ctx, spec.ID, time.Now().Add(5*time.Hour), earlier); err != nil {
+	if err := d.SetExpiry(ctx, spec.ID, time.Now().Add(5*time.Hour), driver.Change{Version: "19", At: later}); err != nil {
 		t.Fatal(err)
 	}
 	fresh := &v1alpha1.Sandbox{}
@@ -149,7 +150,7 @@ func TestExpiryDeletesTheSandbox(t *testing.T) {
 		t.Errorf("an older renew arriving last won: expireTime %v", got)
 	}
 	at := time.Now().Add(2 * time.Second)
-	if err := d.SetExpiry(ctx, spec.ID, at, time.Now()); err != nil {
+	if err := d.SetExpiry(ctx, spec.ID, at, driver.Change{At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, 30*time.Second, "the expired sandbox and its pod to be deleted", func() bool {
@@ -161,7 +162,7 @@ func TestExpiryDeletesTheSandbox(t *testing.T) {
 	if time.Now().Before(at) {
 		t.Fatalf("deleted before its expiry")
 	}
-	if err := d.SetExpiry(ctx, spec.ID, time.Now().Add(time.Hour), time.Now()); !errors.Is(err, errdefs.ErrNotFound) {
+	if err := d.SetExpiry(ctx, spec.ID, time.Now().Add(time.Hour), driver.Change{At: time.Now()}); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("SetExpiry of a deleted sandbox = %v, want ErrNotFound", err)
 	}
 }
@@ -471,4 +472,31 @@ func waitPoolReady(t testing.TB, d *Driver, name string, ready int32, timeout ti
 		err := d.c.Get(context.Background(), client.ObjectKey{Namespace: d.cfg.Namespace, Name: name}, &p)
 		return err == nil && p.Status.Ready == ready
 	})
+}
+
+// TestFenceOrder: renews are ordered by record revision when both have
+// one, by time when neither has, and a missing fence never wins.
+func TestFenceOrder(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		prev, next driver.Change
+		none       bool // no previous fence
+		want       bool
+	}{
+		{prev: driver.Change{Version: "9"}, next: driver.Change{Version: "10"}, want: true},
+		{prev: driver.Change{Version: "10", At: t0}, next: driver.Change{Version: "9", At: t0.Add(time.Hour)}, want: false},
+		{prev: driver.Change{Version: "10"}, next: driver.Change{Version: "10"}, want: false},
+		{prev: driver.Change{At: t0}, next: driver.Change{At: t0.Add(time.Millisecond)}, want: true},
+		{prev: driver.Change{At: t0.Add(time.Second)}, next: driver.Change{At: t0}, want: false},
+		{none: true, next: driver.Change{Version: "1"}, want: true},
+		{prev: driver.Change{At: t0}, next: driver.Change{Version: "1"}, want: true},
+	} {
+		prev := changeFence(tc.prev)
+		if tc.none {
+			prev = ""
+		}
+		if got := fenceBefore(prev, changeFence(tc.next)); got != tc.want {
+			t.Errorf("%+v before %+v = %v, want %v", tc.prev, tc.next, got, tc.want)
+		}
+	}
 }

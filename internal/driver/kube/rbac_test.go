@@ -130,7 +130,7 @@ func TestLeastPrivilege(t *testing.T) {
 		if _, err := d.Wait(ctx, spec.ID); err != nil {
 			t.Fatal(err)
 		}
-		if err := d.SetExpiry(ctx, spec.ID, time.Now().Add(time.Hour), time.Now()); err != nil {
+		if err := d.SetExpiry(ctx, spec.ID, time.Now().Add(time.Hour), driver.Change{At: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 		if err := d.Destroy(ctx, spec.ID); err != nil {
