@@ -247,6 +247,21 @@ func (k *Keyring) Revoke(ctx context.Context, id string) error {
 		}
 	}
 	k.mu.RUnlock()
+	if _, shared := k.st.(SharedKeyStore); shared && target != nil && target.Admin {
+		// Other servers revoke too: count the admins the store holds now
+		// rather than what this server has heard of (narrows, does not
+		// close, the race of two servers revoking the last two at once).
+		keys, err := k.st.LoadKeys(ctx)
+		if err != nil {
+			return err
+		}
+		admins = 0
+		for _, rec := range keys {
+			if rec.Admin && rec.RevokedAt.IsZero() {
+				admins++
+			}
+		}
+	}
 	if target != nil && target.Admin && admins == 1 {
 		return errdefs.New(errdefs.ErrFailedPrecondition, "KEY::LAST_ADMIN",
 			"this is the last active admin key; create another admin key before revoking it")
