@@ -86,17 +86,6 @@ func runController(ctx context.Context, e *env, args []string) int {
 	return 0
 }
 
-// kubeRecords keeps the sandbox records of `serve --runtime kubernetes`
-// in the cluster.
-func kubeRecords(ctx context.Context, cfg *serveConfig, log *slog.Logger) (kubeRecordStore, error) {
-	rc, err := kubeconfig.Load(cfg.kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	log.InfoContext(ctx, "sandbox records are kept in the cluster", "namespace", cfg.kubeNamespace, "server_id", cfg.serverID)
-	return records.New(ctx, records.Config{REST: rc, Namespace: cfg.kubeNamespace, ServerID: cfg.serverID, Logger: log})
-}
-
 // kubeCheckFlags reports a mistaken --kube-* flag before anything dials
 // the cluster.
 func kubeCheckFlags(cfg *serveConfig) error {
@@ -110,15 +99,26 @@ func kubeCheckFlags(cfg *serveConfig) error {
 	return fmt.Errorf("--kube-endpoints %q: want %s, %s or %s", cfg.kubeEndpoints, kube.EndpointsAuto, kube.EndpointsPod, kube.EndpointsPortForward)
 }
 
-// kubeKeys keeps the API keys of `serve --runtime kubernetes` in the
-// cluster, shared by the replicas.
-func kubeKeys(ctx context.Context, cfg *serveConfig, log *slog.Logger) (kubeKeyStore, error) {
+// kubeStores opens the sandbox records and API keys of `serve --runtime
+// kubernetes` in the cluster, shared by the replicas with this server ID.
+func kubeStores(ctx context.Context, cfg *serveConfig, log *slog.Logger) (kubeRecordStore, kubeKeyStore, error) {
 	kubeconfig.SetGlobalLoggers(log)
 	rc, err := kubeconfig.Load(cfg.kubeconfig)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return records.NewKeys(ctx, records.Config{REST: rc, Namespace: cfg.kubeNamespace, ServerID: cfg.serverID, Logger: log})
+	rcfg := records.Config{REST: rc, Namespace: cfg.kubeNamespace, ServerID: cfg.serverID, Logger: log}
+	keys, err := records.NewKeys(ctx, rcfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("API keys: %w", err)
+	}
+	recs, err := records.New(ctx, rcfg)
+	if err != nil {
+		keys.Close()
+		return nil, nil, fmt.Errorf("records: %w", err)
+	}
+	log.InfoContext(ctx, "sandbox records and API keys are kept in the cluster", "namespace", cfg.kubeNamespace, "server_id", cfg.serverID)
+	return recs, keys, nil
 }
 
 // kubeDriver is the kubernetes runtime of `serve`.

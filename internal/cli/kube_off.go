@@ -21,14 +21,10 @@ var errNoKube = errors.New("this corral was built without Kubernetes support; bu
 
 func kubeDriver(*serveConfig, *slog.Logger) (driver.Driver, error) { return nil, errNoKube }
 
-func kubeRecords(context.Context, *serveConfig, *slog.Logger) (kubeRecordStore, error) {
-	return nil, errNoKube
-}
-
 func kubeCheckFlags(*serveConfig) error { return errNoKube }
 
-func kubeKeys(context.Context, *serveConfig, *slog.Logger) (kubeKeyStore, error) {
-	return nil, errNoKube
+func kubeStores(context.Context, *serveConfig, *slog.Logger) (kubeRecordStore, kubeKeyStore, error) {
+	return nil, nil, errNoKube
 }
 
 func runController(_ context.Context, e *env, _ []string) int {

@@ -320,19 +320,23 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, log *slog.Logger) (err
 			return err
 		}
 	}
+	// The stores: this data dir's, or on Kubernetes by default the
+	// cluster's, which every replica shares.
+	var keyStore auth.KeyStore = st
+	var recs lifecycle.Records
 	if cfg.runtime == kubeRuntime {
 		if err := kubeCheckFlags(cfg); err != nil {
 			return fmt.Errorf("runtime %s: %w", cfg.runtime, err)
 		}
-	}
-	var keyStore auth.KeyStore = st
-	if cfg.runtime == kubeRuntime && cfg.kubeRecords == "cluster" {
-		ks, err := kubeKeys(ctx, cfg, log)
-		if err != nil {
-			return fmt.Errorf("runtime %s: API keys: %w", cfg.runtime, err)
+		if cfg.kubeRecords == "cluster" {
+			r, ks, err := kubeStores(ctx, cfg, log)
+			if err != nil {
+				return fmt.Errorf("runtime %s: %w", cfg.runtime, err)
+			}
+			defer r.Close()
+			defer ks.Close()
+			recs, keyStore = r, ks
 		}
-		defer ks.Close()
-		keyStore = ks
 	}
 	keys, err := auth.Open(ctx, keyStore)
 	if err != nil {
@@ -354,15 +358,6 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, log *slog.Logger) (err
 	sec, err := secrets.Open(st, cfg.dataDir)
 	if err != nil {
 		return err
-	}
-	var recs lifecycle.Records
-	if cfg.runtime == kubeRuntime && cfg.kubeRecords == "cluster" {
-		r, err := kubeRecords(ctx, cfg, log)
-		if err != nil {
-			return fmt.Errorf("runtime %s: records: %w", cfg.runtime, err)
-		}
-		defer r.Close()
-		recs = r
 	}
 	mgr, err := lifecycle.New(lifecycle.Config{
 		Driver: d, DriverName: cfg.runtime, Store: st, Records: recs, Logger: log, MaxTimeout: cfg.maxTimeout,

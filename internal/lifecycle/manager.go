@@ -119,6 +119,9 @@ type Manager struct {
 	// gone holds, with shared records, the IDs whose records were deleted
 	// and when: a read that raced the deletion must not bring one back.
 	gone map[string]time.Time
+	// misses bounds the reads of the shared store for sandboxes this
+	// server has no record of.
+	misses *secrets.Rate
 
 	// tasks holds background work queued for Run to start.
 	tasksMu sync.Mutex
@@ -150,6 +153,7 @@ func New(cfg Config) (*Manager, error) {
 		unimported: map[string]bool{},
 		watching:   map[string]bool{},
 		gone:       map[string]time.Time{},
+		misses:     secrets.NewRate(20, 50),
 		kick:       make(chan struct{}, 1),
 		wake:       make(chan struct{}, 1),
 	}
@@ -180,8 +184,7 @@ func notFound(id string) error {
 // one yet: it is read from the store before being called missing.
 func (m *Manager) lookup(ctx context.Context, tenant, id string) (*entry, error) {
 	e := m.entryOf(tenant, id)
-	if e == nil && m.shared != nil && sandbox.PlausibleID(id) {
-		m.refresh(ctx, id)
+	if e == nil && m.readThrough(ctx, id) {
 		e = m.entryOf(tenant, id)
 	}
 	if e == nil {

@@ -255,17 +255,16 @@ func (m *Manager) Endpoint(ctx context.Context, tenant, id string, port int) (ne
 // ByID returns any tenant's sandbox; the proxy route uses it to check a
 // sandbox's own access token.
 func (m *Manager) ByID(id string) (*sandbox.Sandbox, error) {
-	if e := m.liveEntry(id); e != nil {
-		return m.current(e), nil
-	}
-	if m.shared != nil && sandbox.PlausibleID(id) {
-		// Created through another server a moment ago?
+	e := m.liveEntry(id)
+	if e == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		m.refresh(ctx, id)
-		if e := m.liveEntry(id); e != nil {
-			return m.current(e), nil
+		if m.readThrough(ctx, id) {
+			e = m.liveEntry(id)
 		}
 	}
-	return nil, notFound(id)
+	if e == nil {
+		return nil, notFound(id)
+	}
+	return m.current(e), nil
 }

@@ -133,6 +133,7 @@ func (m *Manager) maintain(ctx context.Context, grace time.Duration) {
 	// made is imported, not destroyed.
 	m.importUnknown(ctx)
 	m.sweepOrphans(ctx, grace)
+	m.forgetGone()
 	if err := m.rec.PurgeIdempotency(ctx, time.Now().Add(-m.cfg.IdempotencyTTL)); err != nil {
 		m.log.WarnContext(ctx, "purge idempotency keys", "err", err)
 	}

@@ -106,26 +106,45 @@ func (m *Manager) unfollowed(id string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.sandboxes, id)
-	now := time.Now()
-	m.gone[id] = now
-	for g, at := range m.gone {
-		if now.Sub(at) > time.Hour {
-			delete(m.gone, g)
+	m.gone[id] = time.Now()
+}
+
+// forgetGone drops tombstones older than an hour (maintenance): by then
+// no read that raced the deletion is still in flight.
+func (m *Manager) forgetGone() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, at := range m.gone {
+		if time.Since(at) > time.Hour {
+			delete(m.gone, id)
 		}
 	}
 }
 
-// refresh makes the stored revision of id current after a conflict.
+// refresh makes the stored revision of id current.
 func (m *Manager) refresh(ctx context.Context, id string) {
 	sb, err := m.shared.GetSandbox(ctx, id)
 	switch {
 	case errors.Is(err, errdefs.ErrNotFound):
 		m.unfollowed(id)
 	case err != nil:
-		m.log.WarnContext(ctx, "re-read sandbox after a conflict", "sandbox_id", id, "err", err)
+		m.log.WarnContext(ctx, "re-read sandbox from the shared store", "sandbox_id", id, "err", err)
 	default:
 		m.followed(sb)
 	}
+}
+
+// readThrough reads from the shared store a sandbox this server has no
+// record of (created through another server a moment ago) and reports
+// whether it tried. The reads are rate-limited: the proxy's token check
+// reaches here without an API key, and a flood of made-up IDs must not
+// become API-server load.
+func (m *Manager) readThrough(ctx context.Context, id string) bool {
+	if m.shared == nil || !sandbox.PlausibleID(id) || !m.misses.Allow() {
+		return false
+	}
+	m.refresh(ctx, id)
+	return true
 }
 
 // busyElsewhere reports whether sb, in shared records, is in the middle of

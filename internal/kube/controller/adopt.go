@@ -236,13 +236,7 @@ func handOverEgress(ctx context.Context, addr, warmToken, token, policy string) 
 func egressCall(ctx context.Context, addr, token, method, path, body string) error {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	hr, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, strings.NewReader(body))
-	if err != nil {
-		return err
-	}
-	hr.Header.Set("Content-Type", "application/json")
-	hr.Header.Set(api.HeaderEgressToken, token)
-	res, err := http.DefaultClient.Do(hr)
+	res, err := podRequest(ctx, method, "http://"+addr+path, api.HeaderEgressToken, token, strings.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("egress API at %s: %w", addr, err)
 	}
@@ -257,18 +251,24 @@ func egressCall(ctx context.Context, addr, token, method, path, body string) err
 	return nil
 }
 
+// podRequest sends a JSON body to an API in a pod (execd, egress) with
+// its token in header.
+func podRequest(ctx context.Context, method, url, header, token string, body io.Reader) (*http.Response, error) {
+	hr, err := http.NewRequestWithContext(ctx, method, url, body)
+	if err != nil {
+		return nil, err
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	hr.Header.Set(header, token)
+	return http.DefaultClient.Do(hr)
+}
+
 // runInPod runs one command through execd and fails unless it exits 0.
 func runInPod(ctx context.Context, addr, token string, req api.RunCommandRequest) error {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	body, _ := json.Marshal(req)
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/command", bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	hr.Header.Set("Content-Type", "application/json")
-	hr.Header.Set(api.HeaderExecdToken, token)
-	res, err := http.DefaultClient.Do(hr)
+	res, err := podRequest(ctx, http.MethodPost, "http://"+addr+"/command", api.HeaderExecdToken, token, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("execd at %s: %w", addr, err)
 	}

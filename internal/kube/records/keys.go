@@ -48,7 +48,7 @@ func (k *Keys) InsertKey(ctx context.Context, key *store.APIKey) error {
 	if err != nil {
 		return err
 	}
-	s := &corev1.Secret{ObjectMeta: objectMeta(k.cfg.Namespace, k.ours, k.keyName(key.Hash), LabelAPIKey),
+	s := &corev1.Secret{ObjectMeta: k.meta(k.keyName(key.Hash), LabelAPIKey),
 		Type: corev1.SecretTypeOpaque, Data: map[string][]byte{"key": b}}
 	if err := k.c.Create(ctx, s); err != nil {
 		if apierrors.IsAlreadyExists(err) {

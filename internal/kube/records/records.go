@@ -290,13 +290,9 @@ func appendEvent(events []byte, ev *store.Event) ([]byte, error) {
 	return json.Marshal(evs)
 }
 
-func (r *Records) meta(name string, kind string) metav1.ObjectMeta {
-	return objectMeta(r.cfg.Namespace, r.ours, name, kind)
-}
-
-// objectMeta names a Secret of kind (its label) of this server's.
-func objectMeta(ns string, ours labels.Set, name, kind string) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels.Merge(ours, labels.Set{kind: "true"})}
+// meta names a Secret of kind (its label) of this server's.
+func (s *secrets) meta(name, kind string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: s.cfg.Namespace, Labels: labels.Merge(s.ours, labels.Set{kind: "true"})}
 }
 
 // InsertSandbox creates sb's record Secret, after claiming idem's key.
