@@ -126,6 +126,7 @@ required=(
   internal/driver/kube.TestServersSharingANamespaceSeeOnlyTheirOwn
   internal/kube/controller.TestStatusFromPod
   internal/kube/controller.TestEgressSidecar
+  internal/kube/controller.TestEgressInputIsChecked
   internal/kube/controller.TestSandboxFollowsItsPod
   internal/kube/controller.TestPoolKeepsItsSize
   test/e2e.TestKubeEndToEnd

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -310,4 +311,39 @@ func TestPoolKeepsItsSize(t *testing.T) {
 		l := pods()
 		return len(l) == 2 && podReady(&l[0]) && podReady(&l[1])
 	})
+}
+
+// TestEgressInputIsChecked: a Sandbox written by hand with a policy the
+// enforcer would refuse fails with the reason instead of a pod whose
+// sidecar never starts; one whose access Secret lacks the egress token
+// waits for it, naming the key.
+func TestEgressInputIsChecked(t *testing.T) {
+	c, ns := apiServer(t)
+	ctx := context.Background()
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "acc", Namespace: ns}, Data: map[string][]byte{TokenKey: []byte("t")}}
+	if err := c.Create(ctx, sec); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, policy, cond, reason, msg string
+	}{
+		{"bad-action", `{"defaultAction":"maybe"}`, v1alpha1.ConditionFailed, "InvalidEgressPolicy", "maybe"},
+		{"bad-json", `{"defaultAction":`, v1alpha1.ConditionFailed, "InvalidEgressPolicy", ""},
+		{"bad-target", `{"defaultAction":"deny","egress":[{"action":"allow","target":"exa mple.com"}]}`, v1alpha1.ConditionFailed, "InvalidEgressPolicy", ""},
+		{"no-egress-token", `{"defaultAction":"deny"}`, v1alpha1.ConditionReady, "WaitingForAccessSecret", EgressTokenKey},
+	} {
+		sbx := &v1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: tc.name, Namespace: ns},
+			Spec: v1alpha1.SandboxSpec{Image: "img", Entrypoint: []string{"sleep", "1"}, AccessSecretName: "acc",
+				Egress: &v1alpha1.SandboxEgress{Policy: tc.policy}}}
+		if err := c.Create(ctx, sbx); err != nil {
+			t.Fatal(err)
+		}
+		testutil.WaitFor(t, 10*time.Second, tc.name+": the condition "+tc.reason, func() bool {
+			cond := meta.FindStatusCondition(getSandbox(t, c, ns, tc.name).Status.Conditions, tc.cond)
+			return cond != nil && cond.Reason == tc.reason && strings.Contains(cond.Message, tc.msg)
+		})
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: tc.name}, &corev1.Pod{}); !apierrors.IsNotFound(err) {
+			t.Errorf("%s: a pod was created: %v", tc.name, err)
+		}
+	}
 }

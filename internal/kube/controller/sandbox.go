@@ -19,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/corral-dev/corral/internal/egress/policy"
 	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
 )
 
@@ -128,15 +129,32 @@ func (r *sandboxReconciler) noPod(ctx context.Context, sbx *v1alpha1.Sandbox, st
 		exitNow(status, r.cfg.Now(), 143, "Stopped")
 		return nil
 	}
+	if e := sbx.Spec.Egress; e != nil {
+		// A policy the sidecar would refuse fails here, with the reason,
+		// rather than as a sidecar that never starts.
+		p, err := policy.Decode([]byte(e.Policy))
+		if err == nil {
+			_, err = policy.Compile(p, policy.Options{})
+		}
+		if err != nil {
+			setCondition(status, v1alpha1.ConditionFailed, true, "InvalidEgressPolicy", err.Error())
+			return nil
+		}
+	}
 	sec, err := r.accessSecret(ctx, sbx)
-	_, ok := sec.Data[TokenKey]
-	if apierrors.IsNotFound(err) || err == nil && !ok {
-		// The driver writes the Secret before the Sandbox; should it come
-		// later, its arrival (watched by its sandbox label) triggers the
-		// next reconcile.
-		setCondition(status, v1alpha1.ConditionReady, false, "WaitingForAccessSecret",
-			fmt.Sprintf("Secret %s with key %s does not exist yet", sbx.Spec.AccessSecretName, TokenKey))
-		return nil
+	keys := []string{TokenKey}
+	if sbx.Spec.Egress != nil {
+		keys = append(keys, EgressTokenKey)
+	}
+	for _, key := range keys {
+		if _, ok := sec.Data[key]; apierrors.IsNotFound(err) || err == nil && !ok {
+			// The driver writes the Secret before the Sandbox; should it
+			// come later, its arrival (watched by its sandbox label)
+			// triggers the next reconcile.
+			setCondition(status, v1alpha1.ConditionReady, false, "WaitingForAccessSecret",
+				fmt.Sprintf("Secret %s with key %s does not exist yet", sbx.Spec.AccessSecretName, key))
+			return nil
+		}
 	}
 	if err != nil {
 		return err
