@@ -9,12 +9,14 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/url"
 	"os"
 	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/corral-dev/corral/internal/driver/egressnet"
 	"github.com/corral-dev/corral/internal/initproc"
@@ -30,6 +32,8 @@ func runInit(_ context.Context, e *env, args []string) int {
 	stateDir := fs.String("execd-state-dir", "/var/lib/corral-execd", "where execd retains command output")
 	statusDir := fs.String("status-dir", "", "directory that receives the entrypoint's exit code in a file named exit")
 	waitStart := fs.String("wait-start", "", "start no entrypoint until a JSON {\"args\",\"env\"} arrives on this FIFO (warm pools)")
+	waitURL := fs.String("wait-url", "", "start no entrypoint until an HTTP GET of this URL answers 200 (execd runs meanwhile)")
+	waitTimeout := fs.Duration("wait-timeout", 2*time.Minute, "with --wait-url: how long to wait before giving up (PID 1 then exits)")
 	tokenFile := fs.String("execd-token-file", "", "execd reads its access token from this file, re-read when it changes")
 	envFile := fs.String("execd-env-file", "", "file of KEY=VALUE lines execd adds to every command's environment")
 	userSpec := fs.String("user", "", "run the entrypoint as USER[:GROUP] (names or numbers, as an image's config gives them)")
@@ -56,7 +60,16 @@ func runInit(_ context.Context, e *env, args []string) int {
 	if err := prepareWarm(*waitStart, *tokenFile, e.getenv("EXECD_ACCESS_TOKEN")); err != nil {
 		return fail(e, "init: %v", err)
 	}
-	cfg := initproc.Config{Entrypoint: fs.Args(), Env: entryEnv, DaemonEnv: daemonEnv, Stderr: e.stderr, StatusDir: *statusDir, StartFIFO: *waitStart}
+	cfg := initproc.Config{Entrypoint: fs.Args(), Env: entryEnv, DaemonEnv: daemonEnv, Stderr: e.stderr, StatusDir: *statusDir, StartFIFO: *waitStart,
+		WaitURL: *waitURL, WaitTimeout: *waitTimeout}
+	if *waitURL != "" {
+		if u, err := url.Parse(*waitURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fail(e, "init: --wait-url %q: want an http:// or https:// URL", *waitURL)
+		}
+		if *waitTimeout <= 0 {
+			return fail(e, "init: --wait-timeout %v: want a positive duration", *waitTimeout)
+		}
+	}
 	if *userSpec != "" {
 		cred, err := lookupCredential(*userSpec)
 		if err != nil {

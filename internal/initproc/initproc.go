@@ -16,6 +16,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -51,6 +52,13 @@ type Config struct {
 	// daemon, then waits for one JSON Start written to this FIFO (a
 	// warm-pool sandbox waiting to be claimed); Entrypoint is then unused.
 	StartFIFO string
+	// WaitURL, when set, holds the entrypoint back until an HTTP GET of it
+	// answers 200 (the daemon runs meanwhile): a Docker sandbox on a
+	// remote engine waits for its egress sidecar's rules this way.
+	WaitURL string
+	// WaitTimeout bounds the wait for WaitURL (default 2 minutes); PID 1
+	// then exits, and the entrypoint never runs.
+	WaitTimeout time.Duration
 	// StopGrace is how long the daemon gets to stop (default 2s).
 	StopGrace time.Duration
 	Stderr    io.Writer
@@ -134,6 +142,9 @@ func Run(cfg Config) int {
 	if cfg.Stderr == nil {
 		cfg.Stderr = os.Stderr
 	}
+	if cfg.WaitTimeout <= 0 {
+		cfg.WaitTimeout = 2 * time.Minute
+	}
 	if len(cfg.Entrypoint) == 0 && cfg.StartFIFO == "" {
 		fmt.Fprintln(cfg.Stderr, "corral init: no entrypoint given (usage: corral init [flags] -- PROGRAM [ARGS...])")
 		return 2
@@ -164,9 +175,18 @@ func run(cfg Config) int {
 	defer signal.Stop(sigs)
 
 	p := &pid1{cfg: cfg}
-	if cfg.StartFIFO != "" {
+	if cfg.WaitURL != "" {
 		p.startDaemon()
-		st, code, ok := p.waitStart(sigs)
+		if _, code, ok := p.hold(sigs, p.waitURL); !ok {
+			p.stopDaemon(sigs)
+			return code
+		}
+	}
+	if cfg.StartFIFO != "" {
+		if p.daemon == nil {
+			p.startDaemon()
+		}
+		st, code, ok := p.hold(sigs, p.readStart)
 		if !ok {
 			p.stopDaemon(sigs)
 			return code
@@ -180,7 +200,7 @@ func run(cfg Config) int {
 		p.stopDaemon(sigs)
 		return code
 	}
-	if p.daemon == nil && cfg.StartFIFO == "" {
+	if p.daemon == nil {
 		p.startDaemon()
 	}
 	var sys *syscall.SysProcAttr
@@ -211,35 +231,26 @@ func run(cfg Config) int {
 	}
 }
 
-// waitStart reads the Start from the FIFO while reaping and keeping the
-// daemon alive. A terminating signal first ends PID 1 (ok false).
-func (p *pid1) waitStart(sigs <-chan os.Signal) (Start, int, bool) {
-	got := make(chan Start, 1)
-	bad := make(chan error, 1)
+// hold runs wait while reaping and keeping the daemon alive. A
+// terminating signal first ends PID 1 (ok false), as does a failed wait.
+func (p *pid1) hold(sigs <-chan os.Signal, wait func() (Start, error)) (Start, int, bool) {
+	type result struct {
+		st  Start
+		err error
+	}
+	done := make(chan result, 1)
 	go func() {
-		for {
-			f, err := os.OpenFile(p.cfg.StartFIFO, os.O_RDONLY, 0)
-			if err != nil {
-				bad <- err
-				return
-			}
-			var st Start
-			err = json.NewDecoder(f).Decode(&st)
-			f.Close()
-			if err == nil && len(st.Args) > 0 {
-				got <- st
-				return
-			}
-			fmt.Fprintf(p.cfg.Stderr, "corral init: a bad start request (%v); waiting for another\n", err)
-		}
+		st, err := wait()
+		done <- result{st, err}
 	}()
 	for {
 		select {
-		case st := <-got:
-			return st, 0, true
-		case err := <-bad:
-			fmt.Fprintln(p.cfg.Stderr, "corral init: wait for the start request: "+err.Error())
-			return Start{}, 2, false
+		case r := <-done:
+			if r.err != nil {
+				fmt.Fprintln(p.cfg.Stderr, "corral init: "+r.err.Error())
+				return Start{}, 2, false
+			}
+			return r.st, 0, true
 		case sig := <-sigs:
 			if sig == syscall.SIGCHLD {
 				p.reap(-1)
@@ -249,6 +260,48 @@ func (p *pid1) waitStart(sigs <-chan os.Signal) (Start, int, bool) {
 				return Start{}, 128 + int(sig.(syscall.Signal)), false
 			}
 		}
+	}
+}
+
+// readStart reads the Start from the FIFO; bad requests are skipped.
+func (p *pid1) readStart() (Start, error) {
+	for {
+		f, err := os.OpenFile(p.cfg.StartFIFO, os.O_RDONLY, 0)
+		if err != nil {
+			return Start{}, fmt.Errorf("wait for the start request: %w", err)
+		}
+		var st Start
+		err = json.NewDecoder(f).Decode(&st)
+		f.Close()
+		if err == nil && len(st.Args) > 0 {
+			return st, nil
+		}
+		fmt.Fprintf(p.cfg.Stderr, "corral init: a bad start request (%v); waiting for another\n", err)
+	}
+}
+
+// waitURL polls WaitURL until it answers 200 or WaitTimeout passes.
+func (p *pid1) waitURL() (Start, error) {
+	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
+	deadline := time.Now().Add(p.cfg.WaitTimeout)
+	delay := 5 * time.Millisecond
+	var last string
+	for {
+		res, err := hc.Get(p.cfg.WaitURL)
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return Start{}, nil
+			}
+			last = res.Status
+		} else {
+			last = err.Error()
+		}
+		if time.Now().After(deadline) {
+			return Start{}, fmt.Errorf("%s did not answer 200 within %v (last: %s); the entrypoint was not started", p.cfg.WaitURL, p.cfg.WaitTimeout, last)
+		}
+		time.Sleep(delay)
+		delay = min(2*delay, 100*time.Millisecond)
 	}
 }
 

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -163,5 +165,50 @@ func TestInitRunsExecd(t *testing.T) {
 	}
 	if _, err := http.Get("http://" + addr + "/ping"); err == nil {
 		t.Errorf("execd still answers after init exited")
+	}
+}
+
+// TestInitWaitsForURL: with --wait-url the entrypoint starts only once
+// the URL answers 200; a URL that never does ends init with a message
+// and no entrypoint run; a URL that is not http(s) is refused.
+func TestInitWaitsForURL(t *testing.T) {
+	t.Parallel()
+	var ready atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !ready.Load() {
+			http.Error(w, "not yet", http.StatusServiceUnavailable)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	marker := t.TempDir() + "/started"
+	cmd := exec.Command(binary, "init", "--no-execd", "--wait-url", srv.URL+"/healthz", "--", "sh", "-c", "echo yes > "+marker+"; sleep 30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	time.Sleep(300 * time.Millisecond)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the entrypoint started before the URL answered 200")
+	}
+	ready.Store(true)
+	testutil.WaitFor(t, 10*time.Second, "the entrypoint to start", func() bool {
+		_, err := os.Stat(marker)
+		return err == nil
+	})
+
+	never := t.TempDir() + "/never"
+	out, err := exec.Command(binary, "init", "--no-execd", "--wait-url", "http://127.0.0.1:1/healthz", "--wait-timeout", "300ms",
+		"--", "sh", "-c", "echo yes > "+never).CombinedOutput()
+	if exitCode(err) != 2 || !strings.Contains(string(out), "did not answer 200") {
+		t.Errorf("a URL that never answers: exit %d %q", exitCode(err), out)
+	}
+	if _, err := os.Stat(never); err == nil {
+		t.Error("the entrypoint ran although the URL never answered")
+	}
+	for _, bad := range [][]string{{"--wait-url", "ftp://x/"}, {"--wait-url", "127.0.0.1:18080"}, {"--wait-url", "http://x/", "--wait-timeout", "0s"}} {
+		out, err := exec.Command(binary, append(append([]string{"init", "--no-execd"}, bad...), "--", "true")...).CombinedOutput()
+		if exitCode(err) != 1 || !strings.Contains(string(out), "--wait-") {
+			t.Errorf("init %v: exit %d %q", bad, exitCode(err), out)
+		}
 	}
 }
