@@ -247,7 +247,14 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	if vaultLn != nil {
 		defer vaultLn.Close()
-		proxy := mitm.New(mitm.Config{CA: s.ca, Roots: s.cfg.UpstreamRoots, Vault: s.currentVault, Logger: s.log,
+		var dial func(ctx context.Context, network, addr string) (net.Conn, error)
+		if s.cfg.ExemptMark != 0 {
+			// Inside the namespace it confines, the proxy's connections to
+			// the real hosts leave by the exempt mark.
+			d := &net.Dialer{Control: dnsproxy.MarkSocket(s.cfg.ExemptMark)}
+			dial = d.DialContext
+		}
+		proxy := mitm.New(mitm.Config{CA: s.ca, Roots: s.cfg.UpstreamRoots, Vault: s.currentVault, Logger: s.log, Dial: dial,
 			Allowed: func(host string) bool { return s.cur.Load().DecideName(host).Allow },
 			Reachable: func(addr netip.Addr) bool {
 				d := s.cur.Load().DecideIP(addr)

@@ -24,7 +24,14 @@ func dropPrivileges() error {
 		if c == unix.CAP_NET_ADMIN {
 			continue
 		}
-		if _, _, e := syscall.AllThreadsSyscall(syscall.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c), 0); e != 0 && e != unix.EINVAL {
+		_, _, e := syscall.AllThreadsSyscall(syscall.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c), 0)
+		if e == unix.EPERM {
+			// No CAP_SETPCAP (a sidecar container that was given only what
+			// it needs): the bounding set is its container's, and
+			// no_new_privs keeps anything outside the permitted set out.
+			break
+		}
+		if e != 0 && e != unix.EINVAL {
 			return fmt.Errorf("drop capability %d from the bounding set: %w", c, e)
 		}
 	}

@@ -301,7 +301,7 @@ func (p *pid1) waitURL() (Start, error) {
 			return Start{}, fmt.Errorf("%s did not answer 200 within %v (last: %s); the entrypoint was not started", p.cfg.WaitURL, p.cfg.WaitTimeout, last)
 		}
 		time.Sleep(delay)
-		delay = min(2*delay, 100*time.Millisecond)
+		delay = min(2*delay, 20*time.Millisecond)
 	}
 }
 

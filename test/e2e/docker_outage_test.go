@@ -28,6 +28,7 @@ import (
 // containerd and the containers alone.
 type privateEngine struct {
 	t          *testing.T
+	opts       engineOpts
 	root       string
 	sock       string
 	cmd        *exec.Cmd
@@ -35,13 +36,36 @@ type privateEngine struct {
 	log        *testutil.LockedBuffer
 }
 
-func startPrivateEngine(t *testing.T) *privateEngine {
+// engineOpts place a private engine "on another machine".
+type engineOpts struct {
+	// netns runs dockerd in this network namespace (by name); empty: a
+	// new one of its own.
+	netns string
+	// bridge is the CIDR of its default bridge, with iptables NAT in
+	// netns; empty runs it with no bridge and no iptables.
+	bridge string
+}
+
+func startPrivateEngine(t *testing.T, opts ...engineOpts) *privateEngine {
 	t.Helper()
 	root, err := os.MkdirTemp("", "cde") // short: containerd's socket paths have a length limit
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := &privateEngine{t: t, root: root, sock: filepath.Join(root, "d.sock"), log: &testutil.LockedBuffer{}}
+	if len(opts) > 0 {
+		e.opts = opts[0]
+	}
+	if e.opts.netns == "" {
+		// Never in this machine's namespace: a dockerd without a bridge
+		// deletes any docker0 it finds there, the real engine's included.
+		e.opts.netns = "cpe-" + filepath.Base(root)
+		if out, err := exec.Command("ip", "netns", "add", e.opts.netns).CombinedOutput(); err != nil {
+			t.Fatalf("ip netns add: %v %s", err, out)
+		}
+		ns := e.opts.netns
+		t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+	}
 	t.Cleanup(func() {
 		e.stop()
 		// Whatever the engine mounted under its root goes with it.
@@ -90,9 +114,15 @@ func (e *privateEngine) startContainerd() {
 
 func (e *privateEngine) start() {
 	e.t.Helper()
-	e.cmd = exec.Command("dockerd", "--data-root", filepath.Join(e.root, "data"), "--exec-root", filepath.Join(e.root, "x"),
-		"--pidfile", filepath.Join(e.root, "d.pid"), "-H", "unix://"+e.sock, "--bridge", "none", "--iptables=false",
-		"--ip-masq=false", "--live-restore", "--containerd", filepath.Join(e.root, "c.sock"))
+	args := []string{"--data-root", filepath.Join(e.root, "data"), "--exec-root", filepath.Join(e.root, "x"),
+		"--pidfile", filepath.Join(e.root, "d.pid"), "-H", "unix://" + e.sock, "--containerd", filepath.Join(e.root, "c.sock")}
+	if e.opts.bridge == "" {
+		args = append(args, "--bridge", "none", "--iptables=false", "--ip-masq=false", "--live-restore")
+	} else {
+		args = append(args, "--bip", e.opts.bridge)
+	}
+	// nsenter execs dockerd in the namespace: the process is dockerd.
+	e.cmd = exec.Command("nsenter", append([]string{"--net=" + testutil.NetnsPath(e.opts.netns), "dockerd"}, args...)...)
 	e.cmd.Stdout, e.cmd.Stderr = e.log, e.log
 	if err := e.cmd.Start(); err != nil {
 		e.t.Fatal(err)
@@ -153,7 +183,7 @@ func TestDockerEngineOutage(t *testing.T) {
 	requireDocker(t)
 	t.Parallel()
 	eng := startPrivateEngine(t)
-	ref := registryImage(t, eng.client())
+	ref := eng.loadBusybox(t)
 	s := startServer(t, t.TempDir(), "--runtime", "docker", "--docker-host", "unix://"+eng.sock)
 	c := s.client(t)
 	a, err := c.CreateSandbox(ctx(t), ociCreate(ref), sdk.CreateOptions{})

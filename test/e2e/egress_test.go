@@ -76,6 +76,34 @@ func get(x *execd, url string) (string, bool) {
 	return out, true
 }
 
+// egressRig is a runtime whose sandboxes runEgressPolicy polices.
+type egressRig struct {
+	runtime, image string
+	// args are the server's flags for the runtime and its network.
+	args []string
+	// gateway is the sandboxes' next hop: the machine they run on.
+	gateway string
+	// log is what the sandbox's enforcer printed, for failures.
+	log func(dataDir, id string) string
+	// pid is the (running) enforcer's pid on this machine.
+	pid func(t *testing.T, dataDir, id string) int
+	// apiInNetns: the egress API listens in the sandbox's namespace.
+	apiInNetns bool
+}
+
+// localRig polices sandboxes of a runtime on this machine: a bridge in
+// the World's uplink, enforcers as processes here.
+func localRig(w testutil.World, runtime, image string, egressDir func(dataDir, id string) string) egressRig {
+	return egressRig{runtime: runtime, image: image, gateway: "10.214.0.1",
+		args: []string{"--egress-uplink-netns", testutil.NetnsPath(w.Uplink), "--egress-subnet", "10.214.0.0/24"},
+		log: func(dataDir, id string) string {
+			b, _ := os.ReadFile(filepath.Join(egressDir(dataDir, id), "log"))
+			return string(b)
+		},
+		pid: func(t *testing.T, dataDir, id string) int { return egressPid(t, egressDir(dataDir, id)) },
+	}
+}
+
 // TestOCIEgressPolicy: a native sandbox with a network policy reaches
 // what the policy allows and nothing else, its policy changes at run time,
 // and the enforcement survives the sandbox's attempts to undo it and a
@@ -85,29 +113,46 @@ func TestOCIEgressPolicy(t *testing.T) {
 	t.Parallel()
 	reg := testutil.StartRegistry(t)
 	testutil.PushImage(t, reg+"/corral/busybox:1", busyboxImage(t))
-	runEgressPolicy(t, "oci", reg+"/corral/busybox:1", func(dataDir, id string) string {
+	w := egressWorld(t)
+	runEgressPolicy(t, w, localRig(w, "oci", reg+"/corral/busybox:1", func(dataDir, id string) string {
 		return filepath.Join(dataDir, "oci", "run", "bundles", id, "egress")
-	})
+	}))
 }
 
 // TestDockerEgressPolicy: the same for a Docker container.
 func TestDockerEgressPolicy(t *testing.T) {
 	cli := requireDocker(t)
 	t.Parallel()
-	runEgressPolicy(t, "docker", registryImage(t, cli), func(dataDir, id string) string {
+	w := egressWorld(t)
+	runEgressPolicy(t, w, localRig(w, "docker", registryImage(t, cli), func(dataDir, id string) string {
 		return filepath.Join(dataDir, "docker", "egress", id)
+	}))
+}
+
+// TestDockerRemoteEgressPolicy: the same on a remote engine, where the
+// enforcer is a sidecar container in the sandbox's network namespace.
+// The engine is a private dockerd "on another machine": in the World's
+// uplink namespace, with its bridge and NAT there.
+func TestDockerRemoteEgressPolicy(t *testing.T) {
+	requireDocker(t)
+	t.Parallel()
+	w := egressWorld(t)
+	eng, args, image := remoteEngine(t, w)
+	runEgressPolicy(t, w, egressRig{runtime: "docker", image: image, args: args, gateway: remoteBridgeGateway, apiInNetns: true,
+		log: func(_, id string) string { return eng.logsOf(t, "corral-"+id+"-egress") },
+		pid: func(t *testing.T, _, id string) int { return eng.pidOf(t, "corral-"+id+"-egress") },
 	})
 }
 
-func runEgressPolicy(t *testing.T, runtime, image string, egressDir func(dataDir, id string) string) {
-	w := egressWorld(t)
+func runEgressPolicy(t *testing.T, w testutil.World, rig egressRig) {
 	dir := t.TempDir()
-	args := []string{"--runtime", runtime, "--egress-uplink-netns", testutil.NetnsPath(w.Uplink),
-		"--egress-subnet", "10.214.0.0/24", "--egress-upstream", testutil.WorldDNS + ":53"}
+	args := append([]string{"--runtime", rig.runtime, "--egress-upstream", testutil.WorldDNS + ":53"}, rig.args...)
 	s := startServer(t, dir, args...)
 	c := s.client(t)
-	// The entrypoint notes what network it saw when it started.
-	req := ociCreate(image, "sh", "-c", "ip -4 addr show eth0 > /tmp/net-at-start 2>&1; exec sleep 3600")
+	// The entrypoint notes what network it saw when it started, and
+	// tries an address no rule allows at once.
+	req := ociCreate(rig.image, "sh", "-c", "ip -4 addr show eth0 > /tmp/net-at-start 2>&1; "+
+		"timeout 2 wget -q -O- http://"+testutil.WorldOther+"/ > /tmp/first-probe 2>&1; echo exit=$? >> /tmp/first-probe; exec sleep 3600")
 	req.NetworkPolicy = &api.NetworkPolicy{DefaultAction: "deny", Egress: []api.NetworkRule{
 		{Action: "allow", Target: "allowed.test"}, {Action: "allow", Target: "*.wild.test"},
 	}}
@@ -118,15 +163,27 @@ func runEgressPolicy(t *testing.T, runtime, image string, egressDir func(dataDir
 	x := sandboxExecd(t, c, sb.ID)
 	t.Cleanup(func() {
 		if t.Failed() {
-			b, _ := os.ReadFile(filepath.Join(egressDir(dir, sb.ID), "log"))
-			t.Logf("egress enforcer log:\n%s", b)
+			t.Logf("egress enforcer log:\n%s", rig.log(dir, sb.ID))
 		}
 	})
 
 	t.Run("EntrypointStartsPoliced", func(t *testing.T) {
-		// The entrypoint runs only once its interface is up and policed.
-		if out, _, _ := x.run("cat /tmp/net-at-start"); !strings.Contains(out, "inet 10.") {
+		// The entrypoint runs only once its interface is up and policed
+		// (on a remote engine, PID 1 may start it just after create).
+		var out string
+		testutil.WaitFor(t, 10*time.Second, "the entrypoint to start", func() bool {
+			out, _, _ = x.run("cat /tmp/net-at-start")
+			return out != ""
+		})
+		if !strings.Contains(out, "inet 10.") {
 			t.Errorf("the entrypoint started before its network: %q", out)
+		}
+		testutil.WaitFor(t, 10*time.Second, "the entrypoint's first probe", func() bool {
+			out, _, _ = x.run("cat /tmp/first-probe")
+			return strings.Contains(out, "exit=")
+		})
+		if strings.Contains(out, "exit=0") || strings.Contains(out, "hello from other") {
+			t.Errorf("the entrypoint's first packet got out before the rules: %q", out)
 		}
 	})
 	t.Run("AllowedDomain", func(t *testing.T) {
@@ -206,23 +263,30 @@ func runEgressPolicy(t *testing.T, runtime, image string, egressDir func(dataDir
 		if code, body := egressCall(t, c, sb.ID, "POST", "/credential-vault", `{"credentials":[],"bindings":[]}`); code != http.StatusPreconditionFailed {
 			t.Errorf("POST /credential-vault without a credential proxy = %d %s, want 412", code, body)
 		}
-		// The sandbox may listen on 18080 itself: the endpoint still leads
-		// to the enforcer (its API has no listener in the sandbox), and the
-		// token never reaches the impostor.
+		// The sandbox may try to listen on 18080 itself: the endpoint still
+		// leads to the enforcer, and the token never reaches the impostor.
+		// (A local enforcer's API has no listener in the sandbox, so the
+		// squatter binds; a sidecar holds the port, so it cannot.)
 		if out, errOut, code := x.run("printf '#!/bin/sh\\ncat >> /tmp/stolen\\n' > /tmp/grab && chmod +x /tmp/grab"); code != 0 {
 			t.Fatalf("write the squatter: %q %q", out, errOut)
 		}
-		x.run("nc -ll -p 18080 -e /tmp/grab", map[string]any{"background": true})
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			out, _, _ := x.run("echo probe | nc 127.0.0.1 18080; sleep 0.2; cat /tmp/stolen")
-			if strings.Contains(out, "probe") {
-				break
+		if rig.apiInNetns {
+			if out, errOut, code := x.run("timeout 2 nc -l -p 18080 -e /tmp/grab"); code == 0 || !strings.Contains(out+errOut, "in use") {
+				t.Errorf("the sandbox listened on the sidecar's port: %d %q %q", code, out, errOut)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("could not listen on 18080 in the sandbox: %q", out)
+		} else {
+			x.run("nc -ll -p 18080 -e /tmp/grab", map[string]any{"background": true})
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				out, _, _ := x.run("echo probe | nc 127.0.0.1 18080; sleep 0.2; cat /tmp/stolen")
+				if strings.Contains(out, "probe") {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("could not listen on 18080 in the sandbox: %q", out)
+				}
+				time.Sleep(100 * time.Millisecond)
 			}
-			time.Sleep(100 * time.Millisecond)
 		}
 		if pol, err := eg.Policy(ctx(t)); err != nil || pol.Mode != "enforcing" {
 			t.Errorf("the egress API behind a squatted port = %+v %v", pol, err)
@@ -244,7 +308,7 @@ func runEgressPolicy(t *testing.T, runtime, image string, egressDir func(dataDir
 				t.Errorf("%q succeeded: %q", cmd, out)
 			}
 		}
-		pid := egressPid(t, egressDir(dir, sb.ID))
+		pid := rig.pid(t, dir, sb.ID)
 		// The enforcer itself keeps only CAP_NET_ADMIN once it serves.
 		if st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status"); err != nil || !strings.Contains(string(st), "CapEff:\t0000000000001000") ||
 			!strings.Contains(string(st), "NoNewPrivs:\t1") {
@@ -269,7 +333,7 @@ func runEgressPolicy(t *testing.T, runtime, image string, egressDir func(dataDir
 		if out, ok := get(x, "http://"+testutil.WorldOther+"/"); !ok || out != "hello from other\n" {
 			t.Errorf("defaultAction allow did not open the world: %q %v", out, ok)
 		}
-		for _, target := range []string{testutil.WorldMetadata, w.UplinkAddr + ":8088", "10.214.0.1:8088"} {
+		for _, target := range []string{testutil.WorldMetadata, w.UplinkAddr + ":8088", rig.gateway + ":8088"} {
 			if out, ok := get(x, "http://"+target+"/"); ok {
 				t.Errorf("%s answered under defaultAction allow: %q", target, out)
 			}
@@ -336,7 +400,7 @@ func runEgressPolicy(t *testing.T, runtime, image string, egressDir func(dataDir
 		}
 	})
 	t.Run("SurvivesAServerCrash", func(t *testing.T) {
-		old := egressPid(t, egressDir(dir, sb.ID))
+		old := rig.pid(t, dir, sb.ID)
 		s.kill9(t)
 		_ = syscall.Kill(old, syscall.SIGKILL)
 		s2 := startServer(t, dir, args...)
@@ -344,7 +408,7 @@ func runEgressPolicy(t *testing.T, runtime, image string, egressDir func(dataDir
 		if _, err := c2.GetSandbox(ctx(t), sb.ID); err != nil {
 			t.Fatal(err)
 		}
-		pid := egressPid(t, egressDir(dir, sb.ID))
+		pid := rig.pid(t, dir, sb.ID)
 		if pid == old {
 			t.Fatal("the killed enforcer was not replaced")
 		}

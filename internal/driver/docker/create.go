@@ -4,6 +4,7 @@
 package docker
 
 import (
+	"path"
 	"archive/tar"
 	"context"
 	"encoding/base64"
@@ -50,9 +51,15 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 			"secrets on demand need a local Docker engine (the sandbox reaches the server over a socket it mounts)")
 	}
 	policed := len(spec.NetworkPolicy) > 0 && string(spec.NetworkPolicy) != "null"
-	if policed && (d.cfg.Remote || d.cfg.StateDir == "") {
+	if policed && d.cfg.StateDir == "" {
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "SANDBOX::API_NOT_SUPPORTED",
-			"network policies need a local Docker engine (the egress enforcer runs on the engine's machine); sandboxes of this server have no network but their own loopback")
+			"network policies need the driver's state directory, which this server does not have")
+	}
+	var upstreams []string
+	if policed && d.cfg.Remote {
+		if upstreams, err = d.remoteUpstreams(); err != nil {
+			return nil, err
+		}
 	}
 	ref := spec.Image.URI
 	if spec.Snapshot != nil {
@@ -80,6 +87,9 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 		if err := egressnet.Prepare(dir, spec); err != nil {
 			return nil, err
 		}
+	}
+	if policed && !d.cfg.Remote {
+		dir := d.egressDir(spec.ID)
 		host.Binds = append(host.Binds, filepath.Join(dir, "resolv.conf")+":/etc/resolv.conf:ro")
 		if ca := egressnet.CAFile(dir); ca != "" {
 			host.Binds = append(host.Binds, ca+":"+egressnet.CAInSandbox+":ro")
@@ -108,7 +118,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 			// Cleanup must run even when ctx is what ended the create.
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.CallTimeout)
 			if policed {
-				if nerr := d.stopNetwork(rctx, spec.ID); nerr != nil {
+				if nerr := errors.Join(d.removeSidecar(rctx, spec.ID), d.stopNetwork(rctx, spec.ID)); nerr != nil {
 					d.cfg.Logger.WarnContext(ctx, "clean up the egress of a failed create", "sandbox_id", spec.ID, "err", nerr)
 				}
 			}
@@ -118,7 +128,15 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 		}
 	}()
 	if d.cfg.Remote {
-		if err := d.copyBinary(ctx, created.ID); err != nil {
+		var files []inFile
+		if ca := egressnet.CAFile(d.egressDir(spec.ID)); policed && ca != "" {
+			b, err := os.ReadFile(ca)
+			if err != nil {
+				return nil, err
+			}
+			files = append(files, inFile{Name: strings.TrimPrefix(egressnet.CAInSandbox, "/"), Mode: 0o644, Data: b})
+		}
+		if err := d.copyIn(ctx, created.ID, files...); err != nil {
 			return nil, err
 		}
 	}
@@ -128,7 +146,12 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 	if err != nil {
 		return nil, d.startErr(ctx, spec.ID, err)
 	}
-	if policed {
+	if policed && d.cfg.Remote {
+		// PID 1 holds the entrypoint back until the sidecar is ready.
+		if err := d.startSidecar(ctx, spec.ID, ref, created.ID, upstreams); err != nil {
+			return nil, err
+		}
+	} else if policed {
 		// The container starts with loopback only; its way out appears
 		// once the enforcer's rules are in place.
 		c, err := d.inspect(ctx, spec.ID)
@@ -182,9 +205,12 @@ func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, gated 
 			env = append(env, k+"="+v)
 		}
 	}
-	if gated {
+	switch {
+	case gated && d.cfg.Remote:
+		args = append(append(args, "--wait-url", waitURL, "--"), spec.Entrypoint...)
+	case gated:
 		args = append(args, "--wait-start", gateInSandbox+"/start")
-	} else {
+	default:
 		args = append(append(args, "--"), spec.Entrypoint...)
 	}
 	for k, v := range spec.Env {
@@ -228,12 +254,25 @@ func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, gated 
 	}
 	if d.cfg.Remote {
 		// The engine's machine cannot enter our namespaces: execd is
-		// published instead, and the sandbox gets the default network.
-		port := network.MustParsePort(strconv.Itoa(execdPort) + "/tcp")
+		// published instead, and the sandbox gets the default network. A
+		// policed one publishes its sidecar's egress API too, and
+		// resolves through it.
+		ports := []int{execdPort}
+		if gated {
+			ports = append(ports, egressPort)
+			host.DNS = []netip.Addr{netip.MustParseAddr("127.0.0.1")}
+			host.DNSOptions = []string{"ndots:0"}
+			host.Sysctls["net.ipv4.ip_local_reserved_ports"] = strconv.Itoa(execdPort) + "," + strconv.Itoa(egressPort)
+		}
 		host.NetworkMode = "bridge"
-		cfg.ExposedPorts = network.PortSet{port: {}}
+		cfg.ExposedPorts = network.PortSet{}
+		host.PortBindings = network.PortMap{}
 		ip, _ := netip.ParseAddr(d.cfg.PublishIP)
-		host.PortBindings = network.PortMap{port: {{HostIP: ip, HostPort: "0"}}}
+		for _, p := range ports {
+			port := network.MustParsePort(strconv.Itoa(p) + "/tcp")
+			cfg.ExposedPorts[port] = struct{}{}
+			host.PortBindings[port] = []network.PortBinding{{HostIP: ip, HostPort: "0"}}
+		}
 	} else {
 		host.Binds = []string{d.cfg.CorralBinary + ":" + corralInSandbox + ":ro"}
 	}
@@ -431,9 +470,18 @@ func (d *Driver) pullErr(ref string, err error) error {
 	return errdefs.Wrap(errdefs.ErrUnavailable, "IMAGE_PULL", fmt.Sprintf("pull %s: %s", ref, msg), err)
 }
 
-// copyBinary puts the corral binary into a created container, for
-// engines that cannot bind-mount this machine's files.
-func (d *Driver) copyBinary(ctx context.Context, containerID string) error {
+// inFile is a file copied into a container before it starts.
+type inFile struct {
+	// Name is its path in the container, relative to the root.
+	Name string
+	Mode int64
+	Data []byte
+}
+
+// copyIn copies the corral binary (to /.corral/corral) and files into a
+// created container: a remote engine sees none of this machine's files.
+// Each file's directory is created 0755.
+func (d *Driver) copyIn(ctx context.Context, containerID string, files ...inFile) error {
 	f, err := os.Open(d.cfg.CorralBinary)
 	if err != nil {
 		return fmt.Errorf("corral binary: %w", err)
@@ -452,6 +500,21 @@ func (d *Driver) copyBinary(ctx context.Context, containerID string) error {
 		}
 		if err == nil {
 			_, err = io.Copy(tw, f)
+		}
+		dirs := map[string]bool{}
+		for _, in := range files {
+			// Only the file's own directory: the engine makes missing
+			// parents, and the image's own directories keep their modes.
+			if dir := path.Dir(in.Name); err == nil && dir != "." && !dirs[dir] {
+				dirs[dir] = true
+				err = tw.WriteHeader(&tar.Header{Name: dir + "/", Typeflag: tar.TypeDir, Mode: 0o755})
+			}
+			if err == nil {
+				err = tw.WriteHeader(&tar.Header{Name: in.Name, Typeflag: tar.TypeReg, Mode: in.Mode, Size: int64(len(in.Data))})
+			}
+			if err == nil {
+				_, err = tw.Write(in.Data)
+			}
 		}
 		if err == nil {
 			err = tw.Close()

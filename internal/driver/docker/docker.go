@@ -262,6 +262,9 @@ func (d *Driver) Recover(ctx context.Context, h *driver.Handle) error {
 	if st.ContainerID != "" && c.ID != st.ContainerID {
 		return fmt.Errorf("sandbox %s: its container was replaced: %w", h.ID, errdefs.ErrNotFound)
 	}
+	if d.cfg.Remote {
+		return d.recoverSidecar(ctx, h.ID, c)
+	}
 	if dir := d.egressDir(h.ID); dir != "" && c.State.Running {
 		if _, err := os.Stat(dir); err == nil {
 			ns, err := d.nsPath(h.ID, c)
@@ -286,7 +289,21 @@ func (d *Driver) egressDir(id string) string {
 }
 
 // EgressPid returns the pid of sandbox id's egress enforcer.
-func (d *Driver) EgressPid(id string) (int, error) { return egressnet.Pid(d.egressDir(id)) }
+// On a remote engine that shares this machine's PID namespace (tests),
+// it is the sidecar's.
+func (d *Driver) EgressPid(id string) (int, error) {
+	if d.cfg.Remote {
+		sc, ok, err := d.sidecar(context.Background(), id)
+		if err != nil {
+			return 0, err
+		}
+		if !ok || !sc.State.Running || sc.State.Pid <= 0 {
+			return 0, fmt.Errorf("sandbox %s has no running egress sidecar: %w", id, errdefs.ErrNotFound)
+		}
+		return sc.State.Pid, nil
+	}
+	return egressnet.Pid(d.egressDir(id))
+}
 
 // stopNetwork ends sandbox id's enforcer and removes its files.
 func (d *Driver) stopNetwork(ctx context.Context, id string) error {
@@ -396,6 +413,12 @@ func (d *Driver) Stop(ctx context.Context, id string, grace time.Duration) error
 	if _, err := d.cli.ContainerStop(cctx, c.ID, client.ContainerStopOptions{Timeout: &secs}); err != nil && !cerrdefs.IsNotFound(err) {
 		return d.engineErr("stop "+id, err)
 	}
+	if d.cfg.Remote {
+		// Its sidecar has nothing left to police.
+		if _, err := d.cli.ContainerStop(cctx, sidecarName(id), client.ContainerStopOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+			return d.engineErr("stop the egress sidecar of "+id, err)
+		}
+	}
 	return nil
 }
 
@@ -405,6 +428,9 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 		return nil
 	}
 	d.forwarders.CloseSandbox(id)
+	if err := d.removeSidecar(ctx, id); err != nil {
+		return fmt.Errorf("destroy %s: %w", id, err)
+	}
 	if err := d.stopNetwork(ctx, id); err != nil {
 		return fmt.Errorf("destroy %s: %w", id, err)
 	}
@@ -487,7 +513,7 @@ func (d *Driver) Endpoint(ctx context.Context, id string, port int) (netip.AddrP
 
 // published returns where a remote engine published port.
 func (d *Driver) published(c container.InspectResponse, port int) (netip.AddrPort, error) {
-	if port != execdPort {
+	if port != execdPort && port != egressPort {
 		return netip.AddrPort{}, fmt.Errorf("on a remote Docker engine only execd's port is reachable; reach port %d through execd's /proxy/%d: %w",
 			port, port, errdefs.ErrNotImplemented)
 	}
@@ -508,6 +534,9 @@ func (d *Driver) published(c container.InspectResponse, port int) (netip.AddrPor
 				return netip.AddrPortFrom(ip, uint16(n)), nil
 			}
 		}
+	}
+	if port == egressPort {
+		return netip.AddrPort{}, fmt.Errorf("the sandbox has no network policy, so no egress API: %w", errdefs.ErrNotFound)
 	}
 	return netip.AddrPort{}, fmt.Errorf("sandbox execd port is not published: %w", errdefs.ErrFailedPrecondition)
 }

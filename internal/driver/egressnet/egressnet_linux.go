@@ -380,7 +380,7 @@ func (n *Network) supervise(id, dir, nsPath string, st state) {
 	n.mu.Unlock()
 	var followed sync.WaitGroup
 	if n.cfg.Audit != nil {
-		followed.Go(func() { n.follow(ctx, id, dir) })
+		followed.Go(func() { n.follow(ctx, id, dir, apiClient(dir, true)) })
 	}
 	go func() {
 		defer close(p.done)
@@ -423,12 +423,11 @@ type position struct {
 // ends, reconnecting when the enforcer restarts. The forwarded position
 // is kept in dir, so a server restart neither loses nor repeats events
 // the enforcer still holds.
-func (n *Network) follow(ctx context.Context, id, dir string) {
+func (n *Network) follow(ctx context.Context, id, dir string, hc *http.Client) {
 	var pos position
 	if b, err := os.ReadFile(filepath.Join(dir, "audit.pos")); err == nil {
 		_ = json.Unmarshal(b, &pos)
 	}
-	hc := apiClient(dir, true)
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		err := n.followOnce(ctx, hc, id, dir, &pos)
@@ -521,6 +520,31 @@ func (n *Network) followOnce(ctx context.Context, hc *http.Client, id, dir strin
 			}
 		}
 	}
+}
+
+// Follow forwards the audit events of an enforcer this Network did not
+// start (a Docker sidecar on a remote engine), reached through dial, to
+// Config.Audit until Stop; dir is the sandbox's directory (Prepare's).
+// Following again replaces the earlier follower.
+func (n *Network) Follow(id, dir string, dial func(ctx context.Context) (net.Conn, error)) {
+	if n.cfg.Audit == nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &proc{cancel: cancel, done: make(chan struct{})}
+	n.mu.Lock()
+	old := n.procs[id]
+	n.procs[id] = p
+	n.mu.Unlock()
+	if old != nil {
+		old.cancel()
+		<-old.done
+	}
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) }}}
+	go func() {
+		defer close(p.done)
+		n.follow(ctx, id, dir, hc)
+	}()
 }
 
 // Recover re-adopts a sandbox's enforcer after a restart, starting it

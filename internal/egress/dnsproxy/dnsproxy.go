@@ -172,7 +172,7 @@ func (p *Proxy) exchange(ctx context.Context, req *dns.Msg, network string) (*dn
 	}
 	c := &dns.Client{Net: network, Timeout: p.cfg.Timeout}
 	if p.cfg.Mark != 0 {
-		c.Dialer = &net.Dialer{Timeout: p.cfg.Timeout, Control: markSocket(p.cfg.Mark)}
+		c.Dialer = &net.Dialer{Timeout: p.cfg.Timeout, Control: MarkSocket(p.cfg.Mark)}
 	}
 	var last error
 	for _, up := range p.cfg.Upstreams {

@@ -9,8 +9,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// markSocket sets SO_MARK on a socket before it connects.
-func markSocket(mark uint32) func(network, address string, c syscall.RawConn) error {
+// MarkSocket sets SO_MARK on a socket before it connects (a net.Dialer's
+// Control).
+func MarkSocket(mark uint32) func(network, address string, c syscall.RawConn) error {
 	return func(_, _ string, c syscall.RawConn) error {
 		var serr error
 		if err := c.Control(func(fd uintptr) {

@@ -368,7 +368,14 @@ func (e *Enforcer) addIntercept(t *nftables.Table, now time.Time) error {
 	ch := e.conn.AddChain(&nftables.Chain{Name: "intercept", Table: t, Type: nftables.ChainTypeNAT,
 		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityNATDest})
 	for _, port := range in.Ports {
-		e.conn.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: []expr.Any{
+		var exempt []expr.Any
+		if e.exempt != 0 {
+			// The proxy's own connections to the real host carry the
+			// exempt mark: they must not come back to it.
+			exempt = []expr.Any{&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
+				&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(e.exempt)}}
+		}
+		e.conn.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append(exempt,
 			&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.NFPROTO_IPV4}},
 			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
@@ -379,7 +386,7 @@ func (e *Enforcer) addIntercept(t *nftables.Table, now time.Time) error {
 			&expr.Lookup{SourceRegister: 1, SetName: set.Name, SetID: set.ID},
 			&expr.Immediate{Register: 1, Data: binaryutil.BigEndian.PutUint16(in.ProxyPort)},
 			&expr.Redir{RegisterProtoMin: 1},
-		}})
+		)})
 	}
 	return nil
 }

@@ -1,0 +1,333 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package docker
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/driver/egressnet"
+	"github.com/corral-dev/corral/internal/egress/mitm"
+)
+
+// Egress on a remote engine. The engine's machine cannot run a process
+// of ours on its host, so the enforcer runs in a sidecar container: the
+// sandbox's container owns the network namespace (the engine's bridge,
+// execd's and the egress API's ports published), and the sidecar joins
+// it with NET_ADMIN and nothing else the sandbox has, in a PID and mount
+// namespace of its own, running `corral egress --netns self`. Its own
+// DNS queries and the credential proxy's connections leave by a socket
+// mark, which setting takes NET_ADMIN. The sandbox's PID 1 holds the
+// entrypoint back until the sidecar's /healthz answers, that is until
+// the rules are in the kernel.
+const (
+	// labelEgressOf marks a sidecar with its sandbox's ID. Sidecars carry
+	// no managed label: List never takes one for a sandbox.
+	labelEgressOf = "corral.dev/egress-of"
+	// sidecarDir holds the sidecar's policy, token and vault.
+	sidecarDir = "/var/lib/corral-egress"
+	egressPort = egressnet.EgressPort
+	// sidecarMark is the socket mark of the sidecar's own connections.
+	sidecarMark = 0x6372
+	// waitURL is what a policed sandbox's PID 1 waits for.
+	waitURL = "http://127.0.0.1:18080/healthz"
+)
+
+// sidecarCaps are all a sidecar keeps: rules, marks, and port 53.
+var sidecarCaps = []string{"NET_ADMIN", "NET_BIND_SERVICE"}
+
+func sidecarName(id string) string { return containerName(id) + "-egress" }
+
+// remoteUpstreams are the resolvers a sidecar asks: the configured ones,
+// else this machine's that are not loopback (the engine's machine has
+// its own loopback).
+func (d *Driver) remoteUpstreams() ([]string, error) {
+	if len(d.cfg.Network.Upstreams) > 0 {
+		return d.cfg.Network.Upstreams, nil
+	}
+	var out []string
+	if f, err := os.Open("/etc/resolv.conf"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			fields := strings.Fields(sc.Text())
+			if len(fields) < 2 || fields[0] != "nameserver" {
+				continue
+			}
+			if ip, err := netip.ParseAddr(fields[1]); err == nil && !ip.IsLoopback() {
+				out = append(out, net.JoinHostPort(ip.String(), "53"))
+			}
+		}
+		f.Close()
+	}
+	if len(out) == 0 {
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, "SANDBOX::API_NOT_SUPPORTED",
+			"network policies on a remote Docker engine need resolvers its machine reaches: start the server with --egress-upstream IP:PORT")
+	}
+	return out, nil
+}
+
+// startSidecar creates and starts the enforcer of sandbox id, whose
+// container (sandboxCID, running) owns the network namespace, from the
+// sandbox's own image, and follows its audit events.
+func (d *Driver) startSidecar(ctx context.Context, id, ref, sandboxCID string, upstreams []string) error {
+	c, err := d.inspect(ctx, id)
+	if err != nil {
+		return err
+	}
+	if !c.State.Running {
+		return d.exitedEarly(ctx, id, c)
+	}
+	// Never reachable, whatever the policy: the engine's network (its
+	// host, the gateway, and every other container on it) and what the
+	// server denies everywhere.
+	var deny []string
+	for _, p := range d.cfg.Network.Deny {
+		deny = append(deny, p.String())
+	}
+	if c.NetworkSettings != nil {
+		for _, ep := range c.NetworkSettings.Networks {
+			if ep == nil || !ep.IPAddress.IsValid() {
+				continue
+			}
+			if pfx, err := ep.IPAddress.Prefix(ep.IPPrefixLen); err == nil {
+				deny = append(deny, pfx.String())
+			}
+			if ep.Gateway.IsValid() {
+				deny = append(deny, netip.PrefixFrom(ep.Gateway, ep.Gateway.BitLen()).String())
+			}
+		}
+	}
+	dir := d.egressDir(id)
+	files, vault, err := sidecarFiles(dir, d.cfg.Network.UpstreamCA)
+	if err != nil {
+		return err
+	}
+	args := []string{corralInSandbox, "egress", "--netns", "self", "--exempt-mark", fmt.Sprintf("%#x", sidecarMark),
+		"--sandbox-id", id, "--policy-file", sidecarDir + "/policy.json", "--token-file", sidecarDir + "/token",
+		"--api-listen", "0.0.0.0:18080", "--dns-listen", "127.0.0.1:53", "--upstream", strings.Join(upstreams, ","),
+		"--deny", strings.Join(deny, ",")}
+	if vault {
+		args = append(args, "--vault-dir", sidecarDir, "--upstream-ca", sidecarDir+"/upstream-ca.pem")
+	}
+	labels := map[string]string{labelEgressOf: id}
+	if d.cfg.ServerID != "" {
+		labels[driver.LabelServer] = d.cfg.ServerID
+	}
+	pids := int64(256)
+	cfg := &container.Config{Image: ref, Entrypoint: args, Env: []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"},
+		User: "0:0", WorkingDir: "/", Labels: labels}
+	host := &container.HostConfig{
+		NetworkMode: container.NetworkMode("container:" + sandboxCID),
+		CapDrop:     []string{"ALL"},
+		CapAdd:      sidecarCaps,
+		SecurityOpt: []string{"no-new-privileges"},
+		Runtime:     d.cfg.Runtime,
+		// The engine restarts a crashed enforcer in place; its rules stay
+		// in the kernel meanwhile (fail closed).
+		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyUnlessStopped},
+		LogConfig:     container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "10m", "max-file": "2"}},
+		Resources:     container.Resources{PidsLimit: &pids},
+	}
+	cctx, cancel := d.call(ctx)
+	created, err := d.cli.ContainerCreate(cctx, client.ContainerCreateOptions{Config: cfg, HostConfig: host, Name: sidecarName(id)})
+	cancel()
+	if err != nil {
+		return d.engineErr("create the egress sidecar of "+id, err)
+	}
+	if err := d.copyIn(ctx, created.ID, files...); err != nil {
+		return err
+	}
+	cctx, cancel = d.call(ctx)
+	_, err = d.cli.ContainerStart(cctx, created.ID, client.ContainerStartOptions{})
+	cancel()
+	if err != nil {
+		return d.engineErr("start the egress sidecar of "+id, err)
+	}
+	if err := d.waitSidecar(ctx, id, c); err != nil {
+		return err
+	}
+	d.followSidecar(id, c)
+	return nil
+}
+
+// sidecarFiles are what a sidecar is given: the seed policy and token
+// Prepare wrote, and with a credential vault the sandbox's CA and the
+// roots that verify real servers (this machine's, and UpstreamCA).
+func sidecarFiles(dir, upstreamCA string) ([]inFile, bool, error) {
+	var files []inFile
+	for _, name := range []string{"policy.json", "token"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return nil, false, err
+		}
+		files = append(files, inFile{Name: strings.TrimPrefix(sidecarDir, "/") + "/" + name, Mode: 0o600, Data: b})
+	}
+	if egressnet.CAFile(dir) == "" {
+		return files, false, nil
+	}
+	for _, name := range []string{mitm.CACertFile, mitm.CAKeyFile} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return nil, false, err
+		}
+		files = append(files, inFile{Name: strings.TrimPrefix(sidecarDir, "/") + "/" + name, Mode: 0o600, Data: b})
+	}
+	var roots []byte
+	for _, p := range []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", upstreamCA} {
+		if p == "" {
+			continue
+		}
+		b, err := os.ReadFile(p)
+		if err != nil && p == upstreamCA {
+			return nil, false, fmt.Errorf("--egress-upstream-ca: %w", err)
+		}
+		roots = append(append(roots, b...), '\n')
+	}
+	files = append(files, inFile{Name: strings.TrimPrefix(sidecarDir, "/") + "/upstream-ca.pem", Mode: 0o644, Data: roots})
+	return files, true, nil
+}
+
+// waitSidecar waits until the sidecar's /healthz answers through the
+// published port: its rules are in the kernel.
+func (d *Driver) waitSidecar(ctx context.Context, id string, sb container.InspectResponse) error {
+	addr, err := d.published(sb, egressPort)
+	if err != nil {
+		return err
+	}
+	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
+	deadline := time.Now().Add(d.cfg.ReadyTimeout)
+	delay := 5 * time.Millisecond
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr.String()+"/healthz", nil)
+		if res, err := hc.Do(req); err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		cctx, cancel := d.call(ctx)
+		res, err := d.cli.ContainerInspect(cctx, sidecarName(id), client.ContainerInspectOptions{})
+		cancel()
+		if err != nil {
+			return d.engineErr("inspect the egress sidecar of "+id, err)
+		}
+		if st := res.Container.State; st != nil && !st.Running && (st.Restarting || st.Status == container.StateExited) {
+			return &errdefs.Error{Code: "SANDBOX::EGRESS_FAILED",
+				Message: "the egress sidecar exited during start: " + d.lastLog(ctx, res.Container.ID)}
+		}
+		if time.Now().After(deadline) {
+			return errdefs.Newf(errdefs.ErrUnavailable, "SANDBOX::EGRESS_FAILED", "the egress sidecar of %s did not become ready within %v: %s",
+				id, d.cfg.ReadyTimeout, d.lastLog(ctx, res.Container.ID))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 50*time.Millisecond)
+	}
+}
+
+// lastLog is the last line a container printed, for error messages.
+func (d *Driver) lastLog(ctx context.Context, cid string) string {
+	cctx, cancel := d.call(ctx)
+	defer cancel()
+	logs, err := d.cli.ContainerLogs(cctx, cid, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Tail: "5"})
+	if err != nil {
+		return "no output"
+	}
+	defer logs.Close()
+	b, _ := io.ReadAll(io.LimitReader(logs, 64<<10))
+	lines := strings.Split(strings.TrimSpace(demux(b)), "\n")
+	if last := strings.TrimSpace(lines[len(lines)-1]); last != "" {
+		return last
+	}
+	return "no output"
+}
+
+// followSidecar forwards the sidecar's audit events to the server,
+// through the published egress port.
+func (d *Driver) followSidecar(id string, sb container.InspectResponse) {
+	addr, err := d.published(sb, egressPort)
+	if err != nil {
+		return
+	}
+	d.net.Follow(id, d.egressDir(id), func(ctx context.Context) (net.Conn, error) {
+		var nd net.Dialer
+		return nd.DialContext(ctx, "tcp", addr.String())
+	})
+}
+
+// sidecar returns sandbox id's egress sidecar; ok is false if it has none.
+func (d *Driver) sidecar(ctx context.Context, id string) (container.InspectResponse, bool, error) {
+	cctx, cancel := d.call(ctx)
+	defer cancel()
+	res, err := d.cli.ContainerInspect(cctx, sidecarName(id), client.ContainerInspectOptions{})
+	if cerrdefs.IsNotFound(err) {
+		return container.InspectResponse{}, false, nil
+	}
+	if err != nil {
+		return container.InspectResponse{}, false, d.engineErr("inspect the egress sidecar of "+id, err)
+	}
+	c := res.Container
+	if c.Config == nil || c.Config.Labels[labelEgressOf] != id || c.State == nil {
+		return container.InspectResponse{}, false, nil
+	}
+	return c, true, nil
+}
+
+// removeSidecar removes sandbox id's sidecar, if any.
+func (d *Driver) removeSidecar(ctx context.Context, id string) error {
+	if _, ok, err := d.sidecar(ctx, id); err != nil || !ok {
+		return err
+	}
+	cctx, cancel := d.call(ctx)
+	defer cancel()
+	_, err := d.cli.ContainerRemove(cctx, sidecarName(id), client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !cerrdefs.IsNotFound(err) && !strings.Contains(err.Error(), "is already in progress") {
+		return d.engineErr("remove the egress sidecar of "+id, err)
+	}
+	return nil
+}
+
+// recoverSidecar starts a stopped sidecar of a running sandbox again and
+// follows it. A policed sandbox whose sidecar is gone is reported: its
+// rules stay in the kernel, but nothing answers its DNS or API.
+func (d *Driver) recoverSidecar(ctx context.Context, id string, sb container.InspectResponse) error {
+	sc, ok, err := d.sidecar(ctx, id)
+	if err != nil || !sb.State.Running {
+		return err
+	}
+	if !ok {
+		if _, err := os.Stat(filepath.Join(d.egressDir(id), "token")); err != nil {
+			return nil // not policed
+		}
+		return fmt.Errorf("sandbox %s: its egress sidecar %s is gone: %w", id, sidecarName(id), errdefs.ErrNotFound)
+	}
+	if !sc.State.Running {
+		cctx, cancel := d.call(ctx)
+		_, err := d.cli.ContainerStart(cctx, sc.ID, client.ContainerStartOptions{})
+		cancel()
+		if err != nil {
+			return d.engineErr("start the egress sidecar of "+id, err)
+		}
+	}
+	d.followSidecar(id, sb)
+	return nil
+}
