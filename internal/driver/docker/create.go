@@ -4,7 +4,6 @@
 package docker
 
 import (
-	"path"
 	"archive/tar"
 	"context"
 	"encoding/base64"
@@ -15,6 +14,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
