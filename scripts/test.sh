@@ -78,6 +78,7 @@ required=(
   test/e2e.TestInitAsPID1ExitCodeAndParent
   test/e2e.TestInitAsPID1ReapsOrphans
   test/e2e.TestInitAsPID1ForwardsSIGTERM
+  test/e2e.TestInitWaitsForURL
   internal/imagestore.TestPullUnpacksForOverlay
   internal/imagestore.TestImportDockerAndOCILayout
   internal/driver/oci.TestConformance
@@ -102,11 +103,14 @@ required=(
   internal/egress/nflog.TestListenWhilePacketsAreLogged
   internal/egress.TestEnforcerEndToEnd
   internal/egress.TestTokenReplacement
+  internal/egress.TestVaultWritesNeedTLSOrLoopback
   internal/driver/uplink.TestAttachRoutesOutAndNowhereElse
   test/e2e.TestOCIEgressPolicy
   test/e2e.TestDockerEgressPolicy
   test/e2e.TestOCICredentialVault
   test/e2e.TestDockerCredentialVault
+  test/e2e.TestDockerRemoteEgressPolicy
+  test/e2e.TestDockerRemoteCredentialVault
   test/e2e.TestOCISecretsOnDemand
   internal/driver/docker.TestConformance
   internal/driver/docker.TestConformanceRemote

@@ -35,6 +35,7 @@ func runEgress(ctx context.Context, e *env, args []string) int {
 	apiSocket := fs.String("api-socket", "", "also serve the API on this Unix socket on the host (0600)")
 	vaultDir := fs.String("vault-dir", "", "enable the credential vault: the directory of the sandbox's CA (ca.pem, ca-key.pem) and the persisted vault")
 	vaultListen := fs.String("vault-listen", "127.0.0.1:18081", "the credential proxy's address inside the namespace")
+	vaultPlain := fs.Bool("vault-plain-writes", false, "accept vault writes over plain HTTP from anywhere, not only over TLS or loopback (the API is reached over a link secured outside, as a remote Docker engine's)")
 	upstreamCA := fs.String("upstream-ca", "", "PEM file of extra CAs trusted when the credential proxy verifies servers (besides the system's)")
 	exemptMark := fs.String("exempt-mark", "", "socket mark of the enforcer's own DNS queries, let through whatever the policy (decimal or 0x hex; for an enforcer inside the namespace it confines, as a pod's sidecar)")
 	logFormat := fs.String("log-format", "json", "log format: json or text")
@@ -84,7 +85,7 @@ func runEgress(ctx context.Context, e *env, args []string) int {
 		}
 		cfg.ExemptMark = uint32(m)
 	}
-	cfg.VaultDir, cfg.VaultListen = *vaultDir, *vaultListen
+	cfg.VaultDir, cfg.VaultListen, cfg.VaultPlainWrites = *vaultDir, *vaultListen, *vaultPlain
 	if *upstreamCA != "" {
 		pem, err := os.ReadFile(*upstreamCA)
 		if err != nil {

@@ -85,6 +85,11 @@ type Config struct {
 	// VaultDir enables the credential vault and its injecting proxy: it
 	// holds the sandbox's CA (mitm.CreateCA) and the persisted vault.
 	VaultDir string
+	// VaultPlainWrites accepts vault writes over plain HTTP from any
+	// address, not only over TLS or loopback: for an enforcer whose API is
+	// reached over a link its operator secures (a remote Docker engine's
+	// published port, which carries the execd and egress tokens too).
+	VaultPlainWrites bool
 	// VaultListen is the proxy's address inside the namespace (default
 	// 127.0.0.1:18081).
 	VaultListen string

@@ -283,11 +283,26 @@ func TestDockerCredentialVault(t *testing.T) {
 	cli := requireDocker(t)
 	t.Parallel()
 	vw := newVaultWorld(t)
+	runDockerVault(t, vw, registryImage(t, cli), "--egress-uplink-netns", testutil.NetnsPath(vw.Uplink), "--egress-subnet", "10.216.0.0/24")
+}
+
+// TestDockerRemoteCredentialVault: the same on a remote engine, where the
+// credential proxy runs in the sandbox's sidecar, its connections to the
+// real hosts leave the namespace it polices by their mark, and it
+// verifies the real servers with the roots the server handed it.
+func TestDockerRemoteCredentialVault(t *testing.T) {
+	requireDocker(t)
+	t.Parallel()
+	vw := newVaultWorld(t)
+	_, args, image := remoteEngine(t, vw.World)
+	runDockerVault(t, vw, image, args...)
+}
+
+func runDockerVault(t *testing.T, vw *vaultWorld, image string, args ...string) {
 	dir := t.TempDir()
-	s := startServer(t, dir, "--runtime", "docker", "--egress-uplink-netns", testutil.NetnsPath(vw.Uplink),
-		"--egress-subnet", "10.216.0.0/24", "--egress-upstream", "203.0.113.54:53", "--egress-upstream-ca", vw.upstreamCA)
+	s := startServer(t, dir, append([]string{"--runtime", "docker", "--egress-upstream", "203.0.113.54:53", "--egress-upstream-ca", vw.upstreamCA}, args...)...)
 	c := s.client(t)
-	req := ociCreate(registryImage(t, cli))
+	req := ociCreate(image)
 	req.NetworkPolicy = &api.NetworkPolicy{DefaultAction: "deny", Egress: []api.NetworkRule{
 		{Action: "allow", Target: "plain.test"}, {Action: "allow", Target: "nobind.test"}}}
 	req.CredentialProxy = &api.CredentialProxyConfig{Enabled: true}
