@@ -4,8 +4,9 @@
 // Package egress benchmarks the network paths of sandboxes in one run:
 // HTTP through an allow-all policy (the unrestricted baseline) and
 // through an enforced allow-list, then HTTPS straight through the
-// allow-list and through the credential proxy (TLS interception and
-// injection). wrk runs inside native sandboxes of the "host" image
+// allow-list, through a plain relay process (the floor of any
+// interception by another process) and through the credential proxy
+// (TLS interception and injection). wrk runs inside native sandboxes of the "host" image
 // against servers in network namespaces the benchmark makes; nothing
 // leaves this machine. Needs root, runc and wrk.
 //
@@ -68,10 +69,12 @@ func BenchmarkEgress(b *testing.B) {
 	})
 	testutil.ServeHTTPIn(b, w.World, testutil.WorldWeb+":8080", h)
 	testutil.ServeHTTPIn(b, w.World, testutil.WorldWeb+":443", h, ca.Issue(b, "secure.test"))
-	testutil.ServeDNS(b, w.World, testutil.WorldDNS+":53", map[string]string{"bench.test.": testutil.WorldWeb, "secure.test.": testutil.WorldWeb})
+	testutil.ServeDNS(b, w.World, testutil.WorldDNS+":53", map[string]string{"bench.test.": testutil.WorldWeb, "secure.test.": testutil.WorldWeb,
+		"relay.test.": worldRelay})
+	startRelay(b, w)
 
 	c := startServer(b, w, caFile)
-	allowed := []api.NetworkRule{{Action: "allow", Target: "bench.test"}, {Action: "allow", Target: "secure.test"}}
+	allowed := []api.NetworkRule{{Action: "allow", Target: "bench.test"}, {Action: "allow", Target: "secure.test"}, {Action: "allow", Target: "relay.test"}}
 	open := sandbox(b, c, &api.NetworkPolicy{DefaultAction: "allow"}, false)
 	enforced := sandbox(b, c, &api.NetworkPolicy{DefaultAction: "deny", Egress: allowed}, false)
 	vaulted := sandbox(b, c, &api.NetworkPolicy{DefaultAction: "deny", Egress: allowed}, true)
@@ -96,6 +99,7 @@ func BenchmarkEgress(b *testing.B) {
 	baseL, baseT := run("HTTP/allow-all", open, "http://bench.test:8080/")
 	enfL, enfT := run("HTTP/enforced", enforced, "http://bench.test:8080/")
 	tlsL, tlsT := run("HTTPS/enforced", enforced, "https://secure.test/")
+	relayL, relayT := run("HTTPS/enforced-via-a-relay-process", enforced, "https://relay.test/")
 	mitmL, mitmT := run("HTTPS/credential-proxy", vaulted, "https://secure.test/")
 	var apiDirect, apiProxied result
 	b.Run("HTTPS-5ms-upstream/enforced/latency", func(b *testing.B) {
@@ -108,10 +112,72 @@ func BenchmarkEgress(b *testing.B) {
 	})
 	fmt.Printf("enforced vs allow-all (HTTP): latency %+.1f%%, throughput %+.1f%%\n", pctDiff(enfL.latency, baseL.latency), (enfT.rps/baseT.rps-1)*100)
 	fmt.Printf("credential proxy vs enforced (HTTPS): latency %+.1f%%, throughput %+.1f%%\n", pctDiff(mitmL.latency, tlsL.latency), (mitmT.rps/tlsT.rps-1)*100)
+	fmt.Printf("a plain TCP relay process vs enforced (HTTPS; the floor of any interception by another process): latency %+.1f%%, throughput %+.1f%%\n",
+		pctDiff(relayL.latency, tlsL.latency), (relayT.rps/tlsT.rps-1)*100)
+	fmt.Printf("credential proxy vs that relay: latency %+.1f%%, throughput %+.1f%%\n", pctDiff(mitmL.latency, relayL.latency), (mitmT.rps/relayT.rps-1)*100)
 	fmt.Printf("credential proxy vs enforced (HTTPS, upstream answering in 5 ms): latency %+.1f%%\n", pctDiff(apiProxied.latency, apiDirect.latency))
 }
 
 func pctDiff(a, b time.Duration) float64 { return (float64(a)/float64(b) - 1) * 100 }
+
+// worldRelay is where the relay process listens, in the World.
+const worldRelay = "203.0.113.30"
+
+// TestMain runs the relay process when asked to (see startRelay).
+func TestMain(m *testing.M) {
+	if to := os.Getenv("CORRAL_BENCH_RELAY_TO"); to != "" {
+		os.Exit(relay(os.Getenv("CORRAL_BENCH_RELAY_LISTEN"), to))
+	}
+	os.Exit(m.Run())
+}
+
+// startRelay runs a plain TCP relay (the kernel copies, by splice) in a
+// process of its own in the World, from worldRelay:443 to the HTTPS
+// server: one more process on the path and nothing else, the least any
+// interception by another process costs.
+func startRelay(b *testing.B, w testutil.World) {
+	if out, err := exec.Command("ip", "-n", w.World, "addr", "add", worldRelay+"/32", "dev", "lo").CombinedOutput(); err != nil {
+		b.Fatalf("%v %s", err, out)
+	}
+	cmd := exec.Command("ip", "netns", "exec", w.World, os.Args[0])
+	cmd.Env = append(os.Environ(), "CORRAL_BENCH_RELAY_LISTEN="+worldRelay+":443", "CORRAL_BENCH_RELAY_TO="+testutil.WorldWeb+":443")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	deadline := time.Now().Add(10 * time.Second)
+	for !testutil.Reaches(w.World, worldRelay+":443") {
+		if time.Now().After(deadline) {
+			b.Fatal("the relay did not listen")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func relay(listen, to string) int {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return 1
+		}
+		go func() {
+			defer c.Close()
+			u, err := net.Dial("tcp", to)
+			if err != nil {
+				return
+			}
+			defer u.Close()
+			go func() { _, _ = io.Copy(u, c) }()
+			_, _ = io.Copy(c, u)
+		}()
+	}
+}
 
 func startServer(b *testing.B, w testutil.World, caFile string) *sdk.Client {
 	dir := b.TempDir()

@@ -29,6 +29,8 @@ type rig struct {
 	orig   netip.AddrPort
 	client *http.Client
 	events []audit.Event
+	// upstreamRoots trust the upstream server itself.
+	upstreamRoots *x509.CertPool
 }
 
 func newRig(t testing.TB, trustUpstream bool) *rig {
@@ -66,7 +68,8 @@ func newRig(t testing.TB, trustUpstream bool) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{orig: netip.MustParseAddrPort(upstream.Listener.Addr().String())}
+	r := &rig{orig: netip.MustParseAddrPort(upstream.Listener.Addr().String()), upstreamRoots: x509.NewCertPool()}
+	r.upstreamRoots.AddCert(upstream.Certificate())
 	// httptest's certificate is for example.com: the client asks for that.
 	r.p = New(Config{CA: ca, Roots: roots, Vault: func() vault.Vault { return v },
 		Allowed: func(host string) bool { return host == "example.com" }, ResolvedFor: func(netip.Addr, string) bool { return true },
@@ -189,5 +192,21 @@ func TestCanonicalPath(t *testing.T) {
 		if got := canonicalPath(u); got != want {
 			t.Errorf("%s = %v, want %v", p, got, want)
 		}
+	}
+}
+
+// BenchmarkDirect is BenchmarkRelay's client talking to its server
+// without the proxy: the difference is what the relay costs.
+func BenchmarkDirect(b *testing.B) {
+	r := newRig(b, true)
+	tr := r.client.Transport.(*http.Transport)
+	tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "tcp", r.orig.String())
+	}
+	tr.TLSClientConfig.RootCAs = r.upstreamRoots
+	r.get(b, "https://example.com/")
+	b.ResetTimer()
+	for b.Loop() {
+		r.get(b, "https://example.com/")
 	}
 }
