@@ -4,7 +4,8 @@
 // Command execd measures a real `corral execd` process from a client on
 // the same machine: command round trip next to a plain fork/exec of the
 // same shell command, stdout streaming throughput next to the same
-// pipeline into /dev/null, upload and download throughput, and idle RSS.
+// pipeline into /dev/null, upload and download throughput, and idle memory
+// (RSS, the pages touched while idle, and the share with ten execds).
 //
 //	go run ./bench/execd [-n 300] [-stream-bytes 1073741824] [-file-bytes 268435456]
 package main
@@ -76,7 +77,11 @@ func run(bin string, n int, streamBytes, fileBytes int64) error {
 	go func() { _, _ = io.Copy(io.Discard, stderr) }()
 	base := "http://" + addr
 	time.Sleep(500 * time.Millisecond)
-	idle := rss(cmd.Process.Pid)
+	idle := procValues(cmd.Process.Pid, "status")
+	mem, err := idleMemory(bin, dir, cmd.Process.Pid)
+	if err != nil {
+		return err
+	}
 
 	hc := &http.Client{}
 	shell := "/bin/sh"
@@ -143,8 +148,56 @@ func run(bin string, n int, streamBytes, fileBytes int64) error {
 		return fmt.Errorf("download: %d bytes, %v", nb, err)
 	}
 	fmt.Printf("| download %d MiB | %.0f | |\n", fileBytes>>20, float64(fileBytes)/time.Since(t).Seconds()/1e6)
-	fmt.Printf("\nidle RSS of execd after start: %.1f MiB\n", float64(idle)/(1<<20))
+	fmt.Printf("\nidle execd, 500 ms after start: RSS %.1f MiB = %.1f MiB of its own (anonymous) + %.1f MiB of pages of the corral binary\n",
+		mib(idle["VmRSS"]), mib(idle["RssAnon"]), mib(idle["RssFile"]))
+	fmt.Print(mem)
 	return nil
+}
+
+// idleMemory measures what an idle execd really holds: the pages it
+// touches while idle, and its proportional share of the binary's pages
+// when several sandboxes run it (as they all run the same file).
+func idleMemory(bin, dir string, pid int) (string, error) {
+	if err := os.WriteFile("/proc/"+strconv.Itoa(pid)+"/clear_refs", []byte("1"), 0); err != nil {
+		return "", err
+	}
+	time.Sleep(5 * time.Second)
+	ref := procValues(pid, "smaps_rollup")["Referenced"]
+	const many = 10
+	var pss int64
+	for i := range many {
+		c := exec.Command(bin, "execd", "--listen", "127.0.0.1:0", "--state-dir", filepath.Join(dir, "state"+strconv.Itoa(i)))
+		if err := c.Start(); err != nil {
+			return "", err
+		}
+		defer func() { _ = c.Process.Kill(); _ = c.Wait() }()
+	}
+	time.Sleep(time.Second)
+	pss = procValues(pid, "smaps_rollup")["Pss"]
+	return fmt.Sprintf("pages it touched in 5 s of idleness: %.1f MiB\nits proportional set size with %d more execds running (shared pages split among the processes that map them): %.1f MiB\n",
+		mib(ref), many, mib(pss)), nil
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// procValues reads the "Name: N kB" lines of /proc/PID/file, in bytes.
+func procValues(pid int, file string) map[string]int64 {
+	out := map[string]int64{}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/" + file)
+	if err != nil {
+		return out
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		name, v, ok := strings.Cut(l, ":")
+		if !ok || !strings.HasSuffix(strings.TrimSpace(v), "kB") {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+		if err == nil {
+			out[name] = kb << 10
+		}
+	}
+	return out
 }
 
 // streamRaw runs a command and reads its stream as bytes, checking only
@@ -242,18 +295,4 @@ func row(name string, lat []time.Duration, note string) {
 	slices.Sort(lat)
 	p := func(q float64) time.Duration { return lat[min(len(lat)-1, int(float64(len(lat))*q))] }
 	fmt.Printf("| %s | %s | %s | %s |\n", name, p(0.5).Round(10*time.Microsecond), p(0.99).Round(10*time.Microsecond), note)
-}
-
-func rss(pid int) int64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
 }
