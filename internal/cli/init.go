@@ -19,7 +19,9 @@ import (
 	"time"
 
 	"github.com/corral-dev/corral/internal/driver/egressnet"
+	"github.com/corral-dev/corral/internal/egress/nft"
 	"github.com/corral-dev/corral/internal/initproc"
+	"golang.org/x/sys/unix"
 )
 
 // runInit is PID 1 of a sandbox: `corral init [flags] -- ENTRYPOINT...`.
@@ -37,9 +39,28 @@ func runInit(_ context.Context, e *env, args []string) int {
 	tokenFile := fs.String("execd-token-file", "", "execd reads its access token from this file, re-read when it changes")
 	envFile := fs.String("execd-env-file", "", "file of KEY=VALUE lines execd adds to every command's environment")
 	userSpec := fs.String("user", "", "run the entrypoint as USER[:GROUP] (names or numbers, as an image's config gives them)")
+	isolate := fs.String("isolate-network", "", "before anything else, close the network namespace to all but loopback, answers and inbound TCP to these ports (comma-separated), then give up CAP_NET_ADMIN for good")
 	trustCA := fs.String("trust-ca", "", "add this PEM CA to the system's CA bundles and to "+egressnet.BundleInSandbox+" before starting anything")
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code
+	}
+	if *isolate != "" {
+		// Fail closed: an entrypoint never runs in a namespace that could
+		// not be isolated.
+		var ports []uint16
+		for _, p := range strings.Split(*isolate, ",") {
+			n, err := strconv.ParseUint(strings.TrimSpace(p), 10, 16)
+			if err != nil || n == 0 {
+				return fail(e, "init: --isolate-network %q: want ports from 1 to 65535, comma-separated", *isolate)
+			}
+			ports = append(ports, uint16(n))
+		}
+		if err := nft.Isolate(ports); err != nil {
+			return fail(e, "init: --isolate-network: %v", err)
+		}
+		if err := initproc.DropCapability(unix.CAP_NET_ADMIN); err != nil {
+			return fail(e, "init: --isolate-network: give up CAP_NET_ADMIN: %v", err)
+		}
 	}
 	var entryEnv, daemonEnv []string
 	for _, kv := range os.Environ() {

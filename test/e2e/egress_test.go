@@ -89,6 +89,9 @@ type egressRig struct {
 	pid func(t *testing.T, dataDir, id string) int
 	// apiInNetns: the egress API listens in the sandbox's namespace.
 	apiInNetns bool
+	// isolatesUnpoliced: sandboxes without a policy get an interface
+	// anyway (a remote engine's bridge), which must carry nothing.
+	isolatesUnpoliced bool
 }
 
 // localRig polices sandboxes of a runtime on this machine: a bridge in
@@ -138,7 +141,7 @@ func TestDockerRemoteEgressPolicy(t *testing.T) {
 	t.Parallel()
 	w := egressWorld(t)
 	eng, args, image := remoteEngine(t, w)
-	runEgressPolicy(t, w, egressRig{runtime: "docker", image: image, args: args, gateway: remoteBridgeGateway, apiInNetns: true,
+	runEgressPolicy(t, w, egressRig{runtime: "docker", image: image, args: args, gateway: remoteBridgeGateway, apiInNetns: true, isolatesUnpoliced: true,
 		log: func(_, id string) string { return eng.logsOf(t, "corral-"+id+"-egress") },
 		pid: func(t *testing.T, _, id string) int { return eng.pidOf(t, "corral-"+id+"-egress") },
 	})
@@ -399,6 +402,44 @@ func runEgressPolicy(t *testing.T, w testutil.World, rig egressRig) {
 			t.Errorf("missing decisions: %v", missing)
 		}
 	})
+	if rig.isolatesUnpoliced {
+		t.Run("WithoutAPolicyNoNetwork", func(t *testing.T) {
+			// A sandbox on the engine's bridge without a policy reaches
+			// nothing, cannot change that, and still answers on execd.
+			other, err := c.CreateSandbox(ctx(t), ociCreate(rig.image), sdk.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = c.DeleteSandbox(ctx(t), other.ID) }()
+			y := sandboxExecd(t, c, other.ID)
+			for _, target := range []string{testutil.WorldWeb, testutil.WorldOther, rig.gateway + ":8088"} {
+				if out, ok := get(y, "http://"+target+"/"); ok {
+					t.Errorf("%s answered a sandbox without a policy: %q", target, out)
+				}
+			}
+			if out, _, code := y.run("nslookup allowed.test " + testutil.WorldDNS); code == 0 {
+				t.Errorf("DNS answered a sandbox without a policy: %q", out)
+			}
+			for _, cmd := range []string{"ip link set eth0 down", "ip addr add 10.218.0.250/24 dev eth0"} {
+				if out, _, code := y.run(cmd); code == 0 {
+					t.Errorf("%q succeeded: %q", cmd, out)
+				}
+			}
+			// CAP_NET_ADMIN (bit 12) is gone from every set, the bounding
+			// one included.
+			out, _, _ := y.run("grep -E '^Cap(Bnd|Eff|Prm)' /proc/self/status")
+			for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+				f := strings.Fields(l)
+				if len(f) != 2 {
+					t.Fatalf("capabilities: %q", out)
+				}
+				v, err := strconv.ParseUint(f[1], 16, 64)
+				if err != nil || v&(1<<12) != 0 {
+					t.Errorf("the sandbox holds CAP_NET_ADMIN: %q", l)
+				}
+			}
+		})
+	}
 	t.Run("SurvivesAServerCrash", func(t *testing.T) {
 		old := rig.pid(t, dir, sb.ID)
 		s.kill9(t)

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -195,6 +196,13 @@ func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, gated 
 	hex := strings.ReplaceAll(spec.ID, "-", "")
 	hostname := "sandbox-" + hex[:min(12, len(hex))]
 	args := []string{corralInSandbox, "init", "--execd-state-dir", execdStateDir}
+	caps := capabilities
+	if d.cfg.Remote && !gated {
+		// On the engine's bridge without a policy: PID 1 closes the
+		// namespace to all but execd's port, then gives NET_ADMIN up.
+		args = append(args, "--isolate-network", strconv.Itoa(execdPort))
+		caps = append(slices.Clip(capabilities), "NET_ADMIN")
+	}
 	if imageUser != "" {
 		args = append(args, "--user", imageUser)
 	}
@@ -236,7 +244,7 @@ func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, gated 
 		// oci.ReservedPorts: readiness pings could take it).
 		Sysctls:     map[string]string{"net.ipv4.ip_local_reserved_ports": strconv.Itoa(execdPort)},
 		CapDrop:     []string{"ALL"},
-		CapAdd:      capabilities,
+		CapAdd:      caps,
 		SecurityOpt: []string{"no-new-privileges"},
 		Runtime:     d.cfg.Runtime,
 		LogConfig:   container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "10m", "max-file": "2"}},

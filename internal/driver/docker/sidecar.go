@@ -161,7 +161,7 @@ func (d *Driver) startSidecar(ctx context.Context, id, ref, sandboxCID string, u
 	if err != nil {
 		return d.engineErr("start the egress sidecar of "+id, err)
 	}
-	if err := d.waitSidecar(ctx, id, c); err != nil {
+	if err := d.waitSidecar(ctx, id, c, false); err != nil {
 		return err
 	}
 	d.followSidecar(id, c)
@@ -206,8 +206,10 @@ func sidecarFiles(dir, upstreamCA string) ([]inFile, bool, error) {
 }
 
 // waitSidecar waits until the sidecar's /healthz answers through the
-// published port: its rules are in the kernel.
-func (d *Driver) waitSidecar(ctx context.Context, id string, sb container.InspectResponse) error {
+// published port: its rules are in the kernel. A sidecar that exits
+// fails the wait; one the engine is restarting (after a crash) fails it
+// only at create, not when recovering.
+func (d *Driver) waitSidecar(ctx context.Context, id string, sb container.InspectResponse, recovering bool) error {
 	addr, err := d.published(sb, egressPort)
 	if err != nil {
 		return err
@@ -229,7 +231,7 @@ func (d *Driver) waitSidecar(ctx context.Context, id string, sb container.Inspec
 		if err != nil {
 			return d.engineErr("inspect the egress sidecar of "+id, err)
 		}
-		if st := res.Container.State; st != nil && !st.Running && (st.Restarting || st.Status == container.StateExited) {
+		if st := res.Container.State; st != nil && !st.Running && (st.Status == container.StateExited || st.Restarting && !recovering) {
 			return &errdefs.Error{Code: "SANDBOX::EGRESS_FAILED",
 				Message: "the egress sidecar exited during start: " + d.lastLog(ctx, res.Container.ID)}
 		}
@@ -322,13 +324,17 @@ func (d *Driver) recoverSidecar(ctx context.Context, id string, sb container.Ins
 		}
 		return fmt.Errorf("sandbox %s: its egress sidecar %s is gone: %w", id, sidecarName(id), errdefs.ErrNotFound)
 	}
-	if !sc.State.Running {
+	if !sc.State.Running && !sc.State.Restarting {
 		cctx, cancel := d.call(ctx)
 		_, err := d.cli.ContainerStart(cctx, sc.ID, client.ContainerStartOptions{})
 		cancel()
 		if err != nil {
 			return d.engineErr("start the egress sidecar of "+id, err)
 		}
+	}
+	// As a local enforcer is: recovered means policing again.
+	if err := d.waitSidecar(ctx, id, sb, true); err != nil {
+		return err
 	}
 	d.followSidecar(id, sb)
 	return nil

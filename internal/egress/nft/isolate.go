@@ -1,0 +1,66 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package nft
+
+import (
+	"fmt"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+)
+
+// IsolateTable is the table Isolate owns.
+const IsolateTable = "corral_isolate"
+
+// Isolate closes the calling thread's network namespace to everything
+// but loopback, answers to connections already made, and new inbound TCP
+// connections to ports: a table with input and output chains whose
+// policy is drop, IPv4 and IPv6 alike. It is for a sandbox without a
+// policy on a runtime that must give it an interface (a remote Docker
+// engine publishes execd through the engine's bridge): its PID 1 calls
+// it before anything else runs, then gives up CAP_NET_ADMIN, so nothing
+// in the sandbox can take the rules away.
+func Isolate(ports []uint16) error {
+	conn, err := nftables.New()
+	if err != nil {
+		return fmt.Errorf("nft: %w", err)
+	}
+	t := conn.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: IsolateTable})
+	// Replace, never stack: flush whatever an earlier run left.
+	conn.FlushTable(t)
+	drop := nftables.ChainPolicyDrop
+	accept := &expr.Verdict{Kind: expr.VerdictAccept}
+	established := []expr.Any{&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
+			Mask: binaryutil.NativeEndian.PutUint32(expr.CtStateBitESTABLISHED | expr.CtStateBitRELATED),
+			Xor:  binaryutil.NativeEndian.PutUint32(0)},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte{0, 0, 0, 0}}, accept}
+	for _, hook := range []struct {
+		name  string
+		hook  *nftables.ChainHook
+		iface expr.MetaKey
+	}{{"input", nftables.ChainHookInput, expr.MetaKeyIIFNAME}, {"output", nftables.ChainHookOutput, expr.MetaKeyOIFNAME}} {
+		ch := conn.AddChain(&nftables.Chain{Name: hook.name, Table: t, Type: nftables.ChainTypeFilter,
+			Hooknum: hook.hook, Priority: nftables.ChainPriorityFilter, Policy: &drop})
+		conn.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: []expr.Any{
+			&expr.Meta{Key: hook.iface, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifname("lo")}, accept}})
+		conn.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: established})
+		if hook.name != "input" {
+			continue
+		}
+		for _, port := range ports {
+			conn.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: []expr.Any{
+				&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
+				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(port)}, accept}})
+		}
+	}
+	if err := conn.Flush(); err != nil {
+		return fmt.Errorf("nft: isolate the namespace: %w", err)
+	}
+	return nil
+}
