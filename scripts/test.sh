@@ -100,6 +100,7 @@ required=(
   test/e2e.TestDocumentedExamples
   internal/egress/nft.TestEnforcement
   internal/egress/nft.TestExemptMark
+  internal/egress/nft.TestIsolate
   internal/egress/nflog.TestListenWhilePacketsAreLogged
   internal/egress.TestEnforcerEndToEnd
   internal/egress.TestTokenReplacement
