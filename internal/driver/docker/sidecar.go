@@ -45,6 +45,8 @@ const (
 	egressPort = egressnet.EgressPort
 	// sidecarMark is the socket mark of the sidecar's own connections.
 	sidecarMark = 0x6372
+	// sidecarMemory bounds a sidecar's memory.
+	sidecarMemory = 256 << 20
 	// waitURL is what a policed sandbox's PID 1 waits for.
 	waitURL = "http://127.0.0.1:18080/healthz"
 )
@@ -102,14 +104,22 @@ func (d *Driver) startSidecar(ctx context.Context, id, ref, sandboxCID string, u
 	}
 	if c.NetworkSettings != nil {
 		for _, ep := range c.NetworkSettings.Networks {
-			if ep == nil || !ep.IPAddress.IsValid() {
+			if ep == nil {
 				continue
 			}
-			if pfx, err := ep.IPAddress.Prefix(ep.IPPrefixLen); err == nil {
-				deny = append(deny, pfx.String())
-			}
-			if ep.Gateway.IsValid() {
-				deny = append(deny, netip.PrefixFrom(ep.Gateway, ep.Gateway.BitLen()).String())
+			for _, a := range []struct {
+				addr netip.Addr
+				bits int
+			}{{ep.IPAddress, ep.IPPrefixLen}, {ep.GlobalIPv6Address, ep.GlobalIPv6PrefixLen}, {ep.Gateway, -1}, {ep.IPv6Gateway, -1}} {
+				if !a.addr.IsValid() {
+					continue
+				}
+				if a.bits < 0 {
+					a.bits = a.addr.BitLen()
+				}
+				if pfx, err := a.addr.Prefix(a.bits); err == nil {
+					deny = append(deny, pfx.String())
+				}
 			}
 		}
 	}
@@ -144,7 +154,9 @@ func (d *Driver) startSidecar(ctx context.Context, id, ref, sandboxCID string, u
 		// in the kernel meanwhile (fail closed).
 		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyUnlessStopped},
 		LogConfig:     container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "10m", "max-file": "2"}},
-		Resources:     container.Resources{PidsLimit: &pids},
+		// Bounded, so a sandbox cannot make its enforcer eat the engine's
+		// machine; the engine restarts it if it runs out.
+		Resources: container.Resources{PidsLimit: &pids, Memory: sidecarMemory, MemorySwap: sidecarMemory},
 	}
 	cctx, cancel := d.call(ctx)
 	created, err := d.cli.ContainerCreate(cctx, client.ContainerCreateOptions{Config: cfg, HostConfig: host, Name: sidecarName(id)})
