@@ -6,6 +6,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"net"
 	"net/netip"
@@ -14,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/corral-dev/corral/internal/egress"
+	"github.com/corral-dev/corral/internal/egress/nft"
 	"github.com/corral-dev/corral/internal/egress/policy"
 )
 
@@ -35,7 +37,9 @@ func runEgress(ctx context.Context, e *env, args []string) int {
 	apiSocket := fs.String("api-socket", "", "also serve the API on this Unix socket on the host (0600)")
 	vaultDir := fs.String("vault-dir", "", "enable the credential vault: the directory of the sandbox's CA (ca.pem, ca-key.pem) and the persisted vault")
 	vaultListen := fs.String("vault-listen", "127.0.0.1:18081", "the credential proxy's address inside the namespace")
-	vaultPlain := fs.Bool("vault-plain-writes", false, "accept vault writes over plain HTTP from anywhere, not only over TLS or loopback (the API is reached over a link secured outside, as a remote Docker engine's)")
+	apiCert := fs.String("api-tls-cert", "", "serve the API's TCP listener over TLS with this PEM certificate (with --api-tls-key)")
+	apiKey := fs.String("api-tls-key", "", "the PEM key of --api-tls-cert")
+	inbound := fs.String("inbound", "", "with --netns self: accept new inbound connections only on these TCP ports (comma-separated), besides loopback and answers")
 	upstreamCA := fs.String("upstream-ca", "", "PEM file of extra CAs trusted when the credential proxy verifies servers (besides the system's)")
 	exemptMark := fs.String("exempt-mark", "", "socket mark of the enforcer's own DNS queries, let through whatever the policy (decimal or 0x hex; for an enforcer inside the namespace it confines, as a pod's sidecar)")
 	logFormat := fs.String("log-format", "json", "log format: json or text")
@@ -85,7 +89,33 @@ func runEgress(ctx context.Context, e *env, args []string) int {
 		}
 		cfg.ExemptMark = uint32(m)
 	}
-	cfg.VaultDir, cfg.VaultListen, cfg.VaultPlainWrites = *vaultDir, *vaultListen, *vaultPlain
+	cfg.VaultDir, cfg.VaultListen = *vaultDir, *vaultListen
+	if (*apiCert == "") != (*apiKey == "") {
+		return fail(e, "egress: --api-tls-cert and --api-tls-key go together")
+	}
+	if *apiCert != "" {
+		cert, err := tls.LoadX509KeyPair(*apiCert, *apiKey)
+		if err != nil {
+			return fail(e, "egress: --api-tls-cert: %v", err)
+		}
+		cfg.APITLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}
+	}
+	if *inbound != "" {
+		if cfg.Netns != "" {
+			return fail(e, "egress: --inbound needs --netns self")
+		}
+		var ports []uint16
+		for _, p := range splitList(*inbound) {
+			n, err := strconv.ParseUint(p, 10, 16)
+			if err != nil || n == 0 {
+				return fail(e, "egress: --inbound %q: want TCP ports, comma-separated", *inbound)
+			}
+			ports = append(ports, uint16(n))
+		}
+		if err := nft.RestrictInbound(ports); err != nil {
+			return fail(e, "egress: %v", err)
+		}
+	}
 	if *upstreamCA != "" {
 		pem, err := os.ReadFile(*upstreamCA)
 		if err != nil {

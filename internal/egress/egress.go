@@ -15,6 +15,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
@@ -42,6 +43,7 @@ import (
 	"github.com/corral-dev/corral/internal/egress/policy"
 	"github.com/corral-dev/corral/internal/egress/vault"
 	"github.com/corral-dev/corral/internal/unixsock"
+	"golang.org/x/net/netutil"
 )
 
 // HeaderAuth carries the egress API's token.
@@ -85,11 +87,11 @@ type Config struct {
 	// VaultDir enables the credential vault and its injecting proxy: it
 	// holds the sandbox's CA (mitm.CreateCA) and the persisted vault.
 	VaultDir string
-	// VaultPlainWrites accepts vault writes over plain HTTP from any
-	// address, not only over TLS or loopback: for an enforcer whose API is
-	// reached over a link its operator secures (a remote Docker engine's
-	// published port, which carries the execd and egress tokens too).
-	VaultPlainWrites bool
+	// APITLS, when set, serves the API's TCP listener over TLS: an
+	// enforcer whose port the sandbox could take while it restarts (a
+	// sidecar in the sandbox's namespace) proves itself with a
+	// certificate its clients pin before they send the token.
+	APITLS *tls.Config
 	// VaultListen is the proxy's address inside the namespace (default
 	// 127.0.0.1:18081).
 	VaultListen string
@@ -195,6 +197,13 @@ func New(cfg Config) (*Service, error) {
 	return s, nil
 }
 
+// Connections served at once on the API's TCP listener and DNS over
+// TCP; more wait to be accepted.
+const (
+	maxAPIConns = 128
+	maxDNSConns = 64
+)
+
 // Run serves DNS and the API inside the namespace until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
 	defer s.enf.Close()
@@ -219,6 +228,17 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 		if s.cfg.APIListen != "none" {
 			apiLn, err = net.Listen("tcp", s.cfg.APIListen)
+		}
+		if err == nil && apiLn != nil {
+			// Bounded, so connections from the sandbox cannot exhaust the
+			// enforcer's memory; TLS when asked.
+			apiLn = netutil.LimitListener(apiLn, maxAPIConns)
+			if s.cfg.APITLS != nil {
+				apiLn = tls.NewListener(apiLn, s.cfg.APITLS)
+			}
+		}
+		if err == nil {
+			dnsLn = netutil.LimitListener(dnsLn, maxDNSConns)
 		}
 		return err
 	})

@@ -119,7 +119,7 @@ func (s *Service) serveVault(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	write := r.Method != http.MethodGet && r.Method != http.MethodHead
-	if write && !remoteIsLoopback(r) && r.TLS == nil && !s.cfg.VaultPlainWrites {
+	if write && !remoteIsLoopback(r) && r.TLS == nil {
 		http.Error(w, "credential vault writes must arrive over TLS or loopback", http.StatusUpgradeRequired)
 		return
 	}

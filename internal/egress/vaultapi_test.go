@@ -4,6 +4,7 @@
 package egress
 
 import (
+	"crypto/tls"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,15 +15,15 @@ import (
 )
 
 // Vault writes carry credentials: over plain HTTP they are accepted from
-// loopback (and the host's socket) only, unless the enforcer is told its
-// API link is secured outside; reads are not restricted.
+// loopback (and the host's socket) only; over TLS from anywhere. Reads
+// are not restricted.
 func TestVaultWritesNeedTLSOrLoopback(t *testing.T) {
 	testutil.RequireRoot(t)
 	p := testutil.NewNetPair(t)
 	const token = "vault-test-token-0123456789"
 	body := `{"credentials":[{"name":"k","source":{"type":"inline","value":"v"}}],"bindings":[]}`
 	for _, tc := range []struct {
-		plain      bool
+		tls        bool
 		remote     string
 		want, read int
 	}{
@@ -35,13 +36,16 @@ func TestVaultWritesNeedTLSOrLoopback(t *testing.T) {
 		if err := mitm.CreateCA(dir, "test"); err != nil {
 			t.Fatal(err)
 		}
-		s, err := New(Config{Netns: testutil.NetnsPath(p.Inside), Token: token, VaultDir: dir, VaultPlainWrites: tc.plain})
+		s, err := New(Config{Netns: testutil.NetnsPath(p.Inside), Token: token, VaultDir: dir})
 		if err != nil {
 			t.Fatal(err)
 		}
 		call := func(method, b string) int {
 			r := httptest.NewRequest(method, "/credential-vault", strings.NewReader(b))
 			r.RemoteAddr = tc.remote
+			if tc.tls {
+				r.TLS = &tls.ConnectionState{Version: tls.VersionTLS13, HandshakeComplete: true}
+			}
 			r.Header.Set(HeaderAuth, token)
 			r.Header.Set("Content-Type", "application/json")
 			w := httptest.NewRecorder()
@@ -49,10 +53,10 @@ func TestVaultWritesNeedTLSOrLoopback(t *testing.T) {
 			return w.Code
 		}
 		if got := call(http.MethodPost, body); got != tc.want {
-			t.Errorf("plain writes %v, from %s: POST = %d, want %d", tc.plain, tc.remote, got, tc.want)
+			t.Errorf("TLS %v, from %s: POST = %d, want %d", tc.tls, tc.remote, got, tc.want)
 		}
 		if got := call(http.MethodGet, ""); got != tc.read {
-			t.Errorf("plain writes %v, from %s: GET = %d, want %d", tc.plain, tc.remote, got, tc.read)
+			t.Errorf("TLS %v, from %s: GET = %d, want %d", tc.tls, tc.remote, got, tc.read)
 		}
 		s.enf.Close()
 	}

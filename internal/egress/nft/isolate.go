@@ -12,8 +12,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// IsolateTable is the table Isolate owns.
-const IsolateTable = "corral_isolate"
+// The tables Isolate and RestrictInbound own.
+const (
+	IsolateTable = "corral_isolate"
+	InboundTable = "corral_inbound"
+)
+
+// RestrictInbound closes the calling thread's network namespace to new
+// inbound connections but on loopback and to TCP ports; what leaves is
+// another table's business (a remote Docker engine's sidecar polices the
+// way out, and with this no other container on the engine's network
+// reaches the sandbox's services).
+func RestrictInbound(ports []uint16) error { return confine(InboundTable, ports, false) }
 
 // Isolate closes the calling thread's network namespace to everything
 // but loopback, answers to connections already made, and new inbound TCP
@@ -23,12 +33,17 @@ const IsolateTable = "corral_isolate"
 // engine publishes execd through the engine's bridge): its PID 1 calls
 // it before anything else runs, then gives up CAP_NET_ADMIN, so nothing
 // in the sandbox can take the rules away.
-func Isolate(ports []uint16) error {
+func Isolate(ports []uint16) error { return confine(IsolateTable, ports, true) }
+
+// confine programs table with an input chain (and, when outbound, an
+// output chain) that drop all but loopback, answers, and inbound TCP to
+// ports.
+func confine(table string, ports []uint16, outbound bool) error {
 	conn, err := nftables.New()
 	if err != nil {
 		return fmt.Errorf("nft: %w", err)
 	}
-	t := conn.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: IsolateTable})
+	t := conn.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: table})
 	// Replace, never stack: flush whatever an earlier run left.
 	conn.FlushTable(t)
 	drop := nftables.ChainPolicyDrop
@@ -43,11 +58,23 @@ func Isolate(ports []uint16) error {
 		hook  *nftables.ChainHook
 		iface expr.MetaKey
 	}{{"input", nftables.ChainHookInput, expr.MetaKeyIIFNAME}, {"output", nftables.ChainHookOutput, expr.MetaKeyOIFNAME}} {
+		if hook.name == "output" && !outbound {
+			continue
+		}
 		ch := conn.AddChain(&nftables.Chain{Name: hook.name, Table: t, Type: nftables.ChainTypeFilter,
 			Hooknum: hook.hook, Priority: nftables.ChainPriorityFilter, Policy: &drop})
 		conn.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: []expr.Any{
 			&expr.Meta{Key: hook.iface, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifname("lo")}, accept}})
 		conn.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: established})
+		// IPv6 neighbour discovery, which never leaves the link: without
+		// it no IPv6 connection, even to a listed port, is made.
+		for _, typ := range []byte{133, 134, 135, 136} {
+			conn.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: []expr.Any{
+				&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_ICMPV6}},
+				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{typ}}, accept}})
+		}
 		if hook.name != "input" {
 			continue
 		}
@@ -60,7 +87,7 @@ func Isolate(ports []uint16) error {
 		}
 	}
 	if err := conn.Flush(); err != nil {
-		return fmt.Errorf("nft: isolate the namespace: %w", err)
+		return fmt.Errorf("nft: confine the namespace (%s): %w", table, err)
 	}
 	return nil
 }
