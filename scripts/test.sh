@@ -101,6 +101,7 @@ required=(
   internal/egress/nft.TestEnforcement
   internal/egress/nft.TestExemptMark
   internal/egress/nft.TestIsolate
+  internal/egress/nft.TestRestrictInbound
   internal/egress/nflog.TestListenWhilePacketsAreLogged
   internal/egress.TestEnforcerEndToEnd
   internal/egress.TestTokenReplacement

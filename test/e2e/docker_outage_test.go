@@ -183,7 +183,7 @@ func TestDockerEngineOutage(t *testing.T) {
 	requireDocker(t)
 	t.Parallel()
 	eng := startPrivateEngine(t)
-	ref := eng.loadBusybox(t)
+	ref := eng.loadBusybox(t, nil)
 	s := startServer(t, t.TempDir(), "--runtime", "docker", "--docker-host", "unix://"+eng.sock)
 	c := s.client(t)
 	a, err := c.CreateSandbox(ctx(t), ociCreate(ref), sdk.CreateOptions{})

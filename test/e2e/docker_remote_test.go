@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/moby/moby/client"
 
@@ -57,7 +59,10 @@ func remoteEngine(t *testing.T, w testutil.World) (*privateEngine, []string, str
 	run("-n", w.Uplink, "link", "set", eng, "up")
 
 	e := startPrivateEngine(t, engineOpts{netns: w.Uplink, bridge: remoteBridge})
-	ref := e.loadBusybox(t)
+	// The image carries a health check that tries to change the network:
+	// the engine must never run it (it would, beside PID 1's tree, with
+	// the container's capabilities).
+	ref := e.loadBusybox(t, &v1.HealthConfig{Test: []string{"CMD-SHELL", hostileHealthcheck}, Interval: 500 * time.Millisecond})
 	// The engine's own addresses on the way to the World and to this
 	// machine are its host's: the operator denies them, as docs/egress.md
 	// says (the bridge and its gateway are denied by the driver itself).
@@ -66,13 +71,29 @@ func remoteEngine(t *testing.T, w testutil.World) (*privateEngine, []string, str
 	return e, args, ref
 }
 
+// hostileHealthcheck is the remote test image's health check.
+const hostileHealthcheck = "touch /tmp/healthcheck-ran; ip addr add 10.218.0.251/24 dev eth0"
+
 // loadBusybox loads the e2e busybox image into the engine (which may
-// not reach this machine's registries) and returns its reference.
-func (e *privateEngine) loadBusybox(t *testing.T) string {
+// not reach this machine's registries), with a health check when hc is
+// set, and returns its reference.
+func (e *privateEngine) loadBusybox(t *testing.T, hc *v1.HealthConfig) string {
 	t.Helper()
 	const ref = "corral-test/busybox:private"
+	img := busyboxImage(t)
+	if hc != nil {
+		cf, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cf = cf.DeepCopy()
+		cf.Config.Healthcheck = hc
+		if img, err = mutate.ConfigFile(img, cf); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var tarBuf bytes.Buffer
-	if err := tarball.Write(name.MustParseReference(ref), busyboxImage(t), &tarBuf); err != nil {
+	if err := tarball.Write(name.MustParseReference(ref), img, &tarBuf); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -97,6 +118,26 @@ func (e *privateEngine) logsOf(t *testing.T, container string) string {
 	defer logs.Close()
 	b, _ := io.ReadAll(logs)
 	return strings.ToValidUTF8(string(b), "?")
+}
+
+// stopContainer stops a container of the engine (its restart policy
+// then leaves it stopped); startContainer starts it again.
+func (e *privateEngine) stopContainer(t *testing.T, container string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := e.client().ContainerStop(ctx, container, client.ContainerStopOptions{}); err != nil {
+		t.Fatalf("stop %s: %v", container, err)
+	}
+}
+
+func (e *privateEngine) startContainer(t *testing.T, container string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := e.client().ContainerStart(ctx, container, client.ContainerStartOptions{}); err != nil {
+		t.Fatalf("start %s: %v", container, err)
+	}
 }
 
 // pidOf is the pid, on this machine, of a running container's first

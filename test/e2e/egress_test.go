@@ -4,21 +4,25 @@
 package e2e
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/corral-dev/corral/api"
+	"github.com/corral-dev/corral/internal/driver/netns"
 	"github.com/corral-dev/corral/internal/testutil"
 	"github.com/corral-dev/corral/sdk"
 )
@@ -92,6 +96,17 @@ type egressRig struct {
 	// isolatesUnpoliced: sandboxes without a policy get an interface
 	// anyway (a remote engine's bridge), which must carry nothing.
 	isolatesUnpoliced bool
+	// crash ends the enforcer (pid) so that only the restarted server
+	// brings it back.
+	crash func(t *testing.T, id string, pid int)
+	// stopEnforcer and startEnforcer, when set, stop the enforcer for a
+	// while and start it again (a sidecar whose port the sandbox could
+	// take meanwhile).
+	stopEnforcer, startEnforcer func(t *testing.T, id string)
+	// squat serves h over TLS (with a certificate of its own) on port
+	// 18080 in sandbox id's network namespace, as code in the sandbox
+	// could; stop ends it.
+	squat func(t *testing.T, id string, h http.Handler) (stop func())
 }
 
 // localRig polices sandboxes of a runtime on this machine: a bridge in
@@ -103,7 +118,8 @@ func localRig(w testutil.World, runtime, image string, egressDir func(dataDir, i
 			b, _ := os.ReadFile(filepath.Join(egressDir(dataDir, id), "log"))
 			return string(b)
 		},
-		pid: func(t *testing.T, dataDir, id string) int { return egressPid(t, egressDir(dataDir, id)) },
+		pid:   func(t *testing.T, dataDir, id string) int { return egressPid(t, egressDir(dataDir, id)) },
+		crash: func(_ *testing.T, _ string, pid int) { _ = syscall.Kill(pid, syscall.SIGKILL) },
 	}
 }
 
@@ -141,9 +157,25 @@ func TestDockerRemoteEgressPolicy(t *testing.T) {
 	t.Parallel()
 	w := egressWorld(t)
 	eng, args, image := remoteEngine(t, w)
+	sidecar := func(id string) string { return "corral-" + id + "-egress" }
 	runEgressPolicy(t, w, egressRig{runtime: "docker", image: image, args: args, gateway: remoteBridgeGateway, apiInNetns: true, isolatesUnpoliced: true,
-		log: func(_, id string) string { return eng.logsOf(t, "corral-"+id+"-egress") },
-		pid: func(t *testing.T, _, id string) int { return eng.pidOf(t, "corral-"+id+"-egress") },
+		log:           func(_, id string) string { return eng.logsOf(t, sidecar(id)) },
+		pid:           func(t *testing.T, _, id string) int { return eng.pidOf(t, sidecar(id)) },
+		crash:         func(t *testing.T, id string, _ int) { eng.stopContainer(t, sidecar(id)) },
+		stopEnforcer:  func(t *testing.T, id string) { eng.stopContainer(t, sidecar(id)) },
+		startEnforcer: func(t *testing.T, id string) { eng.startContainer(t, sidecar(id)) },
+		squat: func(t *testing.T, id string, h http.Handler) func() {
+			ns := "/proc/" + strconv.Itoa(eng.pidOf(t, "corral-"+id)) + "/ns/net"
+			var ln net.Listener
+			if err := netns.Do(ns, func() (err error) { ln, err = net.Listen("tcp", "0.0.0.0:18080"); return err }); err != nil {
+				t.Fatalf("squat port 18080: %v", err)
+			}
+			srv := &http.Server{Handler: h}
+			go func() {
+				_ = srv.Serve(tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{testutil.NewTestCA(t, "impostor").Issue(t, "egress")}}))
+			}()
+			return func() { _ = srv.Close() }
+		},
 	})
 }
 
@@ -305,6 +337,39 @@ func runEgressPolicy(t *testing.T, w testutil.World, rig egressRig) {
 			t.Errorf("the sandbox replaced its own policy: %q", out)
 		}
 	})
+	if rig.stopEnforcer != nil {
+		t.Run("ImpostorNeverGetsTheToken", func(t *testing.T) {
+			// While the sidecar is down the sandbox takes its port: the
+			// server's calls (and the audit follower's) meet a stranger's
+			// certificate, or none, and send nothing.
+			rig.stopEnforcer(t, sb.ID)
+			var mu sync.Mutex
+			var got []string
+			stop := rig.squat(t, sb.ID, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				got = append(got, r.Method+" "+r.URL.String()+" "+r.Header.Get(api.HeaderEgressToken))
+				mu.Unlock()
+				_, _ = io.WriteString(w, `{"status":"ok","mode":"enforcing"}`)
+			}))
+			defer func() {
+				stop()
+				rig.startEnforcer(t, sb.ID)
+				testutil.WaitFor(t, 20*time.Second, "the sidecar to serve again", func() bool {
+					pol, err := eg.Policy(ctx(t))
+					return err == nil && pol.Mode == "enforcing"
+				})
+			}()
+			if pol, err := eg.Policy(ctx(t)); err == nil {
+				t.Errorf("the egress API answered through a squatted port: %+v", pol)
+			}
+			time.Sleep(6 * time.Second) // the audit follower reconnects within 5 s
+			mu.Lock()
+			defer mu.Unlock()
+			if len(got) > 0 {
+				t.Errorf("the squatter received requests: %q", got)
+			}
+		})
+	}
 	t.Run("SandboxCannotUndoEnforcement", func(t *testing.T) {
 		for _, cmd := range []string{"ip link set eth0 down", "ip route del default", "ip addr add 10.214.0.250/24 dev eth0"} {
 			if out, _, code := x.run(cmd); code == 0 {
@@ -425,6 +490,14 @@ func runEgressPolicy(t *testing.T, w testutil.World, rig egressRig) {
 					t.Errorf("%q succeeded: %q", cmd, out)
 				}
 			}
+			// The image's health check (which would add an address) never
+			// ran, here or in the policed sandbox.
+			time.Sleep(1500 * time.Millisecond)
+			for _, z := range []*execd{x, y} {
+				if out, _, _ := z.run("test -e /tmp/healthcheck-ran && echo RAN; ip -4 addr"); strings.Contains(out, "RAN") || strings.Contains(out, "10.218.0.251") {
+					t.Errorf("the image's health check ran: %q", out)
+				}
+			}
 			// CAP_NET_ADMIN (bit 12) is gone from every set, the bounding
 			// one included.
 			out, _, _ := y.run("grep -E '^Cap(Bnd|Eff|Prm)' /proc/self/status")
@@ -443,7 +516,7 @@ func runEgressPolicy(t *testing.T, w testutil.World, rig egressRig) {
 	t.Run("SurvivesAServerCrash", func(t *testing.T) {
 		old := rig.pid(t, dir, sb.ID)
 		s.kill9(t)
-		_ = syscall.Kill(old, syscall.SIGKILL)
+		rig.crash(t, sb.ID, old)
 		s2 := startServer(t, dir, args...)
 		c2 := s2.client(t)
 		if _, err := c2.GetSandbox(ctx(t), sb.ID); err != nil {

@@ -137,7 +137,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 			}
 			files = append(files, inFile{Name: strings.TrimPrefix(egressnet.CAInSandbox, "/"), Mode: 0o644, Data: b})
 		}
-		if err := d.copyIn(ctx, created.ID, files...); err != nil {
+		if err := d.copyIn(ctx, created.ID, true, files...); err != nil {
 			return nil, err
 		}
 	}
@@ -215,7 +215,7 @@ func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, gated 
 	}
 	switch {
 	case gated && d.cfg.Remote:
-		args = append(append(args, "--wait-url", waitURL, "--"), spec.Entrypoint...)
+		args = append(append(args, "--wait-url", waitURL, "--wait-timeout", (d.cfg.ReadyTimeout + 30*time.Second).String(), "--"), spec.Entrypoint...)
 	case gated:
 		args = append(args, "--wait-start", gateInSandbox+"/start")
 	default:
@@ -237,6 +237,10 @@ func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, gated 
 		Env:        env,
 		User:       "0:0", // corral init drops to the image's user for the entrypoint
 		Labels:     d.labels(spec),
+		// No health check from the image: the engine would run it beside
+		// PID 1's tree, with the container's capabilities rather than
+		// what PID 1 kept.
+		Healthcheck: &container.HealthConfig{Test: []string{"NONE"}},
 	}
 	host := &container.HostConfig{
 		NetworkMode: "none",
@@ -486,28 +490,16 @@ type inFile struct {
 	Data []byte
 }
 
-// copyIn copies the corral binary (to /.corral/corral) and files into a
-// created container: a remote engine sees none of this machine's files.
-// Each file's directory is created 0755.
-func (d *Driver) copyIn(ctx context.Context, containerID string, files ...inFile) error {
-	f, err := os.Open(d.cfg.CorralBinary)
-	if err != nil {
-		return fmt.Errorf("corral binary: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
+// copyIn copies the corral binary (to /.corral/corral, when binary) and
+// files into a created container: a remote engine sees none of this
+// machine's files. Each file's directory is created 0755.
+func (d *Driver) copyIn(ctx context.Context, containerID string, binary bool, files ...inFile) error {
 	pr, pw := io.Pipe()
 	go func() {
 		tw := tar.NewWriter(pw)
-		err := tw.WriteHeader(&tar.Header{Name: ".corral/", Typeflag: tar.TypeDir, Mode: 0o755})
-		if err == nil {
-			err = tw.WriteHeader(&tar.Header{Name: ".corral/corral", Typeflag: tar.TypeReg, Mode: 0o555, Size: fi.Size()})
-		}
-		if err == nil {
-			_, err = io.Copy(tw, f)
+		var err error
+		if binary {
+			err = d.writeBinary(tw, ".corral/corral")
 		}
 		dirs := map[string]bool{}
 		for _, in := range files {
@@ -531,10 +523,33 @@ func (d *Driver) copyIn(ctx context.Context, containerID string, files ...inFile
 	}()
 	cctx, cancel := context.WithTimeout(ctx, 2*d.cfg.CallTimeout)
 	defer cancel()
-	_, err = d.cli.CopyToContainer(cctx, containerID, client.CopyToContainerOptions{DestinationPath: "/", Content: pr})
+	_, err := d.cli.CopyToContainer(cctx, containerID, client.CopyToContainerOptions{DestinationPath: "/", Content: pr})
 	pr.Close()
 	if err != nil {
 		return d.engineErr("copy the corral binary", err)
 	}
 	return nil
+}
+
+// writeBinary writes the corral binary into tw as name, in its directory.
+func (d *Driver) writeBinary(tw *tar.Writer, name string) error {
+	f, err := os.Open(d.cfg.CorralBinary)
+	if err != nil {
+		return fmt.Errorf("corral binary: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if dir := path.Dir(name); dir != "." {
+		if err := tw.WriteHeader(&tar.Header{Name: dir + "/", Typeflag: tar.TypeDir, Mode: 0o755}); err != nil {
+			return err
+		}
+	}
+	if err := tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o555, Size: fi.Size()}); err != nil {
+		return err
+	}
+	_, err = io.Copy(tw, f)
+	return err
 }

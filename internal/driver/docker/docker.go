@@ -104,6 +104,10 @@ type Driver struct {
 	forwarders forward.Set
 	net        *egressnet.Network
 
+	// imgMu guards sidecarRef, the egress sidecar image's reference.
+	imgMu      sync.Mutex
+	sidecarRef string
+
 	mu sync.Mutex
 	// netns holds an open handle on each running local sandbox's network
 	// namespace, so a reused pid can never redirect a connection.
@@ -414,9 +418,12 @@ func (d *Driver) Stop(ctx context.Context, id string, grace time.Duration) error
 		return d.engineErr("stop "+id, err)
 	}
 	if d.cfg.Remote {
-		// Its sidecar has nothing left to police.
+		// Its sidecar has nothing left to police, nor anything to follow.
 		if _, err := d.cli.ContainerStop(cctx, sidecarName(id), client.ContainerStopOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
 			return d.engineErr("stop the egress sidecar of "+id, err)
+		}
+		if err := d.net.Stop(ctx, id, d.egressDir(id)); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -496,6 +503,19 @@ func (d *Driver) Endpoint(ctx context.Context, id string, port int) (netip.AddrP
 	}
 	if !c.State.Running {
 		return netip.AddrPort{}, fmt.Errorf("sandbox %s has stopped: %w", id, errdefs.ErrFailedPrecondition)
+	}
+	if d.cfg.Remote && port == egressPort {
+		// Through a forwarder here that speaks TLS to the sidecar and
+		// checks its certificate.
+		dial, err := d.sidecarDialer(id, c)
+		if err != nil {
+			return netip.AddrPort{}, err
+		}
+		addr, err := d.forwarders.Addr(id, port, dial)
+		if err != nil {
+			return netip.AddrPort{}, fmt.Errorf("endpoint: %w", err)
+		}
+		return addr, nil
 	}
 	if d.cfg.Remote {
 		return d.published(c, port)

@@ -4,15 +4,29 @@
 package docker
 
 import (
+	"archive/tar"
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,6 +37,7 @@ import (
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/driver/egressnet"
+	"github.com/corral-dev/corral/internal/driver/forward"
 	"github.com/corral-dev/corral/internal/egress/mitm"
 )
 
@@ -31,11 +46,15 @@ import (
 // sandbox's container owns the network namespace (the engine's bridge,
 // execd's and the egress API's ports published), and the sidecar joins
 // it with NET_ADMIN and nothing else the sandbox has, in a PID and mount
-// namespace of its own, running `corral egress --netns self`. Its own
-// DNS queries and the credential proxy's connections leave by a socket
-// mark, which setting takes NET_ADMIN. The sandbox's PID 1 holds the
-// entrypoint back until the sidecar's /healthz answers, that is until
-// the rules are in the kernel.
+// namespace of its own, from an image holding nothing but the corral
+// binary, running `corral egress --netns self`. Its own DNS queries and
+// the credential proxy's connections leave by a socket mark, which
+// setting takes NET_ADMIN (or NET_RAW), neither of which the sandbox
+// has. The sandbox's PID 1 holds the entrypoint back until the sidecar's
+// /healthz answers, that is until the rules are in the kernel. The API
+// serves TLS with a certificate made for this sidecar, which the server
+// pins: code in the sandbox that takes port 18080 while the sidecar
+// restarts cannot pass for it, so it never receives the token.
 const (
 	// labelEgressOf marks a sidecar with its sandbox's ID. Sidecars carry
 	// no managed label: List never takes one for a sandbox.
@@ -48,7 +67,13 @@ const (
 	// sidecarMemory bounds a sidecar's memory.
 	sidecarMemory = 256 << 20
 	// waitURL is what a policed sandbox's PID 1 waits for.
-	waitURL = "http://127.0.0.1:18080/healthz"
+	waitURL = "https://127.0.0.1:18080/healthz"
+	// sidecarBinary is where the sidecar image holds corral.
+	sidecarBinary = "/corral"
+	// The sidecar API's certificate and key, in the sandbox's directory
+	// on this machine and in sidecarDir.
+	apiCertFile = "api-cert.pem"
+	apiKeyFile  = "api-key.pem"
 )
 
 // sidecarCaps are all a sidecar keeps: rules, marks, and port 53.
@@ -124,26 +149,32 @@ func (d *Driver) startSidecar(ctx context.Context, id, ref, sandboxCID string, u
 		}
 	}
 	dir := d.egressDir(id)
+	if err := makeAPICert(dir, id); err != nil {
+		return err
+	}
 	files, vault, err := sidecarFiles(dir, d.cfg.Network.UpstreamCA)
 	if err != nil {
 		return err
 	}
-	args := []string{corralInSandbox, "egress", "--netns", "self", "--exempt-mark", fmt.Sprintf("%#x", sidecarMark),
+	image, err := d.sidecarImage(ctx)
+	if err != nil {
+		return err
+	}
+	args := []string{sidecarBinary, "egress", "--netns", "self", "--exempt-mark", fmt.Sprintf("%#x", sidecarMark),
 		"--sandbox-id", id, "--policy-file", sidecarDir + "/policy.json", "--token-file", sidecarDir + "/token",
-		"--api-listen", "0.0.0.0:18080", "--dns-listen", "127.0.0.1:53", "--upstream", strings.Join(upstreams, ","),
-		"--deny", strings.Join(deny, ",")}
+		"--api-listen", "0.0.0.0:18080", "--api-tls-cert", sidecarDir + "/" + apiCertFile, "--api-tls-key", sidecarDir + "/" + apiKeyFile,
+		"--inbound", fmt.Sprintf("%d,%d", execdPort, egressPort),
+		"--dns-listen", "127.0.0.1:53", "--upstream", strings.Join(upstreams, ","), "--deny", strings.Join(deny, ",")}
 	if vault {
-		// Vault writes arrive over the link to the engine, as the
-		// tokens do: securing it is the operator's part.
-		args = append(args, "--vault-dir", sidecarDir, "--upstream-ca", sidecarDir+"/upstream-ca.pem", "--vault-plain-writes")
+		args = append(args, "--vault-dir", sidecarDir, "--upstream-ca", sidecarDir+"/upstream-ca.pem")
 	}
 	labels := map[string]string{labelEgressOf: id}
 	if d.cfg.ServerID != "" {
 		labels[driver.LabelServer] = d.cfg.ServerID
 	}
 	pids := int64(256)
-	cfg := &container.Config{Image: ref, Entrypoint: args, Env: []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"},
-		User: "0:0", WorkingDir: "/", Labels: labels}
+	cfg := &container.Config{Image: image, Entrypoint: args, Env: []string{"PATH=/", "GOMEMLIMIT=" + strconv.Itoa(sidecarMemory*3/4)},
+		User: "0:0", WorkingDir: "/", Labels: labels, Healthcheck: &container.HealthConfig{Test: []string{"NONE"}}}
 	host := &container.HostConfig{
 		NetworkMode: container.NetworkMode("container:" + sandboxCID),
 		CapDrop:     []string{"ALL"},
@@ -164,7 +195,7 @@ func (d *Driver) startSidecar(ctx context.Context, id, ref, sandboxCID string, u
 	if err != nil {
 		return d.engineErr("create the egress sidecar of "+id, err)
 	}
-	if err := d.copyIn(ctx, created.ID, files...); err != nil {
+	if err := d.copyIn(ctx, created.ID, false, files...); err != nil {
 		return err
 	}
 	cctx, cancel = d.call(ctx)
@@ -185,7 +216,7 @@ func (d *Driver) startSidecar(ctx context.Context, id, ref, sandboxCID string, u
 // roots that verify real servers (this machine's, and UpstreamCA).
 func sidecarFiles(dir, upstreamCA string) ([]inFile, bool, error) {
 	var files []inFile
-	for _, name := range []string{"policy.json", "token"} {
+	for _, name := range []string{"policy.json", "token", apiCertFile, apiKeyFile} {
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
 			return nil, false, err
@@ -213,6 +244,10 @@ func sidecarFiles(dir, upstreamCA string) ([]inFile, bool, error) {
 		}
 		roots = append(append(roots, b...), '\n')
 	}
+	if !bytes.Contains(roots, []byte("-----BEGIN CERTIFICATE-----")) {
+		return nil, false, errdefs.New(errdefs.ErrInvalidArgument, "SANDBOX::API_NOT_SUPPORTED",
+			"the credential proxy on a remote Docker engine verifies servers with this machine's CA roots, and it has none: start the server with --egress-upstream-ca")
+	}
 	files = append(files, inFile{Name: strings.TrimPrefix(sidecarDir, "/") + "/upstream-ca.pem", Mode: 0o644, Data: roots})
 	return files, true, nil
 }
@@ -222,15 +257,16 @@ func sidecarFiles(dir, upstreamCA string) ([]inFile, bool, error) {
 // fails the wait; one the engine is restarting (after a crash) fails it
 // only at create, not when recovering.
 func (d *Driver) waitSidecar(ctx context.Context, id string, sb container.InspectResponse, recovering bool) error {
-	addr, err := d.published(sb, egressPort)
+	dial, err := d.sidecarDialer(id, sb)
 	if err != nil {
 		return err
 	}
-	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) }}}
 	deadline := time.Now().Add(d.cfg.ReadyTimeout)
 	delay := 5 * time.Millisecond
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr.String()+"/healthz", nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://egress/healthz", nil)
 		if res, err := hc.Do(req); err == nil {
 			res.Body.Close()
 			if res.StatusCode == http.StatusOK {
@@ -240,16 +276,16 @@ func (d *Driver) waitSidecar(ctx context.Context, id string, sb container.Inspec
 		cctx, cancel := d.call(ctx)
 		res, err := d.cli.ContainerInspect(cctx, sidecarName(id), client.ContainerInspectOptions{})
 		cancel()
-		if err != nil {
-			return d.engineErr("inspect the egress sidecar of "+id, err)
-		}
-		if st := res.Container.State; st != nil && !st.Running && (st.Status == container.StateExited || st.Restarting && !recovering) {
-			return &errdefs.Error{Code: "SANDBOX::EGRESS_FAILED",
-				Message: "the egress sidecar exited during start: " + d.lastLog(ctx, res.Container.ID)}
+		last := "the engine did not answer"
+		if err == nil {
+			last = d.lastLog(ctx, res.Container.ID)
+			if st := res.Container.State; st != nil && !st.Running && (st.Status == container.StateExited || st.Restarting && !recovering) {
+				return &errdefs.Error{Code: "SANDBOX::EGRESS_FAILED", Message: "the egress sidecar exited during start: " + last}
+			}
 		}
 		if time.Now().After(deadline) {
 			return errdefs.Newf(errdefs.ErrUnavailable, "SANDBOX::EGRESS_FAILED", "the egress sidecar of %s did not become ready within %v: %s",
-				id, d.cfg.ReadyTimeout, d.lastLog(ctx, res.Container.ID))
+				id, d.cfg.ReadyTimeout, last)
 		}
 		select {
 		case <-ctx.Done():
@@ -280,14 +316,135 @@ func (d *Driver) lastLog(ctx context.Context, cid string) string {
 // followSidecar forwards the sidecar's audit events to the server,
 // through the published egress port.
 func (d *Driver) followSidecar(id string, sb container.InspectResponse) {
-	addr, err := d.published(sb, egressPort)
+	dial, err := d.sidecarDialer(id, sb)
 	if err != nil {
+		d.cfg.Logger.Warn("the egress sidecar's audit events cannot be followed", "sandbox_id", id, "err", err)
 		return
 	}
-	d.net.Follow(id, d.egressDir(id), func(ctx context.Context) (net.Conn, error) {
-		var nd net.Dialer
-		return nd.DialContext(ctx, "tcp", addr.String())
-	})
+	d.net.Follow(id, d.egressDir(id), dial)
+}
+
+// sidecarDialer connects to the sidecar's API through the published
+// port, over TLS, and accepts only the certificate made for this
+// sidecar: whatever else answers on the port never sees a request.
+func (d *Driver) sidecarDialer(id string, sb container.InspectResponse) (forward.Dialer, error) {
+	addr, err := d.published(sb, egressPort)
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(filepath.Join(d.egressDir(id), apiCertFile))
+	if err != nil {
+		return nil, fmt.Errorf("the egress sidecar's certificate: %w", err)
+	}
+	block, _ := pem.Decode(b)
+	if block == nil {
+		return nil, fmt.Errorf("the egress sidecar's certificate is not PEM")
+	}
+	want := block.Bytes
+	cfg := &tls.Config{MinVersion: tls.VersionTLS13,
+		// Pinned, not chained: the one certificate this server made.
+		InsecureSkipVerify: true,
+		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
+			if len(raw) == 0 || !bytes.Equal(raw[0], want) {
+				return errors.New("port 18080 answered with a certificate other than the egress sidecar's")
+			}
+			return nil
+		}}
+	return func(ctx context.Context) (net.Conn, error) {
+		// Bounded: whatever holds the port may never answer.
+		hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		nd := net.Dialer{KeepAlive: 15 * time.Second}
+		c, err := nd.DialContext(hctx, "tcp", addr.String())
+		if err != nil {
+			return nil, err
+		}
+		tc := tls.Client(c, cfg)
+		if err := tc.HandshakeContext(hctx); err != nil {
+			c.Close()
+			return nil, err
+		}
+		return tc, nil
+	}, nil
+}
+
+// makeAPICert makes the sidecar API's key and self-signed certificate in
+// dir.
+func makeAPICert(dir, id string) error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: "corral egress sidecar " + id},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.AddDate(20, 0, 0),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return err
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, apiKeyFile), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, apiCertFile), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+}
+
+// sidecarImage is the engine's image holding nothing but this corral
+// binary (at sidecarBinary), imported the first time it is missing:
+// sidecars never run the sandbox's image, whose configuration (health
+// checks, environment, labels, CA roots) the sandbox's user controls.
+func (d *Driver) sidecarImage(ctx context.Context) (string, error) {
+	d.imgMu.Lock()
+	defer d.imgMu.Unlock()
+	if d.sidecarRef == "" {
+		f, err := os.Open(d.cfg.CorralBinary)
+		if err != nil {
+			return "", fmt.Errorf("corral binary: %w", err)
+		}
+		h := sha256.New()
+		_, err = io.Copy(h, f)
+		f.Close()
+		if err != nil {
+			return "", fmt.Errorf("corral binary: %w", err)
+		}
+		d.sidecarRef = "corral-egress:" + hex.EncodeToString(h.Sum(nil))[:16]
+	}
+	cctx, cancel := d.call(ctx)
+	_, err := d.cli.ImageInspect(cctx, d.sidecarRef)
+	cancel()
+	if err == nil {
+		return d.sidecarRef, nil
+	}
+	if !cerrdefs.IsNotFound(err) {
+		return "", d.engineErr("inspect the egress sidecar image", err)
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		tw := tar.NewWriter(pw)
+		err := d.writeBinary(tw, strings.TrimPrefix(sidecarBinary, "/"))
+		if err == nil {
+			err = tw.Close()
+		}
+		pw.CloseWithError(err)
+	}()
+	ictx, cancel := context.WithTimeout(ctx, 4*d.cfg.CallTimeout)
+	defer cancel()
+	res, err := d.cli.ImageImport(ictx, client.ImageImportSource{Source: pr, SourceName: "-"}, d.sidecarRef, client.ImageImportOptions{})
+	pr.Close()
+	if err != nil {
+		return "", d.engineErr("import the egress sidecar image", err)
+	}
+	_, _ = io.Copy(io.Discard, res)
+	res.Close()
+	return d.sidecarRef, nil
 }
 
 // sidecar returns sandbox id's egress sidecar; ok is false if it has none.
@@ -334,7 +491,9 @@ func (d *Driver) recoverSidecar(ctx context.Context, id string, sb container.Ins
 		if _, err := os.Stat(filepath.Join(d.egressDir(id), "token")); err != nil {
 			return nil // not policed
 		}
-		return fmt.Errorf("sandbox %s: its egress sidecar %s is gone: %w", id, sidecarName(id), errdefs.ErrNotFound)
+		// Not ErrNotFound: the sandbox is there, failed closed (its rules
+		// stay in the kernel, nothing answers its DNS or API).
+		return fmt.Errorf("sandbox %s: its egress sidecar %s was removed; the sandbox has no DNS and its policy cannot change: delete it", id, sidecarName(id))
 	}
 	if !sc.State.Running && !sc.State.Restarting {
 		cctx, cancel := d.call(ctx)

@@ -87,8 +87,8 @@ func (f *forwarder) handle(c net.Conn) {
 	var wg sync.WaitGroup
 	pipe := func(dst, src net.Conn) {
 		_, _ = io.Copy(dst, src)
-		if tc, ok := dst.(*net.TCPConn); ok {
-			_ = tc.CloseWrite()
+		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite() // TCP, or TLS to a pinned sidecar
 		}
 	}
 	wg.Go(func() { pipe(up, c) })
