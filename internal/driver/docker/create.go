@@ -215,7 +215,7 @@ func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, gated 
 	}
 	switch {
 	case gated && d.cfg.Remote:
-		args = append(append(args, "--wait-url", waitURL, "--wait-timeout", (d.cfg.ReadyTimeout + 30*time.Second).String(), "--"), spec.Entrypoint...)
+		args = append(append(args, "--wait-url", waitURL, "--wait-timeout", (d.cfg.ReadyTimeout+30*time.Second).String(), "--"), spec.Entrypoint...)
 	case gated:
 		args = append(args, "--wait-start", gateInSandbox+"/start")
 	default:
