@@ -308,8 +308,10 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 	}
 	if s.cfg.DropPrivileges {
-		if err := dropPrivileges(); err != nil {
+		if boundingKept, err := dropPrivileges(); err != nil {
 			s.log.Warn("the enforcer keeps its privileges", "err", err)
+		} else if boundingKept {
+			s.log.Info("kept only CAP_NET_ADMIN; the capability bounding set stays its container's (no CAP_SETPCAP to narrow it)")
 		}
 	}
 	s.ready.Store(true)
