@@ -4,16 +4,15 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"net"
 	"net/netip"
 	"os"
 	"strconv"
 	"strings"
 
+	"github.com/corral-dev/corral/internal/driver/egressnet"
 	"github.com/corral-dev/corral/internal/egress"
 	"github.com/corral-dev/corral/internal/egress/nft"
 	"github.com/corral-dev/corral/internal/egress/policy"
@@ -104,13 +103,9 @@ func runEgress(ctx context.Context, e *env, args []string) int {
 		if cfg.Netns != "" {
 			return fail(e, "egress: --inbound needs --netns self")
 		}
-		var ports []uint16
-		for _, p := range splitList(*inbound) {
-			n, err := strconv.ParseUint(p, 10, 16)
-			if err != nil || n == 0 {
-				return fail(e, "egress: --inbound %q: want TCP ports, comma-separated", *inbound)
-			}
-			ports = append(ports, uint16(n))
+		ports, ok := parsePorts(*inbound)
+		if !ok {
+			return fail(e, "egress: --inbound %q: want TCP ports, comma-separated", *inbound)
 		}
 		if err := nft.RestrictInbound(ports); err != nil {
 			return fail(e, "egress: %v", err)
@@ -132,7 +127,7 @@ func runEgress(ctx context.Context, e *env, args []string) int {
 	}
 	cfg.Upstreams = splitList(*upstreams)
 	if len(cfg.Upstreams) == 0 {
-		cfg.Upstreams = systemResolvers()
+		cfg.Upstreams = egressnet.SystemResolvers(true)
 	}
 	for _, u := range cfg.Upstreams {
 		if _, err := netip.ParseAddrPort(u); err != nil {
@@ -155,31 +150,24 @@ func runEgress(ctx context.Context, e *env, args []string) int {
 	return 0
 }
 
+// parsePorts reads a comma-separated list of ports from 1 to 65535; ok is
+// false for anything else, an empty item included.
+func parsePorts(s string) (ports []uint16, ok bool) {
+	for _, p := range strings.Split(s, ",") {
+		n, err := strconv.ParseUint(strings.TrimSpace(p), 10, 16)
+		if err != nil || n == 0 {
+			return nil, false
+		}
+		ports = append(ports, uint16(n))
+	}
+	return ports, true
+}
+
 func splitList(s string) []string {
 	var out []string
 	for _, p := range strings.Split(s, ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// systemResolvers reads the nameservers of /etc/resolv.conf.
-func systemResolvers() []string {
-	f, err := os.Open("/etc/resolv.conf")
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) >= 2 && fields[0] == "nameserver" {
-			if ip, err := netip.ParseAddr(fields[1]); err == nil {
-				out = append(out, net.JoinHostPort(ip.String(), "53"))
-			}
 		}
 	}
 	return out

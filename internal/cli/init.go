@@ -47,13 +47,9 @@ func runInit(_ context.Context, e *env, args []string) int {
 	if *isolate != "" {
 		// Fail closed: an entrypoint never runs in a namespace that could
 		// not be isolated.
-		var ports []uint16
-		for _, p := range strings.Split(*isolate, ",") {
-			n, err := strconv.ParseUint(strings.TrimSpace(p), 10, 16)
-			if err != nil || n == 0 {
-				return fail(e, "init: --isolate-network %q: want ports from 1 to 65535, comma-separated", *isolate)
-			}
-			ports = append(ports, uint16(n))
+		ports, ok := parsePorts(*isolate)
+		if !ok {
+			return fail(e, "init: --isolate-network %q: want ports from 1 to 65535, comma-separated", *isolate)
 		}
 		if err := nft.Isolate(ports); err != nil {
 			return fail(e, "init: --isolate-network: %v", err)

@@ -12,6 +12,7 @@ import (
 	"net/netip"
 
 	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/driver/egressnet"
 	"github.com/corral-dev/corral/internal/driver/kube"
 	"github.com/corral-dev/corral/internal/kube/controller"
 	"github.com/corral-dev/corral/internal/kube/kubeconfig"
@@ -51,11 +52,7 @@ func runController(ctx context.Context, e *env, args []string) int {
 	}
 	if len(upstreams) == 0 {
 		// A loopback resolver of this host means nothing in a pod.
-		for _, u := range systemResolvers() {
-			if !netip.MustParseAddrPort(u).Addr().IsLoopback() {
-				upstreams = append(upstreams, u)
-			}
-		}
+		upstreams = egressnet.SystemResolvers(false)
 	}
 	deny := splitList(*egressDeny)
 	for _, d := range deny {

@@ -426,6 +426,11 @@ func TestCLIRejectsBadInput(t *testing.T) {
 		{[]string{"egress", "--netns", "/nonexistent", "--deny", "10.0.0.0/40", "--upstream", "127.0.0.1:53"}, 1, "want a CIDR"},
 		{[]string{"egress", "--netns", "/nonexistent", "--token", "t", "--policy", `{"egress":[{"action":"allow","target":"http://x"}]}`, "--upstream", "127.0.0.1:53"}, 1, "egress[0]"},
 		{[]string{"egress", "--netns", "/nonexistent", "--upstream", "127.0.0.1:53"}, 1, "a token is required"},
+		{[]string{"egress", "--netns", "self", "--token", "t0123456789abcdef", "--inbound", "44772,"}, 1, "--inbound"},
+		{[]string{"egress", "--netns", "/nonexistent", "--token", "t0123456789abcdef", "--inbound", "44772"}, 1, "--inbound needs --netns self"},
+		{[]string{"egress", "--netns", "self", "--token", "t0123456789abcdef", "--api-tls-cert", "/nonexistent"}, 1, "go together"},
+		{[]string{"egress", "--netns", "self", "--token", "t0123456789abcdef", "--api-tls-cert", "/nonexistent", "--api-tls-key", "/nonexistent"}, 1, "--api-tls-cert"},
+		{[]string{"init", "--isolate-network", "44772,x", "--", "true"}, 1, "--isolate-network"},
 		{[]string{"nosuchcommand"}, 2, "unknown command"},
 	} {
 		r := c.run(nil, tc.args...)

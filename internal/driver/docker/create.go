@@ -149,7 +149,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 	}
 	if policed && d.cfg.Remote {
 		// PID 1 holds the entrypoint back until the sidecar is ready.
-		if err := d.startSidecar(ctx, spec.ID, ref, created.ID, upstreams); err != nil {
+		if err := d.startSidecar(ctx, spec.ID, created.ID, upstreams); err != nil {
 			return nil, err
 		}
 	} else if policed {

@@ -5,7 +5,6 @@ package docker
 
 import (
 	"archive/tar"
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -84,20 +83,7 @@ func (d *Driver) remoteUpstreams() ([]string, error) {
 	if len(d.cfg.Network.Upstreams) > 0 {
 		return d.cfg.Network.Upstreams, nil
 	}
-	var out []string
-	if f, err := os.Open("/etc/resolv.conf"); err == nil {
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			fields := strings.Fields(sc.Text())
-			if len(fields) < 2 || fields[0] != "nameserver" {
-				continue
-			}
-			if ip, err := netip.ParseAddr(fields[1]); err == nil && !ip.IsLoopback() {
-				out = append(out, net.JoinHostPort(ip.String(), "53"))
-			}
-		}
-		f.Close()
-	}
+	out := egressnet.SystemResolvers(false)
 	if len(out) == 0 {
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "SANDBOX::API_NOT_SUPPORTED",
 			"network policies on a remote Docker engine need resolvers its machine reaches: start the server with --egress-upstream IP:PORT")
@@ -107,8 +93,8 @@ func (d *Driver) remoteUpstreams() ([]string, error) {
 
 // startSidecar creates and starts the enforcer of sandbox id, whose
 // container (sandboxCID, running) owns the network namespace, from the
-// sandbox's own image, and follows its audit events.
-func (d *Driver) startSidecar(ctx context.Context, id, ref, sandboxCID string, upstreams []string) error {
+// sidecar image, and follows its audit events.
+func (d *Driver) startSidecar(ctx context.Context, id, sandboxCID string, upstreams []string) error {
 	c, err := d.inspect(ctx, id)
 	if err != nil {
 		return err
@@ -272,16 +258,18 @@ func (d *Driver) waitSidecar(ctx context.Context, id string, sb container.Inspec
 		cctx, cancel := d.call(ctx)
 		res, err := d.cli.ContainerInspect(cctx, sidecarName(id), client.ContainerInspectOptions{})
 		cancel()
-		last := "the engine did not answer"
-		if err == nil {
-			last = d.lastLog(ctx, res.Container.ID)
-			if st := res.Container.State; st != nil && !st.Running && (st.Status == container.StateExited || st.Restarting && !recovering) {
-				return &errdefs.Error{Code: "SANDBOX::EGRESS_FAILED", Message: "the egress sidecar exited during start: " + last}
+		last := func() string {
+			if err != nil {
+				return "the engine did not answer"
 			}
+			return d.lastLog(ctx, res.Container.ID)
+		}
+		if st := res.Container.State; err == nil && st != nil && !st.Running && (st.Status == container.StateExited || st.Restarting && !recovering) {
+			return &errdefs.Error{Code: "SANDBOX::EGRESS_FAILED", Message: "the egress sidecar exited during start: " + last()}
 		}
 		if time.Now().After(deadline) {
 			return errdefs.Newf(errdefs.ErrUnavailable, "SANDBOX::EGRESS_FAILED", "the egress sidecar of %s did not become ready within %v: %s",
-				id, d.cfg.ReadyTimeout, last)
+				id, d.cfg.ReadyTimeout, last())
 		}
 		select {
 		case <-ctx.Done():
