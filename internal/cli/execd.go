@@ -5,7 +5,12 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"net"
+	"os"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/corral-dev/corral/internal/execd"
 	"github.com/corral-dev/corral/internal/execd/process"
@@ -14,8 +19,9 @@ import (
 func runExecd(ctx context.Context, e *env, args []string) int {
 	fs := newFlagSet(e, "execd", "execd [flags]")
 	listen := fs.String("listen", execd.DefaultListen, "address to serve the execd API on")
-	token := fs.String("access-token", e.getenv("EXECD_ACCESS_TOKEN"), "token required in X-EXECD-ACCESS-TOKEN (default $EXECD_ACCESS_TOKEN; empty: no auth)")
-	tokenFile := fs.String("access-token-file", "", "read the access token from this file instead, re-read when it changes (empty file: nothing passes)")
+	listenFD := fs.Int("listen-fd", 0, "serve on this inherited listening socket (3 or more) instead of --listen")
+	token := fs.String("access-token", e.getenv("EXECD_ACCESS_TOKEN"), "token required in X-EXECD-ACCESS-TOKEN, or its verifier sha256:HEX (default $EXECD_ACCESS_TOKEN; empty: no auth)")
+	tokenFile := fs.String("access-token-file", "", "read the access token (or its verifier) from this file instead, re-read when it changes (empty file: nothing passes)")
 	stateDir := fs.String("state-dir", "", "where command output is retained (default: a directory under $TMPDIR)")
 	envFile := fs.String("env-file", e.getenv("EXECD_ENVS"), "file of KEY=VALUE lines added to every command's environment (default $EXECD_ENVS)")
 	retainN := fs.Int("retain-commands", 1000, "finished commands kept for status and logs")
@@ -40,8 +46,35 @@ func runExecd(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return fail(e, "%v", err)
 	}
+	// Code in the sandbox runs as the same user: it must not be able to
+	// read the tokens that requests carry out of this process's memory.
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	if *listenFD != 0 {
+		ln, err := inheritedListener(*listenFD)
+		if err != nil {
+			return fail(e, "execd: --listen-fd %d: %v", *listenFD, err)
+		}
+		err = srv.Serve(ctx, ln)
+		if err != nil {
+			return fail(e, "%v", err)
+		}
+		return 0
+	}
 	if err := srv.Run(ctx); err != nil {
 		return fail(e, "%v", err)
 	}
 	return 0
+}
+
+// inheritedListener is the listening socket at descriptor fd.
+func inheritedListener(fd int) (net.Listener, error) {
+	if fd < 3 {
+		return nil, errors.New("want a descriptor of 3 or more")
+	}
+	if v, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ACCEPTCONN); err != nil || v != 1 {
+		return nil, errors.New("not a listening socket")
+	}
+	f := os.NewFile(uintptr(fd), "listener")
+	defer f.Close()
+	return net.FileListener(f)
 }

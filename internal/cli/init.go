@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/url"
 	"os"
 	"os/user"
@@ -25,14 +26,15 @@ import (
 )
 
 // runInit is PID 1 of a sandbox: `corral init [flags] -- ENTRYPOINT...`.
-// The execd access token comes in $EXECD_ACCESS_TOKEN and is handed to
-// execd only, never to the entrypoint.
+// The execd access token's verifier comes in $EXECD_ACCESS_TOKEN and is
+// handed to execd only, never to the entrypoint.
 func runInit(_ context.Context, e *env, args []string) int {
 	fs := newFlagSet(e, "init", "init [flags] -- PROGRAM [ARGS...]")
 	noExecd := fs.Bool("no-execd", false, "do not start the execd daemon")
 	listen := fs.String("execd-listen", ":44772", "address execd listens on")
 	stateDir := fs.String("execd-state-dir", "/var/lib/corral-execd", "where execd retains command output")
-	statusDir := fs.String("status-dir", "", "directory that receives the entrypoint's exit code in a file named exit")
+	exitFD := fs.Int("exit-fd", 0, "descriptor (3 or more) of a file that receives the entrypoint's exit code (the runtime passes it in)")
+	consoleLimit := fs.Int64("console-limit", 0, "when stdout is a file, keep it under this many bytes, dropping the oldest output (0: no limit)")
 	waitStart := fs.String("wait-start", "", "start no entrypoint until a JSON {\"args\",\"env\"} arrives on this FIFO (warm pools)")
 	waitURL := fs.String("wait-url", "", "start no entrypoint until an HTTP GET of this URL answers 200 (execd runs meanwhile)")
 	waitTimeout := fs.Duration("wait-timeout", 2*time.Minute, "with --wait-url: how long to wait before giving up (PID 1 then exits)")
@@ -77,8 +79,18 @@ func runInit(_ context.Context, e *env, args []string) int {
 	if err := prepareWarm(*waitStart, *tokenFile, e.getenv("EXECD_ACCESS_TOKEN")); err != nil {
 		return fail(e, "init: %v", err)
 	}
-	cfg := initproc.Config{Entrypoint: fs.Args(), Env: entryEnv, DaemonEnv: daemonEnv, Stderr: e.stderr, StatusDir: *statusDir, StartFIFO: *waitStart,
-		WaitURL: *waitURL, WaitTimeout: *waitTimeout}
+	cfg := initproc.Config{Entrypoint: fs.Args(), Env: entryEnv, DaemonEnv: daemonEnv, Stderr: e.stderr, StartFIFO: *waitStart,
+		WaitURL: *waitURL, WaitTimeout: *waitTimeout, ConsoleLimit: *consoleLimit}
+	if *exitFD != 0 {
+		f, err := exitFile(*exitFD)
+		if err != nil {
+			return fail(e, "init: --exit-fd %d: %v", *exitFD, err)
+		}
+		cfg.ExitFile = f
+	}
+	if *consoleLimit < 0 {
+		return fail(e, "init: --console-limit %d: want a size in bytes, 0 for none", *consoleLimit)
+	}
 	if *waitURL != "" {
 		if u, err := url.Parse(*waitURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fail(e, "init: --wait-url %q: want an http:// or https:// URL", *waitURL)
@@ -95,7 +107,14 @@ func runInit(_ context.Context, e *env, args []string) int {
 		cfg.Credential = cred
 	}
 	if !*noExecd {
-		cfg.Daemon = []string{"corral", "execd", "--listen", *listen, "--state-dir", *stateDir}
+		cfg.Daemon = []string{"corral", "execd", "--state-dir", *stateDir}
+		if f, err := listenFile(*listen); err == nil {
+			cfg.DaemonFiles = []*os.File{f}
+			cfg.Daemon = append(cfg.Daemon, "--listen-fd", "3")
+		} else {
+			fmt.Fprintf(e.stderr, "corral init: listen on %s for execd: %v; execd binds it itself\n", *listen, err)
+			cfg.Daemon = append(cfg.Daemon, "--listen", *listen)
+		}
 		if *tokenFile != "" {
 			cfg.Daemon = append(cfg.Daemon, "--access-token-file", *tokenFile)
 		}
@@ -104,6 +123,37 @@ func runInit(_ context.Context, e *env, args []string) int {
 		}
 	}
 	return initproc.Run(cfg)
+}
+
+// listenFile binds execd's TCP address and returns the socket as a file
+// to hand down.
+func listenFile(addr string) (*os.File, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	defer ln.Close()
+	return ln.(*net.TCPListener).File()
+}
+
+// exitFile checks that fd is an inherited descriptor of a regular file
+// open for writing.
+func exitFile(fd int) (*os.File, error) {
+	if fd < 3 {
+		return nil, errors.New("want a descriptor of 3 or more")
+	}
+	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err != nil {
+		return nil, errors.New("not an open descriptor")
+	}
+	if fl&unix.O_ACCMODE == unix.O_RDONLY {
+		return nil, errors.New("not open for writing")
+	}
+	f := os.NewFile(uintptr(fd), "exit")
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	return f, nil
 }
 
 // lookupCredential resolves USER[:GROUP] the way an image's User field

@@ -12,7 +12,6 @@ package execd
 import (
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -33,6 +32,7 @@ import (
 	"github.com/corral-dev/corral/errdefs/errhttp"
 	"github.com/corral-dev/corral/internal/execd/process"
 	"github.com/corral-dev/corral/internal/logctx"
+	"github.com/corral-dev/corral/internal/verifier"
 )
 
 // DefaultListen is where execd listens inside a sandbox.
@@ -43,11 +43,12 @@ const DefaultListen = ":44772"
 type Config struct {
 	Listen string
 	// AccessToken, when set, is required in X-EXECD-ACCESS-TOKEN on every
-	// route but /ping.
+	// route but /ping. It is the token's verifier (internal/verifier), as
+	// runtimes hand it over, or the token itself.
 	AccessToken string
-	// AccessTokenFile, when set, holds the token instead (re-read when the
-	// file changes; a missing or empty file lets nothing in): a warm-pool
-	// sandbox gets its token when it is claimed.
+	// AccessTokenFile, when set, holds the token or its verifier instead
+	// (re-read when the file changes; a missing or empty file lets
+	// nothing in): a warm-pool sandbox gets its token when it is claimed.
 	AccessTokenFile string
 	// StateDir holds retained command output.
 	StateDir string
@@ -217,8 +218,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		if s.cfg.AccessTokenFile != "" {
 			want = s.token.get()
 		}
-		got := r.Header.Get(api.HeaderExecdToken)
-		if want == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+		if !verifier.Match(want, r.Header.Get(api.HeaderExecdToken)) {
 			writeError(w, errdefs.New(errdefs.ErrUnauthenticated, api.CodeExecdUnauthorized,
 				"invalid or missing header X-EXECD-ACCESS-TOKEN"))
 			return

@@ -40,15 +40,27 @@ type Config struct {
 	Dir string
 	// Daemon is the in-sandbox daemon's argv; empty runs none.
 	Daemon []string
-	// DaemonEnv is the daemon's environment (it holds the access token,
-	// which the entrypoint must not inherit).
+	// DaemonEnv is the daemon's environment (it holds what the daemon
+	// needs and the entrypoint must not inherit).
 	DaemonEnv []string
+	// DaemonFiles are passed to the daemon as descriptors 3 and on: its
+	// listening socket, bound by PID 1 before anything else runs, so no
+	// program in the sandbox can take the daemon's port, even while the
+	// daemon restarts.
+	DaemonFiles []*os.File
 	// Credential runs the entrypoint as another user when set.
 	Credential *syscall.Credential
-	// StatusDir, when set, receives a file "exit" with the entrypoint's
-	// exit code before PID 1 exits: the runtime outside reads it, as it is
-	// not the parent of PID 1.
-	StatusDir string
+	// ExitFile, when set, receives the entrypoint's exit code (decimal,
+	// a newline) before PID 1 exits: the runtime outside reads it, as it
+	// is not the parent of PID 1. It is a descriptor the runtime passed
+	// in, of a file outside the sandbox's file systems, so nothing in the
+	// sandbox can put a link or a FIFO where the runtime reads.
+	ExitFile *os.File
+	// ConsoleLimit, when positive and PID 1's stdout is a regular file
+	// (the runtime's console log), bounds that file: the entrypoint and
+	// the daemon print into a pipe PID 1 copies from, and past the limit
+	// the oldest output is dropped with a line that says so.
+	ConsoleLimit int64
 	// StartFIFO, when set, holds the entrypoint back: PID 1 starts the
 	// daemon, then waits for one JSON Start written to this FIFO (a
 	// warm-pool sandbox waiting to be claimed); Entrypoint is then unused.
@@ -64,6 +76,10 @@ type Config struct {
 	StopGrace time.Duration
 	Stderr    io.Writer
 	Logger    *slog.Logger
+
+	// stdout and stderr are what the entrypoint and the daemon print to:
+	// PID 1's own, or the console pipe.
+	stdout, stderr *os.File
 }
 
 // Start is what a claim writes to a waiting PID 1's StartFIFO.
@@ -140,6 +156,7 @@ func Run(cfg Config) int {
 	if cfg.StopGrace <= 0 {
 		cfg.StopGrace = 2 * time.Second
 	}
+	cfg.stdout, cfg.stderr = os.Stdout, os.Stderr
 	if cfg.Stderr == nil {
 		cfg.Stderr = os.Stderr
 	}
@@ -150,18 +167,41 @@ func Run(cfg Config) int {
 		fmt.Fprintln(cfg.Stderr, "corral init: no entrypoint given (usage: corral init [flags] -- PROGRAM [ARGS...])")
 		return 2
 	}
+	// Nothing in the sandbox may read PID 1's memory, environment or
+	// descriptors (the exit file among them): with no CAP_SYS_PTRACE
+	// there, a process that is not dumpable is out of reach.
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	if cfg.ExitFile != nil {
+		syscall.CloseOnExec(int(cfg.ExitFile.Fd()))
+	}
+	var out *console
+	if cfg.ConsoleLimit > 0 {
+		var err error
+		if out, err = startConsole(os.Stdout, cfg.ConsoleLimit); err != nil {
+			fmt.Fprintln(cfg.Stderr, "corral init: console: "+err.Error())
+		} else if out != nil {
+			cfg.stdout, cfg.stderr = out.w, out.w
+			if cfg.Stderr == os.Stderr {
+				cfg.Stderr = out.w
+			}
+		}
+	}
 	code := run(cfg)
-	if cfg.StatusDir != "" {
-		writeStatus(cfg.StatusDir, code)
+	if out != nil {
+		out.close()
+	}
+	if cfg.ExitFile != nil {
+		writeExit(cfg.ExitFile, code)
 	}
 	return code
 }
 
-// writeStatus records the exit code atomically.
-func writeStatus(dir string, code int) {
-	tmp := filepath.Join(dir, ".exit.tmp")
-	if err := os.WriteFile(tmp, []byte(strconv.Itoa(code)+"\n"), 0o644); err == nil {
-		_ = os.Rename(tmp, filepath.Join(dir, "exit"))
+// writeExit records the exit code in f in one write, so a reader sees
+// either nothing or the whole code.
+func writeExit(f *os.File, code int) {
+	b := []byte(strconv.Itoa(code) + "\n")
+	if _, err := f.WriteAt(b, 0); err == nil {
+		_ = f.Truncate(int64(len(b)))
 	}
 }
 
@@ -209,7 +249,7 @@ func run(cfg Config) int {
 		sys = &syscall.SysProcAttr{Credential: cfg.Credential}
 	}
 	entry, err := os.StartProcess(path, cfg.Entrypoint, &os.ProcAttr{
-		Dir: cfg.Dir, Env: cfg.Env, Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}, Sys: sys,
+		Dir: cfg.Dir, Env: cfg.Env, Files: []*os.File{os.Stdin, cfg.stdout, cfg.stderr}, Sys: sys,
 	})
 	if err != nil {
 		fmt.Fprintln(cfg.Stderr, "corral init: start entrypoint: "+err.Error())
@@ -326,7 +366,7 @@ func (p *pid1) startDaemon() {
 		self = "/proc/self/exe"
 	}
 	proc, err := os.StartProcess(self, p.cfg.Daemon, &os.ProcAttr{
-		Env: p.cfg.DaemonEnv, Files: []*os.File{nil, os.Stdout, os.Stderr},
+		Env: p.cfg.DaemonEnv, Files: append([]*os.File{nil, p.cfg.stdout, p.cfg.stderr}, p.cfg.DaemonFiles...),
 		Sys: &syscall.SysProcAttr{Setpgid: true},
 	})
 	if err != nil {

@@ -5,7 +5,11 @@ package server
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -36,6 +40,35 @@ func endpointHeaders(sb *sandbox.Sandbox, port int) map[string]string {
 		return map[string]string{api.HeaderEgressToken: string(sb.EgressToken)}
 	}
 	return nil
+}
+
+// proxyHeaders are the headers a client sends to reach a sandbox port
+// through the server's proxy route: a proxy token for that sandbox and
+// port under the header the port's own token travels in, so clients that
+// send an endpoint's headers as they are work unchanged. A proxy token
+// opens only the proxy route (the port itself wants its own token, which
+// the proxy adds), so a port's token found anywhere cannot be used from
+// outside through the server, and a proxy token is useless against the
+// port.
+func proxyHeaders(sb *sandbox.Sandbox, port int) map[string]string {
+	header := api.HeaderExecdToken
+	if port == api.EgressPort {
+		header = api.HeaderEgressToken
+	}
+	return map[string]string{header: proxyToken(sb, port)}
+}
+
+// proxyToken is derived from the sandbox's own token for the port (which
+// no process in the sandbox holds), so every server replica computes the
+// same one and it dies with the sandbox.
+func proxyToken(sb *sandbox.Sandbox, port int) string {
+	key := sb.ExecdToken
+	if port == api.EgressPort {
+		key = sb.EgressToken
+	}
+	m := hmac.New(sha256.New, []byte(key))
+	fmt.Fprintf(m, "corral proxy route %s %d", sb.ID, port)
+	return "cpx_" + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
 // remoteIsLoopback reports whether the client connected from this machine.
@@ -78,6 +111,7 @@ func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) {
 	// the authenticated proxy route instead.
 	if useProxy || addr.Addr().IsLoopback() && !remoteIsLoopback(r) {
 		out.Endpoint = r.Host + "/sandboxes/" + id + "/proxy/" + strconv.Itoa(port)
+		out.Headers = proxyHeaders(sb, port)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -190,8 +224,10 @@ func (p *sandboxProxy) serve(w http.ResponseWriter, r *http.Request) {
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), proxyTargetKey{}, t)))
 }
 
-// authorize accepts the owning tenant's API key, or the sandbox's own
-// execd token (egress token for the egress port), compared in constant time.
+// authorize accepts the owning tenant's API key, or the proxy token of
+// that sandbox and port (proxyHeaders), compared in constant time. A
+// port's own token is not accepted: a process in the sandbox that learned
+// it must not be able to use it from anywhere the server listens.
 func (p *sandboxProxy) authorize(r *http.Request, id string, port int) (string, bool) {
 	if pr, ok := principalFrom(r.Context()); ok {
 		return pr.Tenant, true
@@ -200,13 +236,11 @@ func (p *sandboxProxy) authorize(r *http.Request, id string, port int) (string, 
 	if err != nil {
 		return "", false
 	}
-	header, want := api.HeaderExecdToken, sb.ExecdToken
-	if port == api.EgressPort {
-		header, want = api.HeaderEgressToken, sb.EgressToken
-	}
-	got := r.Header.Get(header)
-	if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
-		return "", false
+	for header, want := range proxyHeaders(sb, port) {
+		got := r.Header.Get(header)
+		if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+			return "", false
+		}
 	}
 	return sb.Tenant, true
 }

@@ -51,9 +51,23 @@ func TestProxy(t *testing.T) {
 	if got := e.Headers[http.CanonicalHeaderKey(api.HeaderExecdToken)]; len(got) != 1 || got[0] != token {
 		t.Errorf("execd got token %v, want the sandbox's", got)
 	}
-	// OpenSandbox clients send the endpoint's headers and no API key.
-	echo(s.call("GET", "/v1/sandboxes/"+id+"/proxy/44772/command", "", nil, api.HeaderExecdToken, token))
-	echo(s.call("GET", "/v1/sandboxes/"+id+"/proxy/8080", "", nil, api.HeaderExecdToken, token))
+	// OpenSandbox clients send the proxy endpoint's headers and no API key.
+	var pep api.Endpoint
+	s.call("GET", "/v1/sandboxes/"+id+"/endpoints/44772?use_server_proxy=true", s.keyA, nil).decode(t, &pep)
+	ptoken := pep.Headers[api.HeaderExecdToken]
+	if !strings.HasSuffix(pep.Endpoint, "/sandboxes/"+id+"/proxy/44772") || ptoken == "" || ptoken == token {
+		t.Fatalf("proxy endpoint = %+v; want the proxy route with a proxy token", pep)
+	}
+	e = echo(s.call("GET", "/v1/sandboxes/"+id+"/proxy/44772/command", "", nil, api.HeaderExecdToken, ptoken))
+	if got := e.Headers[http.CanonicalHeaderKey(api.HeaderExecdToken)]; len(got) != 1 || got[0] != token {
+		t.Errorf("execd got token %v through a proxy token, want the sandbox's", got)
+	}
+	var uep api.Endpoint
+	s.call("GET", "/v1/sandboxes/"+id+"/endpoints/8080?use_server_proxy=true", s.keyA, nil).decode(t, &uep)
+	e = echo(s.call("GET", "/v1/sandboxes/"+id+"/proxy/8080", "", nil, api.HeaderExecdToken, uep.Headers[api.HeaderExecdToken]))
+	if _, ok := e.Headers[http.CanonicalHeaderKey(api.HeaderExecdToken)]; ok {
+		t.Errorf("the user port received the proxy token")
+	}
 	// Anything else is refused.
 	for _, tc := range []struct {
 		name   string
@@ -63,6 +77,10 @@ func TestProxy(t *testing.T) {
 	}{
 		{"no credentials", "", nil, 401},
 		{"wrong token", "", []string{api.HeaderExecdToken, token + "x"}, 401},
+		// A sandbox's own execd token must not open the public route: code
+		// in a sandbox that learned it could use it from anywhere.
+		{"execd token", "", []string{api.HeaderExecdToken, token}, 401},
+		{"another port's proxy token", "", []string{api.HeaderExecdToken, ptoken}, 401},
 		{"bad key", "ck_nope", nil, 401},
 		{"other tenant", s.keyB, nil, 404},
 	} {

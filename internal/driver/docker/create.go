@@ -35,6 +35,7 @@ import (
 	"github.com/corral-dev/corral/internal/driver/forward"
 	"github.com/corral-dev/corral/internal/driver/netns"
 	"github.com/corral-dev/corral/internal/initproc"
+	"github.com/corral-dev/corral/internal/verifier"
 )
 
 // Create implements driver.Driver: image (pulled when missing), container,
@@ -224,7 +225,9 @@ func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, gated 
 	for k, v := range spec.Env {
 		env = append(env, k+"="+v)
 	}
-	env = append(env, "EXECD_ACCESS_TOKEN="+spec.ExecdToken)
+	// Only the token's verifier: code in the container can read PID 1's
+	// environment, and the engine's inspect shows it.
+	env = append(env, "EXECD_ACCESS_TOKEN="+verifier.Of(spec.ExecdToken))
 	pids := spec.Resources.Pids
 	if pids <= 0 {
 		pids = DefaultPids

@@ -198,7 +198,9 @@ func Ping(ctx context.Context, dial Dialer) (bool, error) {
 	if _, err := io.WriteString(conn, "GET /ping HTTP/1.1\r\nHost: execd\r\nConnection: close\r\n\r\n"); err != nil {
 		return false, err
 	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
+	// Whatever answers is inside the sandbox: a status line is short, and
+	// nothing more of the answer is read.
+	line, err := bufio.NewReader(io.LimitReader(conn, 256)).ReadString('\n')
 	if err != nil {
 		return false, err
 	}

@@ -4,7 +4,6 @@
 package oci
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,7 +12,9 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -29,6 +30,8 @@ import (
 	"github.com/corral-dev/corral/internal/driver/netns"
 	"github.com/corral-dev/corral/internal/imagestore"
 	"github.com/corral-dev/corral/internal/procfs"
+	"github.com/corral-dev/corral/internal/safefile"
+	"github.com/corral-dev/corral/internal/verifier"
 )
 
 // rootfsPlan is where a sandbox's root filesystem comes from.
@@ -148,7 +151,7 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *dr
 		if err := syscall.Mkfifo(filepath.Join(bundle, "status", "start"), 0o600); err != nil {
 			return nil, err
 		}
-		for name, body := range map[string]string{"token": spec.ExecdToken + "\n", "env": ""} {
+		for name, body := range map[string]string{"token": verifier.Of(spec.ExecdToken) + "\n", "env": ""} {
 			if err := os.WriteFile(filepath.Join(bundle, "status", name), []byte(body), 0o600); err != nil {
 				return nil, err
 			}
@@ -175,16 +178,16 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *dr
 	if err != nil {
 		return nil, errdefs.Wrap(errdefs.ErrInvalidArgument, "IMAGE::BAD_USER", err.Error(), err)
 	}
-	cwd := plan.config.WorkingDir
-	if cwd == "" {
-		cwd = "/"
+	cwd, err := workingDir(plan.config.WorkingDir)
+	if err != nil {
+		return nil, err
 	}
 	// runc creates the mount points it needs; only a missing working
-	// directory must be made here.
-	if _, err := os.Stat(filepath.Join(rootfs, cwd)); err != nil {
-		if err := os.MkdirAll(filepath.Join(rootfs, cwd), 0o755); err != nil {
-			return nil, err
-		}
+	// directory must be made here, inside the image's root as the
+	// sandbox will see it (its links resolve there, never on the host).
+	if _, err := safefile.MkdirAllInRoot(rootfs, cwd, 0o755); err != nil {
+		return nil, errdefs.Wrap(errdefs.ErrInvalidArgument, "IMAGE::BAD_WORKDIR",
+			fmt.Sprintf("the image's working directory %q cannot be made: %v", cwd, err), err)
 	}
 	hostname := "sandbox-" + strings.ReplaceAll(spec.ID, "-", "")[:min(12, len(strings.ReplaceAll(spec.ID, "-", "")))]
 	if err := os.WriteFile(filepath.Join(bundle, "hostname"), []byte(hostname+"\n"), 0o644); err != nil {
@@ -202,7 +205,9 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *dr
 	mark("netns")
 	mounts := []specs.Mount{
 		bindMount(d.cfg.CorralBinary, corralInSandbox, true),
-		bindMount(filepath.Join(bundle, "status"), statusInSandbox, false),
+		// Read-only: the sandbox can plant nothing there for the host to
+		// read, and cannot fill the tmpfs every bundle shares.
+		bindMount(filepath.Join(bundle, "status"), statusInSandbox, true),
 		bindMount(filepath.Join(bundle, "hosts"), "/etc/hosts", true),
 		bindMount(filepath.Join(bundle, "hostname"), "/etc/hostname", true),
 	}
@@ -238,13 +243,15 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *dr
 			mounts = append(mounts, overlayMount(dir, up, wk, dir))
 		}
 	}
-	args := []string{corralInSandbox, "init", "--execd-state-dir", execdStateDir, "--status-dir", statusInSandbox}
+	args := []string{corralInSandbox, "init", "--execd-state-dir", execdStateDir,
+		"--exit-fd", "3", "--console-limit", strconv.Itoa(ConsoleLimit)}
 	if uid != 0 || gid != 0 {
 		args = append(args, "--user", formatUser(uid, gid))
 	}
-	extra := []string{"HOSTNAME=" + hostname, "EXECD_ACCESS_TOKEN=" + spec.ExecdToken}
+	// execd gets the token's verifier: nothing in the sandbox holds a token.
+	extra := []string{"HOSTNAME=" + hostname, "EXECD_ACCESS_TOKEN=" + verifier.Of(spec.ExecdToken)}
 	if warm {
-		// The token is in a file a claim replaces, not in the environment.
+		// The verifier is in a file a claim replaces, not in the environment.
 		args = append(args, "--wait-start", statusInSandbox+"/start",
 			"--execd-token-file", statusInSandbox+"/token", "--execd-env-file", statusInSandbox+"/env")
 		extra = extra[:1]
@@ -276,13 +283,22 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *dr
 		return nil, err
 	}
 	mark("spec")
-	console, err := os.OpenFile(filepath.Join(bundle, "console.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	// Readable too: PID 1 keeps the newest output when it trims the log.
+	console, err := os.OpenFile(filepath.Join(bundle, "console.log"), os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
 	defer console.Close()
+	// PID 1 writes its exit code through this descriptor (fd 3) into a
+	// file of the bundle's that no sandbox path leads to.
+	exit, err := os.OpenFile(filepath.Join(bundle, exitFile), os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer exit.Close()
 	pidFile := filepath.Join(bundle, "init.pid")
-	if _, err := d.runc.Run(ctx, spec.ID, bundle, &runc.CreateOpts{IO: fileIO{console}, PidFile: pidFile, Detach: true}); err != nil {
+	opts := &runc.CreateOpts{IO: fileIO{console}, PidFile: pidFile, Detach: true, ExtraFiles: []*os.File{exit}}
+	if _, err := d.runc.Run(ctx, spec.ID, bundle, opts); err != nil {
 		return nil, d.startError(bundle, fmt.Errorf("runc run: %w", err))
 	}
 	mark("runc")
@@ -328,7 +344,7 @@ func (d *Driver) startError(bundle string, cause error) error {
 	if errors.Is(cause, context.Canceled) || errors.Is(cause, context.DeadlineExceeded) {
 		return cause
 	}
-	tail := consoleTail(filepath.Join(bundle, "console.log"), 5)
+	tail := consoleTail(bundle, 5)
 	ex, exited := exitCode(bundle)
 	if !exited {
 		// The runtime failed, not the user's program: a server error.
@@ -345,23 +361,41 @@ func (d *Driver) startError(bundle string, cause error) error {
 	return errdefs.Wrap(errdefs.ErrInvalidArgument, "SANDBOX::START_FAILED", msg, cause)
 }
 
-func consoleTail(path string, n int) string {
-	f, err := os.Open(path)
+// consoleTail is the last n non-empty lines of the console log (of its
+// last 64 KiB, each cut to 512 bytes).
+func consoleTail(bundle string, n int) string {
+	f, _, err := safefile.Open(bundle, "console.log")
 	if err != nil {
 		return ""
 	}
 	defer f.Close()
+	b, err := safefile.Tail(f, 64<<10)
+	if err != nil {
+		return ""
+	}
 	var lines []string
-	sc := bufio.NewScanner(io.LimitReader(f, 1<<20))
-	for sc.Scan() {
-		if l := strings.TrimSpace(sc.Text()); l != "" {
-			lines = append(lines, l)
+	for l := range strings.SplitSeq(string(b), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l[:min(len(l), 512)])
 		}
 	}
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, " | ")
+}
+
+// workingDir checks an image's working directory: absolute, with no ".."
+// (which could only be meant to leave the image's root).
+func workingDir(dir string) (string, error) {
+	if dir == "" {
+		return "/", nil
+	}
+	if !path.IsAbs(dir) || slices.Contains(strings.Split(dir, "/"), "..") || strings.ContainsRune(dir, 0) {
+		return "", errdefs.Newf(errdefs.ErrInvalidArgument, "IMAGE::BAD_WORKDIR",
+			"the image's working directory %q is not an absolute path without \"..\"", dir)
+	}
+	return path.Clean(dir), nil
 }
 
 // waitReady polls execd's /ping inside the sandbox until it answers, the

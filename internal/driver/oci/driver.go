@@ -38,6 +38,7 @@ import (
 	"github.com/corral-dev/corral/internal/imagestore"
 	"github.com/corral-dev/corral/internal/logctx"
 	"github.com/corral-dev/corral/internal/procfs"
+	"github.com/corral-dev/corral/internal/safefile"
 )
 
 // Name is the driver's name.
@@ -288,17 +289,23 @@ func (d *Driver) lookup(ctx context.Context, id string) (*sandbox, *runc.Contain
 	return sb, c, nil
 }
 
-// exitCode reads the code corral init left in the bundle.
+// exitFile is the bundle's file that PID 1 writes its exit code to.
+const exitFile = "exit"
+
+// exitCode reads the code corral init left in the bundle. Sandboxes
+// made before init wrote through a descriptor left it in their status
+// directory, which they could write: it is read as hostile input.
 func exitCode(bundle string) (driver.Exit, bool) {
-	b, err := os.ReadFile(filepath.Join(bundle, "status", "exit"))
-	if err != nil {
-		return driver.Exit{}, false
+	b, fi, err := safefile.ReadFile(bundle, exitFile, 32)
+	if err != nil || len(b) == 0 {
+		if b, fi, err = safefile.ReadFile(filepath.Join(bundle, "status"), exitFile, 32); err != nil {
+			return driver.Exit{}, false
+		}
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
+	if err != nil || n < 0 || n > 255 {
 		return driver.Exit{}, false
 	}
-	fi, _ := os.Stat(filepath.Join(bundle, "status", "exit"))
 	return driver.Exit{Code: n, At: fi.ModTime().UTC()}, true
 }
 

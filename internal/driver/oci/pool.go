@@ -21,6 +21,7 @@ import (
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/imagestore"
 	"github.com/corral-dev/corral/internal/initproc"
+	"github.com/corral-dev/corral/internal/verifier"
 )
 
 // A warm pool keeps sandboxes of chosen images started ahead of time:
@@ -274,7 +275,7 @@ func (d *Driver) personalise(ctx context.Context, spec driver.Spec) (*driver.Han
 	}
 	defer status.Close()
 	// The access token first: from here on the pool's token opens nothing.
-	if err := replaceFile(status, "token", []byte(spec.ExecdToken+"\n")); err != nil {
+	if err := replaceFile(status, "token", []byte(verifier.Of(spec.ExecdToken)+"\n")); err != nil {
 		return nil, fmt.Errorf("token: %w", err)
 	}
 	var env []string

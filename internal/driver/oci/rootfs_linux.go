@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/corral-dev/corral/internal/safefile"
 )
 
 // mountOverlay stacks lowers (top first) under a writable upper at target.
@@ -194,7 +196,7 @@ func resolveUser(rootfs, spec string) (uid, gid uint32, err error) {
 		return 0, 0, nil
 	}
 	userPart, groupPart, hasGroup := strings.Cut(spec, ":")
-	u, g, ok := lookupColonFile(filepath.Join(rootfs, "etc/passwd"), userPart, 2, 3)
+	u, g, ok := lookupColonFile(rootfs, "/etc/passwd", userPart, 2, 3)
 	if !ok {
 		n, err := strconv.ParseUint(userPart, 10, 32)
 		if err != nil {
@@ -203,7 +205,7 @@ func resolveUser(rootfs, spec string) (uid, gid uint32, err error) {
 		u, g = uint32(n), uint32(n)
 	}
 	if hasGroup {
-		if gg, _, ok := lookupColonFile(filepath.Join(rootfs, "etc/group"), groupPart, 2, 2); ok {
+		if gg, _, ok := lookupColonFile(rootfs, "/etc/group", groupPart, 2, 2); ok {
 			g = gg
 		} else if n, err := strconv.ParseUint(groupPart, 10, 32); err == nil {
 			g = uint32(n)
@@ -214,18 +216,20 @@ func resolveUser(rootfs, spec string) (uid, gid uint32, err error) {
 	return u, g, nil
 }
 
-// lookupColonFile finds name (or a numeric id in field idField) in a
-// passwd-style file and returns fields a and b as numbers.
-func lookupColonFile(path, name string, a, b int) (uint32, uint32, bool) {
-	f, err := os.Open(path)
+// lookupColonFile finds name (or a numeric id in field a) in a
+// passwd-style file of the image and returns fields a and b as numbers.
+// The file is the image's: its links resolve inside the root file
+// system, only a regular file is read, and only its first 4 MiB.
+func lookupColonFile(rootfs, name, key string, a, b int) (uint32, uint32, bool) {
+	f, _, err := safefile.OpenInRoot(rootfs, name)
 	if err != nil {
 		return 0, 0, false
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(io.LimitReader(f, 4<<20))
 	for sc.Scan() {
 		fields := strings.Split(sc.Text(), ":")
-		if len(fields) <= max(a, b) || fields[0] != name && fields[a] != name {
+		if len(fields) <= max(a, b) || fields[0] != key && fields[a] != key {
 			continue
 		}
 		x, err1 := strconv.ParseUint(fields[a], 10, 32)

@@ -19,6 +19,10 @@ const (
 	execdStateDir   = "/var/lib/corral-execd"
 )
 
+// ConsoleLimit bounds a sandbox's console log (what its entrypoint and
+// init print), which lives on the tmpfs every bundle shares.
+const ConsoleLimit = 1 << 20
+
 // DefaultPids bounds the processes and threads of a sandbox that asks for
 // no pids limit.
 const DefaultPids = 4096

@@ -1,0 +1,75 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package oci
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The exit code is read from the bundle, where no sandbox path leads; a
+// sandbox made by an older corral wrote it into its status directory,
+// which it could write, so what is there is read as hostile.
+func TestExitCodeIgnoresWhatASandboxPlanted(t *testing.T) {
+	t.Parallel()
+	outside := filepath.Join(t.TempDir(), "host-file")
+	if err := os.WriteFile(outside, []byte("42\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name   string
+		plant  func(status string) error
+		bundle string // the bundle's own exit file, "" for empty
+		want   int    // -1: no exit recorded
+	}{
+		{"link to /dev/zero", func(s string) error { return os.Symlink("/dev/zero", filepath.Join(s, "exit")) }, "", -1},
+		{"link to a host file", func(s string) error { return os.Symlink(outside, filepath.Join(s, "exit")) }, "", -1},
+		{"fifo", func(s string) error { return syscall.Mkfifo(filepath.Join(s, "exit"), 0o600) }, "", -1},
+		{"directory", func(s string) error { return os.Mkdir(filepath.Join(s, "exit"), 0o755) }, "", -1},
+		{"huge file", func(s string) error { return os.WriteFile(filepath.Join(s, "exit"), make([]byte, 1<<20), 0o644) }, "", -1},
+		{"not a code", func(s string) error { return os.WriteFile(filepath.Join(s, "exit"), []byte("999999\n"), 0o644) }, "", -1},
+		{"the bundle's code wins", func(s string) error { return os.WriteFile(filepath.Join(s, "exit"), []byte("9\n"), 0o644) }, "3\n", 3},
+		{"an older sandbox's code", func(s string) error { return os.WriteFile(filepath.Join(s, "exit"), []byte("5\n"), 0o644) }, "", 5},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			bundle := t.TempDir()
+			status := filepath.Join(bundle, "status")
+			if err := os.Mkdir(status, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(bundle, exitFile), []byte(tc.bundle), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.plant(status); err != nil {
+				t.Fatal(err)
+			}
+			type result struct {
+				code int
+				ok   bool
+			}
+			done := make(chan result, 1)
+			go func() { ex, ok := exitCode(bundle); done <- result{ex.Code, ok} }()
+			select {
+			case r := <-done:
+				got := r.code
+				if !r.ok {
+					got = -1
+				}
+				if got != tc.want {
+					t.Fatalf("exitCode = %d, want %d", got, tc.want)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("exitCode blocked")
+			}
+			if ex := exitOf(bundle); tc.want == -1 && (ex.Code != 137 || ex.Reason != "killed") {
+				t.Fatalf("exitOf = %+v, want a kill", ex)
+			}
+		})
+	}
+}

@@ -1,0 +1,265 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package safefile reads and writes files in directories that a sandbox
+// (or a tenant's image) can write, from the host, where corral runs as
+// root: a name is resolved beneath its directory only, never through a
+// symbolic link or a mount, a FIFO or device never blocks or is read, and
+// a read is bounded. Drivers, the image store and anything else on the
+// host that touches a sandbox's files use it; see docs/security.md.
+package safefile
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrTooLarge is returned when a file holds more than the caller allows.
+var ErrTooLarge = errors.New("file is larger than allowed")
+
+// ErrNotRegular is returned when the name is not a regular file (a FIFO,
+// a device, a socket, a directory).
+var ErrNotRegular = errors.New("not a regular file")
+
+// ErrLink is returned when resolving the name would follow a symbolic
+// link or cross a mount point.
+var ErrLink = errors.New("a symbolic link or mount point is in the way")
+
+// resolve are the rules every lookup follows: beneath the directory, no
+// symbolic links at all (a magic /proc link neither), no mount crossings.
+const resolve = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV
+
+// openat2 opens name beneath the directory dirfd under the rules.
+func openat2(dirfd int, name string, flags uint64) (*os.File, error) {
+	if name == "" || filepath.IsAbs(name) {
+		return nil, fmt.Errorf("%q: %w", name, fs.ErrInvalid)
+	}
+	fd, err := openHow(dirfd, name, flags, resolve)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}
+
+// OpenDir opens dir itself (which must not be a link) for lookups beneath it.
+func OpenDir(dir string) (*os.File, error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: dir, Err: err}
+	}
+	return os.NewFile(uintptr(fd), dir), nil
+}
+
+// Open opens name (a path relative to dir, which may have several
+// components) for reading if it is a regular file beneath dir. It never
+// follows a link, never blocks on a FIFO and never opens a device.
+func Open(dir, name string) (*os.File, fs.FileInfo, error) {
+	d, err := OpenDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer d.Close()
+	return OpenAt(d, name)
+}
+
+// OpenAt is Open beneath an open directory.
+func OpenAt(dir *os.File, name string) (*os.File, fs.FileInfo, error) {
+	f, err := openat2(int(dir.Fd()), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK)
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, fmt.Errorf("%s: %w", name, ErrNotRegular)
+	}
+	return f, fi, nil
+}
+
+// ReadFile reads name beneath dir if it is a regular file of at most
+// limit bytes; a longer one is ErrTooLarge, and nothing past limit is
+// ever read.
+func ReadFile(dir, name string, limit int64) ([]byte, fs.FileInfo, error) {
+	f, fi, err := Open(dir, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	b, err := readLimited(f, limit)
+	return b, fi, err
+}
+
+// ReadFileAt is ReadFile beneath an open directory.
+func ReadFileAt(dir *os.File, name string, limit int64) ([]byte, fs.FileInfo, error) {
+	f, fi, err := OpenAt(dir, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	b, err := readLimited(f, limit)
+	return b, fi, err
+}
+
+func readLimited(r io.Reader, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, ErrTooLarge
+	}
+	return b, nil
+}
+
+// Tail returns up to the last n bytes of the regular file f, from its
+// start if it is shorter; what f holds past its size at the call is not read.
+func Tail(f *os.File, n int64) ([]byte, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	off := max(fi.Size()-n, 0)
+	buf := make([]byte, fi.Size()-off)
+	k, err := f.ReadAt(buf, off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return buf[:k], nil
+}
+
+// MkdirAll makes the directory name beneath dir (components separated by
+// "/", none of them ".."), like os.MkdirAll, without following a link
+// that a component already is: a link is an error.
+func MkdirAll(dir, name string, perm os.FileMode) error {
+	d, err := OpenDir(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	cur := d
+	defer func() {
+		if cur != d {
+			cur.Close()
+		}
+	}()
+	for _, part := range strings.Split(strings.Trim(name, "/"), "/") {
+		if part == "" || part == "." {
+			continue
+		}
+		if part == ".." {
+			return fmt.Errorf("%q: %w", name, fs.ErrInvalid)
+		}
+		if err := unix.Mkdirat(int(cur.Fd()), part, uint32(perm.Perm())); err != nil && !errors.Is(err, unix.EEXIST) {
+			return &fs.PathError{Op: "mkdir", Path: name, Err: err}
+		}
+		next, err := openat2(int(cur.Fd()), part, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW)
+		if err != nil {
+			return err
+		}
+		if cur != d {
+			cur.Close()
+		}
+		cur = next
+	}
+	return nil
+}
+
+// inRoot resolves names the way a process chrooted to the directory
+// would: ".." and absolute links stop at the directory, and no magic
+// /proc link or mount crossing is followed.
+const inRoot = unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV
+
+// OpenInRoot opens name in the root file system at root (an image's, a
+// sandbox's) as a program inside it would see it, links included, if it
+// is a regular file; a FIFO or device is never opened for reading.
+func OpenInRoot(root, name string) (*os.File, fs.FileInfo, error) {
+	d, err := OpenDir(root)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer d.Close()
+	fd, err := openHow(int(d.Fd()), name, unix.O_RDONLY|unix.O_NONBLOCK, inRoot)
+	if err != nil {
+		return nil, nil, err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, fmt.Errorf("%s: %w", name, ErrNotRegular)
+	}
+	return f, fi, nil
+}
+
+// MkdirAllInRoot makes directory name (absolute, without "..") in the
+// root file system at root as a program inside it would, following the
+// links it holds inside it only. It reports whether it made anything.
+func MkdirAllInRoot(root, name string, perm os.FileMode) (bool, error) {
+	d, err := OpenDir(root)
+	if err != nil {
+		return false, err
+	}
+	defer d.Close()
+	made := false
+	prefix := ""
+	for _, part := range strings.Split(strings.Trim(name, "/"), "/") {
+		if part == "" || part == "." {
+			continue
+		}
+		if part == ".." {
+			return made, fmt.Errorf("%q: %w", name, fs.ErrInvalid)
+		}
+		parent := prefix
+		prefix += "/" + part
+		fd, err := openHow(int(d.Fd()), prefix, unix.O_RDONLY|unix.O_DIRECTORY, inRoot)
+		if err == nil {
+			unix.Close(fd)
+			continue
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return made, err
+		}
+		pfd, err := openHow(int(d.Fd()), "/"+strings.TrimPrefix(parent, "/"), unix.O_RDONLY|unix.O_DIRECTORY, inRoot)
+		if err != nil {
+			return made, err
+		}
+		err = unix.Mkdirat(pfd, part, uint32(perm.Perm()))
+		unix.Close(pfd)
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			return made, &fs.PathError{Op: "mkdir", Path: name, Err: err}
+		}
+		made = true
+	}
+	return made, nil
+}
+
+func openHow(dirfd int, name string, flags uint64, how uint64) (int, error) {
+	for {
+		fd, err := unix.Openat2(dirfd, name, &unix.OpenHow{Flags: flags | unix.O_CLOEXEC | unix.O_NOCTTY, Resolve: how})
+		if errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) {
+			continue
+		}
+		if err != nil {
+			if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) {
+				return -1, fmt.Errorf("%s: %w", name, ErrLink)
+			}
+			return -1, &fs.PathError{Op: "open", Path: name, Err: err}
+		}
+		return fd, nil
+	}
+}

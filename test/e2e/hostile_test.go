@@ -1,0 +1,262 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corral-dev/corral/api"
+	"github.com/corral-dev/corral/internal/driver/oci"
+	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/sdk"
+)
+
+// The hostile-sandbox suite: code in a sandbox (and the tenant that owns
+// it) attacks the host, the server and the other tenants the way a
+// hostile one would, and each attack must fail while another tenant's
+// creates, commands, exit codes and policy changes keep working, during
+// the attack and after it. docs/security.md lists what is covered.
+
+// hostileRig is a server under attack.
+type hostileRig struct {
+	s        *server
+	dir      string
+	runtime  string
+	image    string
+	attacker *sdk.Client
+	victim   *sdk.Client
+}
+
+func newHostileRig(t *testing.T, runtime string, args ...string) *hostileRig {
+	t.Helper()
+	dir := t.TempDir()
+	reg := testutil.StartRegistry(t)
+	image := reg + "/corral/busybox:1"
+	testutil.PushImage(t, image, busyboxImage(t))
+	s := startServer(t, dir, append([]string{"--runtime", runtime}, args...)...)
+	admin := s.client(t)
+	h := &hostileRig{s: s, dir: dir, runtime: runtime, image: image}
+	for _, who := range []struct {
+		tenant string
+		c      **sdk.Client
+	}{{"attacker", &h.attacker}, {"victim", &h.victim}} {
+		k, err := admin.CreateAPIKey(ctx(t), api.CreateAPIKeyRequest{Tenant: who.tenant, Name: who.tenant})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if *who.c, err = sdk.New(sdk.WithBaseURL(s.url), sdk.WithAPIKey(k.Key)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Before the server stops: every tenant's sandboxes are deleted, and
+	// nothing of them may be left on the machine.
+	t.Cleanup(func() {
+		for _, c := range []*sdk.Client{h.attacker, h.victim} {
+			deleteEvery(t, c)
+		}
+		if runtime == "oci" {
+			for _, sub := range []string{"sandboxes", "run/bundles"} {
+				d := filepath.Join(dir, "oci", sub)
+				testutil.WaitFor(t, time.Minute, "no sandbox left in "+d, func() bool {
+					e, err := os.ReadDir(d)
+					return err == nil && len(e) == 0
+				})
+			}
+		}
+	})
+	return h
+}
+
+// deleteEvery deletes every sandbox c's tenant has.
+func deleteEvery(t *testing.T, c *sdk.Client) {
+	t.Helper()
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), time.Minute)
+	defer cancel()
+	list, err := c.ListSandboxes(cctx, sdk.ListOptions{PageSize: 200})
+	if err != nil {
+		t.Errorf("cleanup: list: %v", err)
+		return
+	}
+	for _, sb := range list.Items {
+		if err := c.DeleteSandbox(cctx, sb.ID); err != nil && !errors.Is(err, sdk.ErrNotFound) {
+			t.Errorf("cleanup: delete %s: %v", sb.ID, err)
+		}
+	}
+}
+
+// create makes a sandbox of the rig's image for c.
+func (h *hostileRig) create(t *testing.T, c *sdk.Client, mutate func(*api.CreateSandboxRequest), entry ...string) string {
+	t.Helper()
+	req := ociCreate(h.image, entry...)
+	if mutate != nil {
+		mutate(&req)
+	}
+	sb, err := c.CreateSandbox(ctx(t), req, sdk.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	return sb.ID
+}
+
+// victimUnaffected is what another tenant must still be able to do: make
+// a sandbox and run a command in it, learn the exit code of one whose
+// entrypoint fails, and change a sandbox's network policy.
+func (h *hostileRig) victimUnaffected(t *testing.T) {
+	t.Helper()
+	c := h.victim
+	id := h.create(t, c, nil)
+	if out, _, code := sandboxExecd(t, c, id).run("echo victim-ok"); code != 0 || out != "victim-ok\n" {
+		t.Errorf("the victim's command = %q, exit %d", out, code)
+	}
+	h.wantExitCode(t, c, 7)
+	pid := h.create(t, c, func(r *api.CreateSandboxRequest) {
+		r.NetworkPolicy = &api.NetworkPolicy{DefaultAction: "deny"}
+	})
+	eg, err := c.Egress(ctx(t), pid, sdk.SandboxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eg.AddRules(ctx(t), api.NetworkRule{Action: "allow", Target: "victim.example"}); err != nil {
+		t.Errorf("the victim's policy change: %v", err)
+	} else if st, err := eg.Policy(ctx(t)); err != nil || st.Policy == nil || len(st.Policy.Egress) != 1 {
+		t.Errorf("the victim's policy after the change = %+v, %v", st, err)
+	}
+	for _, sid := range []string{id, pid} {
+		if err := c.DeleteSandbox(ctx(t), sid); err != nil {
+			t.Errorf("the victim's delete: %v", err)
+		}
+	}
+}
+
+// wantExitCode checks that a sandbox whose entrypoint exits with code
+// reports it, whether it exits during the create or after.
+func (h *hostileRig) wantExitCode(t *testing.T, c *sdk.Client, code int) {
+	t.Helper()
+	h.wantExit(t, c, code, "sh", "-c", "sleep 0.5; exit "+strconv.Itoa(code))
+}
+
+// wantExit runs entry as a sandbox's entrypoint and checks that the exit
+// code it ends with is the one reported, during the create or after.
+func (h *hostileRig) wantExit(t *testing.T, c *sdk.Client, code int, entry ...string) {
+	t.Helper()
+	want := "code " + strconv.Itoa(code)
+	sb, err := c.CreateSandbox(ctx(t), ociCreate(h.image, entry...), sdk.CreateOptions{})
+	if err != nil {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("a failing entrypoint's create = %v, want %q in it", err, want)
+		}
+		return
+	}
+	testutil.WaitFor(t, 30*time.Second, "the failing entrypoint's exit", func() bool {
+		got, err := c.GetSandbox(ctx(t), sb.ID)
+		return err == nil && got.Status.State == api.StateFailed
+	})
+	got, _ := c.GetSandbox(ctx(t), sb.ID)
+	if !strings.Contains(got.Status.Message, want) {
+		t.Errorf("a failing entrypoint's sandbox says %q, want %q in it", got.Status.Message, want)
+	}
+}
+
+// status sends a request with the given headers (name, value, ...) and
+// no API key, and returns the answer's status.
+func (s *server) status(t *testing.T, method, path string, hdr ...string) int {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx(t), method, s.url+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode
+}
+
+// TestHostileSandboxOCI runs the suite on the native runtime.
+func TestHostileSandboxOCI(t *testing.T) {
+	requireOCI(t)
+	t.Parallel()
+	h := newHostileRig(t, "oci")
+	h.victimUnaffected(t)
+
+	// The review's reproduced attack: a link planted where the server read
+	// the exit code. The status directory is read-only now, and the exit
+	// code arrives through a descriptor PID 1 holds.
+	t.Run("ExitStatusPlants", func(t *testing.T) {
+		script := `
+			mkdir /.corral/status/.exit.tmp 2>/dev/null && echo planted-dir
+			ln -s /dev/zero /.corral/status/exit 2>/dev/null && echo planted-link
+			mkfifo /.corral/status/fifo 2>/dev/null && echo planted-fifo
+			dd if=/dev/zero of=/.corral/status/fill bs=1M count=8 2>/dev/null && echo filled
+			echo 99 > /proc/1/fd/3 2>/dev/null && echo wrote-exit
+			exit 3`
+		x := sandboxExecd(t, h.attacker, h.create(t, h.attacker, nil))
+		if out, errOut, _ := x.run(script); strings.TrimSpace(out) != "" {
+			t.Errorf("the sandbox planted files for the host: %q %q", out, errOut)
+		}
+		// The same from the entrypoint, which then exits 3: the server
+		// reports 3, and goes on serving.
+		h.wantExit(t, h.attacker, 3, "sh", "-c", script)
+		h.wantExit(t, h.attacker, 4, "sh", "-c", "sleep 1;"+strings.ReplaceAll(script, "exit 3", "exit 4"))
+		if err := h.s.client(t).Health(ctx(t)); err != nil {
+			t.Fatalf("the server is unhealthy after the attack: %v", err)
+		}
+		h.victimUnaffected(t)
+	})
+
+	// The execd token opens the sandbox's execd; nothing in the sandbox
+	// may read it: not from PID 1's or execd's environment or memory, not
+	// from a file. And the server's public proxy route refuses it.
+	t.Run("ExecdTokenOutOfReach", func(t *testing.T) {
+		id := h.create(t, h.attacker, nil)
+		x := sandboxExecd(t, h.attacker, id)
+		out, _, _ := x.run(`for p in /proc/[0-9]*; do cat $p/environ $p/cmdline 2>/dev/null; head -c 65536 $p/mem 2>/dev/null; done | tr '\0' '\n';
+			cat /.corral/status/* 2>/dev/null; grep -r . /.corral/status 2>/dev/null`)
+		if x.token == "" || strings.Contains(out, x.token) {
+			t.Fatalf("code in the sandbox read its execd token (%d bytes of output)", len(out))
+		}
+		res := h.s.status(t, "GET", "/v1/sandboxes/"+id+"/proxy/44772/ping", api.HeaderExecdToken, x.token)
+		if res != 401 {
+			t.Errorf("the public proxy route with the execd token = %d, want 401", res)
+		}
+		h.victimUnaffected(t)
+	})
+
+	// Output without end: the console log stays under its cap on the
+	// tmpfs every bundle shares, and says what it dropped.
+	t.Run("ConsoleFlood", func(t *testing.T) {
+		id := h.create(t, h.attacker, nil, "sh", "-c", "yes corral-flood-corral-flood-corral-flood")
+		log := filepath.Join(h.dir, "oci", "run", "bundles", id, "console.log")
+		testutil.WaitFor(t, 60*time.Second, "the console log to roll over", func() bool {
+			b, _ := os.ReadFile(log)
+			return strings.HasPrefix(string(b), "[corral: this log keeps at most ")
+		})
+		for range 20 {
+			fi, err := os.Stat(log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Size() > oci.ConsoleLimit {
+				t.Fatalf("the console log is %d bytes, over its %d", fi.Size(), oci.ConsoleLimit)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		h.victimUnaffected(t)
+		if err := h.attacker.DeleteSandbox(ctx(t), id); err != nil && !errors.Is(err, sdk.ErrNotFound) {
+			t.Errorf("delete the flooding sandbox: %v", err)
+		}
+	})
+}
