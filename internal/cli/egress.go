@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/corral-dev/corral/internal/driver/egressnet"
+	"github.com/corral-dev/corral/internal/caplog"
 	"github.com/corral-dev/corral/internal/egress"
 	"github.com/corral-dev/corral/internal/egress/nft"
 	"github.com/corral-dev/corral/internal/egress/policy"
@@ -43,13 +44,24 @@ func runEgress(ctx context.Context, e *env, args []string) int {
 	exemptMark := fs.String("exempt-mark", "", "socket mark of the enforcer's own DNS queries, let through whatever the policy (decimal or 0x hex; for an enforcer inside the namespace it confines, as a pod's sidecar)")
 	logFormat := fs.String("log-format", "json", "log format: json or text")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	logLimit := fs.Int64("log-limit", 0, "when stderr is a file, keep it under this many bytes, dropping the oldest lines (0: no limit)")
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code
 	}
 	if *ns == "" {
 		return fail(e, "egress: --netns is required")
 	}
-	log, err := newLogger(e.stderr, *logFormat, *logLevel)
+	if *logLimit < 0 {
+		return fail(e, "egress: --log-limit %d: want a size in bytes, 0 for none", *logLimit)
+	}
+	logw := e.stderr
+	if f, ok := logw.(*os.File); ok && *logLimit > 0 {
+		// What the sandbox does decides how much the enforcer logs.
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			logw = caplog.New(f, *logLimit)
+		}
+	}
+	log, err := newLogger(logw, *logFormat, *logLevel)
 	if err != nil {
 		return fail(e, "%v", err)
 	}

@@ -336,10 +336,11 @@ func decision(allow bool) string {
 	return "deny"
 }
 
-// record logs an audit event and keeps it for the events API.
+// record keeps an audit event for the events API; it is logged at debug
+// only (the sandbox decides how many there are).
 func (s *Service) record(ev audit.Event) {
 	ev = s.audit.Append(ev)
-	s.log.Info("audit", "kind", ev.Kind, "target", ev.Target, "protocol", ev.Protocol, "name", ev.Name,
+	s.log.Debug("audit", "kind", ev.Kind, "target", ev.Target, "protocol", ev.Protocol, "name", ev.Name,
 		"decision", ev.Decision, "rule", ev.Rule, "addrs", ev.Addrs, "error", ev.Error, "seq", ev.Seq)
 }
 

@@ -30,6 +30,8 @@ import (
 	"time"
 
 	"github.com/corral-dev/corral/errdefs"
+	"golang.org/x/time/rate"
+
 	"github.com/corral-dev/corral/internal/store"
 	"github.com/corral-dev/corral/internal/unixsock"
 )
@@ -272,6 +274,7 @@ type Sandbox struct {
 // lookup finds a sandbox by ID.
 func (s *Service) Handler(lookup func(id string) (Sandbox, bool), audit func(id, name string, ok bool, why string)) http.Handler {
 	mux := http.NewServeMux()
+	reads := newReadLimits()
 	mux.HandleFunc("GET /v1/sandboxes/{id}/secrets/{name}", func(w http.ResponseWriter, r *http.Request) {
 		id, name := r.PathValue("id"), r.PathValue("name")
 		deny := func(why string) {
@@ -296,6 +299,13 @@ func (s *Service) Handler(lookup func(id string) (Sandbox, bool), audit func(id,
 			deny("not granted")
 			return
 		}
+		if !reads.allow(id) {
+			// Every read is recorded; a sandbox reading in a loop must not
+			// turn that into a write load on the database every tenant uses.
+			writeJSON(w, http.StatusTooManyRequests, map[string]string{"code": "SECRET::RATE_LIMITED",
+				"message": fmt.Sprintf("more than %d secret reads a second from this sandbox; try again shortly", ReadRate)})
+			return
+		}
 		sec, err := s.st.GetSecret(r.Context(), sb.Tenant, name)
 		if err != nil {
 			deny("the tenant has no such secret")
@@ -308,6 +318,37 @@ func (s *Service) Handler(lookup func(id string) (Sandbox, bool), audit func(id,
 		writeJSON(w, http.StatusForbidden, map[string]string{"code": "SECRET::FORBIDDEN", "message": "only GET /v1/sandboxes/{id}/secrets/{name} is served here"})
 	})
 	return mux
+}
+
+// ReadRate and ReadBurst bound a sandbox's secret reads.
+const (
+	ReadRate  = 10
+	ReadBurst = 50
+)
+
+// readLimits are the sandboxes' read buckets.
+type readLimits struct {
+	// mu guards m.
+	mu sync.Mutex
+	m  map[string]*rate.Limiter
+}
+
+func newReadLimits() *readLimits { return &readLimits{m: map[string]*rate.Limiter{}} }
+
+func (l *readLimits) allow(id string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lim := l.m[id]
+	if lim == nil {
+		if len(l.m) >= 4096 {
+			// Sandboxes come and go: start over rather than grow; a
+			// sandbox gains at most one burst from it.
+			clear(l.m)
+		}
+		lim = rate.NewLimiter(ReadRate, ReadBurst)
+		l.m[id] = lim
+	}
+	return lim.Allow()
 }
 
 func contains(list []string, s string) bool {

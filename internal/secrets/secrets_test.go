@@ -107,8 +107,24 @@ func TestHandlerAnswersOnlyTheGrantedSandbox(t *testing.T) {
 	if len(audited) != 6 {
 		t.Errorf("audited %v", audited)
 	}
+	// A sandbox reading in a loop is slowed down; another is not.
+	if _, err := s.Put(ctx, "t1", "other", "v3"); err != nil {
+		t.Fatal(err)
+	}
+	limited := 0
+	for range 3 * ReadBurst {
+		if code, _ := get("sb1", "api", s.SessionKey("sb1")); code == http.StatusTooManyRequests {
+			limited++
+		}
+	}
+	if limited < ReadBurst {
+		t.Errorf("%d of %d reads in a loop were limited", limited, 3*ReadBurst)
+	}
+	if code, body := get("sb2", "other", s.SessionKey("sb2")); code != 200 {
+		t.Errorf("another sandbox's read during the loop = %d %s", code, body)
+	}
 	list, _ := s.List(ctx, "t1")
-	if len(list) != 1 || list[0].Value != "" {
+	if len(list) != 2 || list[0].Value != "" {
 		t.Errorf("list = %+v", list)
 	}
 	if err := s.Delete(ctx, "t1", "api"); err != nil {

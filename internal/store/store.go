@@ -23,6 +23,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
@@ -37,6 +38,12 @@ var migrations embed.FS
 // Store is corral's state database.
 type Store struct {
 	db *sql.DB
+
+	// mu guards the audit events appended since they were last trimmed:
+	// per sandbox, and in all.
+	mu         sync.Mutex
+	auditSince map[string]int
+	auditTotal int
 }
 
 // Open opens (creating if needed) the database at path and migrates it.
@@ -177,9 +184,18 @@ type Event struct {
 	Detail string
 }
 
-// MaxAuditEvents bounds the audit events (types "egress.*", "secret.*") kept: older
-// ones are deleted as new ones arrive.
-const MaxAuditEvents = 200_000
+// Bounds of the audit events (types "egress.*", "secret.*"): each
+// sandbox keeps its newest MaxAuditPerSandbox, so one sandbox's flood
+// evicts only its own; MaxAuditEvents bounds all of them together, the
+// database's size. Trims run every tenth of a bound's inserts, so a count
+// may pass its bound by that much.
+const (
+	MaxAuditPerSandbox = 10_000
+	MaxAuditEvents     = 2_000_000
+)
+
+// auditTypes is the SQL condition of an audit event.
+const auditTypes = `(type LIKE 'egress.%' OR type LIKE 'secret.%')`
 
 func insertEvent(ctx context.Context, tx *sql.Tx, ev *Event) error {
 	if ev == nil {
@@ -191,7 +207,8 @@ func insertEvent(ctx context.Context, tx *sql.Tx, ev *Event) error {
 }
 
 // AppendAudit adds audit events in one transaction and trims the oldest
-// beyond MaxAuditEvents.
+// of a sandbox beyond MaxAuditPerSandbox, and of all beyond
+// MaxAuditEvents.
 func (s *Store) AppendAudit(ctx context.Context, evs []Event) error {
 	if len(evs) == 0 {
 		return nil
@@ -201,18 +218,56 @@ func (s *Store) AppendAudit(ctx context.Context, evs []Event) error {
 		return fmt.Errorf("audit: %w", err)
 	}
 	defer tx.Rollback()
+	per := map[string]int{}
 	for i := range evs {
 		if err := insertEvent(ctx, tx, &evs[i]); err != nil {
 			return fmt.Errorf("audit: %w", err)
 		}
+		per[evs[i].SandboxID]++
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE (type LIKE 'egress.%' OR type LIKE 'secret.%') AND seq <= (SELECT MAX(seq) FROM events) - ?`, MaxAuditEvents); err != nil {
-		return fmt.Errorf("audit: trim: %w", err)
+	trim, all := s.dueTrims(per)
+	for _, id := range trim {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE sandbox_id = ? AND `+auditTypes+` AND seq <
+			(SELECT seq FROM events WHERE sandbox_id = ? AND `+auditTypes+` ORDER BY seq DESC LIMIT 1 OFFSET ?)`,
+			id, id, MaxAuditPerSandbox-1); err != nil {
+			return fmt.Errorf("audit: trim: %w", err)
+		}
+	}
+	if all {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE `+auditTypes+` AND seq <= (SELECT MAX(seq) FROM events) - ?`, MaxAuditEvents); err != nil {
+			return fmt.Errorf("audit: trim: %w", err)
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}
 	return nil
+}
+
+// dueTrims counts appended audit events and returns the sandboxes whose
+// audit is due a trim, and whether all of it is.
+func (s *Store) dueTrims(per map[string]int) ([]string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.auditSince == nil {
+		s.auditSince = map[string]int{}
+	}
+	var due []string
+	total := 0
+	for id, n := range per {
+		total += n
+		if s.auditSince[id] += n; s.auditSince[id] >= MaxAuditPerSandbox/10 {
+			due = append(due, id)
+			delete(s.auditSince, id)
+		}
+	}
+	s.auditTotal += total
+	all := s.auditTotal >= MaxAuditEvents/10
+	if all {
+		// Forget sandboxes that have gone quiet, so the map stays small.
+		s.auditSince, s.auditTotal = map[string]int{}, 0
+	}
+	return due, all
 }
 
 // Events returns up to limit events after seq, oldest first; sandboxID

@@ -6,6 +6,7 @@ package store
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -138,5 +139,42 @@ func TestNewerSchemaIsRefused(t *testing.T) {
 	_ = s.Close()
 	if _, err := Open(t.Context(), path); err == nil {
 		t.Fatal("Open of a database from a newer corral succeeded")
+	}
+}
+
+// One sandbox's flood of audit events evicts only its own oldest: another
+// tenant's sandbox keeps all of its audit.
+func TestAuditQuotaIsPerSandbox(t *testing.T) {
+	t.Parallel()
+	s, _ := openTemp(t)
+	ctx := t.Context()
+	var victim []Event
+	for i := range 100 {
+		victim = append(victim, Event{At: time.Now().UTC(), SandboxID: "victim", Type: "egress.dns", Message: fmt.Sprint(i)})
+	}
+	if err := s.AppendAudit(ctx, victim); err != nil {
+		t.Fatal(err)
+	}
+	batch := make([]Event, 1000)
+	for i := range batch {
+		batch[i] = Event{At: time.Now().UTC(), SandboxID: "flood", Type: "egress.dns", Message: "x"}
+	}
+	for range 3 * MaxAuditPerSandbox / len(batch) {
+		if err := s.AppendAudit(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func(id string) int {
+		evs, err := s.Events(ctx, id, 0, 1_000_000, "egress")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(evs)
+	}
+	if n := count("victim"); n != 100 {
+		t.Errorf("the victim's audit has %d events after another sandbox's flood, want 100", n)
+	}
+	if n := count("flood"); n > MaxAuditPerSandbox+MaxAuditPerSandbox/10 || n < MaxAuditPerSandbox {
+		t.Errorf("the flooding sandbox kept %d events, want about %d", n, MaxAuditPerSandbox)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/corral-dev/corral/api"
+	"github.com/corral-dev/corral/internal/driver/egressnet"
 	"github.com/corral-dev/corral/internal/driver/oci"
 	"github.com/corral-dev/corral/internal/testutil"
 	"github.com/corral-dev/corral/sdk"
@@ -233,6 +234,24 @@ func TestHostileSandboxOCI(t *testing.T) {
 			t.Errorf("the public proxy route with the execd token = %d, want 401", res)
 		}
 		h.victimUnaffected(t)
+	})
+
+	// Decisions without end: a sandbox asking for random names makes its
+	// enforcer log and audit nothing past their bounds, and the victim's
+	// policy changes and audit go on.
+	t.Run("AuditFlood", func(t *testing.T) {
+		id := h.create(t, h.attacker, func(r *api.CreateSandboxRequest) {
+			r.NetworkPolicy = &api.NetworkPolicy{DefaultAction: "deny"}
+		}, "sh", "-c", "i=0; while true; do i=$((i+1)); nslookup x$i.flood.invalid >/dev/null 2>&1; done")
+		testutil.WaitFor(t, time.Minute, "the attacker's audit to be cut to its rate", func() bool {
+			evs, err := h.attacker.Events(ctx(t), id, sdk.EventOptions{Type: "egress.suppressed", Limit: 1})
+			return err == nil && len(evs.Items) > 0
+		})
+		h.victimUnaffected(t)
+		log := filepath.Join(h.dir, "oci", "run", "bundles", id, "egress", "log")
+		if fi, err := os.Stat(log); err != nil || fi.Size() > egressnet.LogLimit {
+			t.Errorf("the enforcer's log: %v, %v bytes (limit %d)", err, fi, egressnet.LogLimit)
+		}
 	})
 
 	// Output without end: the console log stays under its cap on the

@@ -65,6 +65,10 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// LogLimit bounds an enforcer's log file, which lives beside the
+// sandbox's bundle on a file system shared with every other sandbox.
+const LogLimit = 1 << 20
+
 // APISocket is where a sandbox's enforcer serves the egress API: a Unix
 // socket on the host, in the sandbox's directory. The API has no
 // listener inside the sandbox, so code there cannot take its port over
@@ -282,7 +286,7 @@ func (n *Network) spawn(id, dir, nsPath string) (int, uint64, error) {
 	defer ns.Close()
 	args := []string{"egress", "--netns", "/proc/self/fd/3", "--policy-file", filepath.Join(dir, "policy.json"),
 		"--token-file", filepath.Join(dir, "token"), "--api-listen", "none", "--api-socket", APISocket(dir),
-		"--deny", strings.Join(deny, ","), "--sandbox-id", id}
+		"--deny", strings.Join(deny, ","), "--sandbox-id", id, "--log-limit", strconv.Itoa(LogLimit)}
 	if len(n.cfg.Upstreams) > 0 {
 		args = append(args, "--upstream", strings.Join(n.cfg.Upstreams, ","))
 	}
@@ -292,7 +296,8 @@ func (n *Network) spawn(id, dir, nsPath string) (int, uint64, error) {
 			args = append(args, "--upstream-ca", n.cfg.UpstreamCA)
 		}
 	}
-	logf, err := os.OpenFile(filepath.Join(dir, "log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	// Readable too: the enforcer keeps the newest lines when it trims it.
+	logf, err := os.OpenFile(filepath.Join(dir, "log"), os.O_CREATE|os.O_RDWR|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -9,18 +9,34 @@
 package audit
 
 import (
+	"strconv"
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // Capacity is how many events a Log keeps.
 const Capacity = 8192
+
+// Rate and Burst bound the events a Log records per second: the sandbox
+// decides how many decisions there are (a lookup per random name, a
+// packet per port), and every recorded one travels to the server's
+// database. Past the rate, events are counted, not kept, and the count
+// is recorded as one KindSuppressed event before the next one that is.
+const (
+	Rate  = 100
+	Burst = 1000
+)
 
 // Kinds of events.
 const (
 	KindDNS        = "dns"
 	KindConnection = "connection"
 	KindCredential = "credential"
+	// KindSuppressed counts the decisions not recorded over the rate
+	// (Target: how many).
+	KindSuppressed = "suppressed"
 )
 
 // Event is one decision.
@@ -49,24 +65,42 @@ type Log struct {
 	sandboxID string
 
 	// mu guards the fields below.
-	mu     sync.Mutex
-	events []Event // a ring of Capacity
-	next   int64   // the Seq the next event gets
-	wake   chan struct{}
+	mu         sync.Mutex
+	events     []Event // a ring of Capacity
+	next       int64   // the Seq the next event gets
+	wake       chan struct{}
+	limit      *rate.Limiter
+	suppressed int64
 }
 
 // New returns an empty log for one enforcer run.
 func New(sandboxID string) *Log {
-	return &Log{epoch: time.Now().UnixNano(), sandboxID: sandboxID, next: 1, wake: make(chan struct{})}
+	return &Log{epoch: time.Now().UnixNano(), sandboxID: sandboxID, next: 1, wake: make(chan struct{}),
+		limit: rate.NewLimiter(Rate, Burst)}
 }
 
 // Epoch identifies this run.
 func (l *Log) Epoch() int64 { return l.epoch }
 
-// Append numbers and stores ev, and wakes waiting readers.
+// Append numbers and stores ev, and wakes waiting readers. Over the rate
+// it only counts ev, and returns it with Seq 0.
 func (l *Log) Append(ev Event) Event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if !l.limit.Allow() {
+		l.suppressed++
+		return ev
+	}
+	if l.suppressed > 0 {
+		l.store(Event{Kind: KindSuppressed, Target: strconv.FormatInt(l.suppressed, 10), Decision: "none",
+			Rule: "decisions over the audit rate (" + strconv.Itoa(Rate) + "/s) that were not recorded"})
+		l.suppressed = 0
+	}
+	return l.store(ev)
+}
+
+// store numbers and keeps ev; l.mu is held.
+func (l *Log) store(ev Event) Event {
 	ev.Epoch, ev.Seq, ev.SandboxID = l.epoch, l.next, l.sandboxID
 	if ev.Time.IsZero() {
 		ev.Time = time.Now().UTC()

@@ -3,10 +3,16 @@
 
 package audit
 
-import "testing"
+import (
+	"strconv"
+	"testing"
+
+	"golang.org/x/time/rate"
+)
 
 func TestLogKeepsTheNewestAndNumbersThem(t *testing.T) {
 	l := New("sb")
+	l.limit = rate.NewLimiter(rate.Inf, 0)
 	evs, wake := l.Since(0)
 	if len(evs) != 0 {
 		t.Fatalf("empty log returned %v", evs)
@@ -32,5 +38,30 @@ func TestLogKeepsTheNewestAndNumbersThem(t *testing.T) {
 	}
 	if evs, _ = l.Since(Capacity + 10); len(evs) != 0 {
 		t.Errorf("since the last: %d events", len(evs))
+	}
+}
+
+// A sandbox that makes decisions without end (random names, sprayed
+// ports) gets them counted past the rate, not kept.
+func TestLogCountsWhatIsOverTheRate(t *testing.T) {
+	l := New("sb")
+	kept := 0
+	for range 50 * Burst {
+		if l.Append(Event{Kind: KindDNS, Target: "flood"}).Seq != 0 {
+			kept++
+		}
+	}
+	if kept < Burst || kept > Burst+Rate {
+		t.Fatalf("%d of %d events were kept; want the burst of %d (and what the rate refilled)", kept, 50*Burst, Burst)
+	}
+	// The next one kept says how many were not.
+	l.limit = rate.NewLimiter(rate.Inf, 0)
+	ev := l.Append(Event{Kind: KindDNS, Target: "after"})
+	evs, _ := l.Since(ev.Seq - 2)
+	if len(evs) != 2 || evs[0].Kind != KindSuppressed || evs[1].Target != "after" {
+		t.Fatalf("after the flood: %+v", evs)
+	}
+	if n, err := strconv.Atoi(evs[0].Target); err != nil || n != 50*Burst-kept {
+		t.Errorf("suppressed count = %q, want %d", evs[0].Target, 50*Burst-kept)
 	}
 }

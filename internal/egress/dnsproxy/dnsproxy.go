@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"golang.org/x/time/rate"
 
 	"github.com/corral-dev/corral/internal/egress/policy"
 )
@@ -56,13 +57,25 @@ type Config struct {
 	// Mark, when not 0, is set on upstream sockets (SO_MARK), so that an
 	// enforcer inside the namespace it confines lets them out.
 	Mark uint32
+	// MaxInFlight bounds the queries being answered at once (default 64);
+	// past it a query is refused at once. The sandbox decides how many
+	// arrive, and every one holds a goroutine of the host's enforcer while
+	// it waits for an upstream.
+	MaxInFlight int
+	// UpstreamRate bounds the allowed queries sent upstream per second
+	// (default 100, in bursts of up to 4 times that); past it a query is
+	// answered SERVFAIL without asking anyone, so a sandbox cannot flood
+	// the operator's resolvers from the host's address.
+	UpstreamRate float64
 }
 
 // Proxy answers DNS queries under a policy.
 type Proxy struct {
-	cfg     Config
-	mu      sync.Mutex
-	servers []*dns.Server
+	cfg      Config
+	slots    chan struct{}
+	upstream *rate.Limiter
+	mu       sync.Mutex
+	servers  []*dns.Server
 }
 
 // New returns a Proxy.
@@ -70,7 +83,14 @@ func New(cfg Config) *Proxy {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 5 * time.Second
 	}
-	return &Proxy{cfg: cfg}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = 64
+	}
+	if cfg.UpstreamRate <= 0 {
+		cfg.UpstreamRate = 100
+	}
+	return &Proxy{cfg: cfg, slots: make(chan struct{}, cfg.MaxInFlight),
+		upstream: rate.NewLimiter(rate.Limit(cfg.UpstreamRate), int(4*cfg.UpstreamRate))}
 }
 
 // Serve answers on pc (UDP) and ln (TCP) until ctx ends; either may be nil.
@@ -120,6 +140,15 @@ func (p *Proxy) audit(e Event) {
 
 // ServeDNS implements dns.Handler.
 func (p *Proxy) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
+	select {
+	case p.slots <- struct{}{}:
+		defer func() { <-p.slots }()
+	default:
+		m := new(dns.Msg)
+		m.SetRcode(req, dns.RcodeRefused)
+		_ = w.WriteMsg(m)
+		return
+	}
 	reply := p.Answer(context.Background(), req, w.RemoteAddr().Network())
 	_ = w.WriteMsg(reply)
 }
@@ -141,6 +170,12 @@ func (p *Proxy) Answer(ctx context.Context, req *dns.Msg, network string) *dns.M
 		p.audit(Event{Name: name, Type: qtype, Reason: d.Reason})
 		m := new(dns.Msg)
 		m.SetRcode(req, dns.RcodeNameError)
+		return m
+	}
+	if !p.upstream.Allow() {
+		p.audit(Event{Name: name, Type: qtype, Allow: true, Reason: d.Reason, Err: "over the sandbox's upstream query rate"})
+		m := new(dns.Msg)
+		m.SetRcode(req, dns.RcodeServerFailure)
 		return m
 	}
 	up, err := p.exchange(ctx, req, network)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -245,4 +246,60 @@ func TestFailures(t *testing.T) {
 	if err != nil || reply.Rcode != dns.RcodeFormatError {
 		t.Errorf("empty question = %v, %v", reply, err)
 	}
+}
+
+// A sandbox that floods its resolver gets the host's enforcer to hold
+// only so many queries at once, and the operator's resolvers asked only
+// so often.
+func TestFloodsAreBounded(t *testing.T) {
+	pol, err := policy.Compile(policy.Policy{DefaultAction: "allow"}, policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("UpstreamRate", func(t *testing.T) {
+		up := startUpstream(t)
+		p := New(Config{Upstreams: []string{up.addr}, Policy: func() *policy.Compiled { return pol }, UpstreamRate: 10})
+		failed := 0
+		for i := range 500 {
+			m := new(dns.Msg)
+			m.SetQuestion(dns.Fqdn("n"+strconv.Itoa(i)+".example.com"), dns.TypeA)
+			if p.Answer(t.Context(), m, "udp").Rcode == dns.RcodeServerFailure {
+				failed++
+			}
+		}
+		if q := up.queries.Load(); q > 4*10+10 || failed < 500-4*10-10 {
+			t.Fatalf("500 queries at a rate of 10/s: %d went upstream, %d failed", q, failed)
+		}
+	})
+	t.Run("InFlight", func(t *testing.T) {
+		// An upstream that never answers: every query waits its timeout.
+		hole, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer hole.Close()
+		p := New(Config{Upstreams: []string{hole.LocalAddr().String()}, Policy: func() *policy.Compiled { return pol },
+			Timeout: 2 * time.Second, MaxInFlight: 4})
+		pc, ln := listenPair(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { _ = p.Serve(ctx, pc, ln); close(done) }()
+		defer func() { cancel(); <-done }()
+		var refused atomic.Int32
+		var wg sync.WaitGroup
+		for i := range 40 {
+			wg.Go(func() {
+				m := new(dns.Msg)
+				m.SetQuestion(dns.Fqdn("q"+strconv.Itoa(i)+".example.com"), dns.TypeA)
+				c := &dns.Client{Net: "udp", Timeout: 5 * time.Second}
+				if r, _, err := c.Exchange(m, pc.LocalAddr().String()); err == nil && r.Rcode == dns.RcodeRefused {
+					refused.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if n := refused.Load(); n < 40-4-8 {
+			t.Fatalf("%d of 40 queries were refused with 4 slots; the rest waited on the upstream", n)
+		}
+	})
 }
