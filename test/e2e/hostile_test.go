@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -263,6 +264,17 @@ func TestHostileSandboxOCI(t *testing.T) {
 			b, _ := os.ReadFile(log)
 			return strings.HasPrefix(string(b), "[corral: this log keeps at most ")
 		})
+		// Whatever else fills the bundle fills only the bundle's own tmpfs.
+		var bundleFS, runFS syscall.Statfs_t
+		if err := syscall.Statfs(filepath.Dir(log), &bundleFS); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Statfs(filepath.Join(h.dir, "oci", "run"), &runFS); err != nil {
+			t.Fatal(err)
+		}
+		if bundleFS.Fsid == runFS.Fsid || int64(bundleFS.Blocks)*bundleFS.Bsize > oci.BundleSize {
+			t.Errorf("the bundle is not on a tmpfs of its own of %d bytes", oci.BundleSize)
+		}
 		for range 20 {
 			fi, err := os.Stat(log)
 			if err != nil {

@@ -136,6 +136,9 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *dr
 			}
 		}
 	}()
+	if err := mountBundle(bundle); err != nil {
+		return nil, err
+	}
 	labels := driver.BackendLabels(spec)
 	meta, _ := json.Marshal(bundleMeta{ID: spec.ID, Tenant: spec.Tenant, Labels: labels, Created: time.Now().UTC(), Layers: plan.layers})
 	if err := os.WriteFile(filepath.Join(bundle, "meta.json"), meta, 0o600); err != nil {

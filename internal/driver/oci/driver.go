@@ -181,8 +181,10 @@ func New(cfg Config) (*Driver, error) {
 func (d *Driver) Images() *imagestore.Store { return d.images }
 
 // Where a sandbox's parts live. The bundle (runtime config, metadata,
-// status, console log), the runc state and the namespace pins are small
-// files written on every create: they live on a tmpfs under Root/run. The
+// status, console log, the enforcer's files), the runc state and the
+// namespace pins are small files written on every create: they live on a
+// tmpfs under Root/run, each bundle on a small tmpfs of its own
+// (BundleSize) so that no sandbox can fill what the others share. The
 // root filesystem's writable layer lives on disk under Root/sandboxes.
 func runDir(root string) string              { return filepath.Join(root, "run") }
 func (d *Driver) hostSkeleton() string       { return filepath.Join(d.cfg.Root, "hostroot") }
@@ -398,15 +400,17 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 		errs = append(errs, fmt.Errorf("runc delete: %w", err))
 	}
 	bundle, disk := d.bundleDir(id), d.diskDir(id)
+	// The enforcer's state is in the bundle, on the bundle's own tmpfs:
+	// stop it before that goes.
+	if err := d.net.Stop(ctx, id, egressDir(bundle)); err != nil {
+		errs = append(errs, err)
+	}
 	for _, dir := range []string{disk, bundle} {
 		for _, m := range mountsUnder(dir) {
 			if err := unmount(m); err != nil {
 				errs = append(errs, err)
 			}
 		}
-	}
-	if err := d.net.Stop(ctx, id, egressDir(bundle)); err != nil {
-		errs = append(errs, err)
 	}
 	if err := removeNetns(d.netnsPath(id)); err != nil {
 		errs = append(errs, err)

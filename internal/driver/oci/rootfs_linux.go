@@ -53,6 +53,21 @@ func mountRunDir(dir string) error {
 	return nil
 }
 
+// BundleSize bounds what a sandbox's bundle holds (its runtime config,
+// console log, status, the egress enforcer's state and log), on a tmpfs
+// of its own: whatever the sandbox makes of its console or its enforcer's
+// log, it fills only that.
+const BundleSize = 8 << 20
+
+// mountBundle mounts the bundle's own tmpfs at dir.
+func mountBundle(dir string) error {
+	opts := "mode=0700,size=" + strconv.Itoa(BundleSize)
+	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, opts); err != nil {
+		return fmt.Errorf("mount the bundle's tmpfs: %w", err)
+	}
+	return nil
+}
+
 // UnmountRunDir removes the runtime tmpfs of a driver root; for tests and
 // uninstalls, once no sandbox runs.
 func UnmountRunDir(root string) error { return unmount(runDir(root)) }
