@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"net/netip"
 	"os"
 	"strconv"
@@ -32,6 +33,7 @@ func runEgress(ctx context.Context, e *env, args []string) int {
 	initial := fs.String("policy", e.getenv("OPENSANDBOX_EGRESS_RULES"), "the initial policy as JSON (default $OPENSANDBOX_EGRESS_RULES; none: deny everything)")
 	upstreams := fs.String("upstream", "", "resolvers to forward DNS to, ip:port comma-separated (default: this machine's /etc/resolv.conf)")
 	deny := fs.String("deny", "", "more prefixes nothing may reach, comma-separated CIDRs (the host, the server, other sandboxes)")
+	allowPrivate := fs.String("allow-private", "", "parts of the private ranges (RFC 1918, 100.64.0.0/10, 198.18.0.0/15, fc00::/7) sandboxes may reach when their policy allows, comma-separated CIDRs")
 	dnsListen := fs.String("dns-listen", "127.0.0.1:53", "DNS address inside the namespace")
 	apiListen := fs.String("api-listen", "0.0.0.0:18080", "policy API address inside the namespace (none: only --api-socket)")
 	apiSocket := fs.String("api-socket", "", "also serve the API on this Unix socket on the host (0600)")
@@ -92,6 +94,9 @@ func runEgress(ctx context.Context, e *env, args []string) int {
 			return fail(e, "egress: --deny %q: want a CIDR", p)
 		}
 		cfg.DenyPrefixes = append(cfg.DenyPrefixes, pfx)
+	}
+	if cfg.AllowPrivate, err = parseAllowPrivate(*allowPrivate); err != nil {
+		return fail(e, "egress: --allow-private: %v", err)
 	}
 	if *exemptMark != "" {
 		m, err := strconv.ParseUint(*exemptMark, 0, 32)
@@ -183,4 +188,21 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// parseAllowPrivate reads a list of CIDRs an operator allows back out of
+// the private ranges, each checked to be one.
+func parseAllowPrivate(list string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range splitList(list) {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("%q: want a CIDR", s)
+		}
+		out = append(out, p.Masked())
+	}
+	if err := policy.CheckAllowPrivate(out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }

@@ -32,6 +32,7 @@ func runController(ctx context.Context, e *env, args []string) int {
 	workers := fs.Int("workers", 4, "Sandboxes reconciled at once")
 	egressUp := fs.String("egress-upstream", "", "resolvers (ip:port, comma-separated) that egress sidecars forward allowed names to (default: this process's /etc/resolv.conf, the cluster DNS in a pod)")
 	egressDeny := fs.String("egress-deny", "", "CIDRs (comma-separated) no sandbox with a network policy may reach whatever its policy: nodes, pod and service ranges, the API server")
+	egressAllowPrivate := fs.String("egress-allow-private", "", "parts of the private ranges (RFC 1918, 100.64.0.0/10, 198.18.0.0/15, fc00::/7) sandboxes may reach when their policy allows, comma-separated CIDRs (default: none)")
 	logFormat := fs.String("log-format", "json", "log format: json or text")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	if ok, code := parseFlags(fs, e, args); !ok {
@@ -60,6 +61,10 @@ func runController(ctx context.Context, e *env, args []string) int {
 			return fail(e, "controller: --egress-deny %q: want a CIDR", d)
 		}
 	}
+	allowPrivate, err := parseAllowPrivate(*egressAllowPrivate)
+	if err != nil {
+		return fail(e, "controller: --egress-allow-private: %v", err)
+	}
 	log, err := newLogger(e.stderr, *logFormat, *logLevel)
 	if err != nil {
 		return fail(e, "%v", err)
@@ -75,7 +80,7 @@ func runController(ctx context.Context, e *env, args []string) int {
 	err = controller.Run(ctx, rc, controller.Config{
 		Namespace: *ns, CorralImage: *image, CorralImagePullPolicy: policy, LeaderElection: *leader,
 		LeaderElectionNamespace: *leaderNS, MetricsAddr: *metrics, HealthAddr: *health, Workers: *workers, Logger: log,
-		EgressUpstreams: upstreams, EgressDeny: deny,
+		EgressUpstreams: upstreams, EgressDeny: deny, EgressAllowPrivate: egressnet.JoinPrefixes(allowPrivate),
 	})
 	if err != nil {
 		return fail(e, "controller: %v", err)

@@ -69,6 +69,7 @@ type serveConfig struct {
 	egressSubnet     string
 	egressUpstream   string
 	egressDeny       string
+	egressAllowPriv  string
 	egressUpstreamCA string
 	defaultPolicy    string
 	// serverID identifies this data dir's server on shared backends.
@@ -142,6 +143,10 @@ func (cfg *serveConfig) network() (egressnet.Config, error) {
 			return n, fmt.Errorf("--egress-deny %q: want a CIDR", d)
 		}
 		n.Deny = append(n.Deny, p)
+	}
+	var err error
+	if n.AllowPrivate, err = parseAllowPrivate(cfg.egressAllowPriv); err != nil {
+		return n, fmt.Errorf("--egress-allow-private: %w", err)
 	}
 	if cfg.egressUpstreamCA != "" {
 		if _, err := os.Stat(cfg.egressUpstreamCA); err != nil {
@@ -245,7 +250,8 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	fs.StringVar(&cfg.egressBridge, "egress-bridge", uplink.DefaultBridge, "the bridge sandboxes with a network policy are attached to")
 	fs.StringVar(&cfg.egressSubnet, "egress-subnet", uplink.DefaultSubnet.String(), "the IPv4 subnet of that bridge")
 	fs.StringVar(&cfg.egressUpstream, "egress-upstream", "", "DNS resolvers sandboxes' allowed names are resolved with, ip:port comma-separated (default: /etc/resolv.conf's)")
-	fs.StringVar(&cfg.egressDeny, "egress-deny", "", "CIDRs no sandbox may reach whatever its policy, comma-separated (added to metadata, link-local, this host and the sandboxes' subnet)")
+	fs.StringVar(&cfg.egressDeny, "egress-deny", "", "CIDRs no sandbox may reach whatever its policy, comma-separated (added to metadata, link-local, private ranges, this host and the sandboxes' subnet)")
+	fs.StringVar(&cfg.egressAllowPriv, "egress-allow-private", "", "parts of the private ranges (RFC 1918, 100.64.0.0/10, 198.18.0.0/15, fc00::/7) sandboxes may reach when their policy allows, comma-separated CIDRs (default: none)")
 	fs.StringVar(&cfg.defaultPolicy, "network-default-policy", "", `networkPolicy for creates that give none, as JSON (such as '{"defaultAction":"allow"}', OpenSandbox's meaning of no policy); default: such sandboxes have no network`)
 	fs.StringVar(&cfg.egressUpstreamCA, "egress-upstream-ca", "", "PEM file of CAs the credential proxy trusts, besides the system's, when it verifies the servers it injects credentials for")
 	fs.StringVar(&cfg.dockerHost, "docker-host", "", "runtime docker: the engine's address (default $DOCKER_HOST, else unix:///var/run/docker.sock)")

@@ -70,6 +70,9 @@ type Config struct {
 	// DenyPrefixes join the always-deny set: the host's addresses, the
 	// server, other sandboxes.
 	DenyPrefixes []netip.Prefix
+	// AllowPrivate are parts of the private ranges the operator lets
+	// sandboxes reach (policy.Options.AllowPrivate).
+	AllowPrivate []netip.Prefix
 	// DNSListen and APIListen are addresses inside the namespace
 	// (defaults 127.0.0.1:53 and 0.0.0.0:18080; APIListen "none" serves
 	// the API on APISocket only).
@@ -156,7 +159,7 @@ func New(cfg Config) (*Service, error) {
 			}
 		}
 	}
-	c, err := policy.Compile(pol, policy.Options{DenyPrefixes: cfg.DenyPrefixes})
+	c, err := policy.Compile(pol, s.policyOptions())
 	if err != nil {
 		return nil, err
 	}
@@ -169,12 +172,12 @@ func New(cfg Config) (*Service, error) {
 			s.enf.Close()
 			return nil, err
 		}
-		if err := s.enf.SetIntercept(s.intercept(s.vault.Load()), cfg.DenyPrefixes); err != nil {
+		if err := s.enf.SetIntercept(s.intercept(s.vault.Load())); err != nil {
 			s.enf.Close()
 			return nil, err
 		}
 	}
-	if err := s.enf.Apply(c, cfg.DenyPrefixes); err != nil {
+	if err := s.enf.Apply(c); err != nil {
 		s.enf.Close()
 		return nil, err
 	}
@@ -336,6 +339,11 @@ func decision(allow bool) string {
 	return "deny"
 }
 
+// policyOptions are what every policy of this sandbox is compiled with.
+func (s *Service) policyOptions() policy.Options {
+	return policy.Options{DenyPrefixes: s.cfg.DenyPrefixes, AllowPrivate: s.cfg.AllowPrivate}
+}
+
 // record keeps an audit event for the events API; it is logged at debug
 // only (the sandbox decides how many there are).
 func (s *Service) record(ev audit.Event) {
@@ -482,7 +490,7 @@ func (s *Service) change(w http.ResponseWriter, next func(policy.Policy) (policy
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p, reason := next(s.cur.Load().Policy())
-	c, err := policy.Compile(p, policy.Options{DenyPrefixes: s.cfg.DenyPrefixes})
+	c, err := policy.Compile(p, s.policyOptions())
 	if err != nil {
 		code := http.StatusBadRequest
 		if len(p.Egress) > policy.MaxRules {
@@ -496,7 +504,7 @@ func (s *Service) change(w http.ResponseWriter, next func(policy.Policy) (policy
 		http.Error(w, "could not persist the policy", http.StatusInternalServerError)
 		return
 	}
-	if err := s.enf.Apply(c, s.cfg.DenyPrefixes); err != nil {
+	if err := s.enf.Apply(c); err != nil {
 		s.log.Error("apply the policy", "err", err)
 		http.Error(w, "could not apply the policy", http.StatusInternalServerError)
 		return

@@ -152,28 +152,28 @@ func start(t *testing.T, cfg Config) context.CancelFunc {
 func TestEnforcerEndToEnd(t *testing.T) {
 	testutil.RequireRoot(t)
 	p := testutil.NewNetPair(t)
-	for _, a := range []string{"10.250.0.3:8080", "10.250.0.4:8080"} {
+	for _, a := range []string{"198.51.100.3:8080", "198.51.100.4:8080"} {
 		testutil.ListenIn(t, p.Outside, "tcp", a)
 	}
-	up := resolver(t, map[string]string{"api.example.com.": "10.250.0.4", "other.net.": "10.250.0.3", "meta.example.com.": "169.254.169.254"})
+	up := resolver(t, map[string]string{"api.example.com.": "198.51.100.4", "other.net.": "198.51.100.3", "meta.example.com.": "169.254.169.254"})
 	file := filepath.Join(t.TempDir(), "policy.json")
 	cfg := Config{Netns: testutil.NetnsPath(p.Inside), Token: "egress-token", PolicyFile: file, Upstreams: []string{up},
 		Initial: policy.Policy{DefaultAction: "deny", Egress: []policy.Rule{{Action: "allow", Target: "*.example.com"}}}}
 	stop := start(t, cfg)
 
-	if testutil.Reaches(p.Inside, "10.250.0.4:8080") {
+	if testutil.Reaches(p.Inside, "198.51.100.4:8080") {
 		t.Fatal("reachable before resolving: literal addresses must be denied")
 	}
-	if rc, addrs := lookup(t, p.Inside, "api.example.com"); rc != dns.RcodeSuccess || len(addrs) != 1 || addrs[0] != "10.250.0.4" {
+	if rc, addrs := lookup(t, p.Inside, "api.example.com"); rc != dns.RcodeSuccess || len(addrs) != 1 || addrs[0] != "198.51.100.4" {
 		t.Fatalf("lookup api.example.com = %d %v", rc, addrs)
 	}
-	if !testutil.ReachesSoon(p.Inside, "10.250.0.4:8080") {
+	if !testutil.ReachesSoon(p.Inside, "198.51.100.4:8080") {
 		t.Error("a resolved, allowed name is unreachable")
 	}
 	if rc, _ := lookup(t, p.Inside, "other.net"); rc != dns.RcodeNameError {
 		t.Errorf("a denied name resolved: %d", rc)
 	}
-	if testutil.Reaches(p.Inside, "10.250.0.3:8080") {
+	if testutil.Reaches(p.Inside, "198.51.100.3:8080") {
 		t.Error("a denied address is reachable")
 	}
 	if _, addrs := lookup(t, p.Inside, "meta.example.com"); len(addrs) != 0 {
@@ -196,13 +196,13 @@ func TestEnforcerEndToEnd(t *testing.T) {
 		t.Fatalf("PATCH = %d %s", code, body)
 	}
 	lookup(t, p.Inside, "other.net")
-	if !testutil.ReachesSoon(p.Inside, "10.250.0.3:8080") {
+	if !testutil.ReachesSoon(p.Inside, "198.51.100.3:8080") {
 		t.Error("a name allowed by PATCH is unreachable")
 	}
 	if code, body := policyAPI(t, p.Inside, "DELETE", "egress-token", `["*.example.com"]`); code != 200 {
 		t.Fatalf("DELETE = %d %s", code, body)
 	}
-	if testutil.Reaches(p.Inside, "10.250.0.4:8080") {
+	if testutil.Reaches(p.Inside, "198.51.100.4:8080") {
 		t.Error("an address resolved for a removed rule is still reachable")
 	}
 	if code, body := policyAPI(t, p.Inside, "DELETE", "egress-token", `["nope.example"]`); code != 200 || !strings.Contains(body, "no matching targets") {
@@ -220,20 +220,20 @@ func TestEnforcerEndToEnd(t *testing.T) {
 	// The audit log names every decision above and the rule behind it.
 	evs := events(t, p.Inside, "egress-token", "")
 	for _, want := range []struct{ kind, target, decision, rule string }{
-		{"connection", "10.250.0.4:8080", "deny", "default deny"},
+		{"connection", "198.51.100.4:8080", "deny", "default deny"},
 		{"dns", "api.example.com", "allow", "*.example.com"},
-		{"connection", "10.250.0.4:8080", "allow", "*.example.com"},
+		{"connection", "198.51.100.4:8080", "allow", "*.example.com"},
 		{"dns", "other.net", "deny", "default deny"},
-		{"connection", "10.250.0.3:8080", "deny", "default deny"},
+		{"connection", "198.51.100.3:8080", "deny", "default deny"},
 		{"dns", "meta.example.com", "allow", "*.example.com"},
 		{"dns", "other.net", "allow", "other.net"},
-		{"connection", "10.250.0.3:8080", "allow", "other.net"},
+		{"connection", "198.51.100.3:8080", "allow", "other.net"},
 	} {
 		if _, ok := findEvent(evs, want.kind, want.target, want.decision, want.rule); !ok {
 			t.Errorf("no %s event for %s (%s, %q) in %+v", want.kind, want.target, want.decision, want.rule, evs)
 		}
 	}
-	if ev, ok := findEvent(evs, "connection", "10.250.0.4:8080", "allow", ""); ok && (ev.Name != "api.example.com" || ev.Protocol != "tcp") {
+	if ev, ok := findEvent(evs, "connection", "198.51.100.4:8080", "allow", ""); ok && (ev.Name != "api.example.com" || ev.Protocol != "tcp") {
 		t.Errorf("allowed connection event = %+v", ev)
 	}
 	last := evs[len(evs)-1]

@@ -90,7 +90,7 @@ func (s *Service) setVault(v *vault.Vault) error {
 			return err
 		}
 	}
-	if err := s.enf.SetIntercept(s.intercept(v), s.cfg.DenyPrefixes); err != nil {
+	if err := s.enf.SetIntercept(s.intercept(v)); err != nil {
 		return err
 	}
 	s.vault.Store(v)

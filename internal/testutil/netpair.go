@@ -16,7 +16,7 @@ import (
 )
 
 // NetPair is two network namespaces a test made, joined by a veth: the
-// "sandbox" at 10.250.0.1/24 and the "outside" holding .2, .3 and .4.
+// "sandbox" at 198.51.100.1/24 and the "outside" holding .2, .3 and .4.
 type NetPair struct {
 	// Inside and Outside are the namespaces' names (under /var/run/netns).
 	Inside, Outside string
@@ -42,8 +42,8 @@ func NewNetPair(t testing.TB) NetPair {
 	run("link", "add", "vi"+id, "type", "veth", "peer", "name", "vo"+id)
 	run("link", "set", "vi"+id, "netns", p.Inside)
 	run("link", "set", "vo"+id, "netns", p.Outside)
-	run("-n", p.Inside, "addr", "add", "10.250.0.1/24", "dev", "vi"+id)
-	for _, a := range []string{"10.250.0.2/24", "10.250.0.3/24", "10.250.0.4/24"} {
+	run("-n", p.Inside, "addr", "add", "198.51.100.1/24", "dev", "vi"+id)
+	for _, a := range []string{"198.51.100.2/24", "198.51.100.3/24", "198.51.100.4/24"} {
 		run("-n", p.Outside, "addr", "add", a, "dev", "vo"+id)
 	}
 	for _, ns := range []string{p.Inside, p.Outside} {

@@ -6,8 +6,10 @@ package e2e
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -38,9 +40,35 @@ type hostileRig struct {
 	victim   *sdk.Client
 }
 
+// Hosts of the rig's world (network namespaces the test made): one on a
+// public-looking address, and two on private ones, as a host's LAN or VPC
+// would have them.
+const (
+	hostilePrivate    = "10.77.0.10"
+	hostilePrivateLAN = "192.168.200.10"
+)
+
 func newHostileRig(t *testing.T, runtime string, args ...string) *hostileRig {
 	t.Helper()
 	dir := t.TempDir()
+	// Sandboxes with a policy go out through a world the test made, never
+	// through this machine's real network.
+	w := testutil.NewWorld(t)
+	for _, a := range []string{hostilePrivate, hostilePrivateLAN} {
+		if out, err := exec.Command("ip", "-n", w.World, "addr", "add", a+"/32", "dev", "lo").CombinedOutput(); err != nil {
+			t.Fatalf("ip addr add: %v %s", err, out)
+		}
+	}
+	for _, a := range []string{testutil.WorldWeb, hostilePrivate, hostilePrivateLAN} {
+		testutil.ServeHTTPIn(t, w.World, a+":80", http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			_, _ = io.WriteString(rw, "reached "+a+"\n")
+		}))
+	}
+	testutil.ServeDNS(t, w.World, testutil.WorldDNS+":53", map[string]string{
+		"public.test.": testutil.WorldWeb, "internal.test.": hostilePrivate, "rebind.test.": hostilePrivateLAN,
+	})
+	args = append([]string{"--egress-uplink-netns", testutil.NetnsPath(w.Uplink), "--egress-subnet", "10.219.0.0/24",
+		"--egress-upstream", testutil.WorldDNS + ":53"}, args...)
 	reg := testutil.StartRegistry(t)
 	image := reg + "/corral/busybox:1"
 	testutil.PushImage(t, image, busyboxImage(t))
@@ -253,6 +281,28 @@ func TestHostileSandboxOCI(t *testing.T) {
 		if fi, err := os.Stat(log); err != nil || fi.Size() > egressnet.LogLimit {
 			t.Errorf("the enforcer's log: %v, %v bytes (limit %d)", err, fi, egressnet.LogLimit)
 		}
+	})
+
+	// A tenant's own policy cannot open the networks around the host:
+	// allow-all with explicit private CIDR rules reaches the internet, and
+	// no private address, by literal or by a name resolving to one.
+	t.Run("PrivateNetworkPivot", func(t *testing.T) {
+		id := h.create(t, h.attacker, func(r *api.CreateSandboxRequest) {
+			r.NetworkPolicy = &api.NetworkPolicy{DefaultAction: "allow", Egress: []api.NetworkRule{
+				{Action: "allow", Target: "10.0.0.0/8"}, {Action: "allow", Target: "192.168.0.0/16"},
+				{Action: "allow", Target: "internal.test"}, {Action: "allow", Target: "rebind.test"},
+			}}
+		})
+		x := sandboxExecd(t, h.attacker, id)
+		if out, _, code := x.run("timeout 10 wget -q -O- http://public.test/"); code != 0 || out != "reached "+testutil.WorldWeb+"\n" {
+			t.Fatalf("allow-all does not reach a public host: %q (exit %d)", out, code)
+		}
+		for _, target := range []string{hostilePrivate, hostilePrivateLAN, "internal.test", "rebind.test"} {
+			if out, _, code := x.run("timeout 3 wget -q -O- http://" + target + "/"); code == 0 || strings.Contains(out, "reached") {
+				t.Errorf("the sandbox reached %s: %q", target, out)
+			}
+		}
+		h.victimUnaffected(t)
 	})
 
 	// Output without end: the console log stays under its cap on the

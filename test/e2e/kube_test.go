@@ -400,17 +400,22 @@ func TestKubeReplicasShareTheCluster(t *testing.T) {
 // test's own, on the node's bridge address and one the test adds to it.
 func TestKubeEgressPolicy(t *testing.T) {
 	kubetest.RequireKube(t)
-	const other = "192.0.2.10" // a "host no rule allows", on the node
-	if out, err := exec.Command("ip", "addr", "add", other+"/32", "dev", "k8sbr0").CombinedOutput(); err != nil {
-		t.Fatalf("ip addr add: %v %s", err, out)
+	// The servers are on addresses the test adds to the node's bridge:
+	// public-looking ones, since the node's own (private) address is in
+	// every sandbox's always-deny set.
+	const web, other = "192.0.2.11", "192.0.2.10" // an allowed host, and a "host no rule allows"
+	for _, a := range []string{web, other} {
+		if out, err := exec.Command("ip", "addr", "add", a+"/32", "dev", "k8sbr0").CombinedOutput(); err != nil {
+			t.Fatalf("ip addr add: %v %s", err, out)
+		}
+		t.Cleanup(func() { _ = exec.Command("ip", "addr", "del", a+"/32", "dev", "k8sbr0").Run() })
 	}
-	t.Cleanup(func() { _ = exec.Command("ip", "addr", "del", other+"/32", "dev", "k8sbr0").Run() })
 	node := kubetest.NodeAddress
 	dnsAddr := testutil.ServeDNS(t, "", node+":53", map[string]string{
-		"web.test.": node, "denied.test.": node, "later.test.": other,
+		"web.test.": web, "denied.test.": web, "later.test.": other, "node.test.": node,
 	})
 	var port string
-	for _, addr := range []string{node, other} {
+	for _, addr := range []string{web, other} {
 		ln, err := net.Listen("tcp", addr+":"+cmp.Or(port, "0"))
 		if err != nil {
 			t.Fatal(err)
@@ -446,10 +451,10 @@ func TestKubeEgressPolicy(t *testing.T) {
 	// What must answer gets time on a loaded machine; what must not, 3 s.
 	get := func(host string) string { return "timeout 20 wget -q -O- http://" + host + ":" + port + "/" }
 	url := func(host string) string { return "timeout 3 wget -q -O- http://" + host + ":" + port + "/" }
-	if out, code := run(get("web.test")); code != 0 || out != "hello from "+node+"\n" {
+	if out, code := run(get("web.test")); code != 0 || out != "hello from "+web+"\n" {
 		t.Errorf("allowed name: %q (exit %d)", out, code)
 	}
-	if out, code := run("nslookup denied.test"); code == 0 && strings.Contains(out, node) {
+	if out, code := run("nslookup denied.test"); code == 0 && strings.Contains(out, web) {
 		t.Errorf("a denied name resolved: %q", out)
 	}
 	if out, code := run(url(other)); code == 0 {
@@ -624,6 +629,8 @@ current-context: c
 		{[]string{"controller", "--kubeconfig", kc, "--corral-image", "x", "--egress-upstream", "127.0.0.1:53"}, "--egress-upstream"},
 		{[]string{"controller", "--kubeconfig", kc, "--corral-image", "x", "--egress-upstream", "dns.example"}, "--egress-upstream"},
 		{[]string{"controller", "--kubeconfig", kc, "--corral-image", "x", "--egress-deny", "10.0.0.0/33"}, "--egress-deny"},
+		{[]string{"controller", "--kubeconfig", kc, "--corral-image", "x", "--egress-allow-private", "169.254.0.0/16"}, "--egress-allow-private"},
+		{[]string{"egress", "--netns", "self", "--token", "t", "--allow-private", "0.0.0.0/0"}, "--allow-private"},
 		{[]string{"egress", "--netns", "self", "--token", "t", "--exempt-mark", "0"}, "--exempt-mark"},
 		{[]string{"egress", "--netns", "self", "--token", "t", "--exempt-mark", "lots"}, "--exempt-mark"},
 	} {

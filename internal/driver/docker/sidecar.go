@@ -150,6 +150,9 @@ func (d *Driver) startSidecar(ctx context.Context, id, sandboxCID string, upstre
 	if vault {
 		args = append(args, "--vault-dir", sidecarDir, "--upstream-ca", sidecarDir+"/upstream-ca.pem")
 	}
+	if len(d.cfg.Network.AllowPrivate) > 0 {
+		args = append(args, "--allow-private", egressnet.JoinPrefixes(d.cfg.Network.AllowPrivate))
+	}
 	labels := map[string]string{labelEgressOf: id}
 	if d.cfg.ServerID != "" {
 		labels[driver.LabelServer] = d.cfg.ServerID

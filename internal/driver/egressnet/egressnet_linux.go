@@ -52,6 +52,9 @@ type Config struct {
 	Upstreams []string
 	// Deny joins every sandbox's always-deny set.
 	Deny []netip.Prefix
+	// AllowPrivate takes parts of the private ranges out of it (the
+	// operator's opt-in; Deny still wins).
+	AllowPrivate []netip.Prefix
 	// UpstreamCA is a PEM file of extra CAs the credential proxy trusts
 	// when it verifies servers (besides the system's).
 	UpstreamCA string
@@ -289,6 +292,9 @@ func (n *Network) spawn(id, dir, nsPath string) (int, uint64, error) {
 		"--deny", strings.Join(deny, ","), "--sandbox-id", id, "--log-limit", strconv.Itoa(LogLimit)}
 	if len(n.cfg.Upstreams) > 0 {
 		args = append(args, "--upstream", strings.Join(n.cfg.Upstreams, ","))
+	}
+	if len(n.cfg.AllowPrivate) > 0 {
+		args = append(args, "--allow-private", JoinPrefixes(n.cfg.AllowPrivate))
 	}
 	if CAFile(dir) != "" {
 		args = append(args, "--vault-dir", dir)

@@ -33,7 +33,7 @@ func TestListenWhilePacketsAreLogged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Apply(c, nil); err != nil {
+	if err := e.Apply(c); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -46,7 +46,7 @@ func TestListenWhilePacketsAreLogged(t *testing.T) {
 			for ctx.Err() == nil {
 				// A new source port each time: only a connection's first
 				// packet is logged.
-				if c, err := net.Dial("udp", "10.250.0.2:9"); err == nil {
+				if c, err := net.Dial("udp", "198.51.100.2:9"); err == nil {
 					_, _ = c.Write([]byte("x"))
 					c.Close()
 				}
@@ -68,7 +68,7 @@ func TestListenWhilePacketsAreLogged(t *testing.T) {
 					return
 				}
 				for _, k := range pk {
-					if k.Dst.String() == "10.250.0.2:9" && k.Proto == "udp" && k.Prefix != "" {
+					if k.Dst.String() == "198.51.100.2:9" && k.Proto == "udp" && k.Prefix != "" {
 						found <- true
 						return
 					}

@@ -48,9 +48,9 @@ func dialMarked(t *testing.T, ns, addr string, m int) bool {
 func TestExemptMark(t *testing.T) {
 	testutil.RequireRoot(t)
 	p := testutil.NewNetPair(t)
-	testutil.ListenIn(t, p.Outside, "tcp", "10.250.0.2:8080")
-	testutil.ListenIn(t, p.Outside, "tcp", "10.250.0.2:53")
-	if !testutil.ReachesSoon(p.Inside, "10.250.0.2:8080") {
+	testutil.ListenIn(t, p.Outside, "tcp", "198.51.100.2:8080")
+	testutil.ListenIn(t, p.Outside, "tcp", "198.51.100.2:53")
+	if !testutil.ReachesSoon(p.Inside, "198.51.100.2:8080") {
 		t.Fatal("the test network does not work without a policy")
 	}
 	e, err := New(testutil.NetnsPath(p.Inside))
@@ -64,10 +64,10 @@ func TestExemptMark(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Apply(c, nil); err != nil {
+	if err := e.Apply(c); err != nil {
 		t.Fatal(err)
 	}
-	for _, addr := range []string{"10.250.0.2:8080", "10.250.0.2:53"} {
+	for _, addr := range []string{"198.51.100.2:8080", "198.51.100.2:53"} {
 		if !dialMarked(t, p.Inside, addr, mark) {
 			t.Errorf("a connection with the exempt mark to %s was dropped", addr)
 		}

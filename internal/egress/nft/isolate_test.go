@@ -38,13 +38,13 @@ func TestIsolate(t *testing.T) {
 	testutil.RequireRoot(t)
 	p := testutil.NewNetPair(t)
 	withIPv6(t, p)
-	for _, addr := range []string{"10.250.0.2:8080", "[fd00:250::2]:8080"} {
+	for _, addr := range []string{"198.51.100.2:8080", "[fd00:250::2]:8080"} {
 		testutil.ListenIn(t, p.Outside, "tcp", addr)
 	}
 	for _, addr := range []string{"[::]:44772", "[::]:9000", "127.0.0.1:7000"} {
 		testutil.ListenIn(t, p.Inside, "tcp", addr)
 	}
-	for ns, addr := range map[string]string{p.Inside: "10.250.0.2:8080", p.Outside: "10.250.0.1:9000"} {
+	for ns, addr := range map[string]string{p.Inside: "198.51.100.2:8080", p.Outside: "198.51.100.1:9000"} {
 		if !testutil.ReachesSoon(ns, addr) {
 			t.Fatalf("the test network does not work before isolation: %s from %s", addr, ns)
 		}
@@ -54,7 +54,7 @@ func TestIsolate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, addr := range []string{"10.250.0.2:8080", "[fd00:250::2]:8080"} {
+	for _, addr := range []string{"198.51.100.2:8080", "[fd00:250::2]:8080"} {
 		if testutil.Reaches(p.Inside, addr) {
 			t.Errorf("an isolated namespace reached %s", addr)
 		}
@@ -62,12 +62,12 @@ func TestIsolate(t *testing.T) {
 	if !testutil.Reaches(p.Inside, "127.0.0.1:7000") {
 		t.Error("an isolated namespace lost its loopback")
 	}
-	for _, addr := range []string{"10.250.0.1:44772", "[fd00:250::1]:44772"} {
+	for _, addr := range []string{"198.51.100.1:44772", "[fd00:250::1]:44772"} {
 		if !testutil.Reaches(p.Outside, addr) {
 			t.Errorf("the listed port is unreachable from outside: %s", addr)
 		}
 	}
-	for _, addr := range []string{"10.250.0.1:9000", "[fd00:250::1]:9000"} {
+	for _, addr := range []string{"198.51.100.1:9000", "[fd00:250::1]:9000"} {
 		if testutil.Reaches(p.Outside, addr) {
 			t.Errorf("a port not listed is reachable from outside: %s", addr)
 		}
@@ -79,24 +79,24 @@ func TestIsolate(t *testing.T) {
 func TestRestrictInbound(t *testing.T) {
 	testutil.RequireRoot(t)
 	p := testutil.NewNetPair(t)
-	testutil.ListenIn(t, p.Outside, "tcp", "10.250.0.2:8080")
+	testutil.ListenIn(t, p.Outside, "tcp", "198.51.100.2:8080")
 	for _, addr := range []string{"0.0.0.0:18080", "0.0.0.0:9000"} {
 		testutil.ListenIn(t, p.Inside, "tcp", addr)
 	}
-	if !testutil.ReachesSoon(p.Outside, "10.250.0.1:9000") {
+	if !testutil.ReachesSoon(p.Outside, "198.51.100.1:9000") {
 		t.Fatal("the test network does not work")
 	}
 	if err := netns.Do(testutil.NetnsPath(p.Inside), func() error { return RestrictInbound([]uint16{18080}) }); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(10 * time.Millisecond)
-	if testutil.Reaches(p.Outside, "10.250.0.1:9000") {
+	if testutil.Reaches(p.Outside, "198.51.100.1:9000") {
 		t.Error("a port not listed is reachable from outside")
 	}
-	if !testutil.Reaches(p.Outside, "10.250.0.1:18080") {
+	if !testutil.Reaches(p.Outside, "198.51.100.1:18080") {
 		t.Error("the listed port is unreachable")
 	}
-	if !testutil.Reaches(p.Inside, "10.250.0.2:8080") {
+	if !testutil.Reaches(p.Inside, "198.51.100.2:8080") {
 		t.Error("the way out was closed")
 	}
 }

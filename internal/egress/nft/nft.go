@@ -177,7 +177,7 @@ func insert(list []span, s span) []span {
 
 // ranges splits the policy's IP and CIDR rules into disjoint allowed and
 // denied ranges per family, honouring first-match order.
-func ranges(c *policy.Compiled, extraDeny []netip.Prefix) (allow, deny [2][]span) {
+func ranges(c *policy.Compiled) (allow, deny [2][]span) {
 	var decided [2][]span
 	fam := func(a netip.Addr) int {
 		if a.Is4() {
@@ -206,7 +206,7 @@ func ranges(c *policy.Compiled, extraDeny []netip.Prefix) (allow, deny [2][]span
 			}
 		}
 	}
-	for _, p := range append(policy.AlwaysDeny(), extraDeny...) {
+	for _, p := range c.DenySet() {
 		s := prefixSpan(p)
 		deny[fam(s.lo)] = insert(deny[fam(s.lo)], s)
 	}
@@ -226,28 +226,29 @@ func elements(spans []span) []nftables.SetElement {
 }
 
 // Apply replaces the namespace's rules with pol's, atomically: the old
-// table and the new never both half-apply. extraDeny joins the
-// always-deny set (the host, the server, other sandboxes).
-func (e *Enforcer) Apply(pol *policy.Compiled, extraDeny []netip.Prefix) error {
+// table and the new never both half-apply. pol's always-deny set (its
+// DenySet: the built-in one, the host, the server, other sandboxes) is
+// dropped whatever its rules say.
+func (e *Enforcer) Apply(pol *policy.Compiled) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.apply(pol, extraDeny)
+	return e.apply(pol)
 }
 
 // SetIntercept changes the credential proxy's redirect and reprograms
 // the table with the current policy.
-func (e *Enforcer) SetIntercept(in Intercept, extraDeny []netip.Prefix) error {
+func (e *Enforcer) SetIntercept(in Intercept) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.intercept = in
 	if e.pol == nil {
 		return nil
 	}
-	return e.apply(e.pol, extraDeny)
+	return e.apply(e.pol)
 }
 
-func (e *Enforcer) apply(pol *policy.Compiled, extraDeny []netip.Prefix) error {
-	allow, deny := ranges(pol, extraDeny)
+func (e *Enforcer) apply(pol *policy.Compiled) error {
+	allow, deny := ranges(pol)
 	t := &nftables.Table{Family: nftables.TableFamilyINet, Name: TableName}
 	// Add, delete, add: one batch that cannot fail for a missing table.
 	e.conn.AddTable(t)

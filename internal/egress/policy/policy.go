@@ -102,28 +102,122 @@ type Options struct {
 	// DenyPrefixes are added to the always-deny set (the host's addresses,
 	// the server, other sandboxes' networks).
 	DenyPrefixes []netip.Prefix
+	// AllowPrivate takes ranges out of the always-deny set's private
+	// part (PrivateRanges): an operator's opt-in to let sandboxes reach
+	// an internal network. DenyPrefixes still win over it.
+	AllowPrivate []netip.Prefix
 }
 
-// AlwaysDeny is the built-in always-deny set.
-func AlwaysDeny() []netip.Prefix {
-	var out []netip.Prefix
-	for _, s := range []string{
+// AlwaysDeny is the built-in always-deny set: the fixed part, and every
+// private range (PrivateRanges).
+func AlwaysDeny() []netip.Prefix { return append(fixedDeny(), PrivateRanges()...) }
+
+// fixedDeny is what no option lets a sandbox reach.
+func fixedDeny() []netip.Prefix {
+	return prefixes(
 		"0.0.0.0/8",          // "this network"
 		"127.0.0.0/8",        // loopback: names must not resolve to it (the host's, to a proxy)
-		"169.254.0.0/16",     // link-local, incl. 169.254.169.254 metadata (AWS, GCP, Azure)
-		"100.100.100.200/32", // Alibaba Cloud metadata
+		"169.254.0.0/16",     // link-local, incl. 169.254.169.254 metadata (AWS, GCP, Azure, Oracle, DigitalOcean)
+		"100.100.100.200/32", // Alibaba Cloud metadata (inside 100.64.0.0/10 too, but never allowed back)
+		"168.63.129.16/32",   // Azure's WireServer (inside no private range)
+		"192.0.0.0/24",       // IETF protocol assignments
 		"224.0.0.0/4",        // multicast
-		"255.255.255.255/32", // broadcast
+		"240.0.0.0/4",        // reserved, and broadcast
 		"::/128",             // unspecified
 		"::1/128",            // loopback
 		"fe80::/10",          // link-local
-		"fd00:ec2::254/128",  // AWS metadata over IPv6
+		"fec0::/10",          // site-local (deprecated, still routed on some networks)
+		"fd00:ec2::254/128",  // AWS metadata over IPv6 (inside fc00::/7 too, but never allowed back)
 		"ff00::/8",           // multicast
-	} {
-		out = append(out, netip.MustParsePrefix(s))
+	)
+}
+
+// PrivateRanges are the networks a host's neighbours live on, which no
+// sandbox reaches unless the operator allows a part of them back
+// (Options.AllowPrivate): traffic out of a sandbox is masqueraded as the
+// host, which firewalls inside those networks tend to trust.
+func PrivateRanges() []netip.Prefix {
+	return prefixes(
+		"10.0.0.0/8",     // RFC 1918
+		"172.16.0.0/12",  // RFC 1918
+		"192.168.0.0/16", // RFC 1918
+		"100.64.0.0/10",  // carrier-grade NAT (RFC 6598); cloud and VPN internals
+		"198.18.0.0/15",  // benchmarking (RFC 2544); used inside some clouds
+		"fc00::/7",       // unique local addresses (RFC 4193)
+	)
+}
+
+func prefixes(ss ...string) []netip.Prefix {
+	out := make([]netip.Prefix, len(ss))
+	for i, s := range ss {
+		out[i] = netip.MustParsePrefix(s)
 	}
 	return out
 }
+
+// CheckAllowPrivate refuses a range an operator wants to allow back that
+// is not inside a private range, or that holds a metadata address.
+func CheckAllowPrivate(allow []netip.Prefix) error {
+	for _, a := range allow {
+		a = a.Masked()
+		inside := false
+		for _, p := range PrivateRanges() {
+			inside = inside || p.Bits() <= a.Bits() && p.Contains(a.Addr())
+		}
+		if !inside {
+			return fmt.Errorf("%s is not inside a private range (%s): only those can be allowed back", a, joinPrefixes(PrivateRanges()))
+		}
+		for _, f := range fixedDeny() {
+			if f.Overlaps(a) {
+				return fmt.Errorf("%s holds %s, which stays denied", a, f)
+			}
+		}
+	}
+	return nil
+}
+
+func joinPrefixes(ps []netip.Prefix) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ", ")
+}
+
+// denySet is the always-deny set under opts: the fixed part, the private
+// ranges less what opts allows back, and opts' own denials.
+func denySet(opts Options) []netip.Prefix {
+	out := fixedDeny()
+	for _, p := range PrivateRanges() {
+		out = append(out, subtractPrefix(p, opts.AllowPrivate)...)
+	}
+	return append(out, opts.DenyPrefixes...)
+}
+
+// subtractPrefix is p less every hole, as prefixes.
+func subtractPrefix(p netip.Prefix, holes []netip.Prefix) []netip.Prefix {
+	for _, h := range holes {
+		h = h.Masked()
+		if !h.Overlaps(p) {
+			continue
+		}
+		if h.Bits() <= p.Bits() {
+			return nil // the hole covers p
+		}
+		// The hole is inside p: split p in two and subtract from each half.
+		lo := netip.PrefixFrom(p.Addr(), p.Bits()+1)
+		hiAddr := p.Addr().AsSlice()
+		bit := p.Bits()
+		hiAddr[bit/8] |= 0x80 >> (bit % 8)
+		hi, _ := netip.AddrFromSlice(hiAddr)
+		return append(subtractPrefix(lo, holes), subtractPrefix(netip.PrefixFrom(hi, p.Bits()+1), holes)...)
+	}
+	return []netip.Prefix{p}
+}
+
+// DenySet is the always-deny set this policy was compiled with: what
+// nothing in it can allow (the enforcer programs it into the kernel).
+func (c *Compiled) DenySet() []netip.Prefix { return c.alwaysDeny }
 
 // Decode reads a policy from JSON, rejecting unknown fields as the
 // contract's additionalProperties: false does. Empty input, "null" and
@@ -157,7 +251,7 @@ func Compile(p Policy, opts Options) (*Compiled, error) {
 		return nil, &Error{Rule: -1, Msg: fmt.Sprintf("%d rules; at most %d are allowed", len(p.Egress), MaxRules)}
 	}
 	c := &Compiled{defAllow: def == Allow, exact: map[string]int{},
-		alwaysDeny: append(AlwaysDeny(), opts.DenyPrefixes...)}
+		alwaysDeny: denySet(opts)}
 	norm := Policy{DefaultAction: def, Egress: make([]Rule, 0, len(p.Egress))}
 	for i, r := range p.Egress {
 		action := strings.ToLower(strings.TrimSpace(r.Action))

@@ -29,7 +29,7 @@ func TestFirstMatchWins(t *testing.T) {
 		{Action: "allow", Target: "10.1.0.0/16"},
 		{Action: "deny", Target: "10.1.2.3"},
 		{Action: "allow", Target: "2001:db8::/32"},
-	}}, Options{})
+	}}, Options{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}})
 	for _, tc := range []struct {
 		name  string
 		allow bool
@@ -61,11 +61,52 @@ func TestFirstMatchWins(t *testing.T) {
 		{"100.100.100.200", false, ByAlwaysDeny},
 		{"fe80::1", false, ByAlwaysDeny},
 		{"fd00:ec2::254", false, ByAlwaysDeny},
+		{"192.168.1.1", false, ByAlwaysDeny}, // private, and not allowed back
 	} {
 		d := c.DecideIP(netip.MustParseAddr(tc.ip))
 		if d.Allow != tc.allow || d.Rule != tc.rule {
 			t.Errorf("DecideIP(%s) = %+v, want allow=%v rule=%d", tc.ip, d, tc.allow, tc.rule)
 		}
+	}
+}
+
+// The networks around the host are out of reach whatever the tenant's
+// policy says, unless the operator allows a part of them back; metadata
+// and link-local addresses never come back.
+func TestPrivateNetworksAreDenied(t *testing.T) {
+	open := Policy{DefaultAction: "allow", Egress: []Rule{
+		{Action: "allow", Target: "10.0.0.0/8"}, {Action: "allow", Target: "0.0.0.0/0"}, {Action: "allow", Target: "::/0"},
+	}}
+	c := mustCompile(t, open, Options{})
+	for _, ip := range []string{"10.0.0.1", "10.255.255.255", "172.16.0.1", "172.31.255.254", "192.168.0.1", "100.64.0.1",
+		"100.127.255.254", "198.18.0.1", "198.19.255.254", "168.63.129.16", "100.100.100.200", "fc00::1", "fd12:3456::1",
+		"::ffff:192.168.1.1", "240.0.0.1", "192.0.0.170", "fec0::1"} {
+		if d := c.DecideIP(netip.MustParseAddr(ip)); d.Allow || d.Rule != ByAlwaysDeny {
+			t.Errorf("DecideIP(%s) under allow-all = %+v, want always denied", ip, d)
+		}
+	}
+	for _, ip := range []string{"172.32.0.1", "100.128.0.1", "198.20.0.1", "203.0.113.10", "2001:db8::1", "8.8.8.8"} {
+		if d := c.DecideIP(netip.MustParseAddr(ip)); !d.Allow {
+			t.Errorf("DecideIP(%s) under allow-all = %+v, want allowed", ip, d)
+		}
+	}
+	// The operator lets sandboxes reach one internal subnet, not its host.
+	host := netip.MustParsePrefix("10.20.0.5/32")
+	c = mustCompile(t, open, Options{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("10.20.0.0/16"), netip.MustParsePrefix("fd00:1::/32")},
+		DenyPrefixes: []netip.Prefix{host}})
+	for ip, allow := range map[string]bool{"10.20.1.1": true, "10.20.255.255": true, "10.21.0.1": false, "10.19.255.255": false,
+		"10.20.0.5": false, "192.168.1.1": false, "fd00:1::9": true, "fd00:2::9": false, "100.100.100.200": false} {
+		if d := c.DecideIP(netip.MustParseAddr(ip)); d.Allow != allow {
+			t.Errorf("with 10.20.0.0/16 allowed back: DecideIP(%s) = %+v, want allow=%v", ip, d, allow)
+		}
+	}
+	for _, bad := range []string{"169.254.0.0/16", "8.8.8.0/24", "0.0.0.0/0", "100.100.100.0/24", "fd00:ec2::/32", "10.0.0.0/7"} {
+		if err := CheckAllowPrivate([]netip.Prefix{netip.MustParsePrefix(bad)}); err == nil {
+			t.Errorf("CheckAllowPrivate(%s) = nil, want a refusal", bad)
+		}
+	}
+	if err := CheckAllowPrivate([]netip.Prefix{netip.MustParsePrefix("10.20.0.0/16"), netip.MustParsePrefix("192.168.0.0/16")}); err != nil {
+		t.Errorf("CheckAllowPrivate(private ranges) = %v", err)
 	}
 }
 

@@ -76,6 +76,10 @@ type Config struct {
 	// whatever the policy: the nodes, the pod and service ranges, the API
 	// server (link-local and metadata addresses always are).
 	EgressDeny []string
+	// EgressAllowPrivate are the parts of the private ranges sandboxes
+	// may reach when their policy allows (comma-separated CIDRs; the
+	// sidecar's --allow-private).
+	EgressAllowPrivate string
 	Logger     *slog.Logger
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time

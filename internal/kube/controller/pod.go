@@ -109,6 +109,9 @@ func addEgress(cfg Config, p *corev1.Pod, name, policy, tokenSecret string) {
 	if len(cfg.EgressDeny) > 0 {
 		args = append(args, "--deny", strings.Join(cfg.EgressDeny, ","))
 	}
+	if cfg.EgressAllowPrivate != "" {
+		args = append(args, "--allow-private", cfg.EgressAllowPrivate)
+	}
 	p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: egressVolume, VolumeSource: corev1.VolumeSource{
 		EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory},
 	}})
