@@ -80,7 +80,7 @@ type Config struct {
 	// may reach when their policy allows (comma-separated CIDRs; the
 	// sidecar's --allow-private).
 	EgressAllowPrivate string
-	Logger     *slog.Logger
+	Logger             *slog.Logger
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
 }
