@@ -33,4 +33,6 @@ const (
 	CodeRouteNotFound          = "ROUTE_NOT_FOUND"
 	CodeMethodNotAllowed       = "METHOD_NOT_ALLOWED"
 	CodeKeyNotFound            = "KEY::NOT_FOUND"
+	CodeHostNotAllowed         = "HOST_NOT_ALLOWED"
+	CodeOriginNotAllowed       = "ORIGIN_NOT_ALLOWED"
 )

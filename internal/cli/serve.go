@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -50,6 +51,8 @@ type serveConfig struct {
 	configFile       string
 	apiKey           string
 	insecureNoAuth   bool
+	corsOrigins      string
+	origins          []string
 	maxTimeout       time.Duration
 	retainTerminated time.Duration
 	recoveryTimeout  time.Duration
@@ -236,7 +239,8 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	fs.StringVar(&cfg.runtime, "runtime", "oci", "runtime that runs sandboxes ("+driverNames()+")")
 	fs.StringVar(&cfg.configFile, "config", "", "TOML configuration file (keys are flag names with '_' for '-'; see 'corral config init')")
 	fs.StringVar(&cfg.apiKey, "api-key", "", "seed this admin API key (for scripts and CI); also CORRAL_API_KEY")
-	fs.BoolVar(&cfg.insecureNoAuth, "insecure-no-auth", false, "accept requests without an API key (local compatibility tests only)")
+	fs.BoolVar(&cfg.insecureNoAuth, "insecure-no-auth", false, "accept requests without an API key (local compatibility tests only); only requests addressed to an IP address or localhost, and none from web pages")
+	fs.StringVar(&cfg.corsOrigins, "cors-origins", "", "web origins allowed to call the API from a browser, comma-separated (https://console.example); default: none")
 	fs.DurationVar(&cfg.maxTimeout, "max-timeout", 0, "longest time to live a sandbox may ask for (0: no limit, and manual cleanup allowed)")
 	fs.DurationVar(&cfg.retainTerminated, "retain-terminated", time.Hour, "how long Terminated and Failed sandboxes stay visible")
 	fs.DurationVar(&cfg.recoveryTimeout, "recovery-timeout", 2*time.Minute, "time budget for recovering sandboxes at start")
@@ -277,9 +281,14 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	if id := cfg.serverID; id != "" && !validServerID(id) {
 		return fail(e, "--server-id %q: want 1 to 63 lower-case letters, digits and '-', starting and ending with a letter or digit", id)
 	}
+	origins, err := parseOrigins(cfg.corsOrigins)
+	if err != nil {
+		return fail(e, "--cors-origins: %v", err)
+	}
 	if cfg.kubeRecords != "cluster" && cfg.kubeRecords != "local" {
 		return fail(e, "--kube-records %q: want cluster or local", cfg.kubeRecords)
 	}
+	cfg.origins = origins
 	log, err := newLogger(e.stderr, cfg.logFormat, cfg.logLevel)
 	if err != nil {
 		return fail(e, "%v", err)
@@ -383,7 +392,7 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, log *slog.Logger) (err
 		ln.Close()
 		return fmt.Errorf("recovery: %w", err)
 	}
-	srv := server.New(server.Config{Manager: mgr, Keys: keys, Logger: log, InsecureNoAuth: cfg.insecureNoAuth, Secrets: sec})
+	srv := server.New(server.Config{Manager: mgr, Keys: keys, Logger: log, InsecureNoAuth: cfg.insecureNoAuth, CORSOrigins: cfg.origins, Secrets: sec})
 	hs := srv.NewHTTPServer(cfg.listen)
 	secLn, err := sec.Listen()
 	if err != nil {
@@ -476,4 +485,19 @@ type kubeRecordStore interface {
 type kubeKeyStore interface {
 	auth.SharedKeyStore
 	io.Closer
+}
+
+// parseOrigins reads --cors-origins: each a scheme (http or https) and a
+// host, with a port or not, and nothing else; "*" is refused.
+func parseOrigins(list string) ([]string, error) {
+	var out []string
+	for _, o := range splitList(list) {
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+			(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+			return nil, fmt.Errorf("%q: want an origin such as https://console.example (a scheme and a host, with a port or not)", o)
+		}
+		out = append(out, u.Scheme+"://"+u.Host)
+	}
+	return out, nil
 }

@@ -63,7 +63,10 @@ func (r resp) errCode(t testing.TB) string {
 
 func newTS(t *testing.T) *ts { return newTSForBench(t) }
 
-func newTSForBench(t testing.TB) *ts {
+func newTSForBench(t testing.TB) *ts { return newTSWith(t, nil) }
+
+// newTSWith is newTS with the server's configuration changed by edit.
+func newTSWith(t testing.TB, edit func(*Config)) *ts {
 	t.Helper()
 	dir := t.TempDir()
 	st, err := store.Open(t.Context(), filepath.Join(dir, "corral.db"))
@@ -93,7 +96,11 @@ func newTSForBench(t testing.TB) *ts {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := New(Config{Manager: mgr, Keys: keys})
+	cfg := Config{Manager: mgr, Keys: keys}
+	if edit != nil {
+		edit(&cfg)
+	}
+	srv := New(cfg)
 	hs := httptest.NewServer(srv.Handler())
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
 	done := make(chan struct{})
@@ -129,6 +136,10 @@ func (s *ts) call(method, path, key string, body any, hdr ...string) resp {
 		req.Header.Set(api.HeaderAPIKey, key)
 	}
 	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i] == "Host" {
+			req.Host = hdr[i+1]
+			continue
+		}
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	res, err := http.DefaultClient.Do(req)

@@ -6,7 +6,11 @@ package server
 import (
 	"context"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -91,8 +95,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set(api.HeaderRequestID, id)
 	// Proxied requests carry the id on to the sandbox (execd echoes it).
 	r.Header.Set(api.HeaderRequestID, id)
-	h.Set("Access-Control-Allow-Origin", "*")
-	h.Set("Access-Control-Expose-Headers", "X-Request-ID, Location, Retry-After")
 	sw := &statusWriter{ResponseWriter: w}
 	defer func() {
 		if v := recover(); v != nil {
@@ -106,11 +108,30 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}()
-	// CORS: the API authenticates by header, never by cookie, so any
-	// origin may call it.
-	if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+	if s.cfg.InsecureNoAuth && !loopbackHost(r.Host) {
+		// Without keys, a name that is not localhost's is what DNS
+		// rebinding looks like: a web page's own name, pointed here.
+		s.writeErrorStatus(sw, r, http.StatusUnauthorized, api.CodeHostNotAllowed,
+			"with --insecure-no-auth this server answers only requests addressed to an IP address or localhost, not "+strconv.Quote(r.Host))
+		return
+	}
+	// CORS only for the origins the operator lists: the API authenticates
+	// by header, but a server without keys must not be a web page's to use.
+	origin := r.Header.Get("Origin")
+	corsOK := origin != "" && slices.Contains(s.cfg.CORSOrigins, origin)
+	if corsOK {
+		h.Set("Access-Control-Allow-Origin", origin)
+		h.Set("Access-Control-Expose-Headers", "X-Request-ID, Location, Retry-After")
+		h.Add("Vary", "Origin")
+	} else if origin != "" && s.cfg.InsecureNoAuth {
+		s.writeErrorStatus(sw, r, http.StatusUnauthorized, api.CodeOriginNotAllowed,
+			"with --insecure-no-auth this server refuses requests from web pages (origin "+strconv.Quote(origin)+"); --cors-origins lists the ones it accepts")
+		return
+	}
+	if corsOK && r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
 		h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, PATCH, DELETE, OPTIONS")
-		h.Set("Access-Control-Allow-Headers", "*")
+		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Idempotency-Key, "+api.HeaderAPIKey+", "+
+			api.HeaderRequestID+", "+api.HeaderExecdToken+", "+api.HeaderEgressToken)
 		h.Set("Access-Control-Max-Age", "600")
 		sw.WriteHeader(http.StatusNoContent)
 		return
@@ -134,6 +155,21 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.log.DebugContext(ctx, "request", "method", r.Method, "route", route, "status", status,
 			"duration_ms", time.Since(start).Milliseconds())
 	}
+}
+
+// loopbackHost reports whether a Host header names this machine the way
+// no web page's name can: an IP address, or localhost (and its
+// subdomains, which resolvers keep on loopback).
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	if _, err := netip.ParseAddr(host); err == nil {
+		return true
+	}
+	host = strings.ToLower(host)
+	return host == "localhost" || strings.HasSuffix(host, ".localhost")
 }
 
 // presentedKey returns the API key a request carries, if any.

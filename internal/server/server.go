@@ -27,7 +27,13 @@ type Config struct {
 	Keys    *auth.Keyring
 	Logger  *slog.Logger
 	// InsecureNoAuth accepts every request as the default tenant's admin.
+	// The server then answers only requests addressed to an IP address or
+	// a localhost name, and refuses requests from web pages of origins not
+	// in CORSOrigins: a page cannot drive it, by DNS rebinding or else.
 	InsecureNoAuth bool
+	// CORSOrigins are the web origins (scheme://host[:port]) allowed to
+	// call the API from a browser; none by default.
+	CORSOrigins []string
 	// Registry receives the server's metrics; nil means a private registry.
 	Registry *promtext.Registry
 	// Secrets stores the tenants' secrets; nil answers 501 on /secrets.

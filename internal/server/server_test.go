@@ -496,12 +496,51 @@ func TestUnknownRoutesAndMethods(t *testing.T) {
 	}
 }
 
-func TestCORSPreflight(t *testing.T) {
+// No web page gets to use the API unless its origin is listed: no
+// Access-Control-Allow-Origin for others (never "*"), and a listed one
+// gets its own origin back.
+func TestCORSOnlyForListedOrigins(t *testing.T) {
 	t.Parallel()
-	s := newTS(t)
-	r := s.call("OPTIONS", "/v1/sandboxes", "", nil, "Origin", "http://example.test", "Access-Control-Request-Method", "POST")
-	if r.status != 204 || r.header.Get("Access-Control-Allow-Origin") != "*" {
-		t.Errorf("preflight = %d %v", r.status, r.header)
+	s := newTSWith(t, func(c *Config) { c.CORSOrigins = []string{"https://console.example"} })
+	r := s.call("OPTIONS", "/v1/sandboxes", "", nil, "Origin", "https://console.example", "Access-Control-Request-Method", "POST")
+	if r.status != 204 || r.header.Get("Access-Control-Allow-Origin") != "https://console.example" {
+		t.Errorf("a listed origin's preflight = %d %v", r.status, r.header)
+	}
+	for _, origin := range []string{"http://evil.example", "null", "https://console.example.evil"} {
+		r := s.call("OPTIONS", "/v1/sandboxes", "", nil, "Origin", origin, "Access-Control-Request-Method", "POST")
+		if r.status == 204 || r.header.Get("Access-Control-Allow-Origin") != "" {
+			t.Errorf("preflight from %s = %d %v", origin, r.status, r.header)
+		}
+		r = s.call("GET", "/v1/sandboxes", s.keyA, nil, "Origin", origin)
+		if got := r.header.Get("Access-Control-Allow-Origin"); got != "" {
+			t.Errorf("an authenticated answer to %s carries Access-Control-Allow-Origin %q", origin, got)
+		}
+	}
+}
+
+// With --insecure-no-auth a web page must not be able to drive the
+// server: not by DNS rebinding (a Host that is a page's name), not from
+// another origin; clients without a browser (no Origin, an IP or
+// localhost Host) work.
+func TestInsecureNoAuthRefusesWebPages(t *testing.T) {
+	t.Parallel()
+	s := newTSWith(t, func(c *Config) { c.InsecureNoAuth = true })
+	for _, tc := range []struct {
+		name   string
+		hdr    []string
+		status int
+	}{
+		{"an IP address", []string{"Host", "127.0.0.1:8080"}, 200},
+		{"IPv6 loopback", []string{"Host", "[::1]:8080"}, 200},
+		{"localhost", []string{"Host", "localhost:8080"}, 200},
+		{"a localhost subdomain", []string{"Host", "api.localhost"}, 200},
+		{"a rebinding page's name", []string{"Host", "attacker.example:8080"}, 401},
+		{"a name that only starts like localhost", []string{"Host", "localhost.attacker.example"}, 401},
+		{"a web page's request", []string{"Host", "127.0.0.1:8080", "Origin", "http://attacker.example"}, 401},
+	} {
+		if r := s.call("GET", "/v1/sandboxes", "", nil, tc.hdr...); r.status != tc.status {
+			t.Errorf("%s: %d %s, want %d", tc.name, r.status, r.body, tc.status)
+		}
 	}
 }
 
