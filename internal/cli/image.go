@@ -8,8 +8,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
 
 	"github.com/corral-dev/corral/internal/driver/oci"
 	"github.com/corral-dev/corral/internal/imagestore"
@@ -21,13 +24,15 @@ import (
 func runImage(ctx context.Context, e *env, args []string) int {
 	usage := `Usage: corral image <import|pull|ls|rm|gc> [flags]
 
-  corral image import FILE [--name NAME]   add images from a docker save tarball or an OCI layout (dir or tar)
-  corral image pull REF [--username U --password P] [--platform os/arch]
+  corral image import FILE [--name NAME] [--tenant T]   add images from a docker save tarball or an OCI layout (dir or tar)
+  corral image pull REF [--username U --password P] [--platform os/arch] [--tenant T]
   corral image ls [-o json]
   corral image rm REF...
   corral image gc                          remove layers no image and no sandbox uses
 
-All take --data-dir (default: the server's).`
+Images you import or pull are for every tenant, unless --tenant makes them one
+tenant's. A pull without --username uses this machine's registry logins
+(~/.docker/config.json). All take --data-dir (default: the server's).`
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprintln(e.stderr, usage)
 		if len(args) == 0 {
@@ -42,6 +47,7 @@ All take --data-dir (default: the server's).`
 	user := fs.String("username", "", "pull: registry user")
 	pass := fs.String("password", "", "pull: registry password (or token)")
 	platform := fs.String("platform", "", "pull: os/arch (default: this machine's)")
+	tenant := fs.String("tenant", "", "import, pull: only this tenant may use the image (default: every tenant)")
 	output := fs.String("o", "table", "ls: output format, table or json")
 	if ok, code := parseFlags(fs, e, reorder(args[1:])); !ok {
 		return code
@@ -64,7 +70,7 @@ All take --data-dir (default: the server's).`
 		if fs.NArg() != 1 {
 			return fail(e, "image import: give one file or directory")
 		}
-		imgs, err := store.Import(ctx, fs.Arg(0), *asName, progress)
+		imgs, err := store.Import(ctx, fs.Arg(0), imagestore.ImportOptions{Name: *asName, Tenant: *tenant, Progress: progress})
 		if err != nil {
 			return fail(e, "%v", err)
 		}
@@ -75,7 +81,8 @@ All take --data-dir (default: the server's).`
 		if fs.NArg() != 1 {
 			return fail(e, "image pull: give one image reference")
 		}
-		img, err := store.Pull(ctx, fs.Arg(0), imagestore.PullOptions{Username: *user, Password: *pass, Platform: *platform, Progress: progress})
+		img, err := store.Pull(ctx, fs.Arg(0), imagestore.PullOptions{Tenant: *tenant, Username: *user, Password: *pass,
+			Keychain: authn.DefaultKeychain, Platform: *platform, Progress: progress})
 		if err != nil {
 			return fail(e, "%v", err)
 		}
@@ -91,9 +98,13 @@ All take --data-dir (default: the server's).`
 			return 0
 		}
 		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tDIGEST\tLAYERS\tSIZE\tADDED")
+		fmt.Fprintln(tw, "NAME\tDIGEST\tLAYERS\tSIZE\tADDED\tTENANTS")
 		for _, img := range imgs {
-			fmt.Fprintf(tw, "%s\t%.19s\t%d\t%.1f MiB\t%s\n", img.Name, img.Digest, len(img.Layers), float64(img.Size)/(1<<20), img.Added.Format(time.RFC3339))
+			who := "all"
+			if !img.Public {
+				who = strings.Join(img.Tenants, ",")
+			}
+			fmt.Fprintf(tw, "%s\t%.19s\t%d\t%.1f MiB\t%s\t%s\n", img.Name, img.Digest, len(img.Layers), float64(img.Size)/(1<<20), img.Added.Format(time.RFC3339), who)
 		}
 		_ = tw.Flush()
 	case "rm":

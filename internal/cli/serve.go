@@ -40,41 +40,42 @@ import (
 
 // serveConfig is everything `corral serve` can be told.
 type serveConfig struct {
-	listen           string
-	dataDir          string
-	runtime          string
-	kubeconfig       string
-	kubeNamespace    string
-	kubePullPolicy   string
-	kubeEndpoints    string
-	kubeRecords      string
-	configFile       string
-	apiKey           string
-	insecureNoAuth   bool
-	corsOrigins      string
-	origins          []string
-	maxTimeout       time.Duration
-	retainTerminated time.Duration
-	recoveryTimeout  time.Duration
-	shutdownTimeout  time.Duration
-	logFormat        string
-	logLevel         string
-	fakeCreateDelay  time.Duration
-	ociRuntime       string
-	hostImage        bool
-	warmPool         string
-	dockerHost       string
-	dockerRuntime    string
-	dockerRemote     bool
-	dockerPublishIP  string
-	egressUplink     string
-	egressBridge     string
-	egressSubnet     string
-	egressUpstream   string
-	egressDeny       string
-	egressAllowPriv  string
-	egressUpstreamCA string
-	defaultPolicy    string
+	listen               string
+	dataDir              string
+	runtime              string
+	kubeconfig           string
+	kubeNamespace        string
+	kubePullPolicy       string
+	kubeEndpoints        string
+	kubeRecords          string
+	configFile           string
+	apiKey               string
+	insecureNoAuth       bool
+	corsOrigins          string
+	imageHostCredentials bool
+	origins              []string
+	maxTimeout           time.Duration
+	retainTerminated     time.Duration
+	recoveryTimeout      time.Duration
+	shutdownTimeout      time.Duration
+	logFormat            string
+	logLevel             string
+	fakeCreateDelay      time.Duration
+	ociRuntime           string
+	hostImage            bool
+	warmPool             string
+	dockerHost           string
+	dockerRuntime        string
+	dockerRemote         bool
+	dockerPublishIP      string
+	egressUplink         string
+	egressBridge         string
+	egressSubnet         string
+	egressUpstream       string
+	egressDeny           string
+	egressAllowPriv      string
+	egressUpstreamCA     string
+	defaultPolicy        string
 	// serverID identifies this data dir's server on shared backends.
 	serverID string
 	// audit receives the egress enforcers' decisions (set by serve).
@@ -104,7 +105,7 @@ func drivers() map[string]driverFactory {
 				return nil, err
 			}
 			return oci.New(oci.Config{Root: filepath.Join(cfg.dataDir, "oci"), Runtime: cfg.ociRuntime, AllowHostImage: cfg.hostImage,
-				Pool: pool, Network: network, Logger: log})
+				HostCredentials: cfg.imageHostCredentials, Pool: pool, Network: network, Logger: log})
 		},
 		kubeRuntime: kubeDriver,
 		docker.Name: func(cfg *serveConfig, log *slog.Logger) (driver.Driver, error) {
@@ -248,6 +249,7 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	fs.StringVar(&cfg.logFormat, "log-format", "auto", "log format: json, text, or auto (text on a terminal)")
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&cfg.ociRuntime, "oci-runtime", "runc", "runtime oci: the OCI runtime binary (runc, crun, runsc)")
+	fs.BoolVar(&cfg.imageHostCredentials, "image-host-credentials", false, "let tenants' pulls without image.auth use this machine's registry logins (~/.docker/config.json); default: such pulls are anonymous")
 	fs.BoolVar(&cfg.hostImage, "host-image", true, `runtime oci: allow image.uri "host" (a read-only view of this machine's /usr; turn off for multi-tenant use)`)
 	fs.StringVar(&cfg.warmPool, "warm-pool", "", `runtime oci: keep sandboxes of these images started ahead of time, claimed by creates ("host=2,python:3.12=1")`)
 	fs.StringVar(&cfg.egressUplink, "egress-uplink-netns", "", "network namespace (a path) where sandboxes' bridge and NAT live (default: this machine's)")

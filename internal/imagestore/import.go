@@ -24,17 +24,28 @@ func importError(format string, args ...any) error {
 	return errdefs.Newf(errdefs.ErrInvalidArgument, "IMAGE::INVALID_ARCHIVE", format, args...)
 }
 
+// ImportOptions tune an import.
+type ImportOptions struct {
+	// Name, when set, picks the image of that name (or names an archive's
+	// one untagged image).
+	Name string
+	// Tenant, when set, is the only tenant that may use the images;
+	// otherwise they are for every tenant.
+	Tenant string
+	// Progress, when set, is called as layers are unpacked.
+	Progress func(Progress)
+}
+
 // Import adds the images of a `docker save` tarball or an OCI layout (a
-// directory or a tar of one). With name set, only the image of that name
-// is imported (or, for an archive holding one untagged image, it gets that
-// name). It returns the images added.
-func (s *Store) Import(ctx context.Context, path, as string, progress func(Progress)) ([]*Image, error) {
+// directory or a tar of one). It returns the images added. Every layer is
+// checked against its bytes, even one already on disk.
+func (s *Store) Import(ctx context.Context, path string, opts ImportOptions) ([]*Image, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, importError("%s: %v", path, err)
 	}
 	if fi.IsDir() {
-		return s.importLayout(ctx, path, as, progress)
+		return s.importLayout(ctx, path, opts)
 	}
 	entries, err := tarEntries(path)
 	if err != nil {
@@ -42,7 +53,7 @@ func (s *Store) Import(ctx context.Context, path, as string, progress func(Progr
 	}
 	switch {
 	case entries["manifest.json"]:
-		return s.importDocker(ctx, path, as, progress)
+		return s.importDocker(ctx, path, opts)
 	case entries["oci-layout"] && entries["index.json"]:
 		dir, err := os.MkdirTemp(filepath.Join(s.dir, "tmp"), "layout-")
 		if err != nil {
@@ -52,7 +63,7 @@ func (s *Store) Import(ctx context.Context, path, as string, progress func(Progr
 		if err := extractPlain(path, dir); err != nil {
 			return nil, importError("%s: %v", path, err)
 		}
-		return s.importLayout(ctx, dir, as, progress)
+		return s.importLayout(ctx, dir, opts)
 	}
 	return nil, importError("%s has neither manifest.json (docker save) nor oci-layout and index.json (OCI layout)", path)
 }
@@ -124,7 +135,8 @@ func extractPlain(path, dir string) error {
 	}
 }
 
-func (s *Store) importDocker(ctx context.Context, path, as string, progress func(Progress)) ([]*Image, error) {
+func (s *Store) importDocker(ctx context.Context, path string, opts ImportOptions) ([]*Image, error) {
+	as := opts.Name
 	opener := func() (io.ReadCloser, error) { return os.Open(path) }
 	m, err := tarball.LoadManifest(opener)
 	if err != nil {
@@ -160,7 +172,7 @@ func (s *Store) importDocker(ctx context.Context, path, as string, progress func
 		if err != nil {
 			return nil, importError("%s: %v", path, err)
 		}
-		added, err := s.addLocal(ctx, imgName, img, progress)
+		added, err := s.addLocal(ctx, imgName, img, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -182,7 +194,8 @@ func matchesName(tags []string, want string) bool {
 	return false
 }
 
-func (s *Store) importLayout(ctx context.Context, dir, as string, progress func(Progress)) ([]*Image, error) {
+func (s *Store) importLayout(ctx context.Context, dir string, opts ImportOptions) ([]*Image, error) {
+	as := opts.Name
 	p, err := layout.FromPath(dir)
 	if err != nil {
 		return nil, importError("%s is not an OCI layout: %v", dir, err)
@@ -229,7 +242,7 @@ func (s *Store) importLayout(ctx context.Context, dir, as string, progress func(
 		} else if img, err = idx.Image(d.Digest); err != nil {
 			return nil, importError("%s: %v", dir, err)
 		}
-		added, err := s.addLocal(ctx, imgName, img, progress)
+		added, err := s.addLocal(ctx, imgName, img, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -256,7 +269,7 @@ func pickPlatform(idx v1.ImageIndex, plat v1.Platform) (v1.Image, error) {
 
 // addLocal adds an image read from a file, with the platform its config
 // names.
-func (s *Store) addLocal(ctx context.Context, imgName string, img v1.Image, progress func(Progress)) (*Image, error) {
+func (s *Store) addLocal(ctx context.Context, imgName string, img v1.Image, opts ImportOptions) (*Image, error) {
 	cf, err := img.ConfigFile()
 	if err != nil {
 		return nil, importError("image %s: config: %v", imgName, err)
@@ -268,5 +281,5 @@ func (s *Store) addLocal(ctx context.Context, imgName string, img v1.Image, prog
 	if got := plat.OS + "/" + plat.Architecture; got != HostPlatform() {
 		return nil, importError("image %s is for %s; this machine runs %s", imgName, got, HostPlatform())
 	}
-	return s.add(ctx, imgName, img, plat, progress)
+	return s.add(ctx, imgName, img, plat, addOptions{progress: opts.Progress, tenant: opts.Tenant})
 }

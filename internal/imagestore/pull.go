@@ -5,6 +5,8 @@ package imagestore
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -27,9 +29,16 @@ import (
 
 // PullOptions tune a pull.
 type PullOptions struct {
+	// Tenant is who asks: the image is recorded as usable by it. Empty is
+	// the operator, whose images are for every tenant.
+	Tenant string
 	// Username and Password authenticate to the registry; without them the
-	// pull is anonymous unless the Docker config has credentials.
+	// pull is anonymous, unless Keychain is set.
 	Username, Password string
+	// Keychain supplies credentials when no Username and Password are
+	// given (the operator's own, such as authn.DefaultKeychain; never set
+	// it for a tenant's pull unless the operator says so).
+	Keychain authn.Keychain
 	// Platform is "os/arch"; empty means this machine's.
 	Platform string
 	// Progress, when set, is called as layers are unpacked.
@@ -63,13 +72,48 @@ func parsePlatform(p string) (v1.Platform, error) {
 	return v1.Platform{OS: osName, Architecture: arch}, nil
 }
 
-// Resolve returns the image ref from the store, pulling it if it is not
-// there.
+// Resolve returns the image ref from the store for opts.Tenant, pulling
+// it if it is not there. An image in the store that the tenant may not
+// use yet (another tenant pulled it) is checked with the registry first,
+// with this tenant's credentials: the same content is then the tenant's
+// too; a refusal is the registry's answer; a tag that moved is pulled.
 func (s *Store) Resolve(ctx context.Context, ref string, opts PullOptions) (*Image, error) {
-	if img, err := s.Get(ref); err == nil {
+	img, err := s.Get(ref)
+	if err == nil && img.UsableBy(opts.Tenant) {
 		return img, nil
 	}
+	if err == nil && img.Repository != "" {
+		r, perr := name.ParseReference(ref)
+		if perr != nil {
+			return nil, errdefs.Newf(errdefs.ErrInvalidArgument, "IMAGE::INVALID_REFERENCE", "image %q is not a valid reference: %v", ref, perr)
+		}
+		desc, herr := remote.Head(r, s.remoteOptions(ctx, opts)...)
+		if herr != nil {
+			return nil, registryError(ref, herr)
+		}
+		if d := desc.Digest.String(); d == img.RefDigest || d == img.Digest {
+			if err := s.allow(img.Name, opts.Tenant); err != nil {
+				return nil, err
+			}
+			return img, nil
+		}
+	}
 	return s.Pull(ctx, ref, opts)
+}
+
+// remoteOptions are a pull's registry options: its credentials (none
+// unless given), its platform.
+func (s *Store) remoteOptions(ctx context.Context, opts PullOptions) []remote.Option {
+	ropts := []remote.Option{remote.WithContext(ctx), remote.WithUserAgent("corral")}
+	switch {
+	case opts.Username != "" || opts.Password != "":
+		ropts = append(ropts, remote.WithAuth(authn.FromConfig(authn.AuthConfig{Username: opts.Username, Password: opts.Password})))
+	case opts.Keychain != nil:
+		ropts = append(ropts, remote.WithAuthFromKeychain(opts.Keychain))
+	default:
+		ropts = append(ropts, remote.WithAuth(authn.Anonymous))
+	}
+	return ropts
 }
 
 // Pull fetches ref from its registry and unpacks the layers the store does
@@ -83,17 +127,26 @@ func (s *Store) Pull(ctx context.Context, ref string, opts PullOptions) (*Image,
 	if err != nil {
 		return nil, err
 	}
-	ropts := []remote.Option{remote.WithContext(ctx), remote.WithPlatform(plat), remote.WithUserAgent("corral")}
-	if opts.Username != "" || opts.Password != "" {
-		ropts = append(ropts, remote.WithAuth(authn.FromConfig(authn.AuthConfig{Username: opts.Username, Password: opts.Password})))
-	} else {
-		ropts = append(ropts, remote.WithAuthFromKeychain(authn.DefaultKeychain))
-	}
-	img, err := remote.Image(r, ropts...)
+	desc, err := remote.Get(r, append(s.remoteOptions(ctx, opts), remote.WithPlatform(plat))...)
 	if err != nil {
 		return nil, registryError(ref, err)
 	}
-	return s.add(ctx, r.Name(), img, plat, opts.Progress)
+	img, err := desc.Image()
+	if err != nil {
+		return nil, registryError(ref, err)
+	}
+	return s.add(ctx, r.Name(), img, plat, addOptions{progress: opts.Progress, repository: r.Context().Name(),
+		refDigest: desc.Digest.String(), tenant: opts.Tenant})
+}
+
+// addOptions say where an image being added comes from and who it is for.
+type addOptions struct {
+	progress func(Progress)
+	// repository is the registry repository it is pulled from, empty for
+	// an import (whose layers are always checked against their bytes).
+	repository, refDigest string
+	// tenant is who it is for; empty: every tenant (the operator's).
+	tenant string
 }
 
 // registryError turns a registry failure into a user-facing error kind.
@@ -129,7 +182,8 @@ func registryError(ref string, err error) error {
 }
 
 // add unpacks img's layers and records it under name.
-func (s *Store) add(ctx context.Context, imgName string, img v1.Image, plat v1.Platform, progress func(Progress)) (*Image, error) {
+func (s *Store) add(ctx context.Context, imgName string, img v1.Image, plat v1.Platform, ao addOptions) (*Image, error) {
+	progress := ao.progress
 	digest, err := img.Digest()
 	if err != nil {
 		return nil, fmt.Errorf("image %s: %w", imgName, err)
@@ -146,7 +200,12 @@ func (s *Store) add(ctx context.Context, imgName string, img v1.Image, plat v1.P
 		Name: imgName, Digest: digest.String(), Platform: plat.OS + "/" + plat.Architecture, Added: time.Now().UTC(),
 		Config: Config{Env: cf.Config.Env, WorkingDir: cf.Config.WorkingDir, User: cf.Config.User,
 			Entrypoint: cf.Config.Entrypoint, Cmd: cf.Config.Cmd},
+		Repository: ao.repository, RefDigest: ao.refDigest, Public: ao.tenant == "",
 	}
+	if ao.tenant != "" {
+		out.Tenants = []string{ao.tenant}
+	}
+	blobs := map[string]string{}
 	if cf.OS != "" {
 		out.Platform = cf.OS + "/" + cf.Architecture
 	}
@@ -159,9 +218,12 @@ func (s *Store) add(ctx context.Context, imgName string, img v1.Image, plat v1.P
 		if err != nil {
 			return nil, fmt.Errorf("image %s: layer %d: %w", imgName, i, err)
 		}
-		n, err := s.ensureLayer(ctx, diffID.String(), l)
+		n, key, err := s.ensureLayer(ctx, ao.repository, diffID.String(), l)
 		if err != nil {
 			return nil, fmt.Errorf("image %s: layer %s: %w", imgName, diffID, err)
+		}
+		if key != "" {
+			blobs[key] = diffID.String()
 		}
 		written.Add(n)
 		out.Layers = append(out.Layers, diffID.String())
@@ -170,22 +232,48 @@ func (s *Store) add(ctx context.Context, imgName string, img v1.Image, plat v1.P
 		}
 	}
 	out.Size = written.Load()
-	if err := s.put(out); err != nil {
+	if err := s.put(out, blobs); err != nil {
 		return nil, err
 	}
 	s.log.InfoContext(ctx, "image added", "image", imgName, "digest", out.Digest, "layers", len(out.Layers))
 	return out, nil
 }
 
-// ensureLayer unpacks a layer unless it is already there; concurrent calls
-// for one layer share the work. It returns the bytes it wrote.
-func (s *Store) ensureLayer(ctx context.Context, diffID string, l v1.Layer) (int64, error) {
-	final := s.LayerDir(diffID)
-	if _, err := os.Stat(final); err == nil {
-		return 0, nil
+// ensureLayer makes sure layer l (of an image from repository, "" for
+// an import) is unpacked. A layer already on disk is reused only where
+// this store has checked before that the blob the repository serves
+// unpacks to it; otherwise l's bytes are fetched and hashed first, so a
+// DiffID named in an image's config opens no layer the image did not
+// bring. Concurrent calls for one layer share the work. It returns the
+// bytes it wrote and the blob key to record.
+func (s *Store) ensureLayer(ctx context.Context, repository, diffID string, l v1.Layer) (int64, string, error) {
+	key := ""
+	if repository != "" {
+		d, err := l.Digest()
+		if err != nil {
+			return 0, "", err
+		}
+		key = repository + "@" + d.String()
+		if got, ok := s.blob(key); ok && got == diffID && s.layerPresent(diffID) {
+			return 0, key, nil
+		}
 	}
 	v, err, _ := s.sf.Do(diffID, func() (any, error) {
-		if _, err := os.Stat(final); err == nil {
+		if s.layerPresent(diffID) {
+			// On disk, but not known to be what this blob unpacks to:
+			// prove it with the bytes.
+			rc, err := l.Uncompressed()
+			if err != nil {
+				return int64(0), err
+			}
+			defer rc.Close()
+			h := sha256.New()
+			if _, err := io.Copy(h, ctxReader{ctx, rc}); err != nil {
+				return int64(0), err
+			}
+			if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); got != diffID {
+				return int64(0), layerMismatch(got, diffID)
+			}
 			return int64(0), nil
 		}
 		tmp, err := os.MkdirTemp(filepath.Join(s.dir, "tmp"), "layer-")
@@ -203,14 +291,14 @@ func (s *Store) ensureLayer(ctx context.Context, diffID string, l v1.Layer) (int
 			return int64(0), err
 		}
 		if got != diffID {
-			return int64(0), fmt.Errorf("layer content hashes to %s, not its DiffID %s", got, diffID)
+			return int64(0), layerMismatch(got, diffID)
 		}
 		if err := os.Chmod(tmp, 0o755); err != nil {
 			return int64(0), err
 		}
-		if err := os.Rename(tmp, final); err != nil {
+		if err := os.Rename(tmp, s.LayerDir(diffID)); err != nil {
 			// Another process unpacked it first.
-			if _, serr := os.Stat(final); serr == nil {
+			if s.layerPresent(diffID) {
 				return int64(0), nil
 			}
 			return int64(0), err
@@ -218,9 +306,16 @@ func (s *Store) ensureLayer(ctx context.Context, diffID string, l v1.Layer) (int
 		return n, nil
 	})
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
-	return v.(int64), nil
+	return v.(int64), key, nil
+}
+
+// layerMismatch is the error of a layer whose bytes are not what its
+// image's config says: the image's fault, never reused.
+func layerMismatch(got, diffID string) error {
+	return errdefs.Newf(errdefs.ErrInvalidArgument, "IMAGE::LAYER_MISMATCH",
+		"a layer's content hashes to %s, not to the DiffID %s its image's config gives", got, diffID)
 }
 
 // ctxReader stops a long read when ctx ends.

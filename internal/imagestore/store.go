@@ -17,14 +17,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"golang.org/x/sync/singleflight"
 	"golang.org/x/sys/unix"
 
@@ -44,6 +47,23 @@ type Image struct {
 	Platform string    `json:"platform"`
 	Size     int64     `json:"size"`
 	Added    time.Time `json:"added"`
+	// Repository is the registry and repository it was pulled from;
+	// empty for an import.
+	Repository string `json:"repository,omitempty"`
+	// RefDigest is what its reference resolved to in the registry (an
+	// index's digest for a multi-platform image, else Digest).
+	RefDigest string `json:"refDigest,omitempty"`
+	// Public images are for every tenant: the operator put them here.
+	Public bool `json:"public,omitempty"`
+	// Tenants may use a private image: those the registry accepted for
+	// it, or the one the operator imported it for.
+	Tenants []string `json:"tenants,omitempty"`
+}
+
+// UsableBy reports whether tenant may use the image without asking its
+// registry again ("" is the operator, who may use any).
+func (img *Image) UsableBy(tenant string) bool {
+	return tenant == "" || img.Public || slices.Contains(img.Tenants, tenant)
 }
 
 // Config is the part of an image's configuration a sandbox uses.
@@ -81,19 +101,27 @@ func Open(dir string, log *slog.Logger) (*Store, error) {
 // Dir returns the store's directory.
 func (s *Store) Dir() string { return s.dir }
 
-// LayerDir returns the directory of an unpacked layer. Directory names are
-// the first 16 hex digits of the DiffID, so that a long stack of layers
-// still fits in one overlayfs mount option.
+// LayerDir returns the directory of an unpacked layer, named by its whole
+// DiffID: a layer is never mistaken for another that shares a prefix.
 func (s *Store) LayerDir(diffID string) string {
+	return filepath.Join(s.dir, "layers", strings.TrimPrefix(diffID, "sha256:"))
+}
+
+// legacyLayerDir is where a store made before full names kept a layer
+// (its first 16 hex digits): kept while sandboxes use it, never reused.
+func (s *Store) legacyLayerDir(diffID string) string {
 	hex := strings.TrimPrefix(diffID, "sha256:")
-	if len(hex) > 16 {
-		hex = hex[:16]
-	}
-	return filepath.Join(s.dir, "layers", hex)
+	return filepath.Join(s.dir, "layers", hex[:min(16, len(hex))])
 }
 
 type index struct {
 	Images map[string]*Image `json:"images"`
+	// Blobs are the layer blobs this store has fetched and checked, by
+	// "repository@blob digest": the DiffID each unpacks to. A layer on
+	// disk is reused for a pull only through one of these, so that an
+	// image config naming another image's DiffIDs gets nothing it did not
+	// bring the bytes of.
+	Blobs map[string]string `json:"blobs,omitempty"`
 }
 
 // withIndex runs fn on the index under the store's locks; if write, the
@@ -113,7 +141,7 @@ func (s *Store) withIndex(write bool, fn func(*index) error) error {
 	if err := unix.Flock(int(lf.Fd()), how); err != nil {
 		return err
 	}
-	idx := &index{Images: map[string]*Image{}}
+	idx := &index{Images: map[string]*Image{}, Blobs: map[string]string{}}
 	b, err := os.ReadFile(filepath.Join(s.dir, "index.json"))
 	if err == nil {
 		if err := json.Unmarshal(b, idx); err != nil {
@@ -121,6 +149,9 @@ func (s *Store) withIndex(write bool, fn func(*index) error) error {
 		}
 		if idx.Images == nil {
 			idx.Images = map[string]*Image{}
+		}
+		if idx.Blobs == nil {
+			idx.Blobs = map[string]string{}
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return err
@@ -155,11 +186,17 @@ func (s *Store) List() ([]*Image, error) {
 	return out, err
 }
 
-// Get returns an image by name (as given or normalized) or digest.
+// Get returns an image by name (as given or normalized), by its digest
+// alone, or by a digest reference of the repository it came from (never
+// another repository's image that happens to have the digest).
 func (s *Store) Get(ref string) (*Image, error) {
 	keys := []string{ref}
-	if n, err := normalize(ref); err == nil {
-		keys = append(keys, n)
+	repo, digest := "", ""
+	if r, err := name.ParseReference(ref); err == nil {
+		keys = append(keys, r.Name())
+		if d, ok := r.(name.Digest); ok {
+			repo, digest = d.Context().Name(), d.DigestStr()
+		}
 	}
 	var found *Image
 	err := s.withIndex(false, func(idx *index) error {
@@ -170,7 +207,7 @@ func (s *Store) Get(ref string) (*Image, error) {
 			}
 		}
 		for _, img := range idx.Images {
-			if img.Digest == ref || strings.HasSuffix(ref, "@"+img.Digest) {
+			if img.Digest == ref || digest != "" && repo == imageRepo(img) && (img.Digest == digest || img.RefDigest == digest) {
 				found = img
 				return nil
 			}
@@ -184,18 +221,66 @@ func (s *Store) Get(ref string) (*Image, error) {
 		return nil, errdefs.Newf(errdefs.ErrNotFound, "IMAGE::NOT_FOUND", "image %q is not in the store", ref)
 	}
 	for _, l := range found.Layers {
-		if _, err := os.Stat(s.LayerDir(l)); err != nil {
+		if !s.layerPresent(l) {
 			return nil, errdefs.Newf(errdefs.ErrNotFound, "IMAGE::NOT_FOUND", "image %q is missing layer %s; pull or import it again", ref, l)
 		}
 	}
 	return found, nil
 }
 
-func (s *Store) put(img *Image) error {
+// imageRepo is the repository an image's name is in.
+func imageRepo(img *Image) string {
+	if img.Repository != "" {
+		return img.Repository
+	}
+	if r, err := name.ParseReference(img.Name); err == nil {
+		return r.Context().Name()
+	}
+	return ""
+}
+
+// layerPresent reports whether a layer is unpacked under its full name.
+func (s *Store) layerPresent(diffID string) bool {
+	fi, err := os.Lstat(s.LayerDir(diffID))
+	return err == nil && fi.IsDir()
+}
+
+// put records img; an image of the same name and content keeps the
+// tenants it had.
+func (s *Store) put(img *Image, blobs map[string]string) error {
 	return s.withIndex(true, func(idx *index) error {
+		if old := idx.Images[img.Name]; old != nil && old.Digest == img.Digest {
+			img.Public = img.Public || old.Public
+			for _, t := range old.Tenants {
+				if !slices.Contains(img.Tenants, t) {
+					img.Tenants = append(img.Tenants, t)
+				}
+			}
+		}
 		idx.Images[img.Name] = img
+		maps.Copy(idx.Blobs, blobs)
 		return nil
 	})
+}
+
+// allow records that tenant may use the image named imgName.
+func (s *Store) allow(imgName, tenant string) error {
+	return s.withIndex(true, func(idx *index) error {
+		if img := idx.Images[imgName]; img != nil && !img.UsableBy(tenant) {
+			img.Tenants = append(img.Tenants, tenant)
+		}
+		return nil
+	})
+}
+
+// blob returns the DiffID this store checked blob key unpacks to.
+func (s *Store) blob(key string) (string, bool) {
+	var diffID string
+	err := s.withIndex(false, func(idx *index) error {
+		diffID = idx.Blobs[key]
+		return nil
+	})
+	return diffID, err == nil && diffID != ""
 }
 
 // Remove deletes an image from the index; its layers go at the next GC.
@@ -216,12 +301,18 @@ func (s *Store) GC(inUse map[string]bool) (int, error) {
 	keep := map[string]bool{}
 	for l := range inUse {
 		keep[filepath.Base(s.LayerDir(l))] = true
+		keep[filepath.Base(s.legacyLayerDir(l))] = true
 	}
 	var removed int
 	err := s.withIndex(true, func(idx *index) error {
 		for _, img := range idx.Images {
 			for _, l := range img.Layers {
 				keep[filepath.Base(s.LayerDir(l))] = true
+			}
+		}
+		for key, diffID := range idx.Blobs {
+			if !keep[filepath.Base(s.LayerDir(diffID))] {
+				delete(idx.Blobs, key)
 			}
 		}
 		entries, err := os.ReadDir(filepath.Join(s.dir, "layers"))

@@ -6,14 +6,17 @@ package imagestore
 import (
 	"archive/tar"
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -269,11 +272,11 @@ func TestImportDockerAndOCILayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, _ := Open(t.TempDir(), nil)
-	got, err := s.Import(t.Context(), tarPath, "", nil)
+	got, err := s.Import(t.Context(), tarPath, ImportOptions{})
 	if err != nil || len(got) != 1 || got[0].Name != "example.com/team/tool:1.0" {
 		t.Fatalf("Import(docker tarball) = %+v, %v", got, err)
 	}
-	got, err = s.Import(t.Context(), tarPath, "renamed:latest", nil)
+	got, err = s.Import(t.Context(), tarPath, ImportOptions{Name: "renamed:latest"})
 	if err != nil || got[0].Name != "index.docker.io/library/renamed:latest" {
 		t.Fatalf("Import with --name = %+v, %v", got, err)
 	}
@@ -285,7 +288,7 @@ func TestImportDockerAndOCILayout(t *testing.T) {
 	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": "oci/tool:2"})); err != nil {
 		t.Fatal(err)
 	}
-	got, err = s.Import(t.Context(), lp, "", nil)
+	got, err = s.Import(t.Context(), lp, ImportOptions{})
 	if err != nil || len(got) != 1 || got[0].Name != "index.docker.io/oci/tool:2" {
 		t.Fatalf("Import(OCI layout) = %+v, %v", got, err)
 	}
@@ -295,7 +298,7 @@ func TestImportDockerAndOCILayout(t *testing.T) {
 	}
 	bad := filepath.Join(dir, "bad.tar")
 	_ = os.WriteFile(bad, []byte("not a tar"), 0o600)
-	if _, err := s.Import(t.Context(), bad, "", nil); !errors.Is(err, errdefs.ErrInvalidArgument) {
+	if _, err := s.Import(t.Context(), bad, ImportOptions{}); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("Import(garbage) = %v", err)
 	}
 	// Removing every image lets GC drop the layers, unless a sandbox uses one.
@@ -307,5 +310,97 @@ func TestImportDockerAndOCILayout(t *testing.T) {
 	n, err := s.GC(map[string]bool{list[0].Layers[0]: true})
 	if err != nil || n != 1 {
 		t.Errorf("GC removed %d (%v), want 1 (one layer in use)", n, err)
+	}
+}
+
+// Images are tenant-scoped: what one tenant pulled from a private
+// repository another gets only if the registry accepts that other
+// tenant's credentials; no pull borrows this machine's registry login;
+// and no image config's DiffIDs or digest reference open a layer or image
+// the requester did not bring.
+func TestImagesAreTenantScoped(t *testing.T) {
+	testutil.RequireRoot(t)
+	reg := testutil.StartAuthRegistry(t,
+		testutil.RegistryUser{Name: "alice", Password: "a-secret", Prefixes: []string{"acme/"}},
+		testutil.RegistryUser{Name: "bob", Password: "b-secret", Prefixes: []string{"bob/"}})
+	private := imageOf(t, layerOf(t, entry{name: "secret.txt", body: "acme's secret"}))
+	testutil.PushImageAs(t, reg+"/acme/internal:prod", private, "alice", "a-secret")
+	s, _ := Open(t.TempDir(), nil)
+	ctx := t.Context()
+	img, err := s.Resolve(ctx, reg+"/acme/internal:prod", PullOptions{Tenant: "a", Username: "alice", Password: "a-secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img.Public || len(img.Tenants) != 1 || img.Tenants[0] != "a" {
+		t.Fatalf("a tenant's pull = %+v, want it that tenant's only", img)
+	}
+	// Tenant b, without credentials or with its own, gets the registry's
+	// refusal, not the cached image.
+	for _, opts := range []PullOptions{{Tenant: "b"}, {Tenant: "b", Username: "bob", Password: "b-secret"}} {
+		if _, err := s.Resolve(ctx, reg+"/acme/internal:prod", opts); !errors.Is(err, errdefs.ErrInvalidArgument) ||
+			!strings.Contains(err.Error(), "refused") {
+			t.Errorf("another tenant's Resolve (user %q) = %v, want the registry's refusal", opts.Username, err)
+		}
+	}
+	// Not through this machine's registry login either (the Docker config
+	// of whoever runs the server).
+	cfgDir := t.TempDir()
+	auth := base64.StdEncoding.EncodeToString([]byte("alice:a-secret"))
+	if err := os.WriteFile(filepath.Join(cfgDir, "config.json"), []byte(`{"auths":{"`+reg+`":{"auth":"`+auth+`"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DOCKER_CONFIG", cfgDir)
+	if _, err := s.Resolve(ctx, reg+"/acme/internal:prod", PullOptions{Tenant: "b"}); err == nil {
+		t.Error("a tenant's pull without credentials used this machine's registry login")
+	}
+	if _, err := s.Resolve(ctx, reg+"/acme/internal:prod", PullOptions{Tenant: "b", Keychain: authn.DefaultKeychain}); err != nil {
+		t.Errorf("with the keychain the operator allows: %v", err)
+	}
+	// The registry accepting a tenant's credentials makes it that tenant's.
+	if _, err := s.Resolve(ctx, reg+"/acme/internal:prod", PullOptions{Tenant: "c", Username: "alice", Password: "a-secret"}); err != nil {
+		t.Errorf("with credentials the registry accepts: %v", err)
+	}
+	if got, _ := s.Get(reg + "/acme/internal:prod"); !slices.Contains(got.Tenants, "c") {
+		t.Errorf("tenants after a re-authorised resolve = %v", got.Tenants)
+	}
+
+	// A digest reference into another repository is not the cached image.
+	if _, err := s.Resolve(ctx, reg+"/bob/anything@"+img.Digest, PullOptions{Tenant: "b", Username: "bob", Password: "b-secret"}); err == nil {
+		t.Error("a digest reference of another repository resolved to the private image")
+	}
+	// An image whose config claims the private layer's DiffID, with bytes
+	// of its own, gets nothing of the private layer.
+	forged := imageOf(t, layerOf(t, entry{name: "mine.txt", body: "bob's bytes"}))
+	cf, _ := forged.ConfigFile()
+	cf = cf.DeepCopy()
+	h, _ := v1.NewHash(img.Layers[0])
+	cf.RootFS.DiffIDs = []v1.Hash{h}
+	forged, err = mutate.ConfigFile(forged, cf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.PushImageAs(t, reg+"/bob/forged:1", forged, "bob", "b-secret")
+	if got, err := s.Resolve(ctx, reg+"/bob/forged:1", PullOptions{Tenant: "b", Username: "bob", Password: "b-secret"}); !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "hashes to") {
+		t.Fatalf("an image claiming another's DiffID = %+v, %v; want it refused", got, err)
+	}
+}
+
+// Layers are stored under their whole DiffID.
+func TestLayerDirIsTheWholeDiffID(t *testing.T) {
+	t.Parallel()
+	s, _ := Open(t.TempDir(), nil)
+	id := "sha256:" + strings.Repeat("ab", 32)
+	if got := filepath.Base(s.LayerDir(id)); got != strings.Repeat("ab", 32) {
+		t.Fatalf("LayerDir = %s", got)
+	}
+}
+
+func TestUnpackKeepsOnlySafeXattrs(t *testing.T) {
+	t.Parallel()
+	for name, want := range map[string]bool{"user.mime": true, "system.posix_acl_access": true, "trusted.overlay.redirect": false,
+		"trusted.overlay.opaque": false, "security.capability": false, "security.selinux": false, "security.ima": false, "trusted.x": false} {
+		if safeXattr(name) != want {
+			t.Errorf("safeXattr(%s) = %v, want %v", name, !want, want)
+		}
 	}
 }

@@ -129,7 +129,7 @@ func unpack(r io.Reader, dir string) (string, int64, error) {
 			return "", 0, fmt.Errorf("chown %s: %w", name, err)
 		}
 		for k, v := range hdr.PAXRecords {
-			if attr, ok := strings.CutPrefix(k, "SCHILY.xattr."); ok {
+			if attr, ok := strings.CutPrefix(k, "SCHILY.xattr."); ok && safeXattr(attr) {
 				_ = unix.Lsetxattr(target, attr, []byte(v), 0)
 			}
 		}
@@ -204,4 +204,13 @@ func checkParents(dir, parent string) error {
 		}
 	}
 	return nil
+}
+
+// safeXattr reports whether an image may set an extended attribute on a
+// file it brings: user attributes and POSIX ACLs. Nothing of overlayfs's
+// own (trusted.overlay.*: redirects, opaque markers, metacopy), of other
+// trusted or security namespaces (file capabilities, LSM labels, IMA) is
+// taken from an image, whose layers this server writes as root.
+func safeXattr(name string) bool {
+	return strings.HasPrefix(name, "user.") || name == "system.posix_acl_access" || name == "system.posix_acl_default"
 }

@@ -6,10 +6,12 @@ package testutil
 import (
 	"io"
 	"log"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -33,6 +35,59 @@ func PushImage(t testing.TB, ref string, img v1.Image) {
 		t.Fatal(err)
 	}
 	if err := remote.Write(r, img); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// RegistryUser is an account of a registry from StartAuthRegistry: it
+// may read the repositories under its Prefixes (and push anywhere).
+type RegistryUser struct {
+	Name, Password string
+	Prefixes       []string
+}
+
+// StartAuthRegistry serves an in-process OCI registry that, like a
+// private one, answers only users with HTTP Basic credentials, each for
+// the repositories under its prefixes; anything else is 401. It returns
+// its host:port.
+func StartAuthRegistry(t testing.TB, users ...RegistryUser) string {
+	t.Helper()
+	inner := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user, pass, ok := r.BasicAuth()
+		repo := strings.TrimPrefix(r.URL.Path, "/v2/")
+		for _, u := range users {
+			if !ok || user != u.Name || pass != u.Password {
+				continue
+			}
+			if r.URL.Path == "/v2/" || r.Method != http.MethodGet && r.Method != http.MethodHead {
+				inner.ServeHTTP(w, r)
+				return
+			}
+			for _, p := range u.Prefixes {
+				if strings.HasPrefix(repo, p) {
+					inner.ServeHTTP(w, r)
+					return
+				}
+			}
+		}
+		w.Header().Set("WWW-Authenticate", `Basic realm="corral test registry"`)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = io.WriteString(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`)
+	}))
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
+}
+
+// PushImageAs pushes img to ref with a registry user's credentials.
+func PushImageAs(t testing.TB, ref string, img v1.Image, user, password string) {
+	t.Helper()
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(r, img, remote.WithAuth(authn.FromConfig(authn.AuthConfig{Username: user, Password: password}))); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -17,6 +17,11 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+
+	"github.com/moby/moby/client"
+
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/internal/driver/egressnet"
 	"github.com/corral-dev/corral/internal/driver/oci"
@@ -38,6 +43,9 @@ type hostileRig struct {
 	image    string
 	attacker *sdk.Client
 	victim   *sdk.Client
+	// refs are the images the rig's sandboxes used, which a Docker
+	// engine keeps: removed at the end.
+	refs []string
 }
 
 // Hosts of the rig's world (network namespaces the test made): one on a
@@ -89,9 +97,19 @@ func newHostileRig(t *testing.T, runtime string, args ...string) *hostileRig {
 	}
 	// Before the server stops: every tenant's sandboxes are deleted, and
 	// nothing of them may be left on the machine.
+	h.refs = append(h.refs, image)
+	var cli *client.Client
+	if runtime == "docker" {
+		cli = requireDocker(t)
+	}
 	t.Cleanup(func() {
 		for _, c := range []*sdk.Client{h.attacker, h.victim} {
 			deleteEvery(t, c)
+		}
+		if cli != nil {
+			for _, ref := range h.refs {
+				_, _ = cli.ImageRemove(context.WithoutCancel(t.Context()), ref, client.ImageRemoveOptions{Force: true, PruneChildren: true})
+			}
 		}
 		if runtime == "oci" {
 			for _, sub := range []string{"sandboxes", "run/bundles"} {
@@ -106,11 +124,18 @@ func newHostileRig(t *testing.T, runtime string, args ...string) *hostileRig {
 	return h
 }
 
-// deleteEvery deletes every sandbox c's tenant has.
+// deleteEvery deletes every sandbox and snapshot c's tenant has.
 func deleteEvery(t *testing.T, c *sdk.Client) {
 	t.Helper()
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), time.Minute)
 	defer cancel()
+	if snaps, err := c.ListSnapshots(cctx, sdk.ListSnapshotsOptions{}); err == nil {
+		for _, sn := range snaps.Items {
+			if err := c.DeleteSnapshot(cctx, sn.ID); err != nil && !errors.Is(err, sdk.ErrNotFound) {
+				t.Errorf("cleanup: delete snapshot %s: %v", sn.ID, err)
+			}
+		}
+	}
 	list, err := c.ListSandboxes(cctx, sdk.ListOptions{PageSize: 200})
 	if err != nil {
 		t.Errorf("cleanup: list: %v", err)
@@ -215,6 +240,149 @@ func (s *server) status(t *testing.T, method, path string, hdr ...string) int {
 	return res.StatusCode
 }
 
+// The execd token opens the sandbox's execd; nothing in the sandbox
+// may read it: not from PID 1's or execd's environment or memory, not
+// from a file. And the server's public proxy route refuses it.
+func (h *hostileRig) execdTokenOutOfReach(t *testing.T) {
+	id := h.create(t, h.attacker, nil)
+	x := sandboxExecd(t, h.attacker, id)
+	out, _, _ := x.run(`for p in /proc/[0-9]*; do cat $p/environ $p/cmdline 2>/dev/null; head -c 65536 $p/mem 2>/dev/null; done | tr '\0' '\n';
+		cat /.corral/status/* 2>/dev/null; grep -r . /.corral/status 2>/dev/null`)
+	if x.token == "" || strings.Contains(out, x.token) {
+		t.Fatalf("code in the sandbox read its execd token (%d bytes of output)", len(out))
+	}
+	res := h.s.status(t, "GET", "/v1/sandboxes/"+id+"/proxy/44772/ping", api.HeaderExecdToken, x.token)
+	if res != 401 {
+		t.Errorf("the public proxy route with the execd token = %d, want 401", res)
+	}
+	h.victimUnaffected(t)
+}
+
+// Decisions without end: a sandbox asking for random names makes its
+// enforcer log and audit nothing past their bounds, and the victim's
+// policy changes and audit go on.
+func (h *hostileRig) auditFlood(t *testing.T) {
+	id := h.create(t, h.attacker, func(r *api.CreateSandboxRequest) {
+		r.NetworkPolicy = &api.NetworkPolicy{DefaultAction: "deny"}
+	}, "sh", "-c", "i=0; while true; do i=$((i+1)); nslookup x$i.flood.invalid >/dev/null 2>&1; done")
+	testutil.WaitFor(t, time.Minute, "the attacker's audit to be cut to its rate", func() bool {
+		evs, err := h.attacker.Events(ctx(t), id, sdk.EventOptions{Type: "egress.suppressed", Limit: 1})
+		return err == nil && len(evs.Items) > 0
+	})
+	h.victimUnaffected(t)
+	log := h.egressDir(id) + "/log"
+	if fi, err := os.Stat(log); err != nil || fi.Size() > egressnet.LogLimit {
+		t.Errorf("the enforcer's log: %v, %v bytes (limit %d)", err, fi, egressnet.LogLimit)
+	}
+}
+
+// A tenant's own policy cannot open the networks around the host:
+// allow-all with explicit private CIDR rules reaches the internet, and
+// no private address, by literal or by a name resolving to one.
+func (h *hostileRig) privateNetworkPivot(t *testing.T) {
+	id := h.create(t, h.attacker, func(r *api.CreateSandboxRequest) {
+		r.NetworkPolicy = &api.NetworkPolicy{DefaultAction: "allow", Egress: []api.NetworkRule{
+			{Action: "allow", Target: "10.0.0.0/8"}, {Action: "allow", Target: "192.168.0.0/16"},
+			{Action: "allow", Target: "internal.test"}, {Action: "allow", Target: "rebind.test"},
+		}}
+	})
+	x := sandboxExecd(t, h.attacker, id)
+	if out, _, code := x.run("timeout 10 wget -q -O- http://public.test/"); code != 0 || out != "reached "+testutil.WorldWeb+"\n" {
+		t.Fatalf("allow-all does not reach a public host: %q (exit %d)", out, code)
+	}
+	for _, target := range []string{hostilePrivate, hostilePrivateLAN, "internal.test", "rebind.test"} {
+		if out, _, code := x.run("timeout 3 wget -q -O- http://" + target + "/"); code == 0 || strings.Contains(out, "reached") {
+			t.Errorf("the sandbox reached %s: %q", target, out)
+		}
+	}
+	h.victimUnaffected(t)
+}
+
+// egressDir is where a sandbox's enforcer keeps its files.
+func (h *hostileRig) egressDir(id string) string {
+	if h.runtime == "docker" {
+		return filepath.Join(h.dir, "docker", "egress", id)
+	}
+	return filepath.Join(h.dir, "oci", "run", "bundles", id, "egress")
+}
+
+// privateImages: a tenant's private image (pulled with its credentials)
+// is not another tenant's to start, with no credentials or with ones the
+// registry refuses; an image of the attacker's own whose config claims
+// the private image's layers gets none of them.
+func (h *hostileRig) privateImages(t *testing.T) {
+	reg := testutil.StartAuthRegistry(t,
+		testutil.RegistryUser{Name: "victim", Password: "v-pass", Prefixes: []string{"victimco/"}},
+		testutil.RegistryUser{Name: "attacker", Password: "x-pass", Prefixes: []string{"attacker/"}})
+	base := busyboxImage(t)
+	private, err := mutate.AppendLayers(base, tarLayer(t, []tarFile{{name: "etc/victim-secret", body: "the victim's secret\n"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := reg + "/victimco/app:prod"
+	testutil.PushImageAs(t, ref, private, "victim", "v-pass")
+	h.refs = append(h.refs, ref)
+	withAuth := func(user, pass string) func(*api.CreateSandboxRequest) {
+		return func(r *api.CreateSandboxRequest) {
+			r.Image = &api.ImageSpec{URI: ref, Auth: &api.ImageAuth{Username: user, Password: pass}}
+		}
+	}
+	vid := h.create(t, h.victim, withAuth("victim", "v-pass"))
+	if out, _, code := sandboxExecd(t, h.victim, vid).run("cat /etc/victim-secret"); code != 0 || out != "the victim's secret\n" {
+		t.Fatalf("the victim's own private image: %q (exit %d)", out, code)
+	}
+	for _, tc := range []struct {
+		name string
+		req  func(*api.CreateSandboxRequest)
+	}{
+		{"no credentials", func(r *api.CreateSandboxRequest) { r.Image = &api.ImageSpec{URI: ref} }},
+		{"the attacker's own credentials", withAuth("attacker", "x-pass")},
+		{"wrong credentials", withAuth("victim", "guess")},
+	} {
+		req := ociCreate(h.image)
+		tc.req(&req)
+		sb, err := h.attacker.CreateSandbox(ctx(t), req, sdk.CreateOptions{})
+		var ae *sdk.APIError
+		if err == nil || !errors.As(err, &ae) || ae.Status != 400 {
+			t.Errorf("%s: the attacker started the victim's private image: %+v, %v", tc.name, sb, err)
+		}
+	}
+	// The attacker's own image, whose config claims the private layer.
+	vimg, err := private.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, err := mutate.AppendLayers(base, tarLayer(t, []tarFile{{name: "etc/attacker", body: "mine\n"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, _ := forged.ConfigFile()
+	cf = cf.DeepCopy()
+	cf.RootFS.DiffIDs[len(cf.RootFS.DiffIDs)-1] = vimg.RootFS.DiffIDs[len(vimg.RootFS.DiffIDs)-1]
+	// Once with a config of its own, once with the victim's very config
+	// (which a private image built from a known recipe can have).
+	other := cf.DeepCopy()
+	other.Config.Env = append(other.Config.Env, "FORGED=1")
+	for i, c := range []*v1.ConfigFile{other, cf} {
+		img, err := mutate.ConfigFile(forged, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fref := reg + "/attacker/forged:" + strconv.Itoa(i)
+		testutil.PushImageAs(t, fref, img, "attacker", "x-pass")
+		h.refs = append(h.refs, fref)
+		req := ociCreate(fref, "sh", "-c", "cat /etc/victim-secret; sleep 3600")
+		req.Image.Auth = &api.ImageAuth{Username: "attacker", Password: "x-pass"}
+		if sb, err := h.attacker.CreateSandbox(ctx(t), req, sdk.CreateOptions{}); err == nil {
+			out, _, _ := sandboxExecd(t, h.attacker, sb.ID).run("cat /etc/victim-secret")
+			t.Errorf("an image claiming the victim's layer (config %d) started; it reads %q", i, out)
+		} else {
+			t.Logf("config %d: %v", i, err)
+		}
+	}
+	h.victimUnaffected(t)
+}
+
 // TestHostileSandboxOCI runs the suite on the native runtime.
 func TestHostileSandboxOCI(t *testing.T) {
 	requireOCI(t)
@@ -247,63 +415,10 @@ func TestHostileSandboxOCI(t *testing.T) {
 		h.victimUnaffected(t)
 	})
 
-	// The execd token opens the sandbox's execd; nothing in the sandbox
-	// may read it: not from PID 1's or execd's environment or memory, not
-	// from a file. And the server's public proxy route refuses it.
-	t.Run("ExecdTokenOutOfReach", func(t *testing.T) {
-		id := h.create(t, h.attacker, nil)
-		x := sandboxExecd(t, h.attacker, id)
-		out, _, _ := x.run(`for p in /proc/[0-9]*; do cat $p/environ $p/cmdline 2>/dev/null; head -c 65536 $p/mem 2>/dev/null; done | tr '\0' '\n';
-			cat /.corral/status/* 2>/dev/null; grep -r . /.corral/status 2>/dev/null`)
-		if x.token == "" || strings.Contains(out, x.token) {
-			t.Fatalf("code in the sandbox read its execd token (%d bytes of output)", len(out))
-		}
-		res := h.s.status(t, "GET", "/v1/sandboxes/"+id+"/proxy/44772/ping", api.HeaderExecdToken, x.token)
-		if res != 401 {
-			t.Errorf("the public proxy route with the execd token = %d, want 401", res)
-		}
-		h.victimUnaffected(t)
-	})
-
-	// Decisions without end: a sandbox asking for random names makes its
-	// enforcer log and audit nothing past their bounds, and the victim's
-	// policy changes and audit go on.
-	t.Run("AuditFlood", func(t *testing.T) {
-		id := h.create(t, h.attacker, func(r *api.CreateSandboxRequest) {
-			r.NetworkPolicy = &api.NetworkPolicy{DefaultAction: "deny"}
-		}, "sh", "-c", "i=0; while true; do i=$((i+1)); nslookup x$i.flood.invalid >/dev/null 2>&1; done")
-		testutil.WaitFor(t, time.Minute, "the attacker's audit to be cut to its rate", func() bool {
-			evs, err := h.attacker.Events(ctx(t), id, sdk.EventOptions{Type: "egress.suppressed", Limit: 1})
-			return err == nil && len(evs.Items) > 0
-		})
-		h.victimUnaffected(t)
-		log := filepath.Join(h.dir, "oci", "run", "bundles", id, "egress", "log")
-		if fi, err := os.Stat(log); err != nil || fi.Size() > egressnet.LogLimit {
-			t.Errorf("the enforcer's log: %v, %v bytes (limit %d)", err, fi, egressnet.LogLimit)
-		}
-	})
-
-	// A tenant's own policy cannot open the networks around the host:
-	// allow-all with explicit private CIDR rules reaches the internet, and
-	// no private address, by literal or by a name resolving to one.
-	t.Run("PrivateNetworkPivot", func(t *testing.T) {
-		id := h.create(t, h.attacker, func(r *api.CreateSandboxRequest) {
-			r.NetworkPolicy = &api.NetworkPolicy{DefaultAction: "allow", Egress: []api.NetworkRule{
-				{Action: "allow", Target: "10.0.0.0/8"}, {Action: "allow", Target: "192.168.0.0/16"},
-				{Action: "allow", Target: "internal.test"}, {Action: "allow", Target: "rebind.test"},
-			}}
-		})
-		x := sandboxExecd(t, h.attacker, id)
-		if out, _, code := x.run("timeout 10 wget -q -O- http://public.test/"); code != 0 || out != "reached "+testutil.WorldWeb+"\n" {
-			t.Fatalf("allow-all does not reach a public host: %q (exit %d)", out, code)
-		}
-		for _, target := range []string{hostilePrivate, hostilePrivateLAN, "internal.test", "rebind.test"} {
-			if out, _, code := x.run("timeout 3 wget -q -O- http://" + target + "/"); code == 0 || strings.Contains(out, "reached") {
-				t.Errorf("the sandbox reached %s: %q", target, out)
-			}
-		}
-		h.victimUnaffected(t)
-	})
+	t.Run("ExecdTokenOutOfReach", h.execdTokenOutOfReach)
+	t.Run("AuditFlood", h.auditFlood)
+	t.Run("PrivateNetworkPivot", h.privateNetworkPivot)
+	t.Run("PrivateImages", h.privateImages)
 
 	// Output without end: the console log stays under its cap on the
 	// tmpfs every bundle shares, and says what it dropped.
@@ -339,5 +454,58 @@ func TestHostileSandboxOCI(t *testing.T) {
 		if err := h.attacker.DeleteSandbox(ctx(t), id); err != nil && !errors.Is(err, sdk.ErrNotFound) {
 			t.Errorf("delete the flooding sandbox: %v", err)
 		}
+	})
+}
+
+// TestHostileSandboxDocker runs the suite on the docker runtime (a local
+// engine): what the runtime shares with the native one, and a snapshot
+// or an image ID given as image.uri.
+func TestHostileSandboxDocker(t *testing.T) {
+	requireDocker(t)
+	t.Parallel()
+	h := newHostileRig(t, "docker")
+	h.victimUnaffected(t)
+	t.Run("ExecdTokenOutOfReach", h.execdTokenOutOfReach)
+	t.Run("AuditFlood", h.auditFlood)
+	t.Run("PrivateNetworkPivot", h.privateNetworkPivot)
+	t.Run("PrivateImages", h.privateImages)
+	// Another tenant's snapshot is restored only with its snapshotId, which
+	// is that tenant's (404 to others); as an image, by name or by an
+	// image ID prefix, it is nobody's.
+	t.Run("SnapshotAsAnImage", func(t *testing.T) {
+		id := h.create(t, h.victim, nil)
+		if _, _, code := sandboxExecd(t, h.victim, id).run("echo victim-state > /root/state"); code != 0 {
+			t.Fatal("write the victim's state")
+		}
+		snap, err := h.victim.CreateSnapshot(ctx(t), id, "state")
+		if err != nil {
+			t.Fatal(err)
+		}
+		testutilWaitSnapshot(t, h.victim, snap.ID)
+		cli := requireDocker(t)
+		img, err := cli.ImageInspect(ctx(t), "corral-snapshot:"+strings.ToLower(snap.ID))
+		if err != nil {
+			t.Fatalf("the snapshot's image: %v", err)
+		}
+		hexID := strings.TrimPrefix(img.ID, "sha256:")
+		for _, uri := range []string{"corral-snapshot:" + strings.ToLower(snap.ID), "docker.io/library/corral-snapshot:" + strings.ToLower(snap.ID), img.ID, hexID, hexID[:12]} {
+			req := ociCreate(uri, "sh", "-c", "cat /root/state; sleep 3600")
+			if sb, err := h.attacker.CreateSandbox(ctx(t), req, sdk.CreateOptions{}); err == nil {
+				out, _, _ := sandboxExecd(t, h.attacker, sb.ID).run("cat /root/state")
+				t.Errorf("image.uri %q started the victim's snapshot; it reads %q", uri, out)
+			}
+		}
+		// The same answer as for a snapshot that does not exist (400, as
+		// the contract lists no 404 for a create).
+		for _, sid := range []string{snap.ID, "00000000-0000-4000-8000-000000000000"} {
+			req := ociCreate(h.image)
+			req.Image, req.SnapshotID = nil, sid
+			_, err := h.attacker.CreateSandbox(ctx(t), req, sdk.CreateOptions{})
+			var ae *sdk.APIError
+			if !errors.As(err, &ae) || ae.Status != 400 || ae.Code != "SNAPSHOT::NOT_FOUND" {
+				t.Errorf("another tenant restoring snapshot %s = %v, want 400 SNAPSHOT::NOT_FOUND", sid, err)
+			}
+		}
+		h.victimUnaffected(t)
 	})
 }

@@ -6,7 +6,9 @@ package docker
 import (
 	"archive/tar"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,7 +25,13 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/distribution/reference"
+	ggauthn "github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/image"
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/api/types/registry"
@@ -63,17 +71,26 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 			return nil, err
 		}
 	}
-	ref := spec.Image.URI
+	var ref, user string
 	if spec.Snapshot != nil {
+		// The manager checked that the snapshot is this tenant's.
 		var ss snapState
 		if err := json.Unmarshal(spec.Snapshot.State, &ss); err != nil || ss.Image == "" {
 			return nil, fmt.Errorf("snapshot %s: bad reference: %w", spec.Snapshot.ID, errdefs.ErrInvalidArgument)
 		}
 		ref = ss.Image
-	}
-	user, err := d.ensureImage(ctx, ref, spec.Image)
-	if err != nil {
-		return nil, err
+		cctx, cancel := d.call(ctx)
+		res, err := d.cli.ImageInspect(cctx, ref)
+		cancel()
+		if err != nil {
+			return nil, d.engineErr("inspect snapshot "+ref, err)
+		}
+		user = userOf(res)
+	} else {
+		ref = spec.Image.URI
+		if user, err = d.ensureImage(ctx, ref, spec); err != nil {
+			return nil, err
+		}
 	}
 	cfg, host := d.containerConfig(spec, ref, user, policed)
 	if spec.SecretsDir != "" {
@@ -257,7 +274,7 @@ func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, gated 
 		LogConfig:   container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "10m", "max-file": "2"}},
 		// execd's retained output lives in an anonymous volume: off the
 		// snapshot, and removed with the container.
-		Mounts: []mount.Mount{{Type: mount.TypeVolume, Target: execdStateDir}},
+		Mounts: []mount.Mount{{Type: mount.TypeVolume, Target: execdStateDir, VolumeOptions: &mount.VolumeOptions{Labels: d.labels(spec)}}},
 		Resources: container.Resources{
 			NanoCPUs:  spec.Resources.CPUMillis * 1_000_000,
 			Memory:    spec.Resources.MemoryBytes,
@@ -394,30 +411,205 @@ func demux(b []byte) string {
 	return out.String()
 }
 
-// ensureImage makes sure ref is present, pulling it with the spec's
-// credentials when it is not, and returns the image's user.
-func (d *Driver) ensureImage(ctx context.Context, ref string, img driver.Image) (string, error) {
+// ensureImage makes sure ref is present and spec's tenant may use it,
+// pulling it with the spec's credentials when it is not there, and
+// returns the image's user. A tenant may use an image the operator put
+// on the engine (one with no registry digest: built or loaded there), or
+// one the registry serves it: an image another tenant pulled is checked
+// with the registry first, with this tenant's credentials (once per
+// server run). Snapshots and images named by their ID are never an
+// image.uri: a snapshot is restored with its snapshotId, whose tenant the
+// manager checks.
+func (d *Driver) ensureImage(ctx context.Context, ref string, spec driver.Spec) (string, error) {
 	if ref == "" {
 		return "", fmt.Errorf("image is empty: %w", errdefs.ErrInvalidArgument)
+	}
+	if imageIDLike(ref) {
+		// The engine would take it for (a prefix of) a local image's ID:
+		// another tenant's snapshot, say.
+		return "", errdefs.Newf(errdefs.ErrInvalidArgument, "IMAGE_REFERENCE",
+			"image %q looks like an image ID: give a name (repository[:tag] or repository@sha256:...)", ref)
+	}
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return "", errdefs.Newf(errdefs.ErrInvalidArgument, "IMAGE_REFERENCE", "image %q is not a valid reference", ref)
+	}
+	if reference.Path(named) == snapshotRepo || reference.FamiliarName(named) == snapshotRepo {
+		return "", errdefs.Newf(errdefs.ErrInvalidArgument, "IMAGE_NOT_FOUND", "image %s was not found (a snapshot is restored with snapshotId)", ref)
 	}
 	cctx, cancel := d.call(ctx)
 	res, err := d.cli.ImageInspect(cctx, ref)
 	cancel()
-	if err == nil {
-		return userOf(res), nil
+	if err == nil && !namedBy(res.InspectResponse, named) {
+		// The engine matched an image ID (or a prefix of one), not a name.
+		err = cerrdefs.ErrNotFound
 	}
-	if !cerrdefs.IsNotFound(err) {
+	if err == nil && res.Config != nil && res.Config.Labels[LabelSnapshotID] != "" {
+		return "", errdefs.Newf(errdefs.ErrInvalidArgument, "IMAGE_NOT_FOUND", "image %s was not found (a snapshot is restored with snapshotId)", ref)
+	}
+	if err == nil {
+		if len(res.RepoDigests) == 0 || d.imageAllowed(spec.Tenant, res.ID) {
+			return userOf(res), nil
+		}
+		current, aerr := d.registryHas(ctx, ref, named, res.InspectResponse, spec.Image)
+		if aerr != nil {
+			return "", aerr
+		}
+		if current {
+			d.allowImage(spec.Tenant, res.ID)
+			return userOf(res), nil
+		}
+		// The tag has moved on in the registry: pull what it is now.
+	} else if !cerrdefs.IsNotFound(err) {
 		return "", d.engineErr("inspect image "+ref, err)
 	}
-	if err := d.pull(ctx, ref, img); err != nil {
+	if err := d.pull(ctx, ref, spec.Image); err != nil {
 		return "", err
 	}
 	cctx, cancel = d.call(ctx)
-	defer cancel()
-	if res, err = d.cli.ImageInspect(cctx, ref); err != nil {
+	res, err = d.cli.ImageInspect(cctx, ref)
+	cancel()
+	if err != nil {
 		return "", d.engineErr("inspect image "+ref, err)
 	}
+	if !d.imageAllowed(spec.Tenant, res.ID) && knownAs(res.InspectResponse, named) {
+		// The engine had this image's config under another name, and so
+		// took none of the layers from this registry: a config naming
+		// another image's layers would open them. The registry must
+		// serve the bytes of every layer.
+		if err := proveLayers(ctx, ref, res.InspectResponse, spec.Image); err != nil {
+			rctx, cancel := d.call(context.WithoutCancel(ctx))
+			_, _ = d.cli.ImageRemove(rctx, ref, client.ImageRemoveOptions{})
+			cancel()
+			return "", err
+		}
+	}
+	d.allowImage(spec.Tenant, res.ID)
 	return userOf(res), nil
+}
+
+// knownAs reports whether the engine knows img by a repository other
+// than named's.
+func knownAs(img image.InspectResponse, named reference.Named) bool {
+	for _, n := range append(slices.Clone(img.RepoTags), img.RepoDigests...) {
+		if got, err := reference.ParseNormalizedNamed(n); err == nil && got.Name() != named.Name() {
+			return true
+		}
+	}
+	return false
+}
+
+// proveLayers fetches every layer of ref from its registry with auth's
+// credentials and checks that its bytes are the layers img is made of.
+func proveLayers(ctx context.Context, ref string, img image.InspectResponse, auth driver.Image) error {
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		return errdefs.Newf(errdefs.ErrInvalidArgument, "IMAGE_REFERENCE", "image %q is not a valid reference", ref)
+	}
+	ropts := []remote.Option{remote.WithContext(ctx), remote.WithUserAgent("corral"),
+		remote.WithPlatform(v1.Platform{OS: img.Os, Architecture: img.Architecture, Variant: img.Variant})}
+	if auth.Username != "" || auth.Password != "" {
+		ropts = append(ropts, remote.WithAuth(ggauthn.FromConfig(ggauthn.AuthConfig{Username: auth.Username, Password: auth.Password})))
+	}
+	remoteImg, err := remote.Image(r, ropts...)
+	if err != nil {
+		return errdefs.Wrap(errdefs.ErrInvalidArgument, "IMAGE_LAYER_MISMATCH",
+			fmt.Sprintf("image %s: its layers could not be checked with its registry", ref), err)
+	}
+	layers, err := remoteImg.Layers()
+	if err != nil || img.RootFS.Layers == nil || len(layers) != len(img.RootFS.Layers) {
+		return errdefs.Newf(errdefs.ErrInvalidArgument, "IMAGE_LAYER_MISMATCH", "image %s: its registry's layers are not the image's", ref)
+	}
+	for i, l := range layers {
+		rc, err := l.Uncompressed()
+		if err != nil {
+			return errdefs.Wrap(errdefs.ErrInvalidArgument, "IMAGE_LAYER_MISMATCH", fmt.Sprintf("image %s: layer %d could not be fetched", ref, i), err)
+		}
+		h := sha256.New()
+		_, err = io.Copy(h, rc)
+		rc.Close()
+		if err != nil || "sha256:"+hex.EncodeToString(h.Sum(nil)) != img.RootFS.Layers[i] {
+			return errdefs.Newf(errdefs.ErrInvalidArgument, "IMAGE_LAYER_MISMATCH",
+				"image %s: layer %d from its registry is not the layer its config names", ref, i)
+		}
+	}
+	return nil
+}
+
+// imageIDLike reports whether ref is what the engine matches against
+// image IDs: "sha256:" and hex, or hex alone (12 digits or more).
+func imageIDLike(ref string) bool {
+	if strings.HasPrefix(ref, "sha256:") {
+		return true
+	}
+	if len(ref) < 12 || len(ref) > 64 {
+		return false
+	}
+	for _, c := range ref {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// namedBy reports whether the engine knows img by named (a tag or a
+// digest of it), rather than having matched its ID.
+func namedBy(img image.InspectResponse, named reference.Named) bool {
+	want := reference.TagNameOnly(named).String()
+	for _, n := range append(slices.Clone(img.RepoTags), img.RepoDigests...) {
+		if got, err := reference.ParseNormalizedNamed(n); err == nil && (got.String() == want || got.String() == named.String()) {
+			return true
+		}
+	}
+	return false
+}
+
+// registryHas asks the registry, with the spec's credentials, what ref
+// is: whether it is still img (same digest), or an error the user can act
+// on (the registry refused these credentials, or has no such image).
+func (d *Driver) registryHas(ctx context.Context, ref string, named reference.Named, img image.InspectResponse, auth driver.Image) (bool, error) {
+	cctx, cancel := d.call(ctx)
+	defer cancel()
+	res, err := d.cli.DistributionInspect(cctx, ref, client.DistributionInspectOptions{EncodedRegistryAuth: registryAuth(auth)})
+	if err != nil {
+		return false, d.pullErr(ref, err)
+	}
+	for _, rd := range img.RepoDigests {
+		if c, err := reference.ParseNormalizedNamed(rd); err == nil && c.Name() == named.Name() {
+			if dg, ok := c.(reference.Digested); ok && dg.Digest() == res.Descriptor.Digest {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// registryAuth is the X-Registry-Auth of an image's credentials, "" for
+// none (the engine then asks anonymously: it has no logins of its own).
+func registryAuth(img driver.Image) string {
+	if img.Username == "" && img.Password == "" {
+		return ""
+	}
+	b, _ := json.Marshal(registry.AuthConfig{Username: img.Username, Password: img.Password})
+	return base64.URLEncoding.EncodeToString(b)
+}
+
+// imageAllowed reports whether tenant was found allowed to use image id
+// in this server's run; allowImage records it.
+func (d *Driver) imageAllowed(tenant, id string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return tenant == "" || d.allowed[tenant+"\x00"+id]
+}
+
+func (d *Driver) allowImage(tenant, id string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.allowed == nil || len(d.allowed) >= 65536 {
+		d.allowed = map[string]bool{}
+	}
+	d.allowed[tenant+"\x00"+id] = true
 }
 
 func userOf(res client.ImageInspectResult) string {
@@ -433,11 +625,7 @@ func userOf(res client.ImageInspectResult) string {
 
 // pull pulls ref, logging progress every few seconds.
 func (d *Driver) pull(ctx context.Context, ref string, img driver.Image) error {
-	opts := client.ImagePullOptions{}
-	if img.Username != "" || img.Password != "" {
-		b, _ := json.Marshal(registry.AuthConfig{Username: img.Username, Password: img.Password})
-		opts.RegistryAuth = base64.URLEncoding.EncodeToString(b)
-	}
+	opts := client.ImagePullOptions{RegistryAuth: registryAuth(img)}
 	start := time.Now()
 	d.cfg.Logger.InfoContext(ctx, "pulling image", "image", ref)
 	res, err := d.cli.ImagePull(ctx, ref, opts)
@@ -477,8 +665,11 @@ func (d *Driver) pullErr(ref string, err error) error {
 		return d.engineErr("pull "+ref, err)
 	case cerrdefs.IsNotFound(err) || strings.Contains(msg, "not found") || strings.Contains(msg, "manifest unknown"):
 		return errdefs.Wrap(errdefs.ErrInvalidArgument, "IMAGE_NOT_FOUND", fmt.Sprintf("image %s was not found", ref), err)
-	case cerrdefs.IsUnauthorized(err) || strings.Contains(msg, "unauthorized") || strings.Contains(msg, "denied"):
+	case cerrdefs.IsUnauthorized(err) || strings.Contains(msg, "unauthorized") || strings.Contains(msg, "denied") ||
+		strings.Contains(msg, "no basic auth credentials") || strings.Contains(msg, "authentication required"):
 		return errdefs.Wrap(errdefs.ErrInvalidArgument, "IMAGE_AUTH", fmt.Sprintf("image %s: the registry refused the credentials", ref), err)
+	case strings.Contains(msg, "don't match image configuration"):
+		return errdefs.Wrap(errdefs.ErrInvalidArgument, "IMAGE_LAYER_MISMATCH", fmt.Sprintf("image %s: its layers are not the ones its config names", ref), err)
 	case cerrdefs.IsInvalidArgument(err) || strings.Contains(msg, "invalid reference"):
 		return errdefs.Wrap(errdefs.ErrInvalidArgument, "IMAGE_REFERENCE", fmt.Sprintf("image %q is not a valid reference", ref), err)
 	}

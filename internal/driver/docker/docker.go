@@ -112,6 +112,8 @@ type Driver struct {
 	// netns holds an open handle on each running local sandbox's network
 	// namespace, so a reused pid can never redirect a connection.
 	netns map[string]*os.File
+	// allowed are the (tenant, image ID) pairs the registry accepted.
+	allowed map[string]bool
 }
 
 // state is the handle's driver-private part.

@@ -36,6 +36,9 @@ func (d *Driver) Snapshot(ctx context.Context, id, snapshotID string) (*driver.S
 	ref := snapshotRepo + ":" + strings.ToLower(snapshotID)
 	labels := map[string]string{driver.LabelManaged: "true", LabelSnapshotID: snapshotID, driver.LabelSandboxID: id,
 		driver.LabelTenant: c.Config.Labels[driver.LabelTenant]}
+	if d.cfg.ServerID != "" {
+		labels[driver.LabelServer] = d.cfg.ServerID
+	}
 	var env []string
 	for _, kv := range c.Config.Env {
 		if !strings.HasPrefix(kv, "EXECD_ACCESS_TOKEN=") {

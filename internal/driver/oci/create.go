@@ -21,6 +21,7 @@ import (
 	"time"
 
 	runc "github.com/containerd/go-runc"
+	"github.com/google/go-containerregistry/pkg/authn"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/corral-dev/corral/errdefs"
@@ -61,12 +62,17 @@ func (d *Driver) plan(ctx context.Context, spec driver.Spec) (*rootfsPlan, error
 				"platform %s cannot run on this machine (%s)", platform, imagestore.HostPlatform())
 		}
 	}
-	img, err := d.images.Resolve(ctx, spec.Image.URI, imagestore.PullOptions{
-		Username: spec.Image.Username, Password: spec.Image.Password, Platform: platform,
+	opts := imagestore.PullOptions{Tenant: spec.Tenant, Username: spec.Image.Username, Password: spec.Image.Password, Platform: platform,
 		Progress: func(p imagestore.Progress) {
 			d.log.InfoContext(ctx, "pulling image", "image", p.Image, "layers_done", p.LayersDone, "layers_total", p.LayersTotal)
 		},
-	})
+	}
+	if spec.Tenant == "" || d.cfg.HostCredentials {
+		// A warm pool's image (the operator's), or an operator who lets
+		// tenants pull with this machine's registry logins.
+		opts.Keychain = authn.DefaultKeychain
+	}
+	img, err := d.images.Resolve(ctx, spec.Image.URI, opts)
 	if err != nil {
 		return nil, err
 	}

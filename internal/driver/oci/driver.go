@@ -59,6 +59,10 @@ type Config struct {
 	CorralBinary string
 	// AllowHostImage enables image.uri "host".
 	AllowHostImage bool
+	// HostCredentials lets tenants' pulls without image.auth use this
+	// machine's registry logins (~/.docker/config.json); by default they
+	// are anonymous.
+	HostCredentials bool
 	// ReadyTimeout bounds the wait for execd after start (default 30s).
 	ReadyTimeout time.Duration
 	// Pool keeps warm sandboxes of these images ready to be claimed.

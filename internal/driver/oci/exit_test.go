@@ -4,11 +4,14 @@
 package oci
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/corral-dev/corral/internal/testutil"
 )
 
 // The exit code is read from the bundle, where no sandbox path leads; a
@@ -71,5 +74,39 @@ func TestExitCodeIgnoresWhatASandboxPlanted(t *testing.T) {
 				t.Fatalf("exitOf = %+v, want a kill", ex)
 			}
 		})
+	}
+}
+
+// Layers are named by their whole DiffID, so a deep image's lower
+// directories do not fit in one mount option: they are passed one by one.
+func TestMountOverlayOfManyLayers(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	dir := t.TempDir()
+	var lowers []string
+	for i := range 80 {
+		l := filepath.Join(dir, "layers", fmt.Sprintf("%064x", i))
+		if err := os.MkdirAll(l, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(l, fmt.Sprintf("f%d", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		lowers = append([]string{l}, lowers...)
+	}
+	upper, work, target := filepath.Join(dir, "upper"), filepath.Join(dir, "work"), filepath.Join(dir, "rootfs")
+	for _, d := range []string{upper, work, target} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := mountOverlay(lowers, upper, work, target); err != nil {
+		t.Fatal(err)
+	}
+	defer unmount(target)
+	for _, f := range []string{"f0", "f79"} {
+		if _, err := os.Stat(filepath.Join(target, f)); err != nil {
+			t.Errorf("%s of the stack is missing: %v", f, err)
+		}
 	}
 }

@@ -19,13 +19,42 @@ import (
 )
 
 // mountOverlay stacks lowers (top first) under a writable upper at target.
+// A stack whose options do not fit in one page (layers are named by their
+// whole DiffID) goes through the new mount API, one layer at a time
+// ("lowerdir+", Linux 6.8).
 func mountOverlay(lowers []string, upper, work, target string) error {
 	opts := "lowerdir=" + strings.Join(lowers, ":") + ",upperdir=" + upper + ",workdir=" + work
-	if len(opts) > 4000 {
-		return fmt.Errorf("overlay options are %d bytes, more than a mount takes (too many layers)", len(opts))
+	if len(opts) <= 4000 {
+		if err := unix.Mount("overlay", target, "overlay", 0, opts); err != nil {
+			return fmt.Errorf("mount overlay: %w", err)
+		}
+		return nil
 	}
-	if err := unix.Mount("overlay", target, "overlay", 0, opts); err != nil {
-		return fmt.Errorf("mount overlay: %w", err)
+	fsfd, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("mount overlay of %d layers: %w", len(lowers), err)
+	}
+	defer unix.Close(fsfd)
+	for _, l := range lowers {
+		if err := unix.FsconfigSetString(fsfd, "lowerdir+", l); err != nil {
+			return fmt.Errorf("mount overlay of %d layers (this kernel takes at most about %d): %w", len(lowers), 4000/(len(l)+1), err)
+		}
+	}
+	for k, v := range map[string]string{"upperdir": upper, "workdir": work} {
+		if err := unix.FsconfigSetString(fsfd, k, v); err != nil {
+			return fmt.Errorf("mount overlay: %s: %w", k, err)
+		}
+	}
+	if err := unix.FsconfigCreate(fsfd); err != nil {
+		return fmt.Errorf("mount overlay of %d layers: %w", len(lowers), err)
+	}
+	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("mount overlay of %d layers: %w", len(lowers), err)
+	}
+	defer unix.Close(mfd)
+	if err := unix.MoveMount(mfd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("mount overlay of %d layers: %w", len(lowers), err)
 	}
 	return nil
 }

@@ -1,0 +1,21 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package docker
+
+import "testing"
+
+func TestImageIDLike(t *testing.T) {
+	t.Parallel()
+	for ref, want := range map[string]bool{
+		"sha256:" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef": true,
+		"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef":             true,
+		"0123456789ab": true, "sha256:0123": true, "sha256:": true,
+		"busybox": false, "busybox:1.36": false, "deadbeef": false, "registry.local/x@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef": false,
+		"corral-snapshot:abc": false,
+	} {
+		if got := imageIDLike(ref); got != want {
+			t.Errorf("imageIDLike(%q) = %v, want %v", ref, got, want)
+		}
+	}
+}
