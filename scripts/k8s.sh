@@ -242,6 +242,9 @@ authentication:
 authorization: {mode: Webhook}
 evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%"}
 imageGCHighThresholdPercent: 100
+# Every pod's processes and threads are bounded, as corral's other
+# runtimes bound each sandbox's (Kubernetes has no per-pod setting).
+podPidsLimit: 4096
 EOC
   start_bg kubelet "$bin/kubelet" --config "$dir/kubelet/config.yaml" --kubeconfig "$dir/kubeconfig" \
     --root-dir "$dir/kubelet/root" --cert-dir "$dir/kubelet/pki" --node-ip "$node_ip" --hostname-override corral-test-node

@@ -144,6 +144,14 @@ required=(
   internal/kube/records.TestIdempotencyKeysAcrossServers
   internal/kube/records.TestAPIKeysAcrossServers
   test/e2e.TestKubeCommandsRejectBadInput
+  test/e2e.TestHostileSandboxOCI
+  test/e2e.TestHostileSandboxDocker
+  test/e2e.TestHostileSandboxKube
+  internal/safefile.TestReadFileRefusesADevice
+  internal/driver/oci.TestMountOverlayOfManyLayers
+  internal/egress/nft.TestPrivateNetworksStayOut
+  internal/egress/nft.TestIsolateOutbound
+  internal/imagestore.TestImagesAreTenantScoped
 )
 
 

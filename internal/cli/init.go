@@ -41,7 +41,7 @@ func runInit(_ context.Context, e *env, args []string) int {
 	tokenFile := fs.String("execd-token-file", "", "execd reads its access token from this file, re-read when it changes")
 	envFile := fs.String("execd-env-file", "", "file of KEY=VALUE lines execd adds to every command's environment")
 	userSpec := fs.String("user", "", "run the entrypoint as USER[:GROUP] (names or numbers, as an image's config gives them)")
-	isolate := fs.String("isolate-network", "", "before anything else, close the network namespace to all but loopback, answers and inbound TCP to these ports (comma-separated), then give up CAP_NET_ADMIN for good")
+	isolate := fs.String("isolate-network", "", "before anything else, close the network namespace to all but loopback, answers and inbound TCP to these ports (comma-separated; \"any\": every port), then give up CAP_NET_ADMIN for good")
 	trustCA := fs.String("trust-ca", "", "add this PEM CA to the system's CA bundles and to "+egressnet.BundleInSandbox+" before starting anything")
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code
@@ -49,11 +49,17 @@ func runInit(_ context.Context, e *env, args []string) int {
 	if *isolate != "" {
 		// Fail closed: an entrypoint never runs in a namespace that could
 		// not be isolated.
-		ports, ok := parsePorts(*isolate)
-		if !ok {
-			return fail(e, "init: --isolate-network %q: want ports from 1 to 65535, comma-separated", *isolate)
+		var err error
+		if *isolate == "any" {
+			err = nft.IsolateOutbound()
+		} else {
+			ports, ok := parsePorts(*isolate)
+			if !ok {
+				return fail(e, "init: --isolate-network %q: want ports from 1 to 65535, comma-separated, or any", *isolate)
+			}
+			err = nft.Isolate(ports)
 		}
-		if err := nft.Isolate(ports); err != nil {
+		if err != nil {
 			return fail(e, "init: --isolate-network: %v", err)
 		}
 		if err := initproc.DropCapability(unix.CAP_NET_ADMIN); err != nil {

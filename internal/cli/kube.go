@@ -32,6 +32,7 @@ func runController(ctx context.Context, e *env, args []string) int {
 	workers := fs.Int("workers", 4, "Sandboxes reconciled at once")
 	egressUp := fs.String("egress-upstream", "", "resolvers (ip:port, comma-separated) that egress sidecars forward allowed names to (default: this process's /etc/resolv.conf, the cluster DNS in a pod)")
 	egressDeny := fs.String("egress-deny", "", "CIDRs (comma-separated) no sandbox with a network policy may reach whatever its policy: nodes, pod and service ranges, the API server")
+	userNS := fs.Bool("pod-user-namespaces", false, "give sandbox pods a user namespace of their own (hostUsers: false): root in a sandbox is not root on the node; the nodes' container runtime must support it")
 	egressAllowPrivate := fs.String("egress-allow-private", "", "parts of the private ranges (RFC 1918, 100.64.0.0/10, 198.18.0.0/15, fc00::/7) sandboxes may reach when their policy allows, comma-separated CIDRs (default: none)")
 	logFormat := fs.String("log-format", "json", "log format: json or text")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
@@ -81,6 +82,7 @@ func runController(ctx context.Context, e *env, args []string) int {
 		Namespace: *ns, CorralImage: *image, CorralImagePullPolicy: policy, LeaderElection: *leader,
 		LeaderElectionNamespace: *leaderNS, MetricsAddr: *metrics, HealthAddr: *health, Workers: *workers, Logger: log,
 		EgressUpstreams: upstreams, EgressDeny: deny, EgressAllowPrivate: egressnet.JoinPrefixes(allowPrivate),
+		UserNamespaces: *userNS,
 	})
 	if err != nil {
 		return fail(e, "controller: %v", err)

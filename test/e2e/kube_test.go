@@ -471,8 +471,9 @@ func TestKubeEgressPolicy(t *testing.T) {
 		t.Errorf("the sandbox sees the enforcer: %q", out)
 	}
 
-	// The same probes from a sandbox without a policy get through: what
-	// was refused above, the policy refused.
+	// A sandbox without a policy has no network, as on the other
+	// runtimes: not the hosts above, not the node's resolver, not the
+	// API server, not another pod; its own execd (inbound) still answers.
 	free, err := c.CreateSandbox(cx, ociCreate(w.busybox), sdk.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -481,10 +482,19 @@ func TestKubeEgressPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, cmd := range []string{get(other), "nslookup web.test " + node} {
-		if out, errOut, code, err := fx.Run(cx, cmd, sdk.CommandOptions{}); err != nil || code != 0 {
-			t.Errorf("without a policy, %s: %q %q (exit %d, %v)", cmd, out, errOut, code, err)
+	var policed corev1.Pod
+	if err := w.c.Client.Get(cx, client.ObjectKey{Namespace: w.ns, Name: sb.ID}, &policed); err != nil {
+		t.Fatal(err)
+	}
+	policedIP := policed.Status.PodIP
+	for _, cmd := range []string{url(other), url(web), "nslookup web.test " + node, "timeout 3 nc -w 2 " + node + " 6443 </dev/null",
+		"timeout 3 nc -w 2 " + policedIP + " 44772 </dev/null"} {
+		if out, errOut, code, err := fx.Run(cx, cmd, sdk.CommandOptions{}); err != nil || code == 0 {
+			t.Errorf("without a policy, %s worked: %q %q (exit %d, %v)", cmd, out, errOut, code, err)
 		}
+	}
+	if out, _, code, err := fx.Run(cx, "grep CapEff /proc/self/status", sdk.CommandOptions{}); err != nil || code != 0 || capBit(t, out, 12) {
+		t.Errorf("a sandbox without a policy kept NET_ADMIN or does not answer: %q %v", out, err)
 	}
 	if err := c.DeleteSandbox(cx, free.ID); err != nil {
 		t.Fatal(err)
@@ -552,7 +562,7 @@ func TestKubeEgressPolicy(t *testing.T) {
 		}
 		return out + errOut, code
 	}
-	if out, code := run2(get("web.test")); code != 0 || out != "hello from "+node+"\n" {
+	if out, code := run2(get("web.test")); code != 0 || out != "hello from "+web+"\n" {
 		t.Errorf("adopted: allowed name: %q (exit %d)", out, code)
 	}
 	if out, code := run2(url(other)); code == 0 {
@@ -643,5 +653,139 @@ current-context: c
 		if !errors.As(err, &ee) || ee.ExitCode() == 0 || !strings.Contains(string(out), tc.msg) {
 			t.Errorf("corral-kube %s: %v, output %q; want a failure naming %s", strings.Join(tc.args, " "), err, out, tc.msg)
 		}
+	}
+}
+
+// TestHostileSandboxKube runs what applies of the hostile-sandbox suite
+// on the kubernetes runtime: a sandbox cannot read its execd token, a
+// sandbox without a policy reaches nothing (the node, its API server,
+// another pod), one with allow-all reaches none of the cluster's private
+// addresses, a pids limit is refused rather than dropped, and another
+// tenant's sandboxes work throughout.
+func TestHostileSandboxKube(t *testing.T) {
+	const web = "192.0.2.12" // a "public" host on the node's bridge
+	if out, err := exec.Command("ip", "addr", "add", web+"/32", "dev", "k8sbr0").CombinedOutput(); err != nil {
+		t.Fatalf("ip addr add: %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("ip", "addr", "del", web+"/32", "dev", "k8sbr0").Run() })
+	ln, err := net.Listen("tcp", web+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "public") })}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
+	node := kubetest.NodeAddress
+	dnsAddr := testutil.ServeDNS(t, "", node+":53", map[string]string{"public.test.": web, "node.test.": node})
+	w := newKubeWorld(t, "--egress-upstream", dnsAddr)
+	s := w.server(t)
+	admin := s.client(t)
+	tenant := func(name string) *sdk.Client {
+		k, err := admin.CreateAPIKey(ctx(t), api.CreateAPIKeyRequest{Tenant: name, Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := sdk.New(sdk.WithBaseURL(s.url), sdk.WithAPIKey(k.Key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	attacker, victim := tenant("attacker"), tenant("victim")
+	// Small sandboxes: a 2-core node schedules only two of ociCreate's.
+	small := func(entry ...string) api.CreateSandboxRequest {
+		r := ociCreate(w.busybox, entry...)
+		r.ResourceLimits = map[string]string{"cpu": "250m", "memory": "128Mi"}
+		return r
+	}
+	run := func(c *sdk.Client, id, cmd string) (string, int) {
+		x, err := c.Sandbox(ctx(t), id, sdk.SandboxOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, errOut, code, err := x.Run(ctx(t), cmd, sdk.CommandOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", cmd, err)
+		}
+		return out + errOut, code
+	}
+	victimWorks := func() {
+		t.Helper()
+		sb, err := victim.CreateSandbox(ctx(t), small(), sdk.CreateOptions{})
+		if err != nil {
+			t.Fatalf("the victim's create: %v", err)
+		}
+		if out, code := run(victim, sb.ID, "echo victim-ok"); code != 0 || out != "victim-ok\n" {
+			t.Errorf("the victim's command = %q (exit %d)", out, code)
+		}
+		if err := victim.DeleteSandbox(ctx(t), sb.ID); err != nil {
+			t.Errorf("the victim's delete: %v", err)
+		}
+	}
+	victimWorks()
+
+	plain, err := attacker.CreateSandbox(ctx(t), small(), sdk.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := attacker.GetEndpoint(ctx(t), plain.ID, api.ExecdPort, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := ep.Headers[api.HeaderExecdToken]
+	out, _ := run(attacker, plain.ID, "for p in /proc/[0-9]*; do cat $p/environ $p/cmdline 2>/dev/null; head -c 65536 $p/mem 2>/dev/null; done | tr '\\0' '\\n'; cat /run/corral-warm/* 2>/dev/null")
+	if token == "" || strings.Contains(out, token) {
+		t.Errorf("code in the pod read its execd token")
+	}
+	var victimPod corev1.Pod
+	vsb, err := victim.CreateSandbox(ctx(t), small("sh", "-c", "while true; do echo victim-service | nc -l -p 8080; done"), sdk.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.c.Client.Get(ctx(t), client.ObjectKey{Namespace: w.ns, Name: vsb.ID}, &victimPod); err != nil {
+		t.Fatal(err)
+	}
+	probes := []string{"timeout 3 wget -q -O- http://" + web + ":" + port + "/", "timeout 3 nc -w 2 " + node + " 6443 </dev/null",
+		"timeout 3 nc -w 2 " + victimPod.Status.PodIP + " 8080 </dev/null", "timeout 3 nslookup public.test " + node}
+	for _, cmd := range probes {
+		if out, code := run(attacker, plain.ID, cmd); code == 0 {
+			t.Errorf("a sandbox without a policy: %s worked: %q", cmd, out)
+		}
+	}
+	// With allow-all: the internet-like host, nothing private.
+	open := small()
+	open.NetworkPolicy = &api.NetworkPolicy{DefaultAction: "allow", Egress: []api.NetworkRule{{Action: "allow", Target: "10.0.0.0/8"}}}
+	osb, err := attacker.CreateSandbox(ctx(t), open, sdk.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, code := run(attacker, osb.ID, "timeout 20 wget -q -O- http://public.test:"+port+"/"); code != 0 || out != "public\n" {
+		t.Errorf("allow-all does not reach a public host: %q (exit %d)", out, code)
+	}
+	for _, cmd := range probes[1:3] {
+		if out, code := run(attacker, osb.ID, cmd); code == 0 {
+			t.Errorf("allow-all: %s worked: %q", cmd, out)
+		}
+	}
+	if out, code := run(attacker, osb.ID, "timeout 3 wget -q -O- http://node.test:"+port+"/"); code == 0 {
+		t.Errorf("allow-all reached the node by a name: %q", out)
+	}
+	// A pids limit is refused, not dropped.
+	req := small()
+	req.ResourceLimits["pids"] = "64"
+	_, err = attacker.CreateSandbox(ctx(t), req, sdk.CreateOptions{})
+	var ae *sdk.APIError
+	if !errors.As(err, &ae) || ae.Status != 400 || !strings.Contains(ae.Message, "pids") {
+		t.Errorf("a pids limit on kubernetes = %v, want a 400 naming it", err)
+	}
+	victimWorks()
+	for _, id := range []string{plain.ID, osb.ID} {
+		if err := attacker.DeleteSandbox(ctx(t), id); err != nil {
+			t.Errorf("delete: %v", err)
+		}
+	}
+	if err := victim.DeleteSandbox(ctx(t), vsb.ID); err != nil {
+		t.Errorf("delete: %v", err)
 	}
 }

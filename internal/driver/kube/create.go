@@ -105,6 +105,11 @@ func (d *Driver) supports(spec driver.Spec) error {
 		return errdefs.Invalid("INVALID_SPEC", "a network policy needs an egress token")
 	case spec.SecretsDir != "":
 		return errdefs.New(errdefs.ErrNotImplemented, "NOT_SUPPORTED", "the kubernetes runtime does not serve secrets on demand yet")
+	case spec.Resources.Pids > 0:
+		// Limits are never dropped: a pod has no limit of its own on
+		// processes; the node's kubelet sets one for every pod.
+		return errdefs.Invalid("SANDBOX::INVALID_RESOURCE_LIMIT",
+			"resourceLimits.pids: the kubernetes runtime cannot limit one sandbox's processes; the nodes' kubelet limits every pod's (podPidsLimit)")
 	}
 	return nil
 }

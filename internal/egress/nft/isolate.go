@@ -23,7 +23,7 @@ const (
 // another table's business (a remote Docker engine's sidecar polices the
 // way out, and with this no other container on the engine's network
 // reaches the sandbox's services).
-func RestrictInbound(ports []uint16) error { return confine(InboundTable, ports, false) }
+func RestrictInbound(ports []uint16) error { return confine(InboundTable, ports, false, false) }
 
 // Isolate closes the calling thread's network namespace to everything
 // but loopback, answers to connections already made, and new inbound TCP
@@ -33,12 +33,19 @@ func RestrictInbound(ports []uint16) error { return confine(InboundTable, ports,
 // engine publishes execd through the engine's bridge): its PID 1 calls
 // it before anything else runs, then gives up CAP_NET_ADMIN, so nothing
 // in the sandbox can take the rules away.
-func Isolate(ports []uint16) error { return confine(IsolateTable, ports, true) }
+func Isolate(ports []uint16) error { return confine(IsolateTable, ports, false, true) }
+
+// IsolateOutbound is Isolate with new inbound TCP connections allowed to
+// every port: nothing leaves but answers. It is for a pod without a
+// policy, whose ports its endpoints reach by the pod's address (from
+// outside, which only the node and the server can: every other sandbox
+// is kept from initiating anything, or from private addresses).
+func IsolateOutbound() error { return confine(IsolateTable, nil, true, true) }
 
 // confine programs table with an input chain (and, when outbound, an
 // output chain) that drop all but loopback, answers, and inbound TCP to
-// ports.
-func confine(table string, ports []uint16, outbound bool) error {
+// ports (any port with anyTCP).
+func confine(table string, ports []uint16, anyTCP, outbound bool) error {
 	conn, err := nftables.New()
 	if err != nil {
 		return fmt.Errorf("nft: %w", err)
@@ -77,6 +84,11 @@ func confine(table string, ports []uint16, outbound bool) error {
 		}
 		if hook.name != "input" {
 			continue
+		}
+		if anyTCP {
+			conn.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: []expr.Any{
+				&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}}, accept}})
 		}
 		for _, port := range ports {
 			conn.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: []expr.Any{

@@ -74,6 +74,32 @@ func TestIsolate(t *testing.T) {
 	}
 }
 
+// IsolateOutbound (a pod without a policy): nothing leaves but answers,
+// and every TCP port can be reached from outside.
+func TestIsolateOutbound(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := testutil.NewNetPair(t)
+	testutil.ListenIn(t, p.Outside, "tcp", "198.51.100.2:8080")
+	testutil.ListenIn(t, p.Outside, "udp", "198.51.100.2:53")
+	for _, addr := range []string{"[::]:44772", "[::]:9000"} {
+		testutil.ListenIn(t, p.Inside, "tcp", addr)
+	}
+	if !testutil.ReachesSoon(p.Inside, "198.51.100.2:8080") {
+		t.Fatal("the test network does not work before isolation")
+	}
+	if err := netns.Do(testutil.NetnsPath(p.Inside), IsolateOutbound); err != nil {
+		t.Fatal(err)
+	}
+	if testutil.Reaches(p.Inside, "198.51.100.2:8080") || testutil.UDPAnswered(t, p.Inside, "198.51.100.2:53") {
+		t.Error("a namespace isolated outbound reached outside")
+	}
+	for _, addr := range []string{"198.51.100.1:44772", "198.51.100.1:9000"} {
+		if !testutil.Reaches(p.Outside, addr) {
+			t.Errorf("inbound %s is blocked", addr)
+		}
+	}
+}
+
 // RestrictInbound closes the way in but the listed ports, and leaves the
 // way out alone.
 func TestRestrictInbound(t *testing.T) {

@@ -26,6 +26,7 @@ import (
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/internal/initproc"
 	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
+	"github.com/corral-dev/corral/internal/verifier"
 	"github.com/corral-dev/corral/sse"
 )
 
@@ -196,7 +197,8 @@ func (r *sandboxReconciler) handOver(ctx context.Context, sbx *v1alpha1.Sandbox,
 		return err
 	}
 	token := string(access.Data[TokenKey])
-	a := initproc.Adoption{Token: token, Args: sbx.Spec.Entrypoint, Env: env}
+	// The pod gets the token's verifier: nothing in it holds the token.
+	a := initproc.Adoption{Token: verifier.Of(token), Args: sbx.Spec.Entrypoint, Env: env}
 	spec, _ := json.Marshal(a)
 	req := api.RunCommandRequest{
 		Command: corralInPod + " adopt --token-file " + warmTokenFile + " --env-file " + warmEnvFile + " --start " + warmStart,
@@ -208,7 +210,7 @@ func (r *sandboxReconciler) handOver(ctx context.Context, sbx *v1alpha1.Sandbox,
 		// The warm token no longer works: an earlier reconcile handed the
 		// pod over already (its mark not in the cache yet). Running the
 		// idempotent hand-over again with the sandbox's token proves it.
-		err = runInPod(ctx, addr, a.Token, req)
+		err = runInPod(ctx, addr, token, req)
 	}
 	return err
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
 	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/verifier"
 )
 
 // The API-only tier: kube-apiserver and etcd (envtest, with the binaries
@@ -155,7 +156,7 @@ func TestSandboxFollowsItsPod(t *testing.T) {
 	main := pod.Spec.Containers[0]
 	if !metav1.IsControlledBy(pod, getSandbox(t, c, ns, "s1")) || pod.Labels[LabelTenant] != "t1" || pod.Labels["team"] != "a" ||
 		main.Command[0] != corralInPod || main.Command[len(main.Command)-2] != "sleep" || *pod.Spec.AutomountServiceAccountToken ||
-		pod.Spec.InitContainers[0].Image != "corral.test/corral:dev" || main.Env[0].ValueFrom.SecretKeyRef.Name != "corral-s1" {
+		pod.Spec.InitContainers[0].Image != "corral.test/corral:dev" || main.Env[0].ValueFrom != nil || main.Env[0].Value != verifier.Of("t") {
 		t.Fatalf("pod = %+v", pod)
 	}
 
@@ -270,8 +271,8 @@ func TestPoolKeepsItsSize(t *testing.T) {
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: warmSecret(p.Name)}, &sec); err != nil || len(sec.Data[TokenKey]) < 32 {
 			t.Fatalf("token Secret of %s: %v", p.Name, err)
 		}
-		if ref := p.Spec.Containers[0].Env[0].ValueFrom.SecretKeyRef; ref.Name != warmSecret(p.Name) {
-			t.Errorf("pod %s takes its token from %s", p.Name, ref.Name)
+		if e := p.Spec.Containers[0].Env[0]; e.Name != "EXECD_ACCESS_TOKEN" || e.Value != verifier.Of(string(sec.Data[TokenKey])) {
+			t.Errorf("pod %s has not its own token's verifier: %+v", p.Name, e)
 		}
 		tokens[string(sec.Data[TokenKey])] = true
 	}

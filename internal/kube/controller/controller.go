@@ -76,6 +76,10 @@ type Config struct {
 	// whatever the policy: the nodes, the pod and service ranges, the API
 	// server (link-local and metadata addresses always are).
 	EgressDeny []string
+	// UserNamespaces gives sandbox pods hostUsers: false (a user
+	// namespace of their own: root in the pod is not root on the node);
+	// the nodes' runtime must support it.
+	UserNamespaces bool
 	// EgressAllowPrivate are the parts of the private ranges sandboxes
 	// may reach when their policy allows (comma-separated CIDRs; the
 	// sidecar's --allow-private).

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
+	"github.com/corral-dev/corral/internal/verifier"
 )
 
 // The pod's parts.
@@ -61,19 +62,28 @@ type template struct {
 	pullSecrets []corev1.LocalObjectReference
 	resources   corev1.ResourceRequirements
 	runtime     *string
-	// tokenSecret holds execd's token under TokenKey.
+	// tokenSecret holds the egress token under EgressTokenKey.
 	tokenSecret string
-	command     []string
-	env         []corev1.EnvVar
-	volumes     []corev1.Volume
-	mounts      []corev1.VolumeMount
+	// execdVerifier is what execd checks its token against (its
+	// verifier: the pod never holds the token).
+	execdVerifier string
+	// isolate closes the pod's way out (a pod without an egress policy):
+	// PID 1 programs it before anything runs, with a NET_ADMIN it then
+	// gives up.
+	isolate bool
+	command []string
+	env     []corev1.EnvVar
+	volumes []corev1.Volume
+	mounts  []corev1.VolumeMount
 }
 
-// podFor is the pod that runs sbx when it starts one of its own.
-func (r *sandboxReconciler) podFor(sbx *v1alpha1.Sandbox) *corev1.Pod {
+// podFor is the pod that runs sbx when it starts one of its own; token is
+// its execd token (of which the pod gets only the verifier).
+func (r *sandboxReconciler) podFor(sbx *v1alpha1.Sandbox, token string) *corev1.Pod {
 	p := newPod(r.cfg, template{
 		image: sbx.Spec.Image, pullPolicy: sbx.Spec.ImagePullPolicy, pullSecrets: sbx.Spec.ImagePullSecrets,
 		resources: sbx.Spec.Resources, runtime: sbx.Spec.RuntimeClassName, tokenSecret: sbx.Spec.AccessSecretName,
+		execdVerifier: verifier.Of(token), isolate: sbx.Spec.Egress == nil,
 		command: append([]string{corralInPod, "init", "--execd-state-dir", execdStateDir, "--"}, sbx.Spec.Entrypoint...),
 		env:     sbx.Spec.Env,
 	})
@@ -154,12 +164,13 @@ func addEgress(cfg Config, p *corev1.Pod, name, policy, tokenSecret string) {
 }
 
 // warmPodFor is an unclaimed pod of pool: corral init and execd run, the
-// entrypoint waits for an adoption.
-func (r *poolReconciler) warmPodFor(pool *v1alpha1.SandboxPool, name string) *corev1.Pod {
+// entrypoint waits for an adoption; token is the warm execd token.
+func (r *poolReconciler) warmPodFor(pool *v1alpha1.SandboxPool, name, token string) *corev1.Pod {
 	t := pool.Spec.Template
 	p := newPod(r.cfg, template{
 		image: t.Image, pullPolicy: t.ImagePullPolicy, pullSecrets: t.ImagePullSecrets,
 		resources: t.Resources, runtime: t.RuntimeClassName, tokenSecret: warmSecret(name),
+		execdVerifier: verifier.Of(token), isolate: !t.Egress,
 		command: []string{corralInPod, "init", "--execd-state-dir", execdStateDir, "--wait-start", warmStart,
 			"--execd-token-file", warmTokenFile, "--execd-env-file", warmEnvFile},
 		volumes: []corev1.Volume{{Name: warmVolume, VolumeSource: corev1.VolumeSource{
@@ -199,19 +210,33 @@ func OwnerRef(o client.Object, kind string) metav1.OwnerReference {
 	}
 }
 
+// sandboxCapabilities are what a sandbox's container keeps of the
+// runtime's default set, as the other runtimes do: no MKNOD, NET_RAW,
+// SETFCAP or AUDIT_WRITE.
+func sandboxCapabilities() []corev1.Capability {
+	return []corev1.Capability{"CHOWN", "DAC_OVERRIDE", "FSETID", "FOWNER", "SETGID", "SETUID", "SETPCAP",
+		"NET_BIND_SERVICE", "SYS_CHROOT", "KILL"}
+}
+
 func newPod(cfg Config, t template) *corev1.Pod {
-	env := append([]corev1.EnvVar{{
-		Name: "EXECD_ACCESS_TOKEN",
-		ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-			LocalObjectReference: corev1.LocalObjectReference{Name: t.tokenSecret},
-			Key:                  TokenKey,
-		}},
-	}}, t.env...)
+	env := append([]corev1.EnvVar{{Name: "EXECD_ACCESS_TOKEN", Value: t.execdVerifier}}, t.env...)
 	grace := int64(gracePeriod)
 	no := false
+	caps := sandboxCapabilities()
+	command := t.command
+	if t.isolate {
+		// PID 1 closes the way out, then drops NET_ADMIN for good.
+		caps = append(caps, "NET_ADMIN")
+		command = append([]string{command[0], command[1], "--isolate-network", "any"}, command[2:]...)
+	}
+	var hostUsers *bool
+	if cfg.UserNamespaces {
+		hostUsers = &no
+	}
 	return &corev1.Pod{
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicyNever,
+			HostUsers:                     hostUsers,
 			AutomountServiceAccountToken:  &no,
 			EnableServiceLinks:            &no,
 			TerminationGracePeriodSeconds: &grace,
@@ -239,7 +264,7 @@ func newPod(cfg Config, t template) *corev1.Pod {
 				Name:            ContainerName,
 				Image:           t.image,
 				ImagePullPolicy: t.pullPolicy,
-				Command:         t.command,
+				Command:         command,
 				Env:             env,
 				Resources:       t.resources,
 				Ports:           []corev1.ContainerPort{{Name: "execd", ContainerPort: ExecdPort, Protocol: corev1.ProtocolTCP}},
@@ -252,9 +277,9 @@ func newPod(cfg Config, t template) *corev1.Pod {
 					FailureThreshold: 3,
 				},
 				SecurityContext: &corev1.SecurityContext{
-					// The sandbox gets the runtime's default capabilities
-					// less raw sockets; never NET_ADMIN.
-					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"NET_RAW", "NET_ADMIN"}},
+					// no_new_privs: no setuid program gains anything.
+					AllowPrivilegeEscalation: &no,
+					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: caps},
 				},
 			}},
 		},

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
+	"github.com/corral-dev/corral/internal/verifier"
 )
 
 // TestEgressSidecar checks the pod of a Sandbox with an egress policy
@@ -24,7 +25,7 @@ func TestEgressSidecar(t *testing.T) {
 		Image: "busybox", Entrypoint: []string{"sleep", "1d"}, AccessSecretName: "corral-s1",
 		Egress: &v1alpha1.SandboxEgress{Policy: `{"defaultAction":"deny"}`},
 	}}
-	p := r.podFor(sbx)
+	p := r.podFor(sbx, "the-execd-token")
 	if len(p.Spec.InitContainers) != 2 || p.Spec.InitContainers[0].Name != InstallContainerName {
 		t.Fatalf("init containers: %+v", p.Spec.InitContainers)
 	}
@@ -46,8 +47,21 @@ func TestEgressSidecar(t *testing.T) {
 		t.Errorf("sidecar token: %+v", eg.Env)
 	}
 	sb := p.Spec.Containers[0]
-	if caps := sb.SecurityContext.Capabilities; !slices.Contains(caps.Drop, "NET_ADMIN") || !slices.Contains(caps.Drop, "NET_RAW") || len(caps.Add) != 0 {
+	if caps := sb.SecurityContext.Capabilities; !slices.Equal(caps.Drop, []corev1.Capability{"ALL"}) ||
+		!slices.Equal(caps.Add, sandboxCapabilities()) {
 		t.Errorf("sandbox capabilities: %+v", caps)
+	}
+	if sc := sb.SecurityContext; sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		t.Errorf("the sandbox may gain privileges (no no_new_privs): %+v", sc)
+	}
+	if slices.Contains(sb.Command, "--isolate-network") {
+		t.Errorf("a sandbox with a policy is isolated too: %v", sb.Command)
+	}
+	// The pod holds execd's token's verifier, never the token.
+	for _, e := range sb.Env {
+		if e.Name == "EXECD_ACCESS_TOKEN" && (e.ValueFrom != nil || e.Value != verifier.Of("the-execd-token")) {
+			t.Errorf("execd's token in the pod: %+v", e)
+		}
 	}
 	for _, e := range sb.Env {
 		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Key == EgressTokenKey {
@@ -62,9 +76,15 @@ func TestEgressSidecar(t *testing.T) {
 	}
 
 	sbx.Spec.Egress = nil
-	p = r.podFor(sbx)
+	p = r.podFor(sbx, "the-execd-token")
 	if len(p.Spec.InitContainers) != 1 || p.Spec.DNSPolicy == corev1.DNSNone {
 		t.Errorf("a Sandbox without a policy got egress parts: %+v", p.Spec)
+	}
+	// Without a policy, no network: PID 1 isolates the pod with a
+	// NET_ADMIN it then gives up.
+	sb = p.Spec.Containers[0]
+	if i := slices.Index(sb.Command, "--isolate-network"); i != 2 || sb.Command[i+1] != "any" || !slices.Contains(sb.SecurityContext.Capabilities.Add, "NET_ADMIN") {
+		t.Errorf("a Sandbox without a policy is not isolated: %v %+v", sb.Command, sb.SecurityContext.Capabilities)
 	}
 	// Pools: only pods with the sidecar serve Sandboxes with a policy, and
 	// only Sandboxes with one adopt those; a warm sidecar denies
@@ -82,10 +102,10 @@ func TestEgressSidecar(t *testing.T) {
 		t.Error("a Sandbox without a policy matches the wrong pools")
 	}
 	pr := &poolReconciler{cfg: r.cfg}
-	if w := pr.warmPodFor(plain, "p-1"); len(w.Spec.InitContainers) != 1 {
-		t.Errorf("a plain pool's pod has a sidecar: %+v", w.Spec.InitContainers)
+	if w := pr.warmPodFor(plain, "p-1", "warm-token"); len(w.Spec.InitContainers) != 1 || !slices.Contains(w.Spec.Containers[0].Command, "--isolate-network") {
+		t.Errorf("a plain pool's pod has a sidecar, or is not isolated: %+v", w.Spec)
 	}
-	w := pr.warmPodFor(confined, "p-2")
+	w := pr.warmPodFor(confined, "p-2", "warm-token")
 	if len(w.Spec.InitContainers) != 2 {
 		t.Fatalf("a pool with egress has no sidecar: %+v", w.Spec.InitContainers)
 	}

@@ -126,7 +126,8 @@ func (r *poolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 func (r *poolReconciler) startWarmPod(ctx context.Context, pool *v1alpha1.SandboxPool) error {
 	var b [32]byte
 	_, _ = rand.Read(b[:])
-	pod := r.warmPodFor(pool, pool.Name+"-"+strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:4])))
+	token := base64.RawURLEncoding.EncodeToString(b[4:])
+	pod := r.warmPodFor(pool, pool.Name+"-"+strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:4])), token)
 	sec := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: warmSecret(pod.Name), Namespace: pool.Namespace,
@@ -134,7 +135,7 @@ func (r *poolReconciler) startWarmPod(ctx context.Context, pool *v1alpha1.Sandbo
 			OwnerReferences: []metav1.OwnerReference{OwnerRef(pool, "SandboxPool")},
 		},
 		Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{TokenKey: []byte(base64.RawURLEncoding.EncodeToString(b[4:]))},
+		Data: map[string][]byte{TokenKey: []byte(token)},
 	}
 	if pool.Spec.Template.Egress {
 		var e [24]byte

@@ -176,7 +176,7 @@ func (r *sandboxReconciler) noPod(ctx context.Context, sbx *v1alpha1.Sandbox, st
 			}
 		}
 	}
-	pod := r.podFor(sbx)
+	pod := r.podFor(sbx, string(sec.Data[TokenKey]))
 	if err := r.client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
 		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
 			setCondition(status, v1alpha1.ConditionFailed, true, "PodRejected", err.Error())
