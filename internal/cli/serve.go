@@ -33,6 +33,7 @@ import (
 	"github.com/corral-dev/corral/internal/egress/audit"
 	"github.com/corral-dev/corral/internal/egress/policy"
 	"github.com/corral-dev/corral/internal/lifecycle"
+	corralsb "github.com/corral-dev/corral/internal/sandbox"
 	"github.com/corral-dev/corral/internal/secrets"
 	"github.com/corral-dev/corral/internal/server"
 	"github.com/corral-dev/corral/internal/store"
@@ -53,6 +54,8 @@ type serveConfig struct {
 	insecureNoAuth       bool
 	corsOrigins          string
 	imageHostCredentials bool
+	limitFlags           map[string]*string
+	limits               corralsb.Limits
 	origins              []string
 	maxTimeout           time.Duration
 	retainTerminated     time.Duration
@@ -242,6 +245,16 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	fs.StringVar(&cfg.apiKey, "api-key", "", "seed this admin API key (for scripts and CI); also CORRAL_API_KEY")
 	fs.BoolVar(&cfg.insecureNoAuth, "insecure-no-auth", false, "accept requests without an API key (local compatibility tests only); only requests addressed to an IP address or localhost, and none from web pages")
 	fs.StringVar(&cfg.corsOrigins, "cors-origins", "", "web origins allowed to call the API from a browser, comma-separated (https://console.example); default: none")
+	cfg.limitFlags = map[string]*string{}
+	for _, l := range []struct{ key, def, max, what string }{
+		{"cpu", "", "", "CPUs (2, 0.5, 500m)"},
+		{"memory", "2Gi", "", "memory (512Mi, 2Gi)"},
+		{"pids", "", "65536", "processes and threads"},
+		{"disk", "", "", "disk written to its root file system (10Gi; the oci runtime makes a file system of that size)"},
+	} {
+		cfg.limitFlags["default-"+l.key] = fs.String("default-"+l.key, l.def, "a sandbox's "+l.what+" when its create gives none (empty: the runtime's default, or --max-"+l.key+")")
+		cfg.limitFlags["max-"+l.key] = fs.String("max-"+l.key, l.max, "the most "+l.what+" a sandbox may ask for (empty: no maximum); more is a 400")
+	}
 	fs.DurationVar(&cfg.maxTimeout, "max-timeout", 0, "longest time to live a sandbox may ask for (0: no limit, and manual cleanup allowed)")
 	fs.DurationVar(&cfg.retainTerminated, "retain-terminated", time.Hour, "how long Terminated and Failed sandboxes stay visible")
 	fs.DurationVar(&cfg.recoveryTimeout, "recovery-timeout", 2*time.Minute, "time budget for recovering sandboxes at start")
@@ -286,6 +299,12 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	origins, err := parseOrigins(cfg.corsOrigins)
 	if err != nil {
 		return fail(e, "--cors-origins: %v", err)
+	}
+	if cfg.limits, err = parseLimits(cfg.limitFlags); err != nil {
+		return fail(e, "%v", err)
+	}
+	if cfg.runtime == kubeRuntime && cfg.limits.Default.Pids > 0 {
+		return fail(e, "--default-pids: the kubernetes runtime cannot limit one sandbox's processes; the nodes' kubelet limits every pod's (podPidsLimit)")
 	}
 	if cfg.kubeRecords != "cluster" && cfg.kubeRecords != "local" {
 		return fail(e, "--kube-records %q: want cluster or local", cfg.kubeRecords)
@@ -379,7 +398,7 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, log *slog.Logger) (err
 	mgr, err := lifecycle.New(lifecycle.Config{
 		Driver: d, DriverName: cfg.runtime, Store: st, Records: recs, Logger: log, MaxTimeout: cfg.maxTimeout,
 		RecoveryTimeout: cfg.recoveryTimeout, RetainTerminated: cfg.retainTerminated, Secrets: sec,
-		DefaultNetworkPolicy: defaultPolicy,
+		DefaultNetworkPolicy: defaultPolicy, Limits: cfg.limits,
 	})
 	if err != nil {
 		return err
@@ -502,4 +521,34 @@ func parseOrigins(list string) ([]string, error) {
 		out = append(out, u.Scheme+"://"+u.Host)
 	}
 	return out, nil
+}
+
+// parseLimits reads the --default-* and --max-* resource flags.
+func parseLimits(flags map[string]*string) (corralsb.Limits, error) {
+	var l corralsb.Limits
+	for name, v := range flags {
+		if *v == "" {
+			continue
+		}
+		kind, key, _ := strings.Cut(name, "-")
+		r, err := corralsb.ParseResources(map[string]string{key: *v})
+		if err != nil {
+			return l, fmt.Errorf("--%s %q: %v", name, *v, err)
+		}
+		dst := &l.Default
+		if kind == "max" {
+			dst = &l.Max
+		}
+		switch key {
+		case "cpu":
+			dst.CPUMillis = r.CPUMillis
+		case "memory":
+			dst.MemoryBytes = r.MemoryBytes
+		case "pids":
+			dst.Pids = r.Pids
+		case "disk":
+			dst.DiskBytes = r.DiskBytes
+		}
+	}
+	return l, l.Check()
 }

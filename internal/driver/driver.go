@@ -182,6 +182,9 @@ type Resources struct {
 	CPUMillis   int64
 	MemoryBytes int64
 	Pids        int64
+	// DiskBytes bounds what the sandbox writes to its root file system
+	// (0: no bound of its own).
+	DiskBytes int64
 }
 
 // Handle is what the lifecycle manager persists to recover a sandbox after

@@ -63,6 +63,11 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*sandbox.Sandb
 		return nil, errdefs.Newf(errdefs.ErrInvalidArgument, "SANDBOX::INVALID_PARAMETER",
 			"timeout %d exceeds the configured maximum of %d seconds", int64(req.Timeout/time.Second), int64(m.cfg.MaxTimeout/time.Second))
 	}
+	res, err := m.cfg.Limits.Apply(req.Resources)
+	if err != nil {
+		return nil, err
+	}
+	req.Resources = res
 	if len(req.NetworkPolicy) == 0 && len(m.cfg.DefaultNetworkPolicy) > 0 {
 		req.NetworkPolicy = m.cfg.DefaultNetworkPolicy
 	}

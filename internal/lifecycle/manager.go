@@ -67,6 +67,8 @@ type Config struct {
 	// DefaultNetworkPolicy applies to creates without a networkPolicy;
 	// nil leaves such sandboxes without any network.
 	DefaultNetworkPolicy json.RawMessage
+	// Limits are the server's defaults and maxima of sandbox resources.
+	Limits sandbox.Limits
 }
 
 // SecretSource is what a sandbox granted secrets is given: the directory

@@ -270,7 +270,7 @@ func (m *Manager) insertImported(ctx context.Context, in *driver.Imported) error
 	sp := in.Spec
 	sb := &sandbox.Sandbox{
 		ID: sp.ID, Tenant: sp.Tenant, Image: &sandbox.Image{URI: sp.Image.URI}, Entrypoint: sp.Entrypoint, Metadata: sp.Labels,
-		Resources: sandbox.Resources{CPUMillis: sp.Resources.CPUMillis, MemoryBytes: sp.Resources.MemoryBytes, Pids: sp.Resources.Pids},
+		Resources: sandbox.Resources(sp.Resources),
 		CreatedAt: in.CreatedAt.UTC(), ExpiresAt: sp.ExpiresAt.UTC(), Driver: m.cfg.DriverName, Handle: hb,
 		ExecdToken: sandbox.Token(sp.ExecdToken), EgressToken: sandbox.NewToken(), UpdatedAt: now,
 		Status: sandbox.Status{State: sandbox.StateRunning, Reason: sandbox.ReasonRecovered,

@@ -19,6 +19,7 @@ const codeInvalidResourceLimit = "SANDBOX::INVALID_RESOURCE_LIMIT"
 // Bounds on what a sandbox may ask for.
 const (
 	MinMemoryBytes = 8 << 20
+	MinDiskBytes   = 16 << 20
 	MaxPids        = 1 << 22
 )
 
@@ -31,6 +32,8 @@ type Resources struct {
 	MemoryBytes int64
 	// Pids is the maximum number of processes and threads.
 	Pids int64
+	// DiskBytes bounds what the sandbox writes to its root file system.
+	DiskBytes int64
 }
 
 // ParseResources reads the contract's resourceLimits map. Keys are cpu
@@ -54,6 +57,10 @@ func ParseResources(limits map[string]string) (Resources, error) {
 			r.MemoryBytes, err = parseMemory(v)
 		case "pids":
 			r.Pids, err = parsePids(v)
+		case "disk":
+			if r.DiskBytes, err = parseMemory(v); err == nil && r.DiskBytes < MinDiskBytes {
+				err = fmt.Errorf("at least %d MiB is needed", MinDiskBytes>>20)
+			}
 		case "gpu":
 			if v == "0" || v == "" {
 				continue
@@ -62,7 +69,7 @@ func ParseResources(limits map[string]string) (Resources, error) {
 				"resourceLimits.gpu=%q: GPUs are not supported by this server", v)
 		default:
 			return Resources{}, errdefs.Newf(errdefs.ErrInvalidArgument, codeInvalidResourceLimit,
-				"resourceLimits.%s: unknown resource (supported: cpu, memory, pids)", k)
+				"resourceLimits.%s: unknown resource (supported: cpu, memory, pids, disk)", k)
 		}
 		if err != nil {
 			return Resources{}, errdefs.Newf(errdefs.ErrInvalidArgument, codeInvalidResourceLimit,
@@ -87,6 +94,9 @@ func (r Resources) Map() map[string]string {
 	}
 	if r.Pids > 0 {
 		m["pids"] = strconv.FormatInt(r.Pids, 10)
+	}
+	if r.DiskBytes > 0 {
+		m["disk"] = strconv.FormatInt(r.DiskBytes, 10)
 	}
 	if len(m) == 0 {
 		return nil
@@ -197,4 +207,69 @@ func isDecimal(s string) bool {
 		}
 	}
 	return dots <= 1 && digits > 0
+}
+
+// Limits are a server's defaults and maxima of the resources a sandbox
+// gets: a create that asks for nothing gets the default (or, without one,
+// the maximum: no sandbox is unbounded where the operator set a bound;
+// pids excepted, which every runtime bounds by itself), and one that asks
+// for more than the maximum is refused.
+type Limits struct {
+	Default, Max Resources
+}
+
+// Apply returns r with the defaults filled in, or an error naming the
+// maximum r passes and the flag that sets it.
+func (l Limits) Apply(r Resources) (Resources, error) {
+	type field struct {
+		key, flag string
+		v         *int64
+		def, max  int64
+		show      func(int64) string
+	}
+	bytes := func(n int64) string { return formatBytes(n) }
+	for _, f := range []field{
+		{"cpu", "--max-cpu", &r.CPUMillis, l.Default.CPUMillis, l.Max.CPUMillis, func(n int64) string { return strconv.FormatInt(n, 10) + "m" }},
+		{"memory", "--max-memory", &r.MemoryBytes, l.Default.MemoryBytes, l.Max.MemoryBytes, bytes},
+		{"pids", "--max-pids", &r.Pids, l.Default.Pids, l.Max.Pids, func(n int64) string { return strconv.FormatInt(n, 10) }},
+		{"disk", "--max-disk", &r.DiskBytes, l.Default.DiskBytes, l.Max.DiskBytes, bytes},
+	} {
+		if f.max > 0 && *f.v > f.max {
+			return Resources{}, errdefs.Newf(errdefs.ErrInvalidArgument, codeInvalidResourceLimit,
+				"resourceLimits.%s=%s is more than this server allows a sandbox (%s, set by %s)", f.key, f.show(*f.v), f.show(f.max), f.flag)
+		}
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+		if *f.v == 0 && f.key != "pids" {
+			*f.v = f.max
+		}
+	}
+	return r, nil
+}
+
+// Check refuses limits whose defaults pass their maxima.
+func (l Limits) Check() error {
+	for _, f := range []struct {
+		name     string
+		def, max int64
+	}{{"cpu", l.Default.CPUMillis, l.Max.CPUMillis}, {"memory", l.Default.MemoryBytes, l.Max.MemoryBytes},
+		{"pids", l.Default.Pids, l.Max.Pids}, {"disk", l.Default.DiskBytes, l.Max.DiskBytes}} {
+		if f.max > 0 && f.def > f.max {
+			return fmt.Errorf("--default-%s is more than --max-%s", f.name, f.name)
+		}
+	}
+	return nil
+}
+
+func formatBytes(n int64) string {
+	for _, u := range []struct {
+		s string
+		m int64
+	}{{"Ti", 1 << 40}, {"Gi", 1 << 30}, {"Mi", 1 << 20}, {"Ki", 1 << 10}} {
+		if n%u.m == 0 {
+			return strconv.FormatInt(n/u.m, 10) + u.s
+		}
+	}
+	return strconv.FormatInt(n, 10)
 }

@@ -106,7 +106,8 @@ func TestParseResources(t *testing.T) {
 		{map[string]string{"memory": "1.2.3Gi"}, Resources{}, false},
 		{map[string]string{"pids": "0"}, Resources{}, false},
 		{map[string]string{"gpu": "1"}, Resources{}, false},
-		{map[string]string{"disk": "1Gi"}, Resources{}, false},
+		{map[string]string{"disk": "1Gi"}, Resources{DiskBytes: 1 << 30}, true},
+		{map[string]string{"storage": "1Gi"}, Resources{}, false},
 	}
 	for _, tc := range cases {
 		got, err := ParseResources(tc.in)

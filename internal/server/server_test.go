@@ -131,7 +131,7 @@ func TestCreateRejectsBadInput(t *testing.T) {
 		{"bad cpu", with(func(b map[string]any) { b["resourceLimits"] = map[string]string{"cpu": "lots"} }), api.CodeInvalidResourceLimit},
 		{"bad memory", with(func(b map[string]any) { b["resourceLimits"] = map[string]string{"memory": "12XB"} }), api.CodeInvalidResourceLimit},
 		{"tiny memory", with(func(b map[string]any) { b["resourceLimits"] = map[string]string{"memory": "1Ki"} }), api.CodeInvalidResourceLimit},
-		{"unknown resource", with(func(b map[string]any) { b["resourceLimits"] = map[string]string{"disk": "1Gi"} }), api.CodeInvalidResourceLimit},
+		{"unknown resource", with(func(b map[string]any) { b["resourceLimits"] = map[string]string{"storage": "1Gi"} }), api.CodeInvalidResourceLimit},
 		{"gpu", with(func(b map[string]any) { b["resourceLimits"] = map[string]string{"gpu": "1"} }), api.CodeInvalidResourceLimit},
 		{"bad metadata key", with(func(b map[string]any) { b["metadata"] = map[string]string{"-bad": "x"} }), api.CodeInvalidMetadataLabel},
 		{"reserved metadata", with(func(b map[string]any) { b["metadata"] = map[string]string{"opensandbox.io/id": "x"} }), api.CodeInvalidMetadataLabel},

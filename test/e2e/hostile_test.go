@@ -76,7 +76,11 @@ func newHostileRig(t *testing.T, runtime string, args ...string) *hostileRig {
 		"public.test.": testutil.WorldWeb, "internal.test.": hostilePrivate, "rebind.test.": hostilePrivateLAN,
 	})
 	args = append([]string{"--egress-uplink-netns", testutil.NetnsPath(w.Uplink), "--egress-subnet", "10.219.0.0/24",
-		"--egress-upstream", testutil.WorldDNS + ":53"}, args...)
+		"--egress-upstream", testutil.WorldDNS + ":53",
+		"--max-memory", "4Gi", "--max-cpu", "2", "--max-pids", "8192", "--default-cpu", "1"}, args...)
+	if runtime == "oci" {
+		args = append(args, "--max-disk", "8Gi")
+	}
 	reg := testutil.StartRegistry(t)
 	image := reg + "/corral/busybox:1"
 	testutil.PushImage(t, image, busyboxImage(t))
@@ -298,6 +302,39 @@ func (h *hostileRig) privateNetworkPivot(t *testing.T) {
 	h.victimUnaffected(t)
 }
 
+// resourceBounds: the server's maxima refuse a create that asks for more
+// (400 naming the limit and its flag), and its defaults apply to one that
+// asks for nothing.
+func (h *hostileRig) resourceBounds(t *testing.T) {
+	over := map[string]string{"memory": "64Gi", "cpu": "64", "pids": "100000", "disk": "10Ti"}
+	if h.runtime == "docker" {
+		delete(over, "disk") // this machine's engine cannot limit disk (ext4)
+	}
+	for key, v := range over {
+		req := ociCreate(h.image)
+		req.ResourceLimits[key] = v
+		_, err := h.attacker.CreateSandbox(ctx(t), req, sdk.CreateOptions{})
+		var ae *sdk.APIError
+		if !errors.As(err, &ae) || ae.Status != 400 || !strings.Contains(ae.Message, "--max-"+key) {
+			t.Errorf("resourceLimits.%s=%s = %v, want a 400 naming --max-%s", key, v, err, key)
+		}
+	}
+	req := ociCreate(h.image)
+	req.ResourceLimits = nil
+	sb, err := h.attacker.CreateSandbox(ctx(t), req, sdk.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The defaults (--default-memory's 2Gi, the rig's --default-cpu 1)
+	// are the sandbox's cgroup limits (v2 or v1 names).
+	out, _, _ := sandboxExecd(t, h.attacker, sb.ID).run("cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/cpu.max 2>/dev/null || " +
+		"cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/cpu/cpu.cfs_quota_us /sys/fs/cgroup/cpu/cpu.cfs_period_us")
+	if f := strings.Fields(out); len(f) != 3 || f[0] != "2147483648" || f[1] != f[2] {
+		t.Errorf("a create asking for nothing has memory and cpu limits %q, want 2 GiB and one CPU", out)
+	}
+	h.victimUnaffected(t)
+}
+
 // egressDir is where a sandbox's enforcer keeps its files.
 func (h *hostileRig) egressDir(id string) string {
 	if h.runtime == "docker" {
@@ -419,6 +456,24 @@ func TestHostileSandboxOCI(t *testing.T) {
 	t.Run("AuditFlood", h.auditFlood)
 	t.Run("PrivateNetworkPivot", h.privateNetworkPivot)
 	t.Run("PrivateImages", h.privateImages)
+	t.Run("ResourceBounds", h.resourceBounds)
+
+	// A disk limit is a file system of the sandbox's own: a sandbox that
+	// writes without end fills that, and nothing the others or the server
+	// need.
+	t.Run("DiskFlood", func(t *testing.T) {
+		id := h.create(t, h.attacker, func(r *api.CreateSandboxRequest) { r.ResourceLimits["disk"] = "64Mi" })
+		x := sandboxExecd(t, h.attacker, id)
+		out, errOut, code := x.run("dd if=/dev/zero of=/tmp/fill bs=1M count=200 2>&1; ls -l /tmp/fill", map[string]any{"timeout": 60000})
+		if code == 0 && !strings.Contains(out+errOut, "No space left") {
+			t.Errorf("a 64 MiB disk took 200 MiB: %q %q", out, errOut)
+		}
+		var fs syscall.Statfs_t
+		if err := syscall.Statfs(filepath.Join(h.dir, "oci", "sandboxes", id, "fs"), &fs); err != nil || int64(fs.Blocks)*fs.Bsize > 80<<20 {
+			t.Errorf("the sandbox's writable layer is not on a file system of its size: %v", err)
+		}
+		h.victimUnaffected(t)
+	})
 
 	// Output without end: the console log stays under its cap on the
 	// tmpfs every bundle shares, and says what it dropped.
@@ -469,6 +524,7 @@ func TestHostileSandboxDocker(t *testing.T) {
 	t.Run("AuditFlood", h.auditFlood)
 	t.Run("PrivateNetworkPivot", h.privateNetworkPivot)
 	t.Run("PrivateImages", h.privateImages)
+	t.Run("ResourceBounds", h.resourceBounds)
 	// Another tenant's snapshot is restored only with its snapshotId, which
 	// is that tenant's (404 to others); as an image, by name or by an
 	// image ID prefix, it is nobody's.

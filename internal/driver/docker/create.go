@@ -130,6 +130,10 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 		if cerrdefs.IsConflict(err) {
 			return nil, fmt.Errorf("sandbox %s exists: %w", spec.ID, errdefs.ErrAlreadyExists)
 		}
+		if spec.Resources.DiskBytes > 0 && strings.Contains(err.Error(), "storage-opt") {
+			return nil, errdefs.Wrap(errdefs.ErrNotImplemented, "SANDBOX::DISK_LIMIT_UNSUPPORTED",
+				"this Docker engine cannot limit a sandbox's disk (its overlay2 storage needs xfs with project quotas)", err)
+		}
 		return nil, d.engineErr("create "+spec.ID, err)
 	}
 	defer func() {
@@ -283,6 +287,10 @@ func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, gated 
 	}
 	if spec.Resources.MemoryBytes > 0 {
 		host.Resources.MemorySwap = spec.Resources.MemoryBytes // no swap beyond the limit
+	}
+	if spec.Resources.DiskBytes > 0 {
+		// overlay2 limits a container's layer on xfs with project quotas.
+		host.StorageOpt = map[string]string{"size": strconv.FormatInt(spec.Resources.DiskBytes, 10)}
 	}
 	if d.cfg.Remote {
 		// The engine's machine cannot enter our namespaces: execd is

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/corral-dev/corral/errdefs"
 )
 
 // Dialer opens a connection to the port inside the sandbox.
@@ -111,6 +113,9 @@ func (f *forwarder) close() error {
 	return err
 }
 
+// MaxPerSandbox bounds the ports of one sandbox with a forwarder.
+const MaxPerSandbox = 64
+
 // Set holds the forwarders of a driver's sandboxes. The zero value is
 // ready to use.
 type Set struct {
@@ -130,6 +135,12 @@ func (s *Set) Addr(id string, port int, dial Dialer) (netip.AddrPort, error) {
 	}
 	if f, ok := s.fs[id][port]; ok {
 		return f.addr, nil
+	}
+	if len(s.fs[id]) >= MaxPerSandbox {
+		// Each holds a host port and descriptors: a tenant asking for
+		// every port of a sandbox must not take this machine's.
+		return netip.AddrPort{}, errdefs.Newf(errdefs.ErrResourceExhausted, "SANDBOX::TOO_MANY_ENDPOINTS",
+			"a sandbox has endpoints for at most %d ports at a time", MaxPerSandbox)
 	}
 	f, err := newForwarder(dial)
 	if err != nil {

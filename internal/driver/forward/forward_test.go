@@ -6,9 +6,12 @@ package forward
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"sync/atomic"
 	"testing"
+
+	"github.com/corral-dev/corral/errdefs"
 )
 
 // A program in the sandbox that takes execd's port and streams bytes
@@ -76,5 +79,28 @@ func TestPingAcceptsExecd(t *testing.T) {
 	})
 	if !ok || err != nil {
 		t.Fatalf("Ping = %v, %v; want true", ok, err)
+	}
+}
+
+// A tenant asking for every port of a sandbox gets a bounded number of
+// forwarders, then a clear refusal; other sandboxes are not affected.
+func TestForwardersPerSandboxAreBounded(t *testing.T) {
+	t.Parallel()
+	var s Set
+	defer s.Close()
+	dial := func(ctx context.Context) (net.Conn, error) { return nil, errors.New("unused") }
+	for port := 1; port <= MaxPerSandbox; port++ {
+		if _, err := s.Addr("a", port, dial); err != nil {
+			t.Fatalf("forwarder %d: %v", port, err)
+		}
+	}
+	if _, err := s.Addr("a", MaxPerSandbox+1, dial); !errors.Is(err, errdefs.ErrResourceExhausted) {
+		t.Fatalf("forwarder %d = %v, want ErrResourceExhausted", MaxPerSandbox+1, err)
+	}
+	if _, err := s.Addr("a", 1, dial); err != nil {
+		t.Errorf("an existing forwarder after the bound: %v", err)
+	}
+	if _, err := s.Addr("b", 1, dial); err != nil {
+		t.Errorf("another sandbox's forwarder: %v", err)
 	}
 }

@@ -160,6 +160,10 @@ func (d *Driver) sandboxFor(spec driver.Spec) *v1alpha1.Sandbox {
 	if b := spec.Resources.MemoryBytes; b > 0 {
 		lim[corev1.ResourceMemory] = *resource.NewQuantity(b, resource.BinarySI)
 	}
+	if b := spec.Resources.DiskBytes; b > 0 {
+		// The kubelet evicts a pod that writes more than this.
+		lim[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(b, resource.BinarySI)
+	}
 	if len(lim) > 0 {
 		sbx.Spec.Resources.Limits = lim
 	}

@@ -170,13 +170,24 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *dr
 		return nil, err
 	}
 	rootfs := filepath.Join(disk, "rootfs")
-	for _, dir := range []string{"rootfs", "upper", "work"} {
+	upper, work := filepath.Join(disk, "upper"), filepath.Join(disk, "work")
+	dirs := []string{"rootfs", "upper", "work"}
+	if spec.Resources.DiskBytes > 0 {
+		dirs = dirs[:1]
+	}
+	for _, dir := range dirs {
 		if err := os.Mkdir(filepath.Join(disk, dir), 0o755); err != nil {
 			return nil, err
 		}
 	}
+	if spec.Resources.DiskBytes > 0 {
+		if upper, work, err = mountDisk(ctx, disk, spec.Resources.DiskBytes); err != nil {
+			return nil, err
+		}
+		mark("disk")
+	}
 	mark("bundle")
-	if err := mountOverlay(plan.lowers, filepath.Join(disk, "upper"), filepath.Join(disk, "work"), rootfs); err != nil {
+	if err := mountOverlay(plan.lowers, upper, work, rootfs); err != nil {
 		return nil, err
 	}
 	mark("overlay")
@@ -242,7 +253,8 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *dr
 			if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
 				continue
 			}
-			up, wk := filepath.Join(disk, "host", dir, "upper"), filepath.Join(disk, "host", dir, "work")
+			// On the sandbox's own disk when it has a limit.
+			up, wk := filepath.Join(filepath.Dir(upper), "host", dir, "upper"), filepath.Join(filepath.Dir(upper), "host", dir, "work")
 			if err := os.MkdirAll(up, 0o755); err != nil {
 				return nil, err
 			}

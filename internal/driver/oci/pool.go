@@ -225,7 +225,9 @@ func (d *Driver) createWarm(ctx context.Context, image string) (string, error) {
 // Claim implements driver.Pooler.
 func (d *Driver) Claim(spec driver.Spec) (string, bool) {
 	p := d.pool
-	if p == nil || spec.Snapshot != nil || len(spec.NetworkPolicy) > 0 || spec.SecretsDir != "" || len(spec.Entrypoint) == 0 {
+	// A disk limit is a file system made at create: no warm sandbox has one.
+	if p == nil || spec.Snapshot != nil || len(spec.NetworkPolicy) > 0 || spec.SecretsDir != "" || len(spec.Entrypoint) == 0 ||
+		spec.Resources.DiskBytes > 0 {
 		return "", false
 	}
 	if spec.Platform.OS != "" && spec.Platform.OS+"/"+spec.Platform.Arch != imagestore.HostPlatform() {
