@@ -241,6 +241,10 @@ type ListSnapshotsResponse struct {
 // Health is the body of GET /health.
 type Health struct {
 	Status string `json:"status"`
+	// Warnings (a corral extension, for admin keys only) say what is
+	// wrong with the server's setup, such as an OCI runtime open to known
+	// container escapes.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // ValidRequestID reports whether a client-chosen X-Request-ID is safe to

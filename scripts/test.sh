@@ -152,6 +152,7 @@ required=(
   internal/egress/nft.TestPrivateNetworksStayOut
   internal/egress/nft.TestIsolateOutbound
   internal/imagestore.TestImagesAreTenantScoped
+  test/e2e.TestRuntimeVersionIsChecked
 )
 
 

@@ -388,6 +388,14 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, log *slog.Logger) (err
 	if err != nil {
 		return fmt.Errorf("runtime %s: %w", cfg.runtime, err)
 	}
+	var warnings []string
+	if w, ok := d.(interface{ Warnings() []string }); ok {
+		warnings = w.Warnings()
+	}
+	for _, w := range warnings {
+		log.WarnContext(ctx, "the runtime is open to known container escapes", "problem", w)
+		fmt.Fprintln(e.stderr, "corral: WARNING: "+w)
+	}
 	if c, ok := d.(io.Closer); ok {
 		defer c.Close()
 	}
@@ -413,7 +421,8 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, log *slog.Logger) (err
 		ln.Close()
 		return fmt.Errorf("recovery: %w", err)
 	}
-	srv := server.New(server.Config{Manager: mgr, Keys: keys, Logger: log, InsecureNoAuth: cfg.insecureNoAuth, CORSOrigins: cfg.origins, Secrets: sec})
+	srv := server.New(server.Config{Manager: mgr, Keys: keys, Logger: log, InsecureNoAuth: cfg.insecureNoAuth, CORSOrigins: cfg.origins, Secrets: sec,
+		HealthWarnings: warnings})
 	hs := srv.NewHTTPServer(cfg.listen)
 	secLn, err := sec.Listen()
 	if err != nil {

@@ -59,8 +59,18 @@ func (s *Server) handle(pattern string, h http.HandlerFunc) {
 	})
 }
 
-func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, api.Health{Status: "healthy"})
+// health answers anyone; only an admin key is told what is wrong (a
+// runtime's known escapes are not for every caller to read).
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	h := api.Health{Status: "healthy"}
+	if key, _ := presentedKey(r); s.cfg.InsecureNoAuth {
+		h.Warnings = s.cfg.HealthWarnings
+	} else if key != "" && len(s.cfg.HealthWarnings) > 0 {
+		if p, err := s.keys.Authenticate(key); err == nil && p.Admin {
+			h.Warnings = s.cfg.HealthWarnings
+		}
+	}
+	writeJSON(w, http.StatusOK, h)
 }
 
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {

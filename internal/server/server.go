@@ -31,6 +31,9 @@ type Config struct {
 	// a localhost name, and refuses requests from web pages of origins not
 	// in CORSOrigins: a page cannot drive it, by DNS rebinding or else.
 	InsecureNoAuth bool
+	// HealthWarnings are what is wrong with the server's setup (a runtime
+	// open to known escapes), shown by /health to admin keys.
+	HealthWarnings []string
 	// CORSOrigins are the web origins (scheme://host[:port]) allowed to
 	// call the API from a browser; none by default.
 	CORSOrigins []string

@@ -23,6 +23,23 @@ func TestHealthNeedsNoKey(t *testing.T) {
 	}
 }
 
+// What is wrong with the setup (a runtime open to known escapes) is for
+// an admin to read, not for everyone who can reach /health.
+func TestHealthWarningsForAdminsOnly(t *testing.T) {
+	t.Parallel()
+	s := newTSWith(t, func(c *Config) { c.HealthWarnings = []string{"runc 1.1.5 is open to CVE-X"} })
+	for _, tc := range []struct {
+		name string
+		key  string
+		want bool
+	}{{"no key", "", false}, {"a tenant's key", s.keyB, false}, {"an admin key", s.keyA, true}, {"a bad key", "ck_nope", false}} {
+		r := s.call("GET", "/health", tc.key, nil)
+		if r.status != 200 || strings.Contains(string(r.body), "CVE-X") != tc.want {
+			t.Errorf("%s: GET /health = %d %s", tc.name, r.status, r.body)
+		}
+	}
+}
+
 func TestAuthentication(t *testing.T) {
 	t.Parallel()
 	s := newTS(t)

@@ -5,6 +5,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -564,4 +565,57 @@ func TestHostileSandboxDocker(t *testing.T) {
 		}
 		h.victimUnaffected(t)
 	})
+}
+
+// TestRuntimeVersionIsChecked: a runc open to known container escapes is
+// a loud warning at start and in /health for an admin; a fixed one, crun
+// or runsc is not. The runtimes here are wrappers of this machine's runc
+// that report the version under test.
+func TestRuntimeVersionIsChecked(t *testing.T) {
+	requireOCI(t)
+	t.Parallel()
+	real, err := exec.LookPath("runc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, version string
+		warns         []string
+	}{
+		{"runc 1.1.11", "runc version 1.1.11\ncommit: v1.1.11-0-g4bccb38c", []string{"CVE-2024-21626", "CVE-2025-31133"}},
+		{"Debian 12's", "runc version 1.1.5+ds1\ncommit: 1.1.5+ds1-1+deb12u1", []string{"CVE-2025-31133"}},
+		{"runc 1.3.3", "runc version 1.3.3\ncommit: v1.3.3-0-gabcdef0", nil},
+		{"crun", "crun version 1.26\ncommit: abc", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			wrapper := filepath.Join(dir, "runtime")
+			script := "#!/bin/sh\nif [ \"$1\" = --version ]; then printf '%s\\n' '" + strings.ReplaceAll(tc.version, "\n", "' '") + "'; exit 0; fi\nexec " + real + " \"$@\"\n"
+			if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			s := startServer(t, filepath.Join(dir, "data"), "--runtime", "oci", "--oci-runtime", wrapper)
+			var h api.Health
+			req, _ := http.NewRequestWithContext(ctx(t), "GET", s.url+"/health", nil)
+			req.Header.Set(api.HeaderAPIKey, testKey)
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = json.NewDecoder(res.Body).Decode(&h)
+			res.Body.Close()
+			if len(h.Warnings) != len(tc.warns) {
+				t.Fatalf("/health warnings = %q, want %d", h.Warnings, len(tc.warns))
+			}
+			for i, w := range tc.warns {
+				if !strings.Contains(h.Warnings[i], w) || !strings.Contains(s.stderr.String(), "WARNING: "+h.Warnings[i]) {
+					t.Errorf("warning %d = %q, want %s, also at start", i, h.Warnings[i], w)
+				}
+			}
+			if anon := s.status(t, "GET", "/health"); anon != 200 {
+				t.Errorf("/health without a key = %d", anon)
+			}
+		})
+	}
 }

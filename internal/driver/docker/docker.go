@@ -36,6 +36,7 @@ import (
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/driver/egressnet"
 	"github.com/corral-dev/corral/internal/driver/forward"
+	"github.com/corral-dev/corral/internal/runcversion"
 )
 
 // Name is the driver's name in handles.
@@ -114,6 +115,8 @@ type Driver struct {
 	netns map[string]*os.File
 	// allowed are the (tenant, image ID) pairs the registry accepted.
 	allowed map[string]bool
+	// warnings are what is wrong with the engine's runtime (its runc).
+	warnings []string
 }
 
 // state is the handle's driver-private part.
@@ -171,9 +174,21 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 		// Not fatal: calls answer "unavailable" until the engine is back,
 		// and the server recovers its sandboxes then.
 		cfg.Logger.WarnContext(ctx, "the Docker engine does not answer yet", "host", cli.DaemonHost(), "err", err)
+	} else if cfg.Runtime == "" || cfg.Runtime == "runc" {
+		if v, err := cli.ServerVersion(cctx, client.ServerVersionOptions{}); err == nil {
+			for _, c := range v.Components {
+				if c.Name == "runc" {
+					d.warnings = runcversion.Check("runc version " + c.Version + "\ncommit: " + c.Details["GitCommit"] + "\n")
+				}
+			}
+		}
 	}
 	return d, nil
 }
+
+// Warnings returns what is known to be wrong with the engine's OCI
+// runtime: the container escapes its runc is still open to.
+func (d *Driver) Warnings() []string { return d.warnings }
 
 // Close stops the port forwarders; sandboxes keep running.
 func (d *Driver) Close() error {

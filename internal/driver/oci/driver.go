@@ -38,6 +38,7 @@ import (
 	"github.com/corral-dev/corral/internal/imagestore"
 	"github.com/corral-dev/corral/internal/logctx"
 	"github.com/corral-dev/corral/internal/procfs"
+	"github.com/corral-dev/corral/internal/runcversion"
 	"github.com/corral-dev/corral/internal/safefile"
 )
 
@@ -86,6 +87,9 @@ type Driver struct {
 	forwarders forward.Set
 	pool       *pool
 	net        *egressnet.Network
+
+	// warnings are what is wrong with the runtime binary (its version).
+	warnings []string
 }
 
 var (
@@ -160,8 +164,16 @@ func New(cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Known escapes of the runtime binary, for the operator to see.
+	vctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	out, verr := exec.CommandContext(vctx, rt, "--version").Output()
+	cancel()
+	warnings := runcversion.Check(string(out))
+	if verr != nil {
+		warnings = []string{fmt.Sprintf("%s --version failed (%v): its version could not be checked for known container escapes", rt, verr)}
+	}
 	d := &Driver{
-		cfg: cfg, log: cfg.Logger, images: images,
+		cfg: cfg, log: cfg.Logger, images: images, warnings: warnings,
 		runc: &runc.Runc{Command: rt, Root: filepath.Join(runDir(cfg.Root), "runc")},
 		live: map[string]*sandbox{},
 	}
@@ -180,6 +192,10 @@ func New(cfg Config) (*Driver, error) {
 	d.startPool()
 	return d, nil
 }
+
+// Warnings returns what is known to be wrong with the OCI runtime binary:
+// the container escapes its version is still open to.
+func (d *Driver) Warnings() []string { return d.warnings }
 
 // Images returns the image store.
 func (d *Driver) Images() *imagestore.Store { return d.images }
