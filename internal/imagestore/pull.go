@@ -139,6 +139,12 @@ func (s *Store) Pull(ctx context.Context, ref string, opts PullOptions) (*Image,
 		refDigest: desc.Digest.String(), tenant: opts.Tenant})
 }
 
+// Bounds of what an image may be made of.
+const (
+	MaxConfigBytes = 8 << 20
+	MaxLayers      = 256
+)
+
 // addOptions say where an image being added comes from and who it is for.
 type addOptions struct {
 	progress func(Progress)
@@ -187,6 +193,17 @@ func (s *Store) add(ctx context.Context, imgName string, img v1.Image, plat v1.P
 	digest, err := img.Digest()
 	if err != nil {
 		return nil, fmt.Errorf("image %s: %w", imgName, err)
+	}
+	// What the image's author wrote is read bounded: the manifest's size
+	// of the config is checked before the config is fetched (and the
+	// fetch stops at that size), and the stack is one overlayfs mounts.
+	m, err := img.Manifest()
+	if err != nil {
+		return nil, fmt.Errorf("image %s: manifest: %w", imgName, err)
+	}
+	if m.Config.Size > MaxConfigBytes || len(m.Layers) > MaxLayers {
+		return nil, errdefs.Newf(errdefs.ErrInvalidArgument, "IMAGE::TOO_LARGE",
+			"image %s has a %d-byte config and %d layers; at most %d bytes and %d layers are taken", imgName, m.Config.Size, len(m.Layers), MaxConfigBytes, MaxLayers)
 	}
 	cf, err := img.ConfigFile()
 	if err != nil {

@@ -185,6 +185,11 @@ func notFound(id string) error {
 // sandbox another server created a moment ago may not have reached this
 // one yet: it is read from the store before being called missing.
 func (m *Manager) lookup(ctx context.Context, tenant, id string) (*entry, error) {
+	if tenant == "" {
+		// No request without a principal gets here (the proxy route checks
+		// a token first); should one, it owns nothing.
+		return nil, notFound(id)
+	}
 	e := m.entryOf(tenant, id)
 	if e == nil && m.readThrough(ctx, id) {
 		e = m.entryOf(tenant, id)

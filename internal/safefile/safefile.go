@@ -263,3 +263,35 @@ func openHow(dirfd int, name string, flags uint64, how uint64) (int, error) {
 		return fd, nil
 	}
 }
+
+// WriteFileAtomic replaces name in dir with data: written to a new file
+// beside it (never through a link someone left there) and renamed over
+// it, so a reader sees the old content or the new.
+func WriteFileAtomic(dir, name string, data []byte, perm os.FileMode) error {
+	d, err := OpenDir(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	tmp := "." + name + ".tmp"
+	if err := unix.Unlinkat(int(d.Fd()), tmp, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+		return &fs.PathError{Op: "unlink", Path: tmp, Err: err}
+	}
+	fd, err := unix.Openat(int(d.Fd()), tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm.Perm()))
+	if err != nil {
+		return &fs.PathError{Op: "create", Path: tmp, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), tmp)
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = unix.Renameat(int(d.Fd()), tmp, int(d.Fd()), name)
+	}
+	if err != nil {
+		_ = unix.Unlinkat(int(d.Fd()), tmp, 0)
+		return &fs.PathError{Op: "write", Path: name, Err: err}
+	}
+	return nil
+}

@@ -214,3 +214,25 @@ func TestInRootResolvesLinksAsTheSandboxWill(t *testing.T) {
 		t.Fatal("a directory was made on the host through a link to /")
 	}
 }
+
+func TestWriteFileAtomicReplacesALinkNotItsTarget(t *testing.T) {
+	t.Parallel()
+	dir, secret := hostile(t)
+	for _, name := range []string{"link-out", ".state.json.tmp"} {
+		if name == ".state.json.tmp" {
+			if err := os.Symlink(secret, filepath.Join(dir, name)); err != nil {
+				t.Fatal(err)
+			}
+			name = "state.json"
+		}
+		if err := WriteFileAtomic(dir, name, []byte(`{"pid":1}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := os.ReadFile(secret); string(b) != "42\n" {
+			t.Fatalf("writing %s went through a link: the target now holds %q", name, b)
+		}
+		if b, _, err := ReadFile(dir, name, 64); err != nil || string(b) != `{"pid":1}` {
+			t.Fatalf("%s = %q, %v", name, b, err)
+		}
+	}
+}

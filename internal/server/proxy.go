@@ -20,6 +20,7 @@ import (
 
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/internal/auth"
 	"github.com/corral-dev/corral/internal/sandbox"
 )
 
@@ -180,7 +181,9 @@ type proxyTarget struct {
 // sandbox port expects; a user's own service never sees a corral token.
 func (t proxyTarget) setHeaders(h http.Header) {
 	h.Del(api.HeaderAPIKey)
-	if t.stripAuthz {
+	// A corral API key never reaches a sandbox, whichever header carried
+	// it and whether or not it was the one that authorized the request.
+	if a := h.Get("Authorization"); t.stripAuthz || len(a) > 7 && strings.EqualFold(a[:7], "bearer ") && strings.HasPrefix(strings.TrimSpace(a[7:]), auth.KeyPrefix) {
 		h.Del("Authorization")
 	}
 	h.Del(api.HeaderExecdToken)

@@ -43,6 +43,16 @@ func TestProxy(t *testing.T) {
 			t.Errorf("the sandbox's user port received %s", h)
 		}
 	}
+	// A second corral key in Authorization is stripped too; another
+	// scheme is the service's own.
+	e = echo(s.call("GET", "/v1/sandboxes/"+id+"/proxy/8080/", s.keyA, nil, "Authorization", "Bearer "+s.keyB))
+	if _, ok := e.Headers["Authorization"]; ok {
+		t.Errorf("the sandbox's user port received another corral key: %v", e.Headers["Authorization"])
+	}
+	e2 := echo(s.call("GET", "/v1/sandboxes/"+id+"/proxy/8080/", s.keyA, nil, "Authorization", "Basic dXNlcjpwYXNz"))
+	if got := e2.Headers["Authorization"]; len(got) != 1 || got[0] != "Basic dXNlcjpwYXNz" {
+		t.Errorf("the service's own Authorization = %v", got)
+	}
 	if e.Headers["X-Forwarded-For"] == nil {
 		t.Errorf("no X-Forwarded-For: %v", e.Headers)
 	}

@@ -39,6 +39,7 @@ import (
 	"github.com/corral-dev/corral/internal/egress/mitm"
 	"github.com/corral-dev/corral/internal/egress/policy"
 	"github.com/corral-dev/corral/internal/procfs"
+	"github.com/corral-dev/corral/internal/safefile"
 	"github.com/corral-dev/corral/internal/unixsock"
 )
 
@@ -247,22 +248,47 @@ func apiClient(dir string, keepAlives bool) *http.Client {
 	}}
 }
 
+// The sandbox's directory is the server's, but its enforcer (a root
+// process that parses the sandbox's traffic) writes there too: what the
+// server reads back is read as it would read a sandbox's files, and
+// written without following a link (internal/safefile).
+
 func writeState(dir string, st state) error {
 	b, _ := json.Marshal(st)
-	tmp := filepath.Join(dir, "state.json.tmp")
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(dir, "state.json"))
+	return safefile.WriteFileAtomic(dir, "state.json", b, 0o600)
 }
 
 func readState(dir string) (state, bool) {
 	var st state
-	b, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	b, _, err := safefile.ReadFile(dir, "state.json", 64<<10)
 	if err != nil || json.Unmarshal(b, &st) != nil {
 		return st, false
 	}
 	return st, true
+}
+
+// isEnforcer reports whether pid runs `corral egress` for sandbox id:
+// the only process the server may kill on the word of the state file.
+func isEnforcer(pid int, id string) bool {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 64<<10))
+	if err != nil {
+		return false
+	}
+	args := strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+	if len(args) < 2 || args[1] != "egress" {
+		return false
+	}
+	for i := 2; i+1 < len(args); i++ {
+		if args[i] == "--sandbox-id" && args[i+1] == id {
+			return true
+		}
+	}
+	return false
 }
 
 // spawn starts `corral egress` for the sandbox: on the host, in the
@@ -436,7 +462,7 @@ type position struct {
 // the enforcer still holds.
 func (n *Network) follow(ctx context.Context, id, dir string, hc *http.Client) {
 	var pos position
-	if b, err := os.ReadFile(filepath.Join(dir, "audit.pos")); err == nil {
+	if b, _, err := safefile.ReadFile(dir, "audit.pos", 4096); err == nil {
 		_ = json.Unmarshal(b, &pos)
 	}
 	backoff := 100 * time.Millisecond
@@ -458,7 +484,7 @@ func (n *Network) follow(ctx context.Context, id, dir string, hc *http.Client) {
 // followOnce reads one connection's worth of events, handing them on in
 // batches of what has arrived (at most 256, or every 100 ms).
 func (n *Network) followOnce(ctx context.Context, hc *http.Client, id, dir string, pos *position) error {
-	token, err := os.ReadFile(filepath.Join(dir, "token"))
+	token, _, err := safefile.ReadFile(dir, "token", 4096)
 	if err != nil {
 		return err
 	}
@@ -478,10 +504,19 @@ func (n *Network) followOnce(ctx context.Context, hc *http.Client, id, dir strin
 	evc := make(chan audit.Event, 256)
 	errc := make(chan error, 1)
 	go func() {
-		dec := json.NewDecoder(res.Body)
+		// One event a line, each bounded: the enforcer's words are read
+		// as a sandbox's would be.
+		sc := bufio.NewScanner(res.Body)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for {
 			var ev audit.Event
-			if err := dec.Decode(&ev); err != nil {
+			err := io.EOF
+			if sc.Scan() {
+				err = json.Unmarshal(sc.Bytes(), &ev)
+			} else if sc.Err() != nil {
+				err = sc.Err()
+			}
+			if err != nil {
 				errc <- err
 				close(evc)
 				return
@@ -504,7 +539,7 @@ func (n *Network) followOnce(ctx context.Context, hc *http.Client, id, dir strin
 		last := batch[len(batch)-1]
 		*pos = position{Epoch: last.Epoch, Seq: last.Seq}
 		b, _ := json.Marshal(pos)
-		_ = os.WriteFile(filepath.Join(dir, "audit.pos"), b, 0o600)
+		_ = safefile.WriteFileAtomic(dir, "audit.pos", b, 0o600)
 		batch = batch[:0]
 		return nil
 	}
@@ -604,7 +639,7 @@ func (n *Network) Stop(ctx context.Context, id, dir string) error {
 	if !ok {
 		return nil
 	}
-	if st.Pid > 0 && procfs.Alive(st.Pid, st.StartTime) {
+	if st.Pid > 0 && procfs.Alive(st.Pid, st.StartTime) && isEnforcer(st.Pid, id) {
 		_ = syscall.Kill(st.Pid, syscall.SIGKILL)
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := procfs.WaitExit(wctx, st.Pid, st.StartTime)
