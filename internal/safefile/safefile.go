@@ -75,6 +75,11 @@ func OpenAt(dir *os.File, name string) (*os.File, fs.FileInfo, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	return regular(f, name)
+}
+
+// regular returns f if it is a regular file, and closes it if not.
+func regular(f *os.File, name string) (*os.File, fs.FileInfo, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
@@ -193,17 +198,7 @@ func OpenInRoot(root, name string) (*os.File, fs.FileInfo, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	f := os.NewFile(uintptr(fd), name)
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, nil, fmt.Errorf("%s: %w", name, ErrNotRegular)
-	}
-	return f, fi, nil
+	return regular(os.NewFile(uintptr(fd), name), name)
 }
 
 // MkdirAllInRoot makes directory name (absolute, without "..") in the

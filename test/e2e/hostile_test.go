@@ -336,6 +336,15 @@ func (h *hostileRig) resourceBounds(t *testing.T) {
 	h.victimUnaffected(t)
 }
 
+// sharedAttacks are the attacks every local runtime must contain.
+func (h *hostileRig) sharedAttacks(t *testing.T) {
+	t.Run("ExecdTokenOutOfReach", h.execdTokenOutOfReach)
+	t.Run("AuditFlood", h.auditFlood)
+	t.Run("PrivateNetworkPivot", h.privateNetworkPivot)
+	t.Run("PrivateImages", h.privateImages)
+	t.Run("ResourceBounds", h.resourceBounds)
+}
+
 // egressDir is where a sandbox's enforcer keeps its files.
 func (h *hostileRig) egressDir(id string) string {
 	if h.runtime == "docker" {
@@ -453,11 +462,7 @@ func TestHostileSandboxOCI(t *testing.T) {
 		h.victimUnaffected(t)
 	})
 
-	t.Run("ExecdTokenOutOfReach", h.execdTokenOutOfReach)
-	t.Run("AuditFlood", h.auditFlood)
-	t.Run("PrivateNetworkPivot", h.privateNetworkPivot)
-	t.Run("PrivateImages", h.privateImages)
-	t.Run("ResourceBounds", h.resourceBounds)
+	h.sharedAttacks(t)
 
 	// A disk limit is a file system of the sandbox's own: a sandbox that
 	// writes without end fills that, and nothing the others or the server
@@ -521,11 +526,7 @@ func TestHostileSandboxDocker(t *testing.T) {
 	t.Parallel()
 	h := newHostileRig(t, "docker")
 	h.victimUnaffected(t)
-	t.Run("ExecdTokenOutOfReach", h.execdTokenOutOfReach)
-	t.Run("AuditFlood", h.auditFlood)
-	t.Run("PrivateNetworkPivot", h.privateNetworkPivot)
-	t.Run("PrivateImages", h.privateImages)
-	t.Run("ResourceBounds", h.resourceBounds)
+	h.sharedAttacks(t)
 	// Another tenant's snapshot is restored only with its snapshotId, which
 	// is that tenant's (404 to others); as an image, by name or by an
 	// image ID prefix, it is nobody's.
