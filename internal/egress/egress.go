@@ -38,6 +38,7 @@ import (
 	"github.com/corral-dev/corral/internal/egress/audit"
 	"github.com/corral-dev/corral/internal/egress/dnsproxy"
 	"github.com/corral-dev/corral/internal/egress/mitm"
+	"github.com/corral-dev/corral/internal/egress/namegate"
 	"github.com/corral-dev/corral/internal/egress/nflog"
 	"github.com/corral-dev/corral/internal/egress/nft"
 	"github.com/corral-dev/corral/internal/egress/policy"
@@ -95,6 +96,12 @@ type Config struct {
 	// sidecar in the sandbox's namespace) proves itself with a
 	// certificate its clients pin before they send the token.
 	APITLS *tls.Config
+	// GateListen is the name gate's IPv4 address inside the namespace
+	// (default 127.0.0.1:18082; it also listens on [::1] at that port):
+	// connections to ports 80 and 443 of addresses allowed for names are
+	// redirected there and checked for the name (internal/egress/namegate).
+	// "none" turns the gate off.
+	GateListen string
 	// VaultListen is the proxy's address inside the namespace (default
 	// 127.0.0.1:18081).
 	VaultListen string
@@ -135,6 +142,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.APIListen == "" {
 		cfg.APIListen = "0.0.0.0:18080"
 	}
+	if cfg.GateListen == "" {
+		cfg.GateListen = DefaultGateListen
+	}
 	if cfg.VaultListen == "" {
 		cfg.VaultListen = DefaultVaultListen
 	}
@@ -172,10 +182,10 @@ func New(cfg Config) (*Service, error) {
 			s.enf.Close()
 			return nil, err
 		}
-		if err := s.enf.SetIntercept(s.intercept(s.vault.Load())); err != nil {
-			s.enf.Close()
-			return nil, err
-		}
+	}
+	if err := s.enf.SetIntercept(s.intercept(s.vault.Load())); err != nil {
+		s.enf.Close()
+		return nil, err
 	}
 	if err := s.enf.Apply(c); err != nil {
 		s.enf.Close()
@@ -211,7 +221,7 @@ const (
 func (s *Service) Run(ctx context.Context) error {
 	defer s.enf.Close()
 	var pc net.PacketConn
-	var dnsLn, apiLn, vaultLn net.Listener
+	var dnsLn, apiLn, vaultLn, gateLn, gate6Ln net.Listener
 	inNetns := func(fn func() error) error { return fn() }
 	if s.cfg.Netns != "" {
 		inNetns = func(fn func() error) error { return netns.Do(s.cfg.Netns, fn) }
@@ -228,6 +238,14 @@ func (s *Service) Run(ctx context.Context) error {
 			if vaultLn, err = net.Listen("tcp", s.cfg.VaultListen); err != nil {
 				return err
 			}
+		}
+		if s.cfg.GateListen != "none" {
+			if gateLn, err = net.Listen("tcp", s.cfg.GateListen); err != nil {
+				return err
+			}
+			_, port, _ := net.SplitHostPort(s.cfg.GateListen)
+			// Without IPv6 in the namespace there is nothing to redirect.
+			gate6Ln, _ = net.Listen("tcp6", net.JoinHostPort("::1", port))
 		}
 		if s.cfg.APIListen != "none" {
 			apiLn, err = net.Listen("tcp", s.cfg.APIListen)
@@ -249,7 +267,7 @@ func (s *Service) Run(ctx context.Context) error {
 		if pc != nil {
 			pc.Close()
 		}
-		for _, ln := range []net.Listener{dnsLn, apiLn, vaultLn} {
+		for _, ln := range []net.Listener{dnsLn, apiLn, vaultLn, gateLn, gate6Ln} {
 			if ln != nil {
 				ln.Close()
 			}
@@ -261,7 +279,7 @@ func (s *Service) Run(ctx context.Context) error {
 		_ = os.Remove(s.cfg.APISocket)
 		if sockLn, err = unixsock.Listen(s.cfg.APISocket); err != nil {
 			pc.Close()
-			for _, ln := range []net.Listener{dnsLn, apiLn, vaultLn} {
+			for _, ln := range []net.Listener{dnsLn, apiLn, vaultLn, gateLn, gate6Ln} {
 				if ln != nil {
 					ln.Close()
 				}
@@ -273,25 +291,35 @@ func (s *Service) Run(ctx context.Context) error {
 			return fmt.Errorf("egress: API socket: %w", err)
 		}
 	}
+	var dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	if s.cfg.ExemptMark != 0 {
+		// Inside the namespace it confines, the proxies' connections to
+		// the real hosts leave by the exempt mark.
+		d := &net.Dialer{Control: dnsproxy.MarkSocket(s.cfg.ExemptMark)}
+		dial = d.DialContext
+	}
+	resolvedFor := func(addr netip.Addr, host string) bool {
+		return slices.Contains(s.enf.ResolvedNames(addr), policy.NormalizeTarget(host))
+	}
+	for _, ln := range []net.Listener{gateLn, gate6Ln} {
+		if ln == nil {
+			continue
+		}
+		defer ln.Close()
+		gate := namegate.New(namegate.Config{OriginalDst: mitm.OriginalDst, Policy: s.cur.Load, ResolvedFor: resolvedFor,
+			Dial: dial, Audit: s.record, Logger: s.log})
+		go func() { _ = gate.Serve(ln) }()
+	}
 	if vaultLn != nil {
 		defer vaultLn.Close()
-		var dial func(ctx context.Context, network, addr string) (net.Conn, error)
-		if s.cfg.ExemptMark != 0 {
-			// Inside the namespace it confines, the proxy's connections to
-			// the real hosts leave by the exempt mark.
-			d := &net.Dialer{Control: dnsproxy.MarkSocket(s.cfg.ExemptMark)}
-			dial = d.DialContext
-		}
 		proxy := mitm.New(mitm.Config{CA: s.ca, Roots: s.cfg.UpstreamRoots, Vault: s.currentVault, Logger: s.log, Dial: dial,
 			Allowed: func(host string) bool { return s.cur.Load().DecideName(host).Allow },
 			Reachable: func(addr netip.Addr) bool {
 				d := s.cur.Load().DecideIP(addr)
 				return d.Rule != policy.ByAlwaysDeny && (d.Rule < 0 || d.Allow)
 			},
-			ResolvedFor: func(addr netip.Addr, host string) bool {
-				return slices.Contains(s.enf.ResolvedNames(addr), policy.NormalizeTarget(host))
-			},
-			Audit: s.record,
+			ResolvedFor: resolvedFor,
+			Audit:       s.record,
 		})
 		go func() { _ = proxy.Serve(vaultLn) }()
 	}

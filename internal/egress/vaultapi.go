@@ -30,6 +30,12 @@ const vaultFile = "vault.json"
 // sandbox's namespace; redirected connections arrive there.
 const DefaultVaultListen = "127.0.0.1:18081"
 
+// DefaultGateListen is the name gate's address in the sandbox, and the
+// ports it checks.
+const DefaultGateListen = "127.0.0.1:18082"
+
+func gatePorts() []uint16 { return []uint16{80, 443} }
+
 // loadVault reads the persisted vault, if any.
 func (s *Service) loadVault() error {
 	ca, err := mitm.LoadCA(s.cfg.VaultDir)
@@ -62,8 +68,14 @@ func (s *Service) currentVault() vault.Vault {
 
 // intercept is the redirect a vault needs.
 func (s *Service) intercept(v *vault.Vault) nft.Intercept {
+	var in nft.Intercept
+	if s.cfg.GateListen != "none" {
+		if ap, err := netip.ParseAddrPort(s.cfg.GateListen); err == nil {
+			in.GatePort, in.GatePorts = ap.Port(), gatePorts()
+		}
+	}
 	if v == nil || len(v.Bindings) == 0 {
-		return nft.Intercept{}
+		return in
 	}
 	var ports []uint16
 	for _, p := range v.Ports() {
@@ -72,9 +84,11 @@ func (s *Service) intercept(v *vault.Vault) nft.Intercept {
 	hosts := v.Hosts()
 	_, port, _ := net.SplitHostPort(s.cfg.VaultListen)
 	pp, _ := netip.ParseAddrPort("127.0.0.1:" + port)
-	return nft.Intercept{ProxyPort: pp.Port(), Ports: ports, Bound: func(name string) bool {
+	in.ProxyPort, in.Ports = pp.Port(), ports
+	in.Bound = func(name string) bool {
 		return slices.ContainsFunc(hosts, func(h string) bool { return vault.HostMatches(h, name) })
-	}}
+	}
+	return in
 }
 
 // setVault persists v (nil deletes), programs the redirect, then swaps.

@@ -225,9 +225,14 @@ func runEgressPolicy(t *testing.T, w testutil.World, rig egressRig) {
 		if out, ok := get(x, "http://allowed.test/"); !ok || out != "hello from web\n" {
 			t.Errorf("allowed.test: %q %v", out, ok)
 		}
-		// Its address, once resolved, is reachable as a literal too.
-		if _, ok := get(x, "http://"+testutil.WorldWeb+"/"); !ok {
-			t.Error("the resolved address of an allowed name is unreachable")
+		// Its address, once resolved, is reachable as a literal too, for
+		// that name (the name gate checks the Host on ports 80 and 443:
+		// an address is shared by every site served from it).
+		if out, _, code := x.run("timeout 5 wget -q -O- --header 'Host: allowed.test' http://" + testutil.WorldWeb + "/"); code != 0 || out != "hello from web\n" {
+			t.Errorf("the resolved address of an allowed name, for that name: %q (exit %d)", out, code)
+		}
+		if out, ok := get(x, "http://"+testutil.WorldWeb+"/"); ok {
+			t.Errorf("the resolved address of an allowed name answered a request naming no allowed name: %q", out)
 		}
 	})
 	t.Run("DeniedDomainGetsNoAnswer", func(t *testing.T) {

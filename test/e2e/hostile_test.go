@@ -70,11 +70,15 @@ func newHostileRig(t *testing.T, runtime string, args ...string) *hostileRig {
 	}
 	for _, a := range []string{testutil.WorldWeb, hostilePrivate, hostilePrivateLAN} {
 		testutil.ServeHTTPIn(t, w.World, a+":80", http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			if r.Host == "evil.test" {
+				_, _ = io.WriteString(rw, "the evil site on a shared address\n")
+				return
+			}
 			_, _ = io.WriteString(rw, "reached "+a+"\n")
 		}))
 	}
 	testutil.ServeDNS(t, w.World, testutil.WorldDNS+":53", map[string]string{
-		"public.test.": testutil.WorldWeb, "internal.test.": hostilePrivate, "rebind.test.": hostilePrivateLAN,
+		"public.test.": testutil.WorldWeb, "evil.test.": testutil.WorldWeb, "internal.test.": hostilePrivate, "rebind.test.": hostilePrivateLAN,
 	})
 	args = append([]string{"--egress-uplink-netns", testutil.NetnsPath(w.Uplink), "--egress-subnet", "10.219.0.0/24",
 		"--egress-upstream", testutil.WorldDNS + ":53",
@@ -341,6 +345,7 @@ func (h *hostileRig) sharedAttacks(t *testing.T) {
 	t.Run("ExecdTokenOutOfReach", h.execdTokenOutOfReach)
 	t.Run("AuditFlood", h.auditFlood)
 	t.Run("PrivateNetworkPivot", h.privateNetworkPivot)
+	t.Run("SharedAddress", h.sharedAddress)
 	t.Run("PrivateImages", h.privateImages)
 	t.Run("ResourceBounds", h.resourceBounds)
 }
@@ -351,6 +356,36 @@ func (h *hostileRig) egressDir(id string) string {
 		return filepath.Join(h.dir, "docker", "egress", id)
 	}
 	return filepath.Join(h.dir, "oci", "run", "bundles", id, "egress")
+}
+
+// sharedAddress: an allow rule for a name opens its addresses for that
+// name only: another site served from the same address (a CDN's edge) is
+// refused, whatever the sandbox puts in its request.
+func (h *hostileRig) sharedAddress(t *testing.T) {
+	id := h.create(t, h.attacker, func(r *api.CreateSandboxRequest) {
+		r.NetworkPolicy = &api.NetworkPolicy{DefaultAction: "deny", Egress: []api.NetworkRule{{Action: "allow", Target: "public.test"}}}
+	})
+	x := sandboxExecd(t, h.attacker, id)
+	if out, _, code := x.run("timeout 10 wget -q -O- http://public.test/"); code != 0 || out != "reached "+testutil.WorldWeb+"\n" {
+		t.Fatalf("the allowed name: %q (exit %d)", out, code)
+	}
+	for _, cmd := range []string{"timeout 5 wget -q -O- --header 'Host: evil.test' http://public.test/",
+		"timeout 5 wget -q -O- --header 'Host: evil.test' http://" + testutil.WorldWeb + "/",
+		"printf 'GET / HTTP/1.0\\r\\nHost: evil.test\\r\\n\\r\\n' | timeout 5 nc " + testutil.WorldWeb + " 80"} {
+		if out, _, _ := x.run(cmd); strings.Contains(out, "evil site") {
+			t.Errorf("%s reached another site on the allowed name's address: %q", cmd, out)
+		}
+	}
+	testutil.WaitFor(t, 30*time.Second, "an audit event naming the refused site", func() bool {
+		evs, err := h.attacker.Events(ctx(t), id, sdk.EventOptions{Type: "egress", Limit: 1000})
+		for _, ev := range evs.Items {
+			if err == nil && ev.Reason == "deny" && strings.Contains(ev.Message, "evil.test") {
+				return true
+			}
+		}
+		return false
+	})
+	h.victimUnaffected(t)
 }
 
 // privateImages: a tenant's private image (pulled with its credentials)

@@ -29,6 +29,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -131,7 +132,7 @@ func (p *Proxy) Serve(ln net.Listener) error {
 // serveConn relays one redirected connection.
 func (p *Proxy) serveConn(raw net.Conn) {
 	defer raw.Close()
-	orig, err := originalDst(raw)
+	orig, err := OriginalDst(raw)
 	local, _ := netip.ParseAddrPort(raw.LocalAddr().String())
 	if err != nil || orig == local || !orig.IsValid() {
 		return // not redirected: someone connected to the proxy directly
@@ -480,12 +481,14 @@ func (f flushWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// originalDst reads where a redirected IPv4 connection was going.
-func originalDst(c net.Conn) (netip.AddrPort, error) {
+// OriginalDst reads where a connection nftables redirected to a local
+// listener was going (IPv4 or IPv6).
+func OriginalDst(c net.Conn) (netip.AddrPort, error) {
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
 		return netip.AddrPort{}, errors.New("not TCP")
 	}
+	local, _ := netip.ParseAddrPort(tc.LocalAddr().String())
 	rc, err := tc.SyscallConn()
 	if err != nil {
 		return netip.AddrPort{}, err
@@ -493,6 +496,17 @@ func originalDst(c net.Conn) (netip.AddrPort, error) {
 	var out netip.AddrPort
 	var serr error
 	err = rc.Control(func(fd uintptr) {
+		if local.Addr().Is6() && !local.Addr().Is4In6() {
+			// struct sockaddr_in6 through the 32-byte MTU-info getter.
+			m, err := unix.GetsockoptIPv6MTUInfo(int(fd), unix.IPPROTO_IPV6, unix.SO_ORIGINAL_DST) // IP6T_SO_ORIGINAL_DST is 80 too
+			if err != nil {
+				serr = err
+				return
+			}
+			port := binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&m.Addr.Port))[:])
+			out = netip.AddrPortFrom(netip.AddrFrom16(m.Addr.Addr), port)
+			return
+		}
 		// struct sockaddr_in through the 16-byte IPv6 mreq getter.
 		m, err := unix.GetsockoptIPv6Mreq(int(fd), unix.IPPROTO_IP, unix.SO_ORIGINAL_DST)
 		if err != nil {

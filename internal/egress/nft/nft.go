@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -90,6 +91,13 @@ type Intercept struct {
 	// Bound reports whether a name is one of the vault's hosts; its
 	// resolved IPv4 addresses are intercepted.
 	Bound func(name string) bool
+	// GatePort, when set, is where the name gate (internal/egress/namegate)
+	// listens on the sandbox's loopback (IPv4 and IPv6): new TCP
+	// connections to GatePorts of any address resolved for a name go
+	// there, after the vault's, so an address shared by several sites
+	// opens only the allowed one.
+	GatePort  uint16
+	GatePorts []uint16
 }
 
 // New returns an enforcer for the network namespace at nsPath; an empty
@@ -316,6 +324,9 @@ func (e *Enforcer) apply(pol *policy.Compiled) error {
 	add(&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.NFPROTO_IPV4}},
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 1},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{127}}, accept)
+	add(&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.NFPROTO_IPV6}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 24, Len: 16},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: netip.IPv6Loopback().AsSlice()}, accept)
 	// No other resolver: DNS anywhere else is dropped, whatever the rules.
 	for _, proto := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} {
 		add(&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{proto}},
@@ -338,7 +349,7 @@ func (e *Enforcer) apply(pol *policy.Compiled) error {
 	}
 	// What is left meets the chain's policy, the default action.
 	add(logAs(LogDefault))
-	if err := e.addIntercept(t, now); err != nil {
+	if err := e.addIntercept(t, now, dynSets, !pol.DefaultAllows()); err != nil {
 		return err
 	}
 	if err := e.conn.Flush(); err != nil {
@@ -351,11 +362,60 @@ func (e *Enforcer) apply(pol *policy.Compiled) error {
 // addIntercept adds the redirect of bound hosts' addresses to the proxy:
 // a nat chain before the filter chain, so the filter sees the connection
 // as going to loopback.
-func (e *Enforcer) addIntercept(t *nftables.Table, now time.Time) error {
+func (e *Enforcer) addIntercept(t *nftables.Table, now time.Time, dyn [2]*nftables.Set, defaultDeny bool) error {
 	in := e.intercept
-	if in.ProxyPort == 0 || len(in.Ports) == 0 || in.Bound == nil {
+	vault := in.ProxyPort != 0 && len(in.Ports) > 0 && in.Bound != nil
+	// Under a default allow every address is reachable anyway: there is
+	// nothing for the gate to keep.
+	gate := in.GatePort != 0 && len(in.GatePorts) > 0 && defaultDeny
+	if !vault && !gate {
 		return nil
 	}
+	ch := e.conn.AddChain(&nftables.Chain{Name: "intercept", Table: t, Type: nftables.ChainTypeNAT,
+		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityNATDest})
+	var exempt []expr.Any
+	if e.exempt != 0 {
+		// The proxies' own connections to the real host carry the exempt
+		// mark: they must not come back to them.
+		exempt = []expr.Any{&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
+			&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(e.exempt)}}
+	}
+	redirect := func(family byte, port uint16, set *nftables.Set, to uint16) {
+		off, n := uint32(16), uint32(4)
+		if family == unix.NFPROTO_IPV6 {
+			off, n = 24, 16
+		}
+		e.conn.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append(slices.Clone(exempt),
+			&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{family}},
+			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(port)},
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n},
+			&expr.Lookup{SourceRegister: 1, SetName: set.Name, SetID: set.ID},
+			&expr.Immediate{Register: 1, Data: binaryutil.BigEndian.PutUint16(to)},
+			&expr.Redir{RegisterProtoMin: 1},
+		)})
+	}
+	if vault {
+		if err := e.addVaultIntercept(t, now, redirect); err != nil {
+			return err
+		}
+	}
+	if gate {
+		for _, port := range in.GatePorts {
+			redirect(unix.NFPROTO_IPV4, port, dyn[0], in.GatePort)
+			redirect(unix.NFPROTO_IPV6, port, dyn[1], in.GatePort)
+		}
+	}
+	return nil
+}
+
+// addVaultIntercept redirects connections to the vault's hosts to its
+// proxy.
+func (e *Enforcer) addVaultIntercept(t *nftables.Table, now time.Time, redirect func(byte, uint16, *nftables.Set, uint16)) error {
+	in := e.intercept
 	set := &nftables.Set{Table: t, Name: "vault4", KeyType: nftables.TypeIPAddr, HasTimeout: true}
 	var els []nftables.SetElement
 	for a, names := range e.dyn {
@@ -366,28 +426,8 @@ func (e *Enforcer) addIntercept(t *nftables.Table, now time.Time) error {
 	if err := e.conn.AddSet(set, els); err != nil {
 		return err
 	}
-	ch := e.conn.AddChain(&nftables.Chain{Name: "intercept", Table: t, Type: nftables.ChainTypeNAT,
-		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityNATDest})
 	for _, port := range in.Ports {
-		var exempt []expr.Any
-		if e.exempt != 0 {
-			// The proxy's own connections to the real host carry the
-			// exempt mark: they must not come back to it.
-			exempt = []expr.Any{&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
-				&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(e.exempt)}}
-		}
-		e.conn.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append(exempt,
-			&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.NFPROTO_IPV4}},
-			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
-			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(port)},
-			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
-			&expr.Lookup{SourceRegister: 1, SetName: set.Name, SetID: set.ID},
-			&expr.Immediate{Register: 1, Data: binaryutil.BigEndian.PutUint16(in.ProxyPort)},
-			&expr.Redir{RegisterProtoMin: 1},
-		)})
+		redirect(unix.NFPROTO_IPV4, port, set, in.ProxyPort)
 	}
 	return nil
 }
