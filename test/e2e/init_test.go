@@ -151,7 +151,13 @@ func TestInitRunsExecd(t *testing.T) {
 		res.Body.Close()
 		return res.StatusCode == 200
 	})
-	if b, _ := os.ReadFile(marker); strings.TrimSpace(string(b)) != "none" {
+	// The entrypoint starts beside execd, not before it answers.
+	var b []byte
+	testutil.WaitFor(t, 10*time.Second, "the entrypoint to write what it saw", func() bool {
+		b, _ = os.ReadFile(marker)
+		return strings.HasSuffix(string(b), "\n")
+	})
+	if strings.TrimSpace(string(b)) != "none" {
 		t.Errorf("the entrypoint saw EXECD_ACCESS_TOKEN=%q", b)
 	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
