@@ -431,6 +431,11 @@ func TestCLIRejectsBadInput(t *testing.T) {
 		{[]string{"egress", "--netns", "self", "--token", "t0123456789abcdef", "--api-tls-cert", "/nonexistent"}, 1, "go together"},
 		{[]string{"egress", "--netns", "self", "--token", "t0123456789abcdef", "--api-tls-cert", "/nonexistent", "--api-tls-key", "/nonexistent"}, 1, "--api-tls-cert"},
 		{[]string{"init", "--isolate-network", "44772,x", "--", "true"}, 1, "--isolate-network"},
+		{[]string{"init", "--exit-fd", "1", "--", "true"}, 1, "--exit-fd 1: want a descriptor of 3 or more"},
+		{[]string{"init", "--exit-fd", "97", "--", "true"}, 1, "--exit-fd 97: not an open descriptor"},
+		{[]string{"init", "--console-limit", "-1", "--", "true"}, 1, "--console-limit"},
+		{[]string{"execd", "--listen-fd", "2"}, 1, "--listen-fd 2"},
+		{[]string{"egress", "--netns", "self", "--token", "t0123456789abcdef", "--log-limit", "-5"}, 1, "--log-limit"},
 		{[]string{"nosuchcommand"}, 2, "unknown command"},
 	} {
 		r := c.run(nil, tc.args...)
