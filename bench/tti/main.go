@@ -46,7 +46,9 @@ func main() {
 	n := flag.Int("n", 20, "sandboxes per measurement")
 	conc := flag.Int("concurrency", 4, "concurrent creates")
 	runtime := flag.String("runtime", "oci", "runtime to measure: oci or docker")
+	disk := flag.String("disk", "", "give each sandbox this disk limit (resourceLimits.disk, such as 1Gi): a file system of its own")
 	flag.Parse()
+	diskLimit = *disk
 	if *runtime != "oci" && *runtime != "docker" {
 		fmt.Fprintln(os.Stderr, "bench: -runtime must be oci or docker")
 		os.Exit(2)
@@ -252,9 +254,16 @@ func pct(d []time.Duration, q float64) time.Duration {
 }
 
 // tti creates a sandbox and runs `true` in it, timing the whole.
+// diskLimit is -disk, for every create.
+var diskLimit string
+
 func tti(base string) (time.Duration, string, error) {
 	start := time.Now()
-	body := `{"image":{"uri":"local/busybox:bench"},"timeout":600,"entrypoint":["sleep","3600"],"resourceLimits":{"cpu":"1","memory":"256Mi"}}`
+	limits := `"cpu":"1","memory":"256Mi"`
+	if diskLimit != "" {
+		limits += `,"disk":"` + diskLimit + `"`
+	}
+	body := `{"image":{"uri":"local/busybox:bench"},"timeout":600,"entrypoint":["sleep","3600"],"resourceLimits":{` + limits + `}}`
 	var created struct{ ID string }
 	if err := call("POST", base+"/v1/sandboxes", body, &created, 202); err != nil {
 		return 0, "", err
