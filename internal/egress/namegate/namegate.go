@@ -52,14 +52,18 @@ type Config struct {
 
 // Gate serves redirected connections.
 type Gate struct {
-	cfg Config
-	wg  sync.WaitGroup
+	cfg   Config
+	wg    sync.WaitGroup
+	slots chan struct{}
 }
 
-// Bounds of what is read before deciding.
+// Bounds: what is read before deciding, and the connections served at
+// once (the sandbox decides how many it opens, and the gate is a process
+// of the host's).
 const (
 	maxPeek     = 64 << 10
 	peekTimeout = 10 * time.Second
+	MaxConns    = 1024
 )
 
 // New returns a Gate.
@@ -70,7 +74,7 @@ func New(cfg Config) *Gate {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Gate{cfg: cfg}
+	return &Gate{cfg: cfg, slots: make(chan struct{}, MaxConns)}
 }
 
 // Serve accepts until ln closes, then waits for its connections.
@@ -84,7 +88,16 @@ func (g *Gate) Serve(ln net.Listener) error {
 			}
 			return err
 		}
-		g.wg.Go(func() { g.handle(c) })
+		select {
+		case g.slots <- struct{}{}:
+		default:
+			c.Close() // past the bound: refused at once
+			continue
+		}
+		g.wg.Go(func() {
+			defer func() { <-g.slots }()
+			g.handle(c)
+		})
 	}
 }
 
