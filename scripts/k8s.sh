@@ -61,6 +61,24 @@ build() {
 # pids of what `up` started, one per line, in start order.
 pidfile() { echo "$dir/pids"; }
 
+# ours pid: whether pid runs one of the processes `up` started (every one
+# has $dir on its command line, so a pid reused after a reboot is not).
+ours() {
+  [ -r "/proc/$1/cmdline" ] && tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -qF -- "$dir/"
+}
+
+# live_pids: prints the pidfile's pids that are still ours; fails if none is.
+live_pids() {
+  local p name found=
+  while read -r p name; do
+    if [ -n "$p" ] && ours "$p"; then
+      printf '%s ' "$p"
+      found=1
+    fi
+  done <"$(pidfile)"
+  [ -n "$found" ]
+}
+
 start_bg() { # name cmd...: runs cmd in the background, logging to $dir/log/name.log
   local name=$1
   shift
@@ -137,8 +155,14 @@ image_tar() {
 up() {
   [ "$(id -u)" -eq 0 ] || { log "run as root"; exit 1; }
   if [ -f "$(pidfile)" ]; then
-    log "$dir/pids exists: a cluster may be running; run 'scripts/k8s.sh down' first"
-    exit 1
+    if live_pids >/dev/null; then
+      log "a cluster runs from $dir (pids: $(live_pids)); run 'scripts/k8s.sh down' first"
+      exit 1
+    fi
+    # An earlier run ended without `down` (a reboot, a SIGKILL): nothing of
+    # it runs any more, so what it left is undone before starting afresh.
+    log "$dir/pids is stale (none of its processes runs): undoing what that run left"
+    down
   fi
   local need=()
   [ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
@@ -268,13 +292,10 @@ down() {
   if [ -f "$(pidfile)" ]; then
     # Stop in reverse start order: kubelet (and its pods) first, etcd last.
     tac "$(pidfile)" | while read -r p name; do
-      if [ "$name" = kubelet ] && kill -0 "$p" 2>/dev/null; then
-        local ctrd=$dir/containerd/containerd.sock
-        kill "$p"; wait_for_exit "$p" 15
-        # The pods' containers outlive kubelet; end them through containerd.
-        crictl_rm_all "$ctrd"
-        continue
-      fi
+      ours "$p" || continue
+      # The pods' containers outlive kubelet; end them through containerd
+      # before it stops (whether kubelet was still running or not).
+      if [ "$name" = containerd ]; then crictl_rm_all "$dir/containerd/containerd.sock"; fi
       kill "$p" 2>/dev/null || true
       wait_for_exit "$p" 20
     done
