@@ -75,6 +75,7 @@ required=(
   internal/driver/fakedriver.TestConformance
   test/e2e.TestKillNineDuringCreates
   internal/execd.TestCommandUser
+  internal/execd.TestPTYEndedClientsAreToldWhy
   test/e2e.TestInitAsPID1ExitCodeAndParent
   test/e2e.TestInitAsPID1ReapsOrphans
   test/e2e.TestInitAsPID1ForwardsSIGTERM

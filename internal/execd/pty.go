@@ -69,10 +69,41 @@ func (r *ring) since(off int64) ([]byte, int64) {
 
 // ptyClient is the WebSocket attached to a session.
 type ptyClient struct {
-	conn   *websocket.Conn
-	out    chan []byte
-	cancel context.CancelFunc
-	done   chan struct{}
+	conn *websocket.Conn
+	out  chan []byte
+	done chan struct{}
+
+	// ended is closed when the session replaces or deletes this client;
+	// its handler then closes the connection with endCode and endReason.
+	// The handler does it, not the one ending it: the close frame must be
+	// written before anything tears the connection down, and cancelling a
+	// read's context first would drop the connection without it.
+	endOnce   sync.Once
+	ended     chan struct{}
+	endCode   websocket.StatusCode
+	endReason string
+}
+
+func newPTYClient(conn *websocket.Conn) *ptyClient {
+	return &ptyClient{conn: conn, out: make(chan []byte, 64), done: make(chan struct{}), ended: make(chan struct{})}
+}
+
+// end asks the client's handler to close its connection with code; the
+// first call wins.
+func (c *ptyClient) end(code websocket.StatusCode, reason string) {
+	c.endOnce.Do(func() {
+		c.endCode, c.endReason = code, reason
+		close(c.ended)
+	})
+}
+
+func (c *ptyClient) isEnded() bool {
+	select {
+	case <-c.ended:
+		return true
+	default:
+		return false
+	}
 }
 
 type ptySession struct {
@@ -202,8 +233,7 @@ func (p *ptySession) kill() {
 	started := p.started
 	p.mu.Unlock()
 	if c != nil {
-		c.cancel()
-		_ = c.conn.Close(websocket.StatusNormalClosure, "session deleted")
+		c.end(websocket.StatusNormalClosure, "session deleted")
 	}
 	if started {
 		<-p.exitCh
@@ -376,7 +406,7 @@ func (s *Server) attachPTY(w http.ResponseWriter, r *http.Request) {
 	conn.SetReadLimit(1 << 20)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	c := &ptyClient{conn: conn, out: make(chan []byte, 64), cancel: cancel, done: make(chan struct{})}
+	c := newPTYClient(conn)
 	defer close(c.done)
 
 	sess.mu.Lock()
@@ -398,8 +428,7 @@ func (s *Server) attachPTY(w http.ResponseWriter, r *http.Request) {
 	mode, exited, code := sess.mode, sess.exited, sess.exitCode
 	sess.mu.Unlock()
 	if old != nil {
-		old.cancel()
-		_ = old.conn.Close(ptyCloseTakenOv, "TAKEN_OVER")
+		old.end(ptyCloseTakenOv, "TAKEN_OVER")
 	}
 	defer func() {
 		sess.mu.Lock()
@@ -410,6 +439,10 @@ func (s *Server) attachPTY(w http.ResponseWriter, r *http.Request) {
 	}()
 
 	for len(replay) > 0 {
+		if c.isEnded() {
+			_ = conn.Close(c.endCode, c.endReason)
+			return
+		}
 		n := min(len(replay), ptyChunk)
 		frame := make([]byte, 9+n)
 		frame[0] = chanReplay
@@ -436,6 +469,9 @@ func (s *Server) attachPTY(w http.ResponseWriter, r *http.Request) {
 	}()
 	for {
 		select {
+		case <-c.ended:
+			_ = conn.Close(c.endCode, c.endReason)
+			return
 		case <-ctx.Done():
 			return
 		case frame := <-c.out:
@@ -473,6 +509,12 @@ func (s *Server) ptyInput(ctx context.Context, sess *ptySession, c *ptyClient) {
 		typ, data, err := c.conn.Read(ctx)
 		if err != nil {
 			return
+		}
+		if c.isEnded() {
+			// Replaced or deleted: what it still sends is dropped while its
+			// handler closes the connection (returning here would cancel
+			// the context under that close).
+			continue
 		}
 		if typ == websocket.MessageBinary {
 			if len(data) == 0 || data[0] != chanStdin {

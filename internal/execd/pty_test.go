@@ -145,6 +145,63 @@ func TestPTY(t *testing.T) {
 	}
 }
 
+// A client that is replaced or whose session is deleted learns why from
+// the close frame (4001 TAKEN_OVER, 1000 "session deleted"), never from a
+// dropped connection, even while output streams to it.
+func TestPTYEndedClientsAreToldWhy(t *testing.T) {
+	t.Parallel()
+	d := startExecd(t)
+	var created map[string]string
+	a := d.do("POST", "/pty", map[string]string{})
+	a.json(t, &created)
+	id := created["session_id"]
+	if a.status != 201 || id == "" {
+		t.Fatalf("create = %d %s", a.status, a.body)
+	}
+	ctx := t.Context()
+	c, _, err := d.dialPTY(t, id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	_ = c.Write(ctx, websocket.MessageBinary, append([]byte{0}, []byte("while :; do echo tick; sleep 0.002; done\n")...))
+	readUntil(t, c, "tick")
+	closedWith := func(c *websocket.Conn) websocket.CloseError {
+		rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		var err error
+		for err == nil {
+			_, _, err = c.Read(rctx) // output still in flight comes first
+		}
+		var ce websocket.CloseError
+		errors.As(err, &ce)
+		if ce.Code == 0 {
+			t.Errorf("connection ended by %v, not a close frame", err)
+		}
+		return ce
+	}
+	for i := range 10 {
+		next, _, err := d.dialPTY(t, id, "?takeover=1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer next.CloseNow()
+		if ce := closedWith(c); ce.Code != 4001 || ce.Reason != "TAKEN_OVER" {
+			t.Errorf("takeover %d: the replaced client got %v, want 4001 TAKEN_OVER", i, ce)
+		}
+		c = next
+		readUntil(t, c, "tick")
+	}
+	done := make(chan websocket.CloseError, 1)
+	go func() { done <- closedWith(c) }()
+	if a := d.do("DELETE", "/pty/"+id, nil); a.status != 200 {
+		t.Errorf("delete = %d %s", a.status, a.body)
+	}
+	if ce := <-done; ce.Code != websocket.StatusNormalClosure || ce.Reason != "session deleted" {
+		t.Errorf("the client of a deleted session got %v, want 1000 session deleted", ce)
+	}
+}
+
 func TestPTYPipeModeAndSignals(t *testing.T) {
 	t.Parallel()
 	d := startExecd(t)
