@@ -301,7 +301,7 @@ down() {
     done
   fi
   # What kubelet and containerd leave mounted.
-  grep -E " ($dir|/run/netns/cni-)[^ ]*" /proc/self/mounts | cut -d' ' -f2 | sort -r | while read -r m; do
+  { grep -E " ($dir|/run/netns/cni-)[^ ]*" /proc/self/mounts || true; } | cut -d' ' -f2 | sort -r | while read -r m; do
     umount -l "$m" 2>/dev/null || true
   done
   for ns in $(ip netns list 2>/dev/null | awk '/^cni-/{print $1}'); do ip netns delete "$ns" 2>/dev/null || true; done
