@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -309,9 +310,26 @@ func TestCLIProfilesLifecycleAndCompletion(t *testing.T) {
 	conf := filepath.Join(t.TempDir(), "corral", "config.toml")
 	// No server or key in the environment: only the profile says where.
 	c := &cli{t: t, env: append(os.Environ(), "CORRAL_SERVER=", "CORRAL_API_KEY=", "OPEN_SANDBOX_DOMAIN=", "OPEN_SANDBOX_API_KEY=", "CORRAL_CONFIG="+conf)}
-	c.wantError(c.run(nil, "ls"), 1, "is the server running")
+	// A server that is not one: an address this test holds, where every
+	// connection is closed unanswered. (Without a profile the CLI would try
+	// localhost:8080, which this test does not own; cli.TestClientPrecedence
+	// checks that default without dialing it.)
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dead.Close() })
+	go func() {
+		for {
+			conn, err := dead.Accept()
+			if err != nil {
+				return
+			}
+			conn.Close()
+		}
+	}()
 	c.ok("config", "set", "dev", "--server", s.url, "--api-key", testKey)
-	c.ok("config", "set", "broken", "--server", "http://127.0.0.1:1", "--api-key", "ck_x")
+	c.ok("config", "set", "broken", "--server", "http://"+dead.Addr().String(), "--api-key", "ck_x")
 	if fi, err := os.Stat(conf); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("profile file: %v %v (want mode 0600: it holds keys)", fi, err)
 	}
