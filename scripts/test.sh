@@ -160,3 +160,18 @@ required=(
 go vet ./...
 go vet -tags kube ./internal/cli ./cmd/corral
 go test -race -json -timeout 60m ./... | go run ./hack/tiercheck "${required[@]}"
+
+# Every fuzz target, briefly (CORRAL_FUZZTIME each, 10 s by default). A
+# crash fails the run and leaves its input in the package's testdata/fuzz:
+# commit it, and it is a regression case every `go test` then runs. The
+# targets are pure; the tiers' variables would make some packages' TestMain
+# start servers in every fuzz worker, so they are unset here.
+fuzztime=${CORRAL_FUZZTIME:-10s}
+fuzzlog=$(mktemp)
+grep -rHo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*' . | sed 's|^\./||; s|/[^/]*_test\.go:func | |' | sort |
+  while read -r pkg fn; do
+    echo "fuzz: $pkg $fn ($fuzztime)"
+    env -u CORRAL_TEST_ROOT -u CORRAL_TEST_DOCKER -u CORRAL_TEST_KUBE CGO_ENABLED=0 \
+      go test -run '^$' -fuzz "^$fn\$" -fuzztime "$fuzztime" "./$pkg" >"$fuzzlog" 2>&1 ||
+      { cat "$fuzzlog" >&2; echo "scripts/test.sh: $fn in ./$pkg failed" >&2; exit 1; }
+  done

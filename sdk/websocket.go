@@ -37,6 +37,9 @@ type wsConn struct {
 
 const wsGUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
+// wsMaxMessage bounds a message read, all its fragments together.
+const wsMaxMessage = 16 << 20
+
 func wsKey() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
@@ -111,8 +114,10 @@ func (c *wsConn) readMessage() (op byte, data []byte, err error) {
 			}
 			n = int64(binary.BigEndian.Uint64(b))
 		}
-		if n > 16<<20 {
-			return 0, nil, errors.New("websocket frame larger than 16 MiB")
+		// A 64-bit length with its top bit set is a protocol error (RFC
+		// 6455 5.2), and would be negative here.
+		if n < 0 || n > wsMaxMessage || int64(len(msg))+n > wsMaxMessage {
+			return 0, nil, errors.New("websocket message larger than 16 MiB")
 		}
 		var mask []byte
 		if h[1]&0x80 != 0 {
@@ -120,9 +125,13 @@ func (c *wsConn) readMessage() (op byte, data []byte, err error) {
 				return 0, nil, err
 			}
 		}
-		payload, err := c.readN(int(n))
+		// Memory follows the bytes that arrive, not the length announced.
+		payload, err := io.ReadAll(io.LimitReader(c.br, n))
 		if err != nil {
 			return 0, nil, err
+		}
+		if int64(len(payload)) < n {
+			return 0, nil, io.ErrUnexpectedEOF
 		}
 		for i := range payload {
 			if mask != nil {

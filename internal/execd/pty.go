@@ -502,6 +502,47 @@ func writeWSError(ctx context.Context, conn *websocket.Conn, code, msg string) {
 	_ = writeWS(ctx, conn, websocket.MessageText, b)
 }
 
+// clientFrame is one decoded frame from a PTY client.
+type clientFrame struct {
+	kind       string // stdin, resize, signal, stdin_eof, ping
+	data       []byte // stdin
+	cols, rows int    // resize
+	signal     string // signal
+}
+
+// decodeClientFrame reads a client frame: binary frames are stdin (0x00
+// then the bytes), text frames are JSON with a type. The error is what
+// the client is told (INVALID_FRAME).
+func decodeClientFrame(typ websocket.MessageType, data []byte) (clientFrame, error) {
+	if typ == websocket.MessageBinary {
+		if len(data) == 0 || data[0] != chanStdin {
+			return clientFrame{}, errors.New("binary frames from the client start with 0x00 (stdin)")
+		}
+		return clientFrame{kind: "stdin", data: data[1:]}, nil
+	}
+	var f struct {
+		Type   string `json:"type"`
+		Data   string `json:"data"`
+		Cols   int    `json:"cols"`
+		Rows   int    `json:"rows"`
+		Signal string `json:"signal"`
+	}
+	if json.Unmarshal(data, &f) != nil {
+		return clientFrame{}, errors.New("text frames must be JSON")
+	}
+	switch f.Type {
+	case "stdin":
+		return clientFrame{kind: f.Type, data: []byte(f.Data)}, nil
+	case "resize":
+		return clientFrame{kind: f.Type, cols: f.Cols, rows: f.Rows}, nil
+	case "signal":
+		return clientFrame{kind: f.Type, signal: f.Signal}, nil
+	case "stdin_eof", "ping":
+		return clientFrame{kind: f.Type}, nil
+	}
+	return clientFrame{}, errors.New("unknown frame type " + strconv.Quote(f.Type))
+}
+
 // ptyInput reads client frames: binary stdin, and JSON stdin, resize,
 // signal and ping.
 func (s *Server) ptyInput(ctx context.Context, sess *ptySession, c *ptyClient) {
@@ -516,38 +557,22 @@ func (s *Server) ptyInput(ctx context.Context, sess *ptySession, c *ptyClient) {
 			// the context under that close).
 			continue
 		}
-		if typ == websocket.MessageBinary {
-			if len(data) == 0 || data[0] != chanStdin {
-				writeWSError(ctx, c.conn, "INVALID_FRAME", "binary frames from the client start with 0x00 (stdin)")
-				continue
-			}
-			if err := sess.writeStdin(data[1:]); err != nil {
-				writeWSError(ctx, c.conn, "STDIN_WRITE_FAILED", err.Error())
-			}
+		f, err := decodeClientFrame(typ, data)
+		if err != nil {
+			writeWSError(ctx, c.conn, "INVALID_FRAME", err.Error())
 			continue
 		}
-		var f struct {
-			Type   string `json:"type"`
-			Data   string `json:"data"`
-			Cols   int    `json:"cols"`
-			Rows   int    `json:"rows"`
-			Signal string `json:"signal"`
-		}
-		if json.Unmarshal(data, &f) != nil {
-			writeWSError(ctx, c.conn, "INVALID_FRAME", "text frames must be JSON")
-			continue
-		}
-		switch f.Type {
+		switch f.kind {
 		case "stdin":
-			if err := sess.writeStdin([]byte(f.Data)); err != nil {
+			if err := sess.writeStdin(f.data); err != nil {
 				writeWSError(ctx, c.conn, "STDIN_WRITE_FAILED", err.Error())
 			}
 		case "resize":
-			if err := sess.resize(f.Cols, f.Rows); err != nil {
+			if err := sess.resize(f.cols, f.rows); err != nil {
 				writeWSError(ctx, c.conn, "INVALID_FRAME", err.Error())
 			}
 		case "signal":
-			if err := sess.signal(f.Signal); err != nil {
+			if err := sess.signal(f.signal); err != nil {
 				writeWSError(ctx, c.conn, "INVALID_FRAME", err.Error())
 			}
 		case "stdin_eof":
@@ -556,8 +581,6 @@ func (s *Server) ptyInput(ctx context.Context, sess *ptySession, c *ptyClient) {
 			}
 		case "ping":
 			_ = writeWS(ctx, c.conn, websocket.MessageText, []byte(`{"type":"pong"}`))
-		default:
-			writeWSError(ctx, c.conn, "INVALID_FRAME", "unknown frame type "+strconv.Quote(f.Type))
 		}
 	}
 }

@@ -4,7 +4,9 @@
 package sandbox
 
 import (
+	"encoding/json"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -222,6 +224,40 @@ func FuzzParseResources(f *testing.F) {
 		}
 		if r.MemoryBytes != 0 && r.MemoryBytes < MinMemoryBytes {
 			t.Fatalf("memory %d below the minimum accepted", r.MemoryBytes)
+		}
+	})
+}
+
+// A metadata PATCH body: whatever it holds, the result is a valid label
+// set (or an invalid-argument error), the input map is never modified,
+// and applying the same patch again changes nothing.
+func FuzzMergePatch(f *testing.F) {
+	for _, s := range []string{`{"a":"1"}`, `{"a":null}`, `{"team":"x","app.io/name":"y"}`, `{"corral.dev/x":"1"}`,
+		`{"":"x"}`, `{"a":"` + strings.Repeat("v", 64) + `"}`, `{"a/":"1"}`, `{"a":1}`, `[]`, `null`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		var patch map[string]*string
+		if json.Unmarshal([]byte(body), &patch) != nil {
+			return // the server answers 400 before a patch exists
+		}
+		md := map[string]string{"keep": "1", "a": "old"}
+		out, err := MergePatch(md, patch)
+		if md["keep"] != "1" || md["a"] != "old" || len(md) != 2 {
+			t.Fatalf("the input was modified: %v", md)
+		}
+		if err != nil {
+			if !errors.Is(err, errdefs.ErrInvalidArgument) {
+				t.Fatalf("error %v is not ErrInvalidArgument", err)
+			}
+			return
+		}
+		if err := ValidateMetadata(out); err != nil {
+			t.Fatalf("patch %q made invalid metadata %v: %v", body, out, err)
+		}
+		again, err := MergePatch(out, patch)
+		if err != nil || !maps.Equal(again, out) {
+			t.Fatalf("the patch applied twice: %v, %v (once: %v)", again, err, out)
 		}
 	})
 }

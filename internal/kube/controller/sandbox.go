@@ -176,6 +176,16 @@ func (r *sandboxReconciler) noPod(ctx context.Context, sbx *v1alpha1.Sandbox, st
 			}
 		}
 	}
+	// The cache may not have seen a delete yet; a pod made for a Sandbox
+	// being deleted is one more the garbage collector must find and the
+	// kubelet must stop before a foreground delete ends.
+	var fresh v1alpha1.Sandbox
+	if err := r.api.Get(ctx, client.ObjectKeyFromObject(sbx), &fresh); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if fresh.UID != sbx.UID || !fresh.DeletionTimestamp.IsZero() {
+		return nil
+	}
 	pod := r.podFor(sbx, string(sec.Data[TokenKey]))
 	if err := r.client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
 		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {

@@ -224,6 +224,9 @@ func (c *Cluster) Namespace(t testing.TB) string {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
+		if t.Failed() {
+			c.explain(ctx, t, ns.Name)
+		}
 		if err := c.Client.Delete(ctx, ns); err != nil && !apierrors.IsNotFound(err) {
 			t.Errorf("delete namespace %s: %v", ns.Name, err)
 		}
@@ -235,6 +238,57 @@ func (c *Cluster) Namespace(t testing.TB) string {
 		return c.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "default"}, &sa) == nil
 	})
 	return ns.Name
+}
+
+// explain logs, for a failed test, what is left in its namespace: each
+// pod's phase, deletion, conditions and containers, the namespace's
+// events, and what kubelet logged about those pods, so a pod that would
+// not go away says why.
+func (c *Cluster) explain(ctx context.Context, t testing.TB, ns string) {
+	var pods corev1.PodList
+	if err := c.Client.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+		t.Logf("explain %s: list pods: %v", ns, err)
+		return
+	}
+	var names []string
+	for _, p := range pods.Items {
+		names = append(names, p.Name)
+		st, _ := json.Marshal(p.Status)
+		t.Logf("pod %s/%s: deletion %v (grace %v), finalizers %v, node %q, status %s",
+			ns, p.Name, p.DeletionTimestamp, p.DeletionGracePeriodSeconds, p.Finalizers, p.Spec.NodeName, st)
+	}
+	var evs corev1.EventList
+	if err := c.Client.List(ctx, &evs, client.InNamespace(ns)); err == nil {
+		for _, e := range evs.Items {
+			t.Logf("event %s %s/%s: %s %s (x%d, last %v)", e.Type, e.InvolvedObject.Kind, e.InvolvedObject.Name,
+				e.Reason, e.Message, e.Count, e.LastTimestamp)
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	// scripts/k8s.sh keeps kubelet's log beside the kubeconfig.
+	f, err := os.Open(filepath.Join(filepath.Dir(c.Kubeconfig), "log", "kubelet.log"))
+	if err != nil {
+		t.Logf("explain %s: %v", ns, err)
+		return
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		for _, n := range names {
+			if strings.Contains(sc.Text(), n) {
+				lines = append(lines, sc.Text())
+				break
+			}
+		}
+	}
+	if len(lines) > 60 {
+		lines = lines[len(lines)-60:]
+	}
+	t.Logf("kubelet on those pods (last %d lines):\n%s", len(lines), strings.Join(lines, "\n"))
 }
 
 // Import loads img into the node's containerd under ref.
