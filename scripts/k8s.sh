@@ -218,6 +218,19 @@ up() {
     --authentication-kubeconfig "$dir/kubeconfig" --authorization-kubeconfig "$dir/kubeconfig" \
     --bind-address 127.0.0.1 --leader-elect=false
 
+  # CNI mounts each pod's network namespace under /run/netns. The first
+  # `ip netns add` on a machine (the tests run it) bind-mounts /run/netns
+  # onto itself; if containerd had mounted a namespace there before, that
+  # hides the namespace's mount, containerd can never remove it (unlinkat:
+  # device or resource busy) and the pod stays Terminating for good. So
+  # /run/netns is that mount point before containerd starts, as ip makes it
+  # (and, as ip does, it is left so after down: a later run needs it too).
+  mkdir -p /run/netns
+  if ! mountpoint -q /run/netns; then
+    mount --bind /run/netns /run/netns
+  fi
+  mount --make-shared /run/netns
+
   # A containerd of our own next to Docker's, with CRI on.
   local ctrd=$dir/containerd
   cat >"$ctrd/config.toml" <<EOC

@@ -103,6 +103,13 @@ func connect(root string) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A pod whose network namespace was mounted under /run/netns before
+	// that was a mount point of its own never goes away once something
+	// makes it one (the first `ip netns add`); scripts/k8s.sh up makes it
+	// one before containerd starts.
+	if ok, err := isMountPoint("/run/netns"); err != nil || !ok {
+		return nil, fmt.Errorf("/run/netns is not a mount point (%v): start the cluster with this checkout's scripts/k8s.sh up", err)
+	}
 	c := &Cluster{Kubeconfig: env["KUBECONFIG"], Containerd: env["CORRAL_TEST_KUBE_CONTAINERD"]}
 	if c.REST, err = clientcmd.BuildConfigFromFlags("", c.Kubeconfig); err != nil {
 		return nil, err
@@ -124,6 +131,21 @@ func connect(root string) (*Cluster, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	return c, c.installCRDs(ctx, filepath.Join(root, "deploy", "kubernetes", "crd"))
+}
+
+// isMountPoint reports whether dir is a mount point in this process's
+// mount namespace.
+func isMountPoint(dir string) (bool, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == dir {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 func readEnv(file string) (map[string]string, error) {
