@@ -74,6 +74,10 @@ export CORRAL_TEST_DOCKER=1
 required=(
   internal/driver/fakedriver.TestConformance
   test/e2e.TestKillNineDuringCreates
+  test/e2e.TestChaosServerKillsOCI
+  test/e2e.TestChaosServerKillsDocker
+  test/e2e.TestChaosSandboxProcessesOCI
+  internal/cli.TestClientPrecedence
   internal/execd.TestCommandUser
   internal/execd.TestPTYEndedClientsAreToldWhy
   test/e2e.TestInitAsPID1ExitCodeAndParent

@@ -7,6 +7,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/sandbox"
 )
 
@@ -133,6 +134,7 @@ func (m *Manager) maintain(ctx context.Context, grace time.Duration) {
 	// made is imported, not destroyed.
 	m.importUnknown(ctx)
 	m.sweepOrphans(ctx, grace)
+	m.sweepSnapshotOrphans(ctx)
 	m.forgetGone()
 	if err := m.rec.PurgeIdempotency(ctx, time.Now().Add(-m.cfg.IdempotencyTTL)); err != nil {
 		m.log.WarnContext(ctx, "purge idempotency keys", "err", err)
@@ -161,5 +163,37 @@ func (m *Manager) sweepOrphans(ctx context.Context, grace time.Duration) {
 			continue
 		}
 		m.log.WarnContext(ctx, "orphan removed", "sandbox_id", l.ID, "tenant", l.Tenant)
+	}
+}
+
+// sweepSnapshotOrphans removes backend snapshots that no record knows: a
+// capture the engine finished after the server that asked for it was
+// killed and recovery had already failed it and removed what existed then.
+func (m *Manager) sweepSnapshotOrphans(ctx context.Context) {
+	s, ok := m.d.(driver.Snapshotter)
+	if !ok {
+		return
+	}
+	refs, err := s.ListSnapshots(ctx)
+	if err != nil {
+		m.log.WarnContext(ctx, "list snapshots for orphan sweep", "err", err)
+		return
+	}
+	for i := range refs {
+		ref := &refs[i]
+		m.mu.RLock()
+		sn, known := m.snapshots[ref.ID]
+		m.mu.RUnlock()
+		if known && sn.State != sandbox.SnapshotFailed {
+			continue
+		}
+		if known && sn.Reason != sandbox.ReasonSnapshotInterrupted {
+			continue // a failed capture's leftovers went with its failure
+		}
+		if err := s.RemoveSnapshot(ctx, ref); err != nil {
+			m.log.WarnContext(ctx, "remove orphan snapshot", "snapshot_id", ref.ID, "err", err)
+			continue
+		}
+		m.log.WarnContext(ctx, "orphan snapshot removed", "snapshot_id", ref.ID)
 	}
 }

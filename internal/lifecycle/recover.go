@@ -61,6 +61,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		m.recoverEntry(ctx, e)
 	}
 	m.recoverSnapshots(ctx)
+	m.sweepSnapshotOrphans(ctx)
 	m.importUnknown(ctx)
 	// Alone, nothing in the runtime without a record is anyone's; with
 	// shared records a sibling may be creating one whose record has not

@@ -268,7 +268,7 @@ func (d *Driver) waitSidecar(ctx context.Context, id string, sb container.Inspec
 			return d.lastLog(ctx, res.Container.ID)
 		}
 		if st := res.Container.State; err == nil && st != nil && !st.Running && (st.Status == container.StateExited || st.Restarting && !recovering) {
-			return &errdefs.Error{Code: "SANDBOX::EGRESS_FAILED", Message: "the egress sidecar exited during start: " + last()}
+			return errdefs.New(errdefs.ErrUnavailable, "SANDBOX::EGRESS_FAILED", "the egress sidecar exited during start: "+last())
 		}
 		if time.Now().After(deadline) {
 			return errdefs.Newf(errdefs.ErrUnavailable, "SANDBOX::EGRESS_FAILED", "the egress sidecar of %s did not become ready within %v: %s",

@@ -64,7 +64,13 @@ func (d *Driver) Snapshot(ctx context.Context, id, snapshotID string) (*driver.S
 func (d *Driver) RemoveSnapshot(ctx context.Context, ref *driver.SnapshotRef) error {
 	var ss snapState
 	if err := json.Unmarshal(ref.State, &ss); err != nil || ss.Image == "" {
-		return nil
+		// No state: a capture the server did not see finish (it was
+		// stopped during the commit, which the engine may still have
+		// completed). The image is named after the snapshot.
+		if validID(ref.ID) != nil {
+			return nil
+		}
+		ss.Image = snapshotRepo + ":" + strings.ToLower(ref.ID)
 	}
 	cctx, cancel := d.call(ctx)
 	defer cancel()
@@ -95,7 +101,11 @@ func (d *Driver) pruneSnapshots(ctx context.Context) {
 func (d *Driver) ListSnapshots(ctx context.Context) ([]driver.SnapshotRef, error) {
 	cctx, cancel := d.call(ctx)
 	defer cancel()
-	res, err := d.cli.ImageList(cctx, client.ImageListOptions{Filters: client.Filters{}.Add("label", driver.LabelManaged+"=true").Add("label", LabelSnapshotID)})
+	filters := client.Filters{}.Add("label", driver.LabelManaged+"=true").Add("label", LabelSnapshotID)
+	if d.cfg.ServerID != "" {
+		filters = filters.Add("label", driver.LabelServer+"="+d.cfg.ServerID)
+	}
+	res, err := d.cli.ImageList(cctx, client.ImageListOptions{Filters: filters})
 	if err != nil {
 		return nil, d.engineErr("list snapshots", err)
 	}

@@ -374,8 +374,7 @@ func (n *Network) waitReady(ctx context.Context, dir string, st state) error {
 			}
 		}
 		if !procfs.Alive(st.Pid, st.StartTime) {
-			return &errdefs.Error{Code: "SANDBOX::EGRESS_FAILED",
-				Message: "the egress enforcer exited during start: " + lastLine(logPath)}
+			return errdefs.New(errdefs.ErrUnavailable, "SANDBOX::EGRESS_FAILED", "the egress enforcer exited during start: "+lastLine(logPath))
 		}
 		select {
 		case <-ctx.Done():

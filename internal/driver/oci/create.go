@@ -368,12 +368,14 @@ func (d *Driver) startError(bundle string, cause error) error {
 	tail := consoleTail(bundle, 5)
 	ex, exited := exitCode(bundle)
 	if !exited {
-		// The runtime failed, not the user's program: a server error.
+		// The runtime failed, not the user's program: the server's side,
+		// and worth a retry (a runtime killed or starved mid-create), as
+		// the other runtimes answer it.
 		msg := "the runtime could not start the sandbox"
 		if tail != "" {
 			msg += ": " + tail
 		}
-		return &errdefs.Error{Code: "SANDBOX::START_FAILED", Message: msg, Cause: cause}
+		return errdefs.Wrap(errdefs.ErrUnavailable, "SANDBOX::START_FAILED", msg, cause)
 	}
 	msg := fmt.Sprintf("the entrypoint exited during start with code %d", ex.Code)
 	if tail != "" {
