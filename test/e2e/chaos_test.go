@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,6 +61,14 @@ func newChaos(t *testing.T, dir, image string, args ...string) *chaos {
 		seed = n
 	}
 	t.Logf("chaos seed %d (CORRAL_CHAOS_SEED=%d replays the same choices)", seed, seed)
+	// A failed run may stop with no server up to delete what is left:
+	// the runtime's own tools remove it then (registered first, so it
+	// runs after the servers' cleanups).
+	t.Cleanup(func() {
+		if t.Failed() && strings.Contains(strings.Join(args, " "), "oci") {
+			rescueOCI(t, dir)
+		}
+	})
 	return &chaos{dir: dir, image: image, args: args, rng: rand.New(rand.NewPCG(seed, 0)), window: 300 * time.Millisecond,
 		acked: map[string]bool{}, deleted: map[string]bool{}, seen: map[string]bool{}, calls: map[string]int{}}
 }
@@ -358,6 +367,28 @@ func ociLeaks(dir string) func(t *testing.T, ids map[string]bool) {
 				t.Errorf("leak: cgroups %v", cg)
 			}
 		}
+	}
+}
+
+// rescueOCI removes, with runc and umount, what a failed test left of
+// the native runtime's sandboxes in dir.
+func rescueOCI(t *testing.T, dir string) {
+	runcRoot := filepath.Join(dir, "oci", "run", "runc")
+	out, _ := exec.Command("runc", "--root", runcRoot, "list", "-q").Output()
+	for _, id := range strings.Fields(string(out)) {
+		t.Logf("rescue: runc delete --force %s", id)
+		_ = exec.Command("runc", "--root", runcRoot, "delete", "--force", id).Run()
+	}
+	mounts, _ := os.ReadFile("/proc/self/mountinfo")
+	var under []string
+	for _, line := range strings.Split(string(mounts), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			under = append(under, f[4])
+		}
+	}
+	slices.Sort(under)
+	for i := len(under) - 1; i >= 0; i-- { // deepest first
+		_ = syscall.Unmount(under[i], syscall.MNT_DETACH)
 	}
 }
 
