@@ -1,0 +1,226 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Command density creates idle sandboxes (`host` image, `sleep`) on the
+// native runtime until a target count, with a few concurrent clients, and
+// reports creates per second, memory per sandbox three ways (the drop of
+// the system's MemAvailable, the sandboxes' memory cgroups, and the PSS
+// of their processes: init, execd and the entrypoint), what the server
+// holds per sandbox (its RSS growth), and that every sandbox still runs
+// a command at the end. Needs root and runc.
+//
+//	go run ./bench/density [-n 1000] [-concurrency 4]
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/corral-dev/corral/api"
+	"github.com/corral-dev/corral/internal/driver/oci"
+	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/sdk"
+)
+
+const adminKey = "ck_bench-density-admin-0123456789"
+
+func main() {
+	n := flag.Int("n", 1000, "idle sandboxes to reach")
+	conc := flag.Int("concurrency", 4, "concurrent creates")
+	flag.Parse()
+	if err := run(*n, *conc); err != nil {
+		fmt.Fprintln(os.Stderr, "density:", err)
+		os.Exit(1)
+	}
+}
+
+func run(n, conc int) error {
+	dir, err := os.MkdirTemp("", "corral-bench-density-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	data := filepath.Join(dir, "data")
+	defer func() { _ = oci.UnmountRunDir(filepath.Join(data, "oci")) }()
+	bin, err := testutil.BuildCorral(dir)
+	if err != nil {
+		return err
+	}
+	srv, err := testutil.Serve(bin, data, adminKey, "--runtime", "oci")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = srv.Stop() }()
+	c, err := sdk.New(sdk.WithBaseURL(srv.URL), sdk.WithAPIKey(adminKey))
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	timeout := int64(3600)
+	req := api.CreateSandboxRequest{Image: &api.ImageSpec{URI: "host"}, Timeout: &timeout, Entrypoint: []string{"sleep", "86400"}}
+	if sb, err := c.CreateSandbox(ctx, req, sdk.CreateOptions{}); err != nil { // warm-up
+		return err
+	} else if err := c.DeleteSandbox(ctx, sb.ID); err != nil {
+		return err
+	}
+	dropCaches()
+	availBefore, serverBefore := memAvailable(), serverRSS(srv.URL)
+
+	var mu sync.Mutex
+	var ids []string
+	var failed atomic.Int64
+	var lastErr atomic.Value
+	next := atomic.Int64{}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range conc {
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) {
+				sb, err := c.CreateSandbox(ctx, req, sdk.CreateOptions{})
+				if err != nil {
+					failed.Add(1)
+					lastErr.Store(err.Error())
+					continue
+				}
+				mu.Lock()
+				ids = append(ids, sb.ID)
+				if len(ids)%250 == 0 {
+					fmt.Fprintf(os.Stderr, "density: %d sandboxes after %s\n", len(ids), time.Since(start).Round(time.Second))
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	defer func() {
+		// Deleted four at a time, as they were made.
+		work := make(chan string)
+		var dwg sync.WaitGroup
+		for range conc {
+			dwg.Go(func() {
+				for id := range work {
+					_ = c.DeleteSandbox(ctx, id)
+				}
+			})
+		}
+		for _, id := range ids {
+			work <- id
+		}
+		close(work)
+		dwg.Wait()
+	}()
+	time.Sleep(5 * time.Second) // let the new sandboxes' start-up garbage settle
+	dropCaches()
+	availAfter, serverAfter := memAvailable(), serverRSS(srv.URL)
+	cg, pss, procs := cgroupsAndPSS(ids)
+
+	// Every one still answers.
+	var answered atomic.Int64
+	work := make(chan string)
+	var awg sync.WaitGroup
+	for range conc {
+		awg.Go(func() {
+			for id := range work {
+				x, err := c.Sandbox(ctx, id, sdk.SandboxOptions{})
+				if err == nil {
+					if out, _, code, err := x.Run(ctx, "echo ok", sdk.CommandOptions{}); err == nil && code == 0 && out == "ok\n" {
+						answered.Add(1)
+					}
+				}
+			}
+		})
+	}
+	for _, id := range ids {
+		work <- id
+	}
+	close(work)
+	awg.Wait()
+
+	k := float64(len(ids))
+	mib := func(b float64) float64 { return b / (1 << 20) }
+	fmt.Printf("density: %d idle sandboxes (`host` image, sleep), native runtime, %d concurrent creates\n\n", len(ids), conc)
+	fmt.Println("| measure | value |")
+	fmt.Println("|---|---:|")
+	fmt.Printf("| created | %d in %s (%.1f/s); %d failed |\n", len(ids), wall.Round(time.Second), k/wall.Seconds(), failed.Load())
+	fmt.Printf("| system MemAvailable drop per sandbox | %.2f MiB |\n", mib(float64(availBefore-availAfter)/k))
+	fmt.Printf("| memory cgroup usage per sandbox (its processes' memory and kernel objects) | %.2f MiB |\n", mib(float64(cg)/k))
+	fmt.Printf("| PSS per sandbox (%.1f processes each: init, execd, entrypoint) | %.2f MiB |\n", float64(procs)/k, mib(float64(pss)/k))
+	fmt.Printf("| server RSS growth per sandbox | %.1f KiB |\n", float64(serverAfter-serverBefore)/k/1024)
+	fmt.Printf("| answered a command afterwards | %d of %d |\n", answered.Load(), len(ids))
+	if e, ok := lastErr.Load().(string); ok {
+		fmt.Printf("\nlast create error: %s\n", e)
+	}
+	return nil
+}
+
+func dropCaches() { _ = os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0) }
+
+// memAvailable is /proc/meminfo's MemAvailable in bytes.
+func memAvailable() int64 {
+	b, _ := os.ReadFile("/proc/meminfo")
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// serverRSS is the server's resident memory from its /metrics.
+func serverRSS(url string) int64 {
+	req, _ := http.NewRequest("GET", url+"/metrics", nil)
+	req.Header.Set(api.HeaderAPIKey, adminKey)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "process_resident_memory_bytes "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return int64(f)
+		}
+	}
+	return 0
+}
+
+// cgroupsAndPSS sums the sandboxes' memory cgroup usage (cgroup v1) and
+// the PSS of the processes in them.
+func cgroupsAndPSS(ids []string) (usage, pss int64, procs int) {
+	for _, id := range ids {
+		cg := filepath.Join("/sys/fs/cgroup/memory/corral", id)
+		if b, err := os.ReadFile(filepath.Join(cg, "memory.usage_in_bytes")); err == nil {
+			v, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+			usage += v
+		}
+		b, _ := os.ReadFile(filepath.Join(cg, "cgroup.procs"))
+		for _, p := range strings.Fields(string(b)) {
+			procs++
+			r, err := os.ReadFile("/proc/" + p + "/smaps_rollup")
+			if err != nil {
+				continue
+			}
+			for _, line := range bytes.Split(r, []byte("\n")) {
+				if rest, ok := bytes.CutPrefix(line, []byte("Pss:")); ok {
+					kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(string(rest)), " kB"), 10, 64)
+					pss += kb << 10
+				}
+			}
+		}
+	}
+	return usage, pss, procs
+}
