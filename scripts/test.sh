@@ -77,6 +77,8 @@ required=(
   test/e2e.TestChaosServerKillsOCI
   test/e2e.TestChaosServerKillsDocker
   test/e2e.TestChaosSandboxProcessesOCI
+  test/e2e.TestChaosSandboxProcessesDocker
+  test/e2e.TestChaosDockerEngineKills
   internal/cli.TestClientPrecedence
   internal/execd.TestCommandUser
   internal/execd.TestPTYEndedClientsAreToldWhy

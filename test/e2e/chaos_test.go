@@ -635,3 +635,168 @@ func TestChaosSandboxProcessesOCI(t *testing.T) {
 	s.stop(t)
 	ch.noLeaks(t, ociLeaks(dir))
 }
+
+// dockerInitPid is the host pid of a Docker sandbox's PID 1.
+func dockerInitPid(t *testing.T, cli *client.Client, id string) int {
+	t.Helper()
+	res, err := cli.ContainerInspect(context.Background(), "corral-"+id, client.ContainerInspectOptions{})
+	if err != nil || res.Container.State == nil || res.Container.State.Pid <= 0 {
+		t.Fatalf("inspect %s: %v", id, err)
+	}
+	return res.Container.State.Pid
+}
+
+// TestChaosSandboxProcessesDocker is TestChaosSandboxProcessesOCI on the
+// docker runtime: execd, the egress enforcer and init are killed under a
+// running server.
+func TestChaosSandboxProcessesDocker(t *testing.T) {
+	cli := requireDocker(t)
+	t.Parallel()
+	ref := registryImage(t, cli)
+	dir := t.TempDir()
+	ch := newChaos(t, dir, ref, "--runtime", "docker")
+	s := startServer(t, dir, ch.args...)
+	c := s.client(t)
+	mk := func(policy bool) string {
+		req := ociCreate(ref)
+		if policy {
+			req.NetworkPolicy = &api.NetworkPolicy{DefaultAction: "deny"}
+		}
+		sb, err := c.CreateSandbox(ctx(t), req, sdk.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch.acked[sb.ID] = true
+		return sb.ID
+	}
+	policed, plain := mk(true), mk(false)
+	t.Run("execd", func(t *testing.T) {
+		initPid := dockerInitPid(t, cli, plain)
+		isExecd := func(args []string) bool { return hasArg(args, "execd") }
+		old := childWhere(initPid, isExecd)
+		if old == 0 {
+			t.Fatalf("no execd under init %d", initPid)
+		}
+		_ = syscall.Kill(old, syscall.SIGKILL)
+		testutil.WaitFor(t, time.Minute, "init to start execd again", func() bool {
+			p := childWhere(initPid, isExecd)
+			return p != 0 && p != old
+		})
+		ch.settled(t, c)
+	})
+	t.Run("enforcer", func(t *testing.T) {
+		isEnforcer := func(args []string) bool {
+			return len(args) > 1 && args[1] == "egress" && strings.Contains(strings.Join(args, " "), "--sandbox-id "+policed)
+		}
+		old := pidsWhere(isEnforcer)
+		if len(old) != 1 {
+			t.Fatalf("enforcers of %s: %v", policed, old)
+		}
+		_ = syscall.Kill(old[0], syscall.SIGKILL)
+		testutil.WaitFor(t, time.Minute, "the server to start the enforcer again", func() bool {
+			now := pidsWhere(isEnforcer)
+			return len(now) == 1 && now[0] != old[0]
+		})
+		eg, err := c.Egress(ctx(t), policed, sdk.SandboxOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pol *api.EgressPolicyStatus
+		testutil.WaitFor(t, time.Minute, "the restarted enforcer's API", func() bool {
+			pol, err = eg.Policy(ctx(t))
+			ch.check(t, "egress policy", err)
+			return err == nil
+		})
+		if pol == nil || pol.Policy == nil || pol.Policy.DefaultAction != "deny" {
+			t.Errorf("egress policy after the enforcer's restart: %+v", pol)
+		}
+		ch.settled(t, c)
+	})
+	t.Run("init", func(t *testing.T) {
+		_ = syscall.Kill(dockerInitPid(t, cli, plain), syscall.SIGKILL)
+		testutil.WaitFor(t, time.Minute, "the sandbox whose init died to end", func() bool {
+			sb, err := c.GetSandbox(ctx(t), plain)
+			ch.check(t, "get", err)
+			return err == nil && (sb.Status.State == api.StateTerminated || sb.Status.State == api.StateFailed)
+		})
+		if sb, _ := c.GetSandbox(ctx(t), plain); sb.Status.Reason == "" {
+			t.Errorf("the sandbox whose init was killed ended without a reason: %+v", sb.Status)
+		}
+		ch.deleted[plain] = true
+		ch.check(t, "delete", c.DeleteSandbox(ctx(t), plain))
+	})
+	s.deleteAll(t)
+	s.stop(t)
+	ch.noLeaks(t, func(t *testing.T, ids map[string]bool) {
+		all := make([]string, 0, len(ids))
+		for id := range ids {
+			all = append(all, id)
+		}
+		if left := ourContainers(t, cli, all...); len(left) > 0 {
+			t.Errorf("leak: containers %v", left)
+		}
+	})
+}
+
+// TestChaosDockerEngineKills kills a (private) Docker engine in the middle
+// of creates: each create answers (503 while the engine is gone, or
+// success), and once the engine is back every sandbox is usable or ended
+// with a reason, and deleting them all leaves no container.
+func TestChaosDockerEngineKills(t *testing.T) {
+	requireDocker(t)
+	t.Parallel()
+	eng := startPrivateEngine(t)
+	ref := eng.loadBusybox(t, nil)
+	dir := t.TempDir()
+	ch := newChaos(t, dir, ref, "--runtime", "docker", "--docker-host", "unix://"+eng.sock)
+	s := startServer(t, dir, ch.args...)
+	c := s.client(t)
+	cut, made := 0, 0
+	for round := 0; round < 5 || cut < 2 && round < 20; round++ {
+		done := make(chan error, 1)
+		go func() {
+			sb, err := oneShot(t, s.url).CreateSandbox(ctx(t), ociCreate(ref), sdk.CreateOptions{})
+			if err == nil {
+				ch.mu.Lock()
+				ch.acked[sb.ID] = true
+				ch.mu.Unlock()
+			}
+			done <- err
+		}()
+		time.Sleep(time.Duration(ch.rng.Int64N(int64(600 * time.Millisecond))))
+		eng.kill9()
+		select {
+		case err := <-done:
+			ch.check(t, "create with the engine killed", err)
+			if err != nil {
+				cut++
+			} else {
+				made++
+			}
+		case <-time.After(2 * time.Minute):
+			t.Fatal("a create with its engine gone did not answer in 2 minutes")
+		}
+		eng.start()
+		ch.settled(t, c)
+	}
+	t.Logf("engine killed during %d creates that failed and %d that were done first", cut, made)
+	if cut == 0 {
+		t.Fatal("no create was cut by the engine's kill; the test proves nothing")
+	}
+	s.deleteAll(t)
+	testutil.WaitFor(t, 3*time.Minute, "no container of the sandboxes to be left", func() bool {
+		all := make([]string, 0, len(ch.acked))
+		for id := range ch.acked {
+			all = append(all, id)
+		}
+		l, err := eng.client().ContainerList(context.Background(), client.ContainerListOptions{All: true})
+		if err != nil {
+			return false
+		}
+		return len(l.Items) == 0
+	})
+	s.stop(t)
+	if t.Failed() {
+		t.Logf("dockerd log:\n%s", eng.log.String())
+	}
+}
