@@ -504,23 +504,15 @@ func hasArg(args []string, want string) bool {
 	return false
 }
 
-// TestChaosSandboxProcessesOCI kills what runs beside the server for a
-// sandbox: its execd (init restarts it), its egress enforcer (the server
-// restarts it), its init (the sandbox ends, with a reason), and runc in
-// the middle of creates (the create fails with a reason and leaves
-// nothing). No call answers 500 and nothing leaks.
-func TestChaosSandboxProcessesOCI(t *testing.T) {
-	requireOCI(t)
-	t.Parallel()
-	reg := testutil.StartRegistry(t)
-	ref := reg + "/corral/busybox:1"
-	testutil.PushImage(t, ref, busyboxImage(t))
-	dir := t.TempDir()
-	ch := newChaos(t, dir, ref, "--runtime", "oci")
-	s := startServer(t, dir, ch.args...)
+// processKills makes a plain and a policed sandbox on s and kills, under
+// the running server, the plain one's execd (init must start it again),
+// the policed one's egress enforcer (the server must start it again, its
+// API answering with the policy) and the plain one's init (the sandbox
+// must end, with a reason). initPid finds a sandbox's PID 1 on the host.
+func (ch *chaos) processKills(t *testing.T, s *server, initPid func(t *testing.T, id string) int) {
 	c := s.client(t)
 	mk := func(policy bool) string {
-		req := ociCreate(ref)
+		req := ociCreate(ch.image)
 		if policy {
 			req.NetworkPolicy = &api.NetworkPolicy{DefaultAction: "deny"}
 		}
@@ -532,17 +524,16 @@ func TestChaosSandboxProcessesOCI(t *testing.T) {
 		return sb.ID
 	}
 	policed, plain := mk(true), mk(false)
-
 	t.Run("execd", func(t *testing.T) {
-		initPid := runcPid(t, dir, plain)
+		pid1 := initPid(t, plain)
 		isExecd := func(args []string) bool { return hasArg(args, "execd") }
-		old := childWhere(initPid, isExecd)
+		old := childWhere(pid1, isExecd)
 		if old == 0 {
-			t.Fatalf("no execd under init %d", initPid)
+			t.Fatalf("no execd under init %d", pid1)
 		}
 		_ = syscall.Kill(old, syscall.SIGKILL)
 		testutil.WaitFor(t, time.Minute, "init to start execd again", func() bool {
-			p := childWhere(initPid, isExecd)
+			p := childWhere(pid1, isExecd)
 			return p != 0 && p != old
 		})
 		ch.settled(t, c)
@@ -576,7 +567,7 @@ func TestChaosSandboxProcessesOCI(t *testing.T) {
 		ch.settled(t, c)
 	})
 	t.Run("init", func(t *testing.T) {
-		_ = syscall.Kill(runcPid(t, dir, plain), syscall.SIGKILL)
+		_ = syscall.Kill(initPid(t, plain), syscall.SIGKILL)
 		testutil.WaitFor(t, time.Minute, "the sandbox whose init died to end", func() bool {
 			sb, err := c.GetSandbox(ctx(t), plain)
 			ch.check(t, "get", err)
@@ -588,6 +579,24 @@ func TestChaosSandboxProcessesOCI(t *testing.T) {
 		ch.deleted[plain] = true
 		ch.check(t, "delete", c.DeleteSandbox(ctx(t), plain))
 	})
+}
+
+// TestChaosSandboxProcessesOCI kills what runs beside the server for a
+// sandbox: its execd (init restarts it), its egress enforcer (the server
+// restarts it), its init (the sandbox ends, with a reason), and runc in
+// the middle of creates (the create fails with a reason and leaves
+// nothing). No call answers 500 and nothing leaks.
+func TestChaosSandboxProcessesOCI(t *testing.T) {
+	requireOCI(t)
+	t.Parallel()
+	reg := testutil.StartRegistry(t)
+	ref := reg + "/corral/busybox:1"
+	testutil.PushImage(t, ref, busyboxImage(t))
+	dir := t.TempDir()
+	ch := newChaos(t, dir, ref, "--runtime", "oci")
+	s := startServer(t, dir, ch.args...)
+	c := s.client(t)
+	ch.processKills(t, s, func(t *testing.T, id string) int { return runcPid(t, dir, id) })
 	t.Run("runc", func(t *testing.T) {
 		runcRoot := filepath.Join(dir, "oci", "run", "runc")
 		isRunc := func(args []string) bool { return len(args) > 0 && hasArg(args[:1], "runc") && hasArg(args, runcRoot) }
@@ -656,75 +665,7 @@ func TestChaosSandboxProcessesDocker(t *testing.T) {
 	dir := t.TempDir()
 	ch := newChaos(t, dir, ref, "--runtime", "docker")
 	s := startServer(t, dir, ch.args...)
-	c := s.client(t)
-	mk := func(policy bool) string {
-		req := ociCreate(ref)
-		if policy {
-			req.NetworkPolicy = &api.NetworkPolicy{DefaultAction: "deny"}
-		}
-		sb, err := c.CreateSandbox(ctx(t), req, sdk.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ch.acked[sb.ID] = true
-		return sb.ID
-	}
-	policed, plain := mk(true), mk(false)
-	t.Run("execd", func(t *testing.T) {
-		initPid := dockerInitPid(t, cli, plain)
-		isExecd := func(args []string) bool { return hasArg(args, "execd") }
-		old := childWhere(initPid, isExecd)
-		if old == 0 {
-			t.Fatalf("no execd under init %d", initPid)
-		}
-		_ = syscall.Kill(old, syscall.SIGKILL)
-		testutil.WaitFor(t, time.Minute, "init to start execd again", func() bool {
-			p := childWhere(initPid, isExecd)
-			return p != 0 && p != old
-		})
-		ch.settled(t, c)
-	})
-	t.Run("enforcer", func(t *testing.T) {
-		isEnforcer := func(args []string) bool {
-			return len(args) > 1 && args[1] == "egress" && strings.Contains(strings.Join(args, " "), "--sandbox-id "+policed)
-		}
-		old := pidsWhere(isEnforcer)
-		if len(old) != 1 {
-			t.Fatalf("enforcers of %s: %v", policed, old)
-		}
-		_ = syscall.Kill(old[0], syscall.SIGKILL)
-		testutil.WaitFor(t, time.Minute, "the server to start the enforcer again", func() bool {
-			now := pidsWhere(isEnforcer)
-			return len(now) == 1 && now[0] != old[0]
-		})
-		eg, err := c.Egress(ctx(t), policed, sdk.SandboxOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var pol *api.EgressPolicyStatus
-		testutil.WaitFor(t, time.Minute, "the restarted enforcer's API", func() bool {
-			pol, err = eg.Policy(ctx(t))
-			ch.check(t, "egress policy", err)
-			return err == nil
-		})
-		if pol == nil || pol.Policy == nil || pol.Policy.DefaultAction != "deny" {
-			t.Errorf("egress policy after the enforcer's restart: %+v", pol)
-		}
-		ch.settled(t, c)
-	})
-	t.Run("init", func(t *testing.T) {
-		_ = syscall.Kill(dockerInitPid(t, cli, plain), syscall.SIGKILL)
-		testutil.WaitFor(t, time.Minute, "the sandbox whose init died to end", func() bool {
-			sb, err := c.GetSandbox(ctx(t), plain)
-			ch.check(t, "get", err)
-			return err == nil && (sb.Status.State == api.StateTerminated || sb.Status.State == api.StateFailed)
-		})
-		if sb, _ := c.GetSandbox(ctx(t), plain); sb.Status.Reason == "" {
-			t.Errorf("the sandbox whose init was killed ended without a reason: %+v", sb.Status)
-		}
-		ch.deleted[plain] = true
-		ch.check(t, "delete", c.DeleteSandbox(ctx(t), plain))
-	})
+	ch.processKills(t, s, func(t *testing.T, id string) int { return dockerInitPid(t, cli, id) })
 	s.deleteAll(t)
 	s.stop(t)
 	ch.noLeaks(t, func(t *testing.T, ids map[string]bool) {
