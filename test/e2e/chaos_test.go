@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -337,6 +338,11 @@ func (ch *chaos) noLeaks(t *testing.T, leaks func(t *testing.T, ids map[string]b
 		ch.seen[id] = true
 	}
 	leaks(t, ch.seen)
+	for id := range ch.seen {
+		if name := vethName(id); vethExists(name) {
+			t.Errorf("leak: veth %s of sandbox %s", name, id)
+		}
+	}
 	for _, pid := range pidsWhere(func(args []string) bool { return strings.Contains(strings.Join(args, " "), ch.dir) }) {
 		t.Errorf("leak: process %d (%s) still runs for the data directory", pid, strings.Join(cmdline(pid), " "))
 	}
@@ -390,6 +396,15 @@ func rescueOCI(t *testing.T, dir string) {
 	for i := len(under) - 1; i >= 0; i-- { // deepest first
 		_ = syscall.Unmount(under[i], syscall.MNT_DETACH)
 	}
+}
+
+// vethName is the host side of a policed sandbox's veth on the uplink
+// (this machine's namespace): "cr" and the first 12 hex digits of its ID.
+func vethName(id string) string { return "cr" + strings.ReplaceAll(id, "-", "")[:12] }
+
+func vethExists(name string) bool {
+	_, err := net.InterfaceByName(name)
+	return err == nil
 }
 
 // cmdline is a process's arguments (nil once it is gone).
@@ -504,6 +519,18 @@ func hasArg(args []string, want string) bool {
 	return false
 }
 
+// mkPoliced creates a sandbox behind an egress enforcer.
+func mkPoliced(t *testing.T, c *sdk.Client, image string, ch *chaos) string {
+	req := ociCreate(image)
+	req.NetworkPolicy = &api.NetworkPolicy{DefaultAction: "deny"}
+	sb, err := c.CreateSandbox(ctx(t), req, sdk.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch.acked[sb.ID] = true
+	return sb.ID
+}
+
 // processKills makes a plain and a policed sandbox on s and kills, under
 // the running server, the plain one's execd (init must start it again),
 // the policed one's egress enforcer (the server must start it again, its
@@ -597,6 +624,11 @@ func TestChaosSandboxProcessesOCI(t *testing.T) {
 	s := startServer(t, dir, ch.args...)
 	c := s.client(t)
 	ch.processKills(t, s, func(t *testing.T, id string) int { return runcPid(t, dir, id) })
+	// The leak check's veth names are right: a policed sandbox has one.
+	vethOf := mkPoliced(t, c, ref, ch)
+	if !vethExists(vethName(vethOf)) {
+		t.Errorf("no veth %s for policed sandbox %s: the veth leak check would prove nothing", vethName(vethOf), vethOf)
+	}
 	t.Run("runc", func(t *testing.T) {
 		runcRoot := filepath.Join(dir, "oci", "run", "runc")
 		isRunc := func(args []string) bool { return len(args) > 0 && hasArg(args[:1], "runc") && hasArg(args, runcRoot) }
