@@ -41,7 +41,7 @@ func FuzzImageConfig(f *testing.F) {
 			return // the pull fails on it, with the library's error
 		}
 		if dir, err := workingDir(cf.Config.WorkingDir); err == nil {
-			if !path.IsAbs(dir) || path.Clean(dir) != dir || strings.ContainsRune(dir, 0) || strings.Contains(dir, "..") {
+			if !path.IsAbs(dir) || path.Clean(dir) != dir || strings.ContainsRune(dir, 0) || slices.Contains(strings.Split(dir, "/"), "..") {
 				t.Fatalf("working directory %q from %q", dir, cf.Config.WorkingDir)
 			}
 		}
