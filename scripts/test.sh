@@ -82,6 +82,7 @@ required=(
   internal/cli.TestClientPrecedence
   internal/execd.TestCommandUser
   internal/execd.TestPTYEndedClientsAreToldWhy
+  internal/execd/process.TestOutputBeforeExitSurvivesStarvedReaders
   test/e2e.TestInitAsPID1ExitCodeAndParent
   test/e2e.TestInitAsPID1ReapsOrphans
   test/e2e.TestInitAsPID1ForwardsSIGTERM

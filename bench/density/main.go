@@ -128,17 +128,28 @@ func run(n, conc int) error {
 
 	// Every one still answers.
 	var answered atomic.Int64
+	var silent sync.Map // id → why it did not answer
 	work := make(chan string)
 	var awg sync.WaitGroup
+	ask := func(id string) error {
+		x, err := c.Sandbox(ctx, id, sdk.SandboxOptions{})
+		if err != nil {
+			return err
+		}
+		out, errOut, code, err := x.Run(ctx, "echo ok", sdk.CommandOptions{})
+		if err == nil && (code != 0 || out != "ok\n") {
+			err = fmt.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
+		}
+		return err
+	}
 	for range conc {
 		awg.Go(func() {
 			for id := range work {
-				x, err := c.Sandbox(ctx, id, sdk.SandboxOptions{})
-				if err == nil {
-					if out, _, code, err := x.Run(ctx, "echo ok", sdk.CommandOptions{}); err == nil && code == 0 && out == "ok\n" {
-						answered.Add(1)
-					}
+				if err := ask(id); err != nil {
+					silent.Store(id, err)
+					continue
 				}
+				answered.Add(1)
 			}
 		})
 	}
@@ -159,6 +170,12 @@ func run(n, conc int) error {
 	fmt.Printf("| PSS per sandbox (%.1f processes each: init, execd, entrypoint) | %.2f MiB |\n", float64(procs)/k, mib(float64(pss)/k))
 	fmt.Printf("| server RSS growth per sandbox | %.1f KiB |\n", float64(serverAfter-serverBefore)/k/1024)
 	fmt.Printf("| answered a command afterwards | %d of %d |\n", answered.Load(), len(ids))
+	silent.Range(func(id, why any) bool {
+		// Once more, alone: a sandbox that answers now was only slow.
+		again := ask(id.(string))
+		fmt.Printf("\nsandbox %s did not answer: %v; asked again alone: %v\n", id, why, again)
+		return true
+	})
 	if e, ok := lastErr.Load().(string); ok {
 		fmt.Printf("\nlast create error: %s\n", e)
 	}

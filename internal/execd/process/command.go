@@ -420,7 +420,10 @@ func (c *Command) copy(r *os.File, s Stream, activity chan<- struct{}) {
 }
 
 // wait reaps the main process, enforces the timeout, and settles the
-// output: both pipes at EOF, or quiet for settleIdle after the exit.
+// output: both pipes at EOF, or, after the exit, quiet for settleIdle with
+// nothing left unread in them. What the command wrote before it exited is
+// in the pipes already; a reader that a loaded machine has not scheduled
+// for a while must not lose it from the stream.
 func (c *Command) wait(timeout time.Duration, activity <-chan struct{}) {
 	var timer *time.Timer
 	if timeout > 0 {
@@ -455,6 +458,10 @@ func (c *Command) wait(timeout time.Duration, activity <-chan struct{}) {
 		case <-activity:
 			quiet.Reset(settleIdle)
 		case <-quiet.C:
+			if c.unread() {
+				quiet.Reset(settleIdle)
+				continue
+			}
 			settled = true
 		}
 	}
@@ -463,6 +470,16 @@ func (c *Command) wait(timeout time.Duration, activity <-chan struct{}) {
 	// close the pipes.
 	<-eof
 	c.Log.Finish()
+}
+
+// unread reports whether an output pipe still holds bytes.
+func (c *Command) unread() bool {
+	for _, p := range c.pipes {
+		if pipeHolds(p) {
+			return true
+		}
+	}
+	return false
 }
 
 // exitStatus turns a wait result into an exit code: the status, or 128 +

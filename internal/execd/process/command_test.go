@@ -6,6 +6,8 @@ package process
 import (
 	"os"
 	"path/filepath"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 )
@@ -66,5 +68,51 @@ func TestRetention(t *testing.T) {
 	}
 	if err := tb2.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// What a command wrote before it exited is all in its output when the
+// stream settles, even when execd's readers are not scheduled for longer
+// than the settling quiet (a loaded machine: here one CPU for execd and
+// goroutines that never yield it willingly).
+func TestOutputBeforeExitSurvivesStarvedReaders(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	tb, err := NewTable(t.TempDir(), Retention{MaxCommands: 1000, MaxBytes: 64 << 20, MaxAge: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var spin sync.WaitGroup
+	for range 8 {
+		spin.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				for i := 0; i < 1e6; i++ {
+				}
+			}
+		})
+	}
+	defer func() { close(stop); spin.Wait() }()
+	var cmds []*Command
+	for range 300 {
+		c, err := tb.Start(Spec{Script: "echo ok"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, c)
+	}
+	short := 0
+	for _, c := range cmds {
+		<-c.Done()
+		if c.Log.Size() != 3 {
+			short++
+		}
+	}
+	if short > 0 {
+		t.Errorf("%d of %d commands had settled without the output they wrote before exiting", short, len(cmds))
 	}
 }

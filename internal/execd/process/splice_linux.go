@@ -25,6 +25,21 @@ func growPipe(f *os.File) {
 	}
 }
 
+// pipeHolds reports whether the read end f still holds unread bytes
+// (FIONREAD, which Linux names TIOCINQ). A
+// closed f holds nothing.
+func pipeHolds(f *os.File) bool {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	n := 0
+	if rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.TIOCINQ) }) != nil {
+		return false
+	}
+	return n > 0
+}
+
 // errNoSplice reports that the kernel cannot splice into the log's file.
 var errNoSplice = errors.New("splice unsupported")
 
