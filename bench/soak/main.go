@@ -198,8 +198,13 @@ func account(url string, c *sdk.Client, data string) sample {
 	if e, err := os.ReadDir(filepath.Join(data, "oci", "run", "netns")); err == nil {
 		s.netns = len(e)
 	}
-	if m, err := filepath.Glob("/sys/fs/cgroup/*/corral/*/"); err == nil {
-		s.cgroups = len(m)
+	// Each sandbox's cgroups, counted in every hierarchy (v1) or once (v2).
+	if m, err := filepath.Glob("/sys/fs/cgroup/*/corral/*"); err == nil {
+		for _, p := range m {
+			if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+				s.cgroups++
+			}
+		}
 	}
 	if l, err := c.ListSandboxes(context.Background(), sdk.ListOptions{PageSize: 200}); err == nil {
 		s.run = len(l.Items)
