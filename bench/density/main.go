@@ -28,12 +28,9 @@ import (
 	"time"
 
 	"github.com/corral-dev/corral/api"
-	"github.com/corral-dev/corral/internal/driver/oci"
-	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/bench/internal/benchsrv"
 	"github.com/corral-dev/corral/sdk"
 )
-
-const adminKey = "ck_bench-density-admin-0123456789"
 
 func main() {
 	n := flag.Int("n", 1000, "idle sandboxes to reach")
@@ -46,26 +43,12 @@ func main() {
 }
 
 func run(n, conc int) error {
-	dir, err := os.MkdirTemp("", "corral-bench-density-")
+	srv, err := benchsrv.Start("--runtime", "oci")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	data := filepath.Join(dir, "data")
-	defer func() { _ = oci.UnmountRunDir(filepath.Join(data, "oci")) }()
-	bin, err := testutil.BuildCorral(dir)
-	if err != nil {
-		return err
-	}
-	srv, err := testutil.Serve(bin, data, adminKey, "--runtime", "oci")
-	if err != nil {
-		return err
-	}
-	defer func() { _ = srv.Stop() }()
-	c, err := sdk.New(sdk.WithBaseURL(srv.URL), sdk.WithAPIKey(adminKey))
-	if err != nil {
-		return err
-	}
+	defer srv.Close()
+	c := srv.Admin
 	ctx := context.Background()
 	timeout := int64(3600)
 	req := api.CreateSandboxRequest{Image: &api.ImageSpec{URI: "host"}, Timeout: &timeout, Entrypoint: []string{"sleep", "86400"}}
@@ -199,7 +182,7 @@ func memAvailable() int64 {
 // serverRSS is the server's resident memory from its /metrics.
 func serverRSS(url string) int64 {
 	req, _ := http.NewRequest("GET", url+"/metrics", nil)
-	req.Header.Set(api.HeaderAPIKey, adminKey)
+	req.Header.Set(api.HeaderAPIKey, benchsrv.AdminKey)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0

@@ -17,18 +17,14 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/corral-dev/corral/api"
-	"github.com/corral-dev/corral/internal/driver/oci"
-	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/bench/internal/benchsrv"
 	"github.com/corral-dev/corral/sdk"
 )
-
-const adminKey = "ck_bench-load-admin-0123456789"
 
 func main() {
 	n := flag.Int("n", 100, "creates in all, fired at once")
@@ -55,26 +51,13 @@ type result struct {
 }
 
 func run(runtime, image string, n, tenants int) error {
-	dir, err := os.MkdirTemp("", "corral-bench-load-")
+	srv, err := benchsrv.Start("--runtime", runtime)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	defer func() { _ = oci.UnmountRunDir(filepath.Join(dir, "data", "oci")) }()
-	bin, err := testutil.BuildCorral(dir)
-	if err != nil {
-		return err
-	}
-	srv, err := testutil.Serve(bin, filepath.Join(dir, "data"), adminKey, "--runtime", runtime)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = srv.Stop() }()
+	defer srv.Close()
 	ctx := context.Background()
-	admin, err := sdk.New(sdk.WithBaseURL(srv.URL), sdk.WithAPIKey(adminKey))
-	if err != nil {
-		return err
-	}
+	admin := srv.Admin
 	clients := make([]*sdk.Client, tenants)
 	for i := range clients {
 		k, err := admin.CreateAPIKey(ctx, api.CreateAPIKeyRequest{Tenant: fmt.Sprintf("tenant-%d", i), Name: "load"})

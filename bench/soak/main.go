@@ -29,12 +29,9 @@ import (
 	"time"
 
 	"github.com/corral-dev/corral/api"
-	"github.com/corral-dev/corral/internal/driver/oci"
-	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/bench/internal/benchsrv"
 	"github.com/corral-dev/corral/sdk"
 )
-
-const adminKey = "ck_bench-soak-admin-0123456789"
 
 func main() {
 	workers := flag.Int("workers", 4, "concurrent workers")
@@ -57,27 +54,12 @@ type sample struct {
 }
 
 func run(workers int, duration, interval time.Duration, image string) error {
-	dir, err := os.MkdirTemp("", "corral-bench-soak-")
+	srv, err := benchsrv.Start("--runtime", "oci")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	data := filepath.Join(dir, "data")
-	defer func() { _ = oci.UnmountRunDir(filepath.Join(data, "oci")) }()
-	bin, err := testutil.BuildCorral(dir)
-	if err != nil {
-		return err
-	}
-	srv, err := testutil.Serve(bin, data, adminKey, "--runtime", "oci")
-	if err != nil {
-		return err
-	}
-	defer func() { _ = srv.Stop() }()
-	c, err := sdk.New(sdk.WithBaseURL(srv.URL), sdk.WithAPIKey(adminKey))
-	if err != nil {
-		return err
-	}
-
+	defer srv.Close()
+	c, data := srv.Admin, srv.Data
 	var cycles, errs atomic.Int64
 	var lastErr atomic.Value
 	ctx, cancel := context.WithTimeout(context.Background(), duration)
@@ -172,7 +154,7 @@ func cycle(ctx context.Context, c *sdk.Client, image string) (err error) {
 func account(url string, c *sdk.Client, data string) sample {
 	var s sample
 	req, _ := http.NewRequest("GET", url+"/metrics", nil)
-	req.Header.Set(api.HeaderAPIKey, adminKey)
+	req.Header.Set(api.HeaderAPIKey, benchsrv.AdminKey)
 	if res, err := http.DefaultClient.Do(req); err == nil {
 		sc := bufio.NewScanner(res.Body)
 		for sc.Scan() {

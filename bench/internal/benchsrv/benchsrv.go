@@ -1,0 +1,65 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package benchsrv starts the corral server a benchmark measures: built
+// from this checkout into a temporary directory, serving on loopback with
+// its data there, with an admin key and the SDK client for it.
+package benchsrv
+
+import (
+	"os"
+	"path/filepath"
+
+	"github.com/corral-dev/corral/internal/driver/oci"
+	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/sdk"
+)
+
+// AdminKey is the server's admin API key.
+const AdminKey = "ck_bench-admin-key-0123456789"
+
+// Server is a running server and what it runs from.
+type Server struct {
+	*testutil.Served
+	// Data is its data directory.
+	Data string
+	// Admin is a client with the admin key.
+	Admin *sdk.Client
+	dir   string
+}
+
+// Start builds corral and serves it with args (such as "--runtime",
+// "oci"); Close stops it and removes everything.
+func Start(args ...string) (_ *Server, err error) {
+	dir, err := os.MkdirTemp("", "corral-bench-")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{dir: dir, Data: filepath.Join(dir, "data")}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	bin, err := testutil.BuildCorral(dir)
+	if err != nil {
+		return nil, err
+	}
+	if s.Served, err = testutil.Serve(bin, s.Data, AdminKey, args...); err != nil {
+		return nil, err
+	}
+	if s.Admin, err = sdk.New(sdk.WithBaseURL(s.URL), sdk.WithAPIKey(AdminKey)); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close stops the server and removes its directory (the native runtime's
+// tmpfs in it first).
+func (s *Server) Close() {
+	if s.Served != nil {
+		_ = s.Stop()
+	}
+	_ = oci.UnmountRunDir(filepath.Join(s.Data, "oci"))
+	_ = os.RemoveAll(s.dir)
+}
