@@ -103,8 +103,14 @@ loop:
 		}
 	}
 	wg.Wait()
-	// Once the workers' last deletes are done, everything should be back
-	// to where it started.
+	// A create the deadline cut on the client's side still completes on
+	// the server's (it is not left half-made): delete what is left, then
+	// everything should be back to where it started.
+	if l, err := c.ListSandboxes(context.Background(), sdk.ListOptions{PageSize: 200}); err == nil {
+		for _, sb := range l.Items {
+			_ = c.DeleteSandbox(context.Background(), sb.ID)
+		}
+	}
 	time.Sleep(2 * time.Second)
 	print()
 	if e, ok := lastErr.Load().(string); ok {

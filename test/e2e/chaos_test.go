@@ -497,17 +497,27 @@ func runcPid(t *testing.T, dir, id string) int {
 // pid: this kernel has no /proc/PID/task/PID/children).
 func childWhere(pid int, match func(args []string) bool) int {
 	for _, c := range pidsWhere(match) {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces, so after ')'.
-		rest := string(b)[strings.LastIndexByte(string(b), ')')+1:]
-		if f := strings.Fields(rest); len(f) > 1 && f[1] == strconv.Itoa(pid) {
+		if parentOf(c) == pid {
 			return c
 		}
 	}
 	return 0
+}
+
+// parentOf is a process's parent pid (0 once it is gone).
+func parentOf(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// pid (comm) state ppid ...: comm may hold spaces, so after ')'.
+	rest := string(b)[strings.LastIndexByte(string(b), ')')+1:]
+	f := strings.Fields(rest)
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
 }
 
 func hasArg(args []string, want string) bool {

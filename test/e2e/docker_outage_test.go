@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -68,6 +69,7 @@ func startPrivateEngine(t *testing.T, opts ...engineOpts) *privateEngine {
 	}
 	t.Cleanup(func() {
 		e.stop()
+		e.endShims()
 		// Whatever the engine mounted under its root goes with it.
 		if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
 			sc := bufio.NewScanner(strings.NewReader(string(b)))
@@ -172,6 +174,39 @@ func (e *privateEngine) stop() {
 		case <-time.After(30 * time.Second):
 			_ = cmd.Process.Kill()
 			<-done
+		}
+	}
+}
+
+// endShims ends the containerd shims of this engine that outlive it, and
+// what they run. A dockerd killed between creating a container and
+// starting it forgets it (the restarted engine does not list it), while
+// its shim and `runc init` go on; nothing that speaks the Docker API can
+// see them, so the test removes them here, with their cgroups.
+func (e *privateEngine) endShims() {
+	sock := filepath.Join(e.root, "c.sock")
+	for _, shim := range pidsWhere(func(args []string) bool {
+		return len(args) > 0 && strings.HasSuffix(args[0], "containerd-shim-runc-v2") && slices.Contains(args, sock)
+	}) {
+		args := cmdline(shim)
+		for _, child := range pidsWhere(func([]string) bool { return true }) {
+			if parentOf(child) == shim {
+				_ = syscall.Kill(child, syscall.SIGKILL)
+			}
+		}
+		_ = syscall.Kill(shim, syscall.SIGKILL)
+		if i := slices.Index(args, "-id"); i >= 0 && i+1 < len(args) {
+			e.t.Logf("the engine had lost container %s (its shim outlived it); removed", args[i+1])
+			cgs, _ := filepath.Glob("/sys/fs/cgroup/*/docker/" + args[i+1])
+			testutil.WaitFor(e.t, 10*time.Second, "the lost container's cgroups to go", func() bool {
+				left := 0
+				for _, cg := range cgs {
+					if err := os.Remove(cg); err != nil && !errors.Is(err, os.ErrNotExist) {
+						left++
+					}
+				}
+				return left == 0
+			})
 		}
 	}
 }
