@@ -13,12 +13,10 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -58,7 +56,7 @@ func run(n, conc int) error {
 		return err
 	}
 	dropCaches()
-	availBefore, serverBefore := memAvailable(), serverRSS(srv.URL)
+	availBefore, serverBefore := memAvailable(), int64(srv.Gauges()["process_resident_memory_bytes"])
 
 	var mu sync.Mutex
 	var ids []string
@@ -106,7 +104,7 @@ func run(n, conc int) error {
 	}()
 	time.Sleep(5 * time.Second) // let the new sandboxes' start-up garbage settle
 	dropCaches()
-	availAfter, serverAfter := memAvailable(), serverRSS(srv.URL)
+	availAfter, serverAfter := memAvailable(), int64(srv.Gauges()["process_resident_memory_bytes"])
 	cg, pss, procs := cgroupsAndPSS(ids)
 
 	// Every one still answers.
@@ -174,25 +172,6 @@ func memAvailable() int64 {
 		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
 			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 			return kb << 10
-		}
-	}
-	return 0
-}
-
-// serverRSS is the server's resident memory from its /metrics.
-func serverRSS(url string) int64 {
-	req, _ := http.NewRequest("GET", url+"/metrics", nil)
-	req.Header.Set(api.HeaderAPIKey, benchsrv.AdminKey)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0
-	}
-	defer res.Body.Close()
-	sc := bufio.NewScanner(res.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "process_resident_memory_bytes "); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return int64(f)
 		}
 	}
 	return 0

@@ -14,16 +14,12 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -85,7 +81,7 @@ func run(workers int, duration, interval time.Duration, image string) error {
 	fmt.Println("| at | cycles | errors | server goroutines | server fds | server RSS MiB | mounts | netns | sandbox cgroups | sandboxes |")
 	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	print := func() {
-		s := account(srv.URL, c, data)
+		s := account(srv, c, data)
 		s.at, s.cycles, s.errs = time.Since(start).Round(time.Second), cycles.Load(), errs.Load()
 		fmt.Printf("| %s | %d | %d | %.0f | %.0f | %.1f | %d | %d | %d | %d |\n",
 			s.at, s.cycles, s.errs, s.goroutines, s.fds, s.rssMiB, s.mounts, s.netns, s.cgroups, s.run)
@@ -157,29 +153,10 @@ func cycle(ctx context.Context, c *sdk.Client, image string) (err error) {
 }
 
 // account reads the server's gauges and counts what the machine holds.
-func account(url string, c *sdk.Client, data string) sample {
+func account(srv *benchsrv.Server, c *sdk.Client, data string) sample {
 	var s sample
-	req, _ := http.NewRequest("GET", url+"/metrics", nil)
-	req.Header.Set(api.HeaderAPIKey, benchsrv.AdminKey)
-	if res, err := http.DefaultClient.Do(req); err == nil {
-		sc := bufio.NewScanner(res.Body)
-		for sc.Scan() {
-			f := strings.Fields(sc.Text())
-			if len(f) != 2 {
-				continue
-			}
-			v, _ := strconv.ParseFloat(f[1], 64)
-			switch f[0] {
-			case "go_goroutines":
-				s.goroutines = v
-			case "process_open_fds":
-				s.fds = v
-			case "process_resident_memory_bytes":
-				s.rssMiB = v / (1 << 20)
-			}
-		}
-		res.Body.Close()
-	}
+	g := srv.Gauges()
+	s.goroutines, s.fds, s.rssMiB = g["go_goroutines"], g["process_open_fds"], g["process_resident_memory_bytes"]/(1<<20)
 	if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
 		s.mounts = bytes.Count(b, []byte("\n"))
 	}

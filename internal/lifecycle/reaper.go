@@ -184,11 +184,10 @@ func (m *Manager) sweepSnapshotOrphans(ctx context.Context) {
 		m.mu.RLock()
 		sn, known := m.snapshots[ref.ID]
 		m.mu.RUnlock()
-		if known && sn.State != sandbox.SnapshotFailed {
+		// Known: only an interrupted capture's image may have come late (a
+		// failed capture's leftovers went with its failure).
+		if known && (sn.State != sandbox.SnapshotFailed || sn.Reason != sandbox.ReasonSnapshotInterrupted) {
 			continue
-		}
-		if known && sn.Reason != sandbox.ReasonSnapshotInterrupted {
-			continue // a failed capture's leftovers went with its failure
 		}
 		if err := s.RemoveSnapshot(ctx, ref); err != nil {
 			m.log.WarnContext(ctx, "remove orphan snapshot", "snapshot_id", ref.ID, "err", err)

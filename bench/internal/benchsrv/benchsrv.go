@@ -7,9 +7,14 @@
 package benchsrv
 
 import (
+	"bufio"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/internal/driver/oci"
 	"github.com/corral-dev/corral/internal/testutil"
 	"github.com/corral-dev/corral/sdk"
@@ -62,4 +67,30 @@ func (s *Server) Close() {
 	}
 	_ = oci.UnmountRunDir(filepath.Join(s.Data, "oci"))
 	_ = os.RemoveAll(s.dir)
+}
+
+// Gauges reads the server's unlabelled metrics (go_goroutines,
+// process_open_fds, process_resident_memory_bytes, ...); empty if it does
+// not answer.
+func (s *Server) Gauges() map[string]float64 {
+	out := map[string]float64{}
+	req, err := http.NewRequest("GET", s.URL+"/metrics", nil)
+	if err != nil {
+		return out
+	}
+	req.Header.Set(api.HeaderAPIKey, AdminKey)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return out
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) == 2 && !strings.HasPrefix(f[0], "#") {
+			if v, err := strconv.ParseFloat(f[1], 64); err == nil {
+				out[f[0]] = v
+			}
+		}
+	}
+	return out
 }

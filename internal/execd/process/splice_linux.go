@@ -26,8 +26,7 @@ func growPipe(f *os.File) {
 }
 
 // pipeHolds reports whether the read end f still holds unread bytes
-// (FIONREAD, which Linux names TIOCINQ). A
-// closed f holds nothing.
+// (FIONREAD, which Linux names TIOCINQ). A closed f holds nothing.
 func pipeHolds(f *os.File) bool {
 	rc, err := f.SyscallConn()
 	if err != nil {
