@@ -34,6 +34,10 @@ func main() {
 	n := flag.Int("n", 1000, "idle sandboxes to reach")
 	conc := flag.Int("concurrency", 4, "concurrent creates")
 	flag.Parse()
+	if *n < 1 || *conc < 1 {
+		fmt.Fprintln(os.Stderr, "density: -n and -concurrency must be at least 1")
+		os.Exit(2)
+	}
 	if err := run(*n, *conc); err != nil {
 		fmt.Fprintln(os.Stderr, "density:", err)
 		os.Exit(1)

@@ -35,6 +35,10 @@ func main() {
 	interval := flag.Duration("interval", time.Minute, "how often to print the accounting")
 	image := flag.String("image", "host", "image of every sandbox")
 	flag.Parse()
+	if *workers < 1 || *duration <= 0 || *interval <= 0 {
+		fmt.Fprintln(os.Stderr, "soak: -workers must be at least 1, -duration and -interval positive")
+		os.Exit(2)
+	}
 	if err := run(*workers, *duration, *interval, *image); err != nil {
 		fmt.Fprintln(os.Stderr, "soak:", err)
 		os.Exit(1)
