@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -40,7 +41,11 @@ type chaos struct {
 	rng        *rand.Rand
 	snapshots  bool
 	// window is how long after the calls start the kill may come: about
-	// the runtime's slowest call, so kills land everywhere in them.
+	// the runtime's slowest call, so kills land everywhere in them. It
+	// starts at a guess and grows on a loaded machine: to twice the
+	// slowest call that finished, and by half whenever a kill cut every
+	// call of its round (a window shorter than every create would leave
+	// nothing to recover but interrupted creates).
 	window time.Duration
 
 	// mu guards the fields below, written by the calls in flight.
@@ -93,7 +98,7 @@ func (ch *chaos) check(t *testing.T, what string, err error) {
 	}
 }
 
-func (ch *chaos) create(ctx context.Context, t *testing.T, c *sdk.Client, policed bool) {
+func (ch *chaos) create(ctx context.Context, t *testing.T, c *sdk.Client, policed bool) error {
 	req := ociCreate(ch.image)
 	if policed {
 		req.NetworkPolicy = &api.NetworkPolicy{DefaultAction: "deny"}
@@ -105,19 +110,21 @@ func (ch *chaos) create(ctx context.Context, t *testing.T, c *sdk.Client, police
 		ch.acked[sb.ID] = true
 		ch.mu.Unlock()
 	}
+	return err
 }
 
 // op runs one lifecycle call on sandbox id (or a create: policed ones
 // have an egress enforcer, a process of their own to recover).
-func (ch *chaos) op(ctx context.Context, t *testing.T, c *sdk.Client, kind, id string, policed bool) {
+// It reports whether the call finished (well or not) before the kill.
+func (ch *chaos) op(ctx context.Context, t *testing.T, c *sdk.Client, kind, id string, policed bool) bool {
 	ch.mu.Lock()
 	ch.calls[kind]++
 	ch.mu.Unlock()
+	start := time.Now()
 	var err error
 	switch kind {
 	case "create":
-		ch.create(ctx, t, c, policed)
-		return
+		err = ch.create(ctx, t, c, policed)
 	case "pause":
 		err = c.PauseSandbox(ctx, id)
 	case "resume":
@@ -133,6 +140,14 @@ func (ch *chaos) op(ctx context.Context, t *testing.T, c *sdk.Client, kind, id s
 		err = c.DeleteSandbox(ctx, id)
 	}
 	ch.check(t, kind+" "+id, err)
+	var ae *sdk.APIError
+	if err != nil && !errors.As(err, &ae) {
+		return false // cut by the kill
+	}
+	ch.mu.Lock()
+	ch.window = max(ch.window, 2*time.Since(start))
+	ch.mu.Unlock()
+	return true
 }
 
 // settled waits until no sandbox is between states, then checks each:
@@ -243,6 +258,7 @@ func (ch *chaos) serverKills(t *testing.T, kills int) {
 		c := oneShot(t, s.url)
 		cctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		var wg sync.WaitGroup
+		var finished atomic.Int64
 		for range 1 + ch.rng.IntN(3) {
 			kind := kinds[ch.rng.IntN(len(kinds))]
 			if len(live) < 2 || len(live) >= 6 && kind == "create" {
@@ -253,16 +269,26 @@ func (ch *chaos) serverKills(t *testing.T, kills int) {
 				id = live[ch.rng.IntN(len(live))]
 			}
 			policed := ch.rng.IntN(3) == 0
-			wg.Go(func() { ch.op(cctx, t, c, kind, id, policed) })
+			wg.Go(func() {
+				if ch.op(cctx, t, c, kind, id, policed) {
+					finished.Add(1)
+				}
+			})
 		}
 		// The kill point: anywhere from before the calls arrive to after
 		// the slowest is done.
-		time.Sleep(time.Duration(ch.rng.Int64N(int64(ch.window))))
+		ch.mu.Lock()
+		window := ch.window
+		ch.mu.Unlock()
+		time.Sleep(time.Duration(ch.rng.Int64N(int64(window))))
 		s.kill9(t)
 		wg.Wait()
 		cancel()
+		if finished.Load() == 0 {
+			ch.window = min(ch.window*3/2, 20*time.Second)
+		}
 	}
-	t.Logf("calls under kills: %v; acknowledged creates %d, deletes sent %d", ch.calls, len(ch.acked), len(ch.deleted))
+	t.Logf("calls under kills: %v; acknowledged creates %d, deletes sent %d; kill window at the end %v", ch.calls, len(ch.acked), len(ch.deleted), ch.window)
 }
 
 // ttlWhileDown moves one live sandbox's expiry into the past while no
@@ -293,8 +319,15 @@ func (ch *chaos) ttlWhileDown(t *testing.T) string {
 // finish restarts the server once more (with a TTL that passed while it
 // was down), deletes everything, stops it and checks for leaks.
 func (ch *chaos) finish(t *testing.T, leaks func(t *testing.T, ids map[string]bool)) {
-	expired := ch.ttlWhileDown(t)
+	// The kills may have left no sandbox alive (every create cut on a
+	// slow machine): one is made, with no kill, for the TTL to end.
 	s := startServer(t, ch.dir, ch.args...)
+	if live := ch.settled(t, s.client(t)); len(live) == 0 {
+		ch.check(t, "create", ch.create(ctx(t), t, s.client(t), false))
+	}
+	s.stop(t)
+	expired := ch.ttlWhileDown(t)
+	s = startServer(t, ch.dir, ch.args...)
 	c := s.client(t)
 	testutil.WaitFor(t, time.Minute, "the sandbox whose TTL passed to end", func() bool {
 		sb, err := c.GetSandbox(ctx(t), expired)
