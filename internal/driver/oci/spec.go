@@ -17,6 +17,10 @@ const (
 	corralInSandbox = "/.corral/corral"
 	statusInSandbox = "/.corral/status"
 	execdStateDir   = "/var/lib/corral-execd"
+	// specVersion is the runtime-spec version the bundles declare: the
+	// oldest that has every field they use. Runtimes check it (crun 1.8
+	// refuses "1.3.0", the library's own), runc does not.
+	specVersion = "1.0.2"
 )
 
 // ConsoleLimit bounds a sandbox's console log (what its entrypoint and
@@ -78,7 +82,7 @@ func buildSpec(p specParams) (*specs.Spec, error) {
 		pids = DefaultPids
 	}
 	s := &specs.Spec{
-		Version: specs.Version,
+		Version: specVersion,
 		Process: &specs.Process{
 			User:            specs.User{UID: 0, GID: 0},
 			Args:            p.args,
