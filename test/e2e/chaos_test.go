@@ -754,7 +754,7 @@ func TestChaosSandboxProcessesDocker(t *testing.T) {
 	})
 }
 
-// TestChaosDockerEngineKills kills a (private) Docker engine in the middle
+// TestChaosDockerEngineKills kills or stops a (private) Docker engine in the middle
 // of creates: each create answers (503 while the engine is gone, or
 // success), and once the engine is back every sandbox is usable or ended
 // with a reason, and deleting them all leaves no container.
@@ -779,11 +779,19 @@ func TestChaosDockerEngineKills(t *testing.T) {
 			}
 			done <- err
 		}()
+		// Killed without warning on even rounds, stopped (SIGTERM, the
+		// engine's own shutdown) on odd ones.
+		how := "killed"
 		time.Sleep(time.Duration(ch.rng.Int64N(int64(600 * time.Millisecond))))
-		eng.kill9()
+		if round%2 == 0 {
+			eng.kill9()
+		} else {
+			how = "stopped"
+			eng.stopDockerd()
+		}
 		select {
 		case err := <-done:
-			ch.check(t, "create with the engine killed", err)
+			ch.check(t, "create with the engine "+how, err)
 			if err != nil {
 				cut++
 			} else {
@@ -795,9 +803,9 @@ func TestChaosDockerEngineKills(t *testing.T) {
 		eng.start()
 		ch.settled(t, c)
 	}
-	t.Logf("engine killed during %d creates that failed and %d that were done first", cut, made)
+	t.Logf("engine killed or stopped during %d creates that failed and %d that were done first", cut, made)
 	if cut == 0 {
-		t.Fatal("no create was cut by the engine's kill; the test proves nothing")
+		t.Fatal("no create was cut by the engine's kill or stop; the test proves nothing")
 	}
 	s.deleteAll(t)
 	testutil.WaitFor(t, 3*time.Minute, "no container of the sandboxes to be left", func() bool {

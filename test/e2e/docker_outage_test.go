@@ -160,6 +160,21 @@ func (e *privateEngine) kill9() {
 	_ = e.cmd.Wait()
 }
 
+// stopDockerd stops dockerd as an operator or systemd would (SIGTERM,
+// its own shutdown), leaving containerd up; with --live-restore its
+// containers keep running.
+func (e *privateEngine) stopDockerd() {
+	_ = e.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = e.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = e.cmd.Process.Kill()
+		<-done
+	}
+}
+
 // stop ends dockerd, then containerd.
 func (e *privateEngine) stop() {
 	for _, cmd := range []*exec.Cmd{e.cmd, e.containerd} {
