@@ -60,14 +60,14 @@ func run(n, conc int) error {
 		return err
 	}
 	dropCaches()
-	availBefore, serverBefore := memAvailable(), int64(srv.Gauges()["process_resident_memory_bytes"])
+	before, serverBefore := meminfo(), int64(srv.Gauges()["process_resident_memory_bytes"])
 
 	var mu sync.Mutex
 	var ids []string
 	var failed atomic.Int64
 	var lastErr atomic.Value
 	next := atomic.Int64{}
-	start := time.Now()
+	start, lap := time.Now(), time.Duration(0)
 	var wg sync.WaitGroup
 	for range conc {
 		wg.Go(func() {
@@ -81,7 +81,11 @@ func run(n, conc int) error {
 				mu.Lock()
 				ids = append(ids, sb.ID)
 				if len(ids)%250 == 0 {
-					fmt.Fprintf(os.Stderr, "density: %d sandboxes after %s\n", len(ids), time.Since(start).Round(time.Second))
+					// The rate of the last 250 shows whether a create costs
+					// more as sandboxes pile up.
+					now := time.Since(start)
+					fmt.Fprintf(os.Stderr, "density: %d sandboxes after %s (the last 250 at %.1f/s)\n", len(ids), now.Round(time.Second), 250/(now-lap).Seconds())
+					lap = now
 				}
 				mu.Unlock()
 			}
@@ -108,8 +112,8 @@ func run(n, conc int) error {
 	}()
 	time.Sleep(5 * time.Second) // let the new sandboxes' start-up garbage settle
 	dropCaches()
-	availAfter, serverAfter := memAvailable(), int64(srv.Gauges()["process_resident_memory_bytes"])
-	cg, pss, procs := cgroupsAndPSS(ids)
+	after, serverAfter := meminfo(), int64(srv.Gauges()["process_resident_memory_bytes"])
+	cg, pss, procs, tasks := cgroupsAndPSS(ids)
 
 	// Every one still answers.
 	var answered atomic.Int64
@@ -150,9 +154,14 @@ func run(n, conc int) error {
 	fmt.Println("| measure | value |")
 	fmt.Println("|---|---:|")
 	fmt.Printf("| created | %d in %s (%.1f/s); %d failed |\n", len(ids), wall.Round(time.Second), k/wall.Seconds(), failed.Load())
-	fmt.Printf("| system MemAvailable drop per sandbox | %.2f MiB |\n", mib(float64(availBefore-availAfter)/k))
+	per := func(field string) float64 { return mib(float64(before[field]-after[field]) / k) }
+	grew := func(field string) float64 { return -per(field) }
+	fmt.Printf("| system MemAvailable drop per sandbox | %.2f MiB |\n", per("MemAvailable"))
+	fmt.Printf("| of which: anonymous memory (user space) / slab / kernel stacks / page tables | %.2f / %.2f / %.2f / %.2f MiB |\n",
+		grew("AnonPages"), grew("Slab"), grew("KernelStack"), grew("PageTables"))
 	fmt.Printf("| memory cgroup usage per sandbox (its processes' memory and kernel objects) | %.2f MiB |\n", mib(float64(cg)/k))
 	fmt.Printf("| PSS per sandbox (%.1f processes each: init, execd, entrypoint) | %.2f MiB |\n", float64(procs)/k, mib(float64(pss)/k))
+	fmt.Printf("| tasks (threads) per sandbox; kernel.pid_max bounds them all | %.1f; %s |\n", float64(tasks)/k, strings.TrimSpace(readFile("/proc/sys/kernel/pid_max")))
 	fmt.Printf("| server RSS growth per sandbox | %.1f KiB |\n", float64(serverAfter-serverBefore)/k/1024)
 	fmt.Printf("| answered a command afterwards | %d of %d |\n", answered.Load(), len(ids))
 	silent.Range(func(id, why any) bool {
@@ -169,21 +178,26 @@ func run(n, conc int) error {
 
 func dropCaches() { _ = os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0) }
 
-// memAvailable is /proc/meminfo's MemAvailable in bytes.
-func memAvailable() int64 {
-	b, _ := os.ReadFile("/proc/meminfo")
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+func readFile(name string) string {
+	b, _ := os.ReadFile(name)
+	return string(b)
+}
+
+// meminfo is /proc/meminfo, in bytes by field.
+func meminfo() map[string]int64 {
+	m := map[string]int64{}
+	for _, line := range strings.Split(readFile("/proc/meminfo"), "\n") {
+		if name, rest, ok := strings.Cut(line, ":"); ok {
 			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
+			m[name] = kb << 10
 		}
 	}
-	return 0
+	return m
 }
 
 // cgroupsAndPSS sums the sandboxes' memory cgroup usage (cgroup v1) and
-// the PSS of the processes in them.
-func cgroupsAndPSS(ids []string) (usage, pss int64, procs int) {
+// the PSS and threads of the processes in them.
+func cgroupsAndPSS(ids []string) (usage, pss int64, procs, tasks int) {
 	for _, id := range ids {
 		cg := filepath.Join("/sys/fs/cgroup/memory/corral", id)
 		if b, err := os.ReadFile(filepath.Join(cg, "memory.usage_in_bytes")); err == nil {
@@ -193,6 +207,9 @@ func cgroupsAndPSS(ids []string) (usage, pss int64, procs int) {
 		b, _ := os.ReadFile(filepath.Join(cg, "cgroup.procs"))
 		for _, p := range strings.Fields(string(b)) {
 			procs++
+			if t, err := os.ReadDir("/proc/" + p + "/task"); err == nil {
+				tasks += len(t)
+			}
 			r, err := os.ReadFile("/proc/" + p + "/smaps_rollup")
 			if err != nil {
 				continue
@@ -205,5 +222,5 @@ func cgroupsAndPSS(ids []string) (usage, pss int64, procs int) {
 			}
 		}
 	}
-	return usage, pss, procs
+	return usage, pss, procs, tasks
 }

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -29,6 +30,10 @@ import (
 // The execd access token's verifier comes in $EXECD_ACCESS_TOKEN and is
 // handed to execd only, never to the entrypoint.
 func runInit(_ context.Context, e *env, args []string) int {
+	// PID 1 reaps, forwards signals and copies the console: one P is
+	// plenty, and each P costs an idle sandbox memory and threads (about
+	// 200 KiB and two of its tasks; see docs/benchmarks.md#density).
+	runtime.GOMAXPROCS(1)
 	fs := newFlagSet(e, "init", "init [flags] -- PROGRAM [ARGS...]")
 	noExecd := fs.Bool("no-execd", false, "do not start the execd daemon")
 	listen := fs.String("execd-listen", ":44772", "address execd listens on")
