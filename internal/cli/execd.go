@@ -8,12 +8,14 @@ import (
 	"errors"
 	"net"
 	"os"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/corral-dev/corral/internal/execd"
 	"github.com/corral-dev/corral/internal/execd/process"
+	"github.com/corral-dev/corral/internal/memtrim"
 )
 
 func runExecd(ctx context.Context, e *env, args []string) int {
@@ -49,6 +51,7 @@ func runExecd(ctx context.Context, e *env, args []string) int {
 	// Code in the sandbox runs as the same user: it must not be able to
 	// read the tokens that requests carry out of this process's memory.
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	defer trimMemory(ctx)()
 	if *listenFD != 0 {
 		ln, err := inheritedListener(*listenFD)
 		if err != nil {
@@ -64,6 +67,22 @@ func runExecd(ctx context.Context, e *env, args []string) int {
 		return fail(e, "%v", err)
 	}
 	return 0
+}
+
+// trimInterval is how often execd checks for spare heap to give back.
+const trimInterval = 10 * time.Second
+
+// trimMemory gives this process's spare heap back to the system now and
+// then, for as long as it lives (a sandbox's execd mostly waits); the
+// function it returns stops that and waits.
+func trimMemory(ctx context.Context) func() {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { memtrim.Run(ctx, trimInterval) })
+	return func() {
+		cancel()
+		wg.Wait()
+	}
 }
 
 // inheritedListener is the listening socket at descriptor fd.
