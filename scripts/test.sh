@@ -116,6 +116,7 @@ required=(
   internal/egress.TestVaultWritesNeedTLSOrLoopback
   internal/driver/uplink.TestAttachRoutesOutAndNowhereElse
   test/e2e.TestOCIEgressPolicy
+  test/e2e.TestOCIEgressEnforcerNobodyRecorded
   test/e2e.TestDockerEgressPolicy
   test/e2e.TestOCICredentialVault
   test/e2e.TestDockerCredentialVault

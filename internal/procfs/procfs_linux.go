@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -81,4 +82,53 @@ func WaitExit(ctx context.Context, pid int, start uint64) error {
 		return ctx.Err()
 	}
 	return err
+}
+
+// Cmdline returns the arguments of process pid (at most 64 KiB of them).
+func Cmdline(pid int) ([]string, error) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, 64<<10)
+	n, err := io.ReadFull(f, b)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, nil // a kernel thread, or a process being reaped
+	}
+	return strings.Split(strings.TrimSuffix(string(b[:n]), "\x00"), "\x00"), nil
+}
+
+// Proc is a host process, identified across pid reuse.
+type Proc struct {
+	Pid       int
+	StartTime uint64
+}
+
+// Find lists the host's processes whose arguments match. It reads every
+// process's command line: for the rare cases where nothing recorded the
+// pid (a server killed between starting a process and writing it down).
+func Find(match func(args []string) bool) ([]Proc, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var out []Proc
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid <= 1 || pid == os.Getpid() {
+			continue
+		}
+		args, err := Cmdline(pid)
+		if err != nil || len(args) == 0 || !match(args) {
+			continue
+		}
+		if st, err := StartTime(pid); err == nil {
+			out = append(out, Proc{Pid: pid, StartTime: st})
+		}
+	}
+	return out, nil
 }

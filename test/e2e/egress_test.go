@@ -578,3 +578,109 @@ func running(pid int) bool {
 	i := strings.LastIndexByte(string(b), ')')
 	return i > 0 && len(b) > i+2 && b[i+2] != 'Z' && b[i+2] != 'X'
 }
+
+// TestOCIEgressEnforcerNobodyRecorded: a server killed after it started
+// an enforcer and before it wrote the pid down (at a create, or when it
+// restarted a dead one) leaves an enforcer only a search can find. The
+// next server must end it: on recovery, before it starts the one it
+// records (one enforcer per sandbox), and on delete when no state is
+// left at all. The chaos test found the second.
+func TestOCIEgressEnforcerNobodyRecorded(t *testing.T) {
+	requireOCI(t)
+	t.Parallel()
+	reg := testutil.StartRegistry(t)
+	testutil.PushImage(t, reg+"/corral/busybox:1", busyboxImage(t))
+	w := egressWorld(t)
+	dir := t.TempDir()
+	rig := localRig(w, "oci", reg+"/corral/busybox:1", nil)
+	args := append([]string{"--runtime", "oci", "--egress-upstream", testutil.WorldDNS + ":53"}, rig.args...)
+	s := startServer(t, dir, args...)
+	req := ociCreate(reg+"/corral/busybox:1", "sleep", "3600")
+	req.NetworkPolicy = &api.NetworkPolicy{DefaultAction: "deny", Egress: []api.NetworkRule{{Action: "allow", Target: "allowed.test"}}}
+	sb, err := s.client(t).CreateSandbox(ctx(t), req, sdk.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	egressDir := filepath.Join(dir, "oci", "run", "bundles", sb.ID, "egress")
+	enforcers := func() []int {
+		return pidsWhere(func(args []string) bool {
+			return len(args) > 1 && args[1] == "egress" && strings.Contains(strings.Join(args, " "), "--sandbox-id "+sb.ID)
+		})
+	}
+	t.Cleanup(func() {
+		// A failure must not leave what it found running.
+		for _, pid := range enforcers() {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	// forget rewrites the state file as a server cut at the wrong moment
+	// leaves it; the enforcer keeps running.
+	forget := func(t *testing.T, remove bool) int {
+		t.Helper()
+		old := egressPid(t, egressDir)
+		s.kill9(t)
+		path := filepath.Join(egressDir, "state.json")
+		if remove {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			return old
+		}
+		var st map[string]any
+		b, err := os.ReadFile(path)
+		if err == nil {
+			err = json.Unmarshal(b, &st)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		st["pid"], st["startTime"] = 0, 0
+		if b, err = json.Marshal(st); err == nil {
+			err = os.WriteFile(path, b, 0o600)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return old
+	}
+
+	// The servers belong to the test, not a subtest: a subtest's cleanup
+	// would delete the sandbox.
+	outer := t
+	t.Run("RecoveryEndsTheUnrecordedOne", func(t *testing.T) {
+		old := forget(t, false)
+		s = startServer(outer, dir, args...)
+		c := s.client(t)
+		if _, err := c.GetSandbox(ctx(t), sb.ID); err != nil {
+			t.Fatal(err)
+		}
+		pid := egressPid(t, egressDir)
+		if pid == old {
+			t.Fatal("recovery adopted an enforcer the state file does not name")
+		}
+		testutil.WaitFor(t, 30*time.Second, "the unrecorded enforcer to end", func() bool { return !running(old) })
+		if got := enforcers(); len(got) != 1 || got[0] != pid {
+			t.Errorf("enforcers of the sandbox after recovery: %v, want only %d", got, pid)
+		}
+		x := sandboxExecd(t, c, sb.ID)
+		if out, ok := get(x, "http://allowed.test/"); !ok || out != "hello from web\n" {
+			t.Errorf("allowed.test after recovery: %q %v", out, ok)
+		}
+		if _, ok := get(x, "http://"+testutil.WorldOther+"/"); ok {
+			t.Error("the policy was lost in recovery")
+		}
+	})
+	t.Run("DeleteEndsItWithoutState", func(t *testing.T) {
+		forget(t, true)
+		s = startServer(outer, dir, args...)
+		if err := s.client(t).DeleteSandbox(ctx(t), sb.ID); err != nil {
+			t.Fatal(err)
+		}
+		if got := enforcers(); len(got) != 0 {
+			t.Errorf("enforcers outlived their sandbox: %v", got)
+		}
+		if out, _ := exec.Command("ip", "-n", w.Uplink, "-o", "link").CombinedOutput(); strings.Count(string(out), "master") != 0 {
+			t.Errorf("veths left on the bridge:\n%s", out)
+		}
+	})
+}

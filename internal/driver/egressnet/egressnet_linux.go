@@ -16,8 +16,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -267,28 +269,61 @@ func readState(dir string) (state, bool) {
 	return st, true
 }
 
-// isEnforcer reports whether pid runs `corral egress` for sandbox id:
-// the only process the server may kill on the word of the state file.
-func isEnforcer(pid int, id string) bool {
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, 64<<10))
-	if err != nil {
-		return false
-	}
-	args := strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+// isEnforcer reports whether args are those of `corral egress` for
+// sandbox id with its files in dir: the only process the server may kill
+// on the word of the state file or of a search.
+func isEnforcer(args []string, id, dir string) bool {
 	if len(args) < 2 || args[1] != "egress" {
 		return false
 	}
+	var ok, ours bool
 	for i := 2; i+1 < len(args); i++ {
-		if args[i] == "--sandbox-id" && args[i+1] == id {
-			return true
+		switch args[i] {
+		case "--sandbox-id":
+			ok = args[i+1] == id
+		case "--policy-file":
+			ours = args[i+1] == filepath.Join(dir, "policy.json")
 		}
 	}
-	return false
+	return ok && ours
+}
+
+// running reports whether pid (started at start) is sandbox id's enforcer.
+func running(pid int, start uint64, id, dir string) bool {
+	if pid <= 0 || !procfs.Alive(pid, start) {
+		return false
+	}
+	args, err := procfs.Cmdline(pid)
+	return err == nil && isEnforcer(args, id, dir)
+}
+
+// killStrays ends every enforcer of sandbox id that the state file does
+// not name: one started by a server killed before it wrote the pid down
+// (at the first start, or at a restart by supervise). The state names
+// the rest; a search of /proc is the only record of these.
+func killStrays(ctx context.Context, id, dir string) error {
+	strays, err := procfs.Find(func(args []string) bool { return isEnforcer(args, id, dir) })
+	if err != nil {
+		return fmt.Errorf("look for the sandbox's egress enforcers: %w", err)
+	}
+	var errs []error
+	for _, p := range strays {
+		if err := kill(ctx, p.Pid, p.StartTime); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// kill ends an enforcer and waits until it has.
+func kill(ctx context.Context, pid int, start uint64) error {
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := procfs.WaitExit(wctx, pid, start); err != nil {
+		return fmt.Errorf("stop the egress enforcer (pid %d): %w", pid, err)
+	}
+	return nil
 }
 
 // spawn starts `corral egress` for the sandbox: on the host, in the
@@ -609,13 +644,22 @@ func (n *Network) Recover(ctx context.Context, id, dir, nsPath string) error {
 			return err
 		}
 	}
-	if st.Pid == 0 || !procfs.Alive(st.Pid, st.StartTime) {
+	if !running(st.Pid, st.StartTime, id, dir) {
+		// A restart the last server did not record may be running: one
+		// enforcer per namespace.
+		if err := killStrays(ctx, id, dir); err != nil {
+			return err
+		}
 		if err := n.launch(ctx, id, dir, nsPath, &st); err != nil {
 			return err
 		}
 	}
 	if !st.Addr.IsValid() {
-		// The last start ended before the veth: finish it.
+		// The last start ended before the veth's address was written
+		// down: remove what it made of the veth, and finish it.
+		if err := u.Detach(id, st.Addr); err != nil {
+			return err
+		}
 		if err := attach(u, id, dir, nsPath, &st); err != nil {
 			return err
 		}
@@ -634,27 +678,26 @@ func (n *Network) Stop(ctx context.Context, id, dir string) error {
 		p.cancel()
 		<-p.done
 	}
+	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil // never policed: no enforcer was ever started
+	}
 	st, ok := readState(dir)
-	if !ok {
-		return nil
-	}
-	if st.Pid > 0 && procfs.Alive(st.Pid, st.StartTime) && isEnforcer(st.Pid, id) {
-		_ = syscall.Kill(st.Pid, syscall.SIGKILL)
-		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := procfs.WaitExit(wctx, st.Pid, st.StartTime)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("stop the egress enforcer (pid %d): %w", st.Pid, err)
-		}
-	}
-	if st.Addr.IsValid() {
-		u, err := n.uplink()
-		if err != nil {
+	if ok && running(st.Pid, st.StartTime, id, dir) {
+		if err := kill(ctx, st.Pid, st.StartTime); err != nil {
 			return err
 		}
-		return u.Detach(id, st.Addr)
+	} else if err := killStrays(ctx, id, dir); err != nil {
+		// Without a state file, or with a pid that is gone, an enforcer
+		// may still run that nothing recorded.
+		return err
 	}
-	return nil
+	// The veth is named after the sandbox: removed even when a cut start
+	// never wrote its address down.
+	u, err := n.uplink()
+	if err != nil {
+		return err
+	}
+	return u.Detach(id, st.Addr)
 }
 
 // Close stops supervising; the enforcers keep running for the next
