@@ -9,15 +9,23 @@
 // holds per sandbox (its RSS growth), and that every sandbox still runs
 // a command at the end. Needs root and runc.
 //
-//	go run ./bench/density [-n 1000] [-concurrency 4]
+// The baseline, measured in the same run before corral's: -baseline
+// containers made with runc alone, at the same concurrency, each a
+// busybox `sleep` on one shared read-only root with runc's default
+// namespaces (network included) and nothing else — what this machine's
+// runc can do at best, and the floor of a container's memory.
+//
+//	go run ./bench/density [-n 1000] [-concurrency 4] [-baseline 200]
 package main
 
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -33,10 +41,17 @@ import (
 func main() {
 	n := flag.Int("n", 1000, "idle sandboxes to reach")
 	conc := flag.Int("concurrency", 4, "concurrent creates")
+	baseline := flag.Int("baseline", 200, "containers of the raw runc baseline (0: none)")
 	flag.Parse()
-	if *n < 1 || *conc < 1 {
-		fmt.Fprintln(os.Stderr, "density: -n and -concurrency must be at least 1")
+	if *n < 1 || *conc < 1 || *baseline < 0 {
+		fmt.Fprintln(os.Stderr, "density: -n and -concurrency must be at least 1, -baseline at least 0")
 		os.Exit(2)
+	}
+	if *baseline > 0 {
+		if err := rawRunc(*baseline, *conc); err != nil {
+			fmt.Fprintln(os.Stderr, "density: baseline:", err)
+			os.Exit(1)
+		}
 	}
 	if err := run(*n, *conc); err != nil {
 		fmt.Fprintln(os.Stderr, "density:", err)
@@ -172,6 +187,93 @@ func run(n, conc int) error {
 	})
 	if e, ok := lastErr.Load().(string); ok {
 		fmt.Printf("\nlast create error: %s\n", e)
+	}
+	return nil
+}
+
+// rawRunc is the baseline: k containers by runc alone, conc at a time.
+func rawRunc(k, conc int) error {
+	dir, err := os.MkdirTemp("", "density-runc-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	rootfs, state := filepath.Join(dir, "rootfs"), filepath.Join(dir, "state")
+	for _, d := range []string{"bin", "proc", "dev", "sys", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(rootfs, d), 0o755); err != nil {
+			return err
+		}
+	}
+	if out, err := exec.Command("cp", "/bin/busybox", filepath.Join(rootfs, "bin", "busybox")).CombinedOutput(); err != nil {
+		return fmt.Errorf("copy busybox (apt-get install busybox-static): %v %s", err, out)
+	}
+	if out, err := exec.Command("runc", "spec", "--bundle", dir).CombinedOutput(); err != nil {
+		return fmt.Errorf("runc spec: %v %s", err, out)
+	}
+	var spec map[string]any
+	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &spec)
+	}
+	if err != nil {
+		return err
+	}
+	proc := spec["process"].(map[string]any)
+	proc["terminal"], proc["args"] = false, []string{"/bin/busybox", "sleep", "86400"}
+	spec["root"] = map[string]any{"path": rootfs, "readonly": true}
+	if b, err = json.Marshal(spec); err == nil {
+		err = os.WriteFile(filepath.Join(dir, "config.json"), b, 0o600)
+	}
+	if err != nil {
+		return err
+	}
+	runc := func(args ...string) error {
+		cmd := exec.Command("runc", append([]string{"--root", state}, args...)...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("runc %s: %v %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+		}
+		return nil
+	}
+	ids := make([]string, k)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("density-raw-%d-%d", os.Getpid(), i)
+	}
+	defer func() {
+		for _, id := range ids {
+			_ = runc("delete", "--force", id)
+		}
+	}()
+	dropCaches()
+	before := meminfo()
+	var failed atomic.Int64
+	var lastErr atomic.Value
+	next := atomic.Int64{}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range conc {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < int64(k); i = next.Add(1) - 1 {
+				if err := runc("run", "--detach", "--bundle", dir, ids[i]); err != nil {
+					failed.Add(1)
+					lastErr.Store(err.Error())
+				}
+			}
+		})
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	time.Sleep(2 * time.Second)
+	dropCaches()
+	after := meminfo()
+	made := float64(k - int(failed.Load()))
+	fmt.Printf("baseline: %d containers by runc alone (busybox sleep, one shared read-only root, runc's default namespaces), %d concurrent\n\n", k, conc)
+	fmt.Println("| measure | value |")
+	fmt.Println("|---|---:|")
+	fmt.Printf("| created | %.0f in %s (%.1f/s); %d failed |\n", made, wall.Round(time.Millisecond), made/wall.Seconds(), failed.Load())
+	fmt.Printf("| system MemAvailable drop per container | %.2f MiB |\n\n", float64(before["MemAvailable"]-after["MemAvailable"])/made/(1<<20))
+	if e, ok := lastErr.Load().(string); ok {
+		fmt.Printf("last runc error: %s\n\n", e)
 	}
 	return nil
 }

@@ -9,10 +9,19 @@ import (
 	"context"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"github.com/corral-dev/corral/internal/cli"
 )
+
+// `corral init` reaps zombies on the process's main thread (see
+// internal/initproc): the main goroutine is held on it from the start.
+func init() {
+	if len(os.Args) > 1 && os.Args[1] == "init" {
+		runtime.LockOSThread()
+	}
+}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -18,6 +18,11 @@ import (
 	"github.com/corral-dev/corral/internal/memtrim"
 )
 
+// defaultRetention is how much finished commands' state execd keeps.
+var defaultRetention = process.Retention{MaxCommands: 1000, MaxBytes: 1 << 30, MaxAge: 24 * time.Hour}
+
+// runExecd is `corral execd`: the daemon on its own, outside a sandbox's
+// PID 1 (which runs it in-process; see runInit).
 func runExecd(ctx context.Context, e *env, args []string) int {
 	fs := newFlagSet(e, "execd", "execd [flags]")
 	listen := fs.String("listen", execd.DefaultListen, "address to serve the execd API on")
@@ -26,9 +31,9 @@ func runExecd(ctx context.Context, e *env, args []string) int {
 	tokenFile := fs.String("access-token-file", "", "read the access token (or its verifier) from this file instead, re-read when it changes (empty file: nothing passes)")
 	stateDir := fs.String("state-dir", "", "where command output is retained (default: a directory under $TMPDIR)")
 	envFile := fs.String("env-file", e.getenv("EXECD_ENVS"), "file of KEY=VALUE lines added to every command's environment (default $EXECD_ENVS)")
-	retainN := fs.Int("retain-commands", 1000, "finished commands kept for status and logs")
-	retainBytes := fs.Int64("retain-bytes", 1<<30, "output bytes kept for finished commands")
-	retainAge := fs.Duration("retain-age", 24*time.Hour, "finished commands older than this are removed")
+	retainN := fs.Int("retain-commands", defaultRetention.MaxCommands, "finished commands kept for status and logs")
+	retainBytes := fs.Int64("retain-bytes", defaultRetention.MaxBytes, "output bytes kept for finished commands")
+	retainAge := fs.Duration("retain-age", defaultRetention.MaxAge, "finished commands older than this are removed")
 	grace := fs.Duration("interrupt-grace", 3*time.Second, "time between SIGTERM and SIGKILL when a command is interrupted")
 	ping := fs.Duration("ping-interval", 3*time.Second, "how often an idle event stream gets a ping event")
 	logFormat := fs.String("log-format", "json", "log format: json or text")

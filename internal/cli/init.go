@@ -22,6 +22,7 @@ import (
 
 	"github.com/corral-dev/corral/internal/driver/egressnet"
 	"github.com/corral-dev/corral/internal/egress/nft"
+	"github.com/corral-dev/corral/internal/execd"
 	"github.com/corral-dev/corral/internal/initproc"
 	"golang.org/x/sys/unix"
 )
@@ -71,10 +72,9 @@ func runInit(_ context.Context, e *env, args []string) int {
 			return fail(e, "init: --isolate-network: give up CAP_NET_ADMIN: %v", err)
 		}
 	}
-	var entryEnv, daemonEnv []string
+	var entryEnv []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
-		daemonEnv = append(daemonEnv, kv)
 		if name == "EXECD_ACCESS_TOKEN" || strings.HasPrefix(name, "CORRAL_EXECD_") {
 			continue
 		}
@@ -90,7 +90,7 @@ func runInit(_ context.Context, e *env, args []string) int {
 	if err := prepareWarm(*waitStart, *tokenFile, e.getenv("EXECD_ACCESS_TOKEN")); err != nil {
 		return fail(e, "init: %v", err)
 	}
-	cfg := initproc.Config{Entrypoint: fs.Args(), Env: entryEnv, DaemonEnv: daemonEnv, Stderr: e.stderr, StartFIFO: *waitStart,
+	cfg := initproc.Config{Entrypoint: fs.Args(), Env: entryEnv, Stderr: e.stderr, StartFIFO: *waitStart,
 		WaitURL: *waitURL, WaitTimeout: *waitTimeout, ConsoleLimit: *consoleLimit}
 	if *exitFD != 0 {
 		f, err := exitFile(*exitFD)
@@ -118,22 +118,40 @@ func runInit(_ context.Context, e *env, args []string) int {
 		cfg.Credential = cred
 	}
 	if !*noExecd {
-		cfg.Daemon = []string{"corral", "execd", "--state-dir", *stateDir}
-		if f, err := listenFile(*listen); err == nil {
-			cfg.DaemonFiles = []*os.File{f}
-			cfg.Daemon = append(cfg.Daemon, "--listen-fd", "3")
-		} else {
-			fmt.Fprintf(e.stderr, "corral init: listen on %s for execd: %v; execd binds it itself\n", *listen, err)
-			cfg.Daemon = append(cfg.Daemon, "--listen", *listen)
+		// Bound before anything else runs, and held while execd restarts:
+		// no program in the sandbox can take execd's port.
+		sock, err := listenFile(*listen)
+		if err != nil {
+			return fail(e, "init: listen on %s for execd: %v", *listen, err)
 		}
-		if *tokenFile != "" {
-			cfg.Daemon = append(cfg.Daemon, "--access-token-file", *tokenFile)
+		ecfg := execd.Config{Listen: *listen, AccessToken: e.getenv("EXECD_ACCESS_TOKEN"), AccessTokenFile: *tokenFile,
+			StateDir: *stateDir, EnvFile: *envFile, Retention: defaultRetention}
+		if ecfg.EnvFile == "" {
+			ecfg.EnvFile = e.getenv("EXECD_ENVS")
 		}
-		if *envFile != "" {
-			cfg.Daemon = append(cfg.Daemon, "--env-file", *envFile)
-		}
+		cfg.Daemon = func(ctx context.Context, stderr io.Writer) error { return serveExecd(ctx, ecfg, sock, stderr) }
 	}
 	return initproc.Run(cfg)
+}
+
+// serveExecd is execd inside PID 1, on a duplicate of the listening
+// socket sock (closing it when execd stops leaves the port bound).
+func serveExecd(ctx context.Context, cfg execd.Config, sock *os.File, stderr io.Writer) error {
+	log, err := newLogger(stderr, "json", "info")
+	if err != nil {
+		return err
+	}
+	cfg.Logger = log
+	srv, err := execd.New(cfg)
+	if err != nil {
+		return err
+	}
+	ln, err := net.FileListener(sock)
+	if err != nil {
+		return err
+	}
+	defer trimMemory(ctx)()
+	return srv.Serve(ctx, ln)
 }
 
 // listenFile binds execd's TCP address and returns the socket as a file

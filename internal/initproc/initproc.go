@@ -2,10 +2,19 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package initproc is PID 1 of a sandbox (`corral init`): it starts the
-// user's entrypoint and the in-sandbox daemon, reaps every zombie
-// (orphans included), forwards signals to the entrypoint, restarts the
-// daemon if it dies, and exits with the entrypoint's exit code after
-// stopping the daemon. Only internal/cli uses it.
+// user's entrypoint and runs the in-sandbox daemon in the same process,
+// reaps every zombie (orphans included), forwards signals to the
+// entrypoint, runs the daemon again if it returns, and exits with the
+// entrypoint's exit code after stopping the daemon. Only internal/cli
+// uses it.
+//
+// One process serves both roles because each Go process costs an idle
+// sandbox a runtime: 2 to 3 MiB and about six tasks (docs/benchmarks.md,
+// density). Reaping then must not take the daemon's children: PID 1 runs
+// on the process's main thread, which starts the entrypoint and is the
+// one orphans are given to, and waits with __WNOTHREAD, which collects
+// only that thread's children; the daemon starts its commands from other
+// threads and waits for them itself.
 package initproc
 
 import (
@@ -22,6 +31,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -38,16 +48,12 @@ type Config struct {
 	Env []string
 	// Dir is the entrypoint's working directory ("" keeps the current one).
 	Dir string
-	// Daemon is the in-sandbox daemon's argv; empty runs none.
-	Daemon []string
-	// DaemonEnv is the daemon's environment (it holds what the daemon
-	// needs and the entrypoint must not inherit).
-	DaemonEnv []string
-	// DaemonFiles are passed to the daemon as descriptors 3 and on: its
-	// listening socket, bound by PID 1 before anything else runs, so no
-	// program in the sandbox can take the daemon's port, even while the
-	// daemon restarts.
-	DaemonFiles []*os.File
+	// Daemon is the in-sandbox daemon, run in this process from before
+	// the entrypoint starts until PID 1 stops (its context then ends and
+	// it has StopGrace to return); nil runs none. It logs to stderr, the
+	// console. If it returns earlier it is run again, with backoff. It
+	// must start its processes from goroutines other than Run's.
+	Daemon func(ctx context.Context, stderr io.Writer) error
 	// Credential runs the entrypoint as another user when set.
 	Credential *syscall.Credential
 	// ExitFile, when set, receives the entrypoint's exit code (decimal,
@@ -167,6 +173,14 @@ func Run(cfg Config) int {
 		fmt.Fprintln(cfg.Stderr, "corral init: no entrypoint given (usage: corral init [flags] -- PROGRAM [ARGS...])")
 		return 2
 	}
+	// The entrypoint and the orphans must be children of the thread that
+	// reaps (see the package doc).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if unix.Gettid() != os.Getpid() {
+		fmt.Fprintln(cfg.Stderr, "corral init: not on the process's main thread (the program must lock it in an init function)")
+		return 2
+	}
 	// Nothing in the sandbox may read PID 1's memory, environment or
 	// descriptors (the exit file among them): with no CAP_SYS_PTRACE
 	// there, a process that is not dumpable is out of reach.
@@ -224,9 +238,7 @@ func run(cfg Config) int {
 		}
 	}
 	if cfg.StartFIFO != "" {
-		if p.daemon == nil {
-			p.startDaemon()
-		}
+		p.startDaemon()
 		st, code, ok := p.hold(sigs, p.readStart)
 		if !ok {
 			p.stopDaemon(sigs)
@@ -241,9 +253,7 @@ func run(cfg Config) int {
 		p.stopDaemon(sigs)
 		return code
 	}
-	if p.daemon == nil {
-		p.startDaemon()
-	}
+	p.startDaemon()
 	var sys *syscall.SysProcAttr
 	if cfg.Credential != nil {
 		sys = &syscall.SysProcAttr{Credential: cfg.Credential}
@@ -351,85 +361,86 @@ func (p *pid1) waitURL() (Start, error) {
 }
 
 type pid1 struct {
-	cfg      Config
-	daemon   *os.Process
-	restarts int
-	lastFail time.Time
+	cfg Config
+	// stop ends the daemon's context; done is closed once it has
+	// returned for good. Both are nil while no daemon runs.
+	stop context.CancelFunc
+	done chan struct{}
 }
 
+// startDaemon runs the daemon in the background, again after each early
+// return, with a backoff that grows while it keeps failing.
 func (p *pid1) startDaemon() {
-	if len(p.cfg.Daemon) == 0 {
+	if p.cfg.Daemon == nil || p.done != nil {
 		return
 	}
-	self, err := os.Executable()
-	if err != nil {
-		self = "/proc/self/exe"
-	}
-	proc, err := os.StartProcess(self, p.cfg.Daemon, &os.ProcAttr{
-		Env: p.cfg.DaemonEnv, Files: append([]*os.File{nil, p.cfg.stdout, p.cfg.stderr}, p.cfg.DaemonFiles...),
-		Sys: &syscall.SysProcAttr{Setpgid: true},
-	})
-	if err != nil {
-		fmt.Fprintln(p.cfg.Stderr, "corral init: start daemon: "+err.Error())
-		return
-	}
-	p.daemon = proc
+	ctx, stop := context.WithCancel(context.Background())
+	p.stop, p.done = stop, make(chan struct{})
+	// Run changes p.cfg once a start request arrives: the goroutine keeps
+	// its own copies.
+	daemon, out, log, done := p.cfg.Daemon, p.cfg.stderr, p.cfg.Stderr, p.done
+	go func() {
+		defer close(done)
+		restarts, lastFail := 0, time.Time{}
+		for {
+			err := daemon(ctx, out)
+			if ctx.Err() != nil {
+				return
+			}
+			if time.Since(lastFail) < 10*time.Second {
+				restarts++
+			} else {
+				restarts = 0
+			}
+			lastFail = time.Now()
+			fmt.Fprintf(log, "corral init: the daemon stopped (%v); starting it again\n", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(min(time.Duration(restarts)*200*time.Millisecond, 5*time.Second)):
+			}
+		}
+	}()
 }
 
-// reap collects every exited child. It reports the entrypoint's exit code
-// once the entrypoint has exited, and restarts the daemon if it died.
+// reap collects every exited child of PID 1's thread: the entrypoint and
+// the orphans, never the daemon's commands (the package doc says why).
+// It reports the entrypoint's exit code once the entrypoint has exited.
 func (p *pid1) reap(entryPID int) (int, bool) {
 	exit, done := 0, false
 	for {
 		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG|unix.WNOTHREAD, nil)
 		if err != nil || pid <= 0 {
 			return exit, done
 		}
-		switch {
-		case pid == entryPID:
+		if pid == entryPID {
 			exit, done = statusCode(ws), true
-		case p.daemon != nil && pid == p.daemon.Pid:
-			p.daemon = nil
-			if done {
-				continue
-			}
-			// Back off if it keeps dying, so a broken daemon cannot spin.
-			if time.Since(p.lastFail) < 10*time.Second {
-				p.restarts++
-			} else {
-				p.restarts = 0
-			}
-			p.lastFail = time.Now()
-			time.Sleep(min(time.Duration(p.restarts)*200*time.Millisecond, 5*time.Second))
-			fmt.Fprintf(p.cfg.Stderr, "corral init: the daemon exited (%s); restarting it\n", describe(ws))
-			p.startDaemon()
 		}
 	}
 }
 
-// stopDaemon asks the daemon to stop and kills it after the grace period.
+// stopDaemon ends the daemon's context and waits for it to return, at
+// most the grace period (PID 1's exit then ends whatever is left),
+// reaping meanwhile.
 func (p *pid1) stopDaemon(sigs <-chan os.Signal) {
-	if p.daemon == nil {
+	if p.done == nil {
 		return
 	}
-	pid := p.daemon.Pid
-	_ = syscall.Kill(-pid, syscall.SIGTERM)
+	p.stop()
 	deadline := time.NewTimer(p.cfg.StopGrace)
 	defer deadline.Stop()
 	for {
-		var ws syscall.WaitStatus
-		if got, _ := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil); got == pid {
-			return
-		}
 		select {
-		case <-sigs:
-		case <-deadline.C:
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
-			var ws2 syscall.WaitStatus
-			_, _ = syscall.Wait4(pid, &ws2, 0, nil)
+		case <-p.done:
 			return
-		case <-time.After(20 * time.Millisecond):
+		case sig := <-sigs:
+			if sig == syscall.SIGCHLD {
+				p.reap(-1)
+			}
+		case <-deadline.C:
+			fmt.Fprintf(p.cfg.Stderr, "corral init: the daemon did not stop within %v\n", p.cfg.StopGrace)
+			return
 		}
 	}
 }
@@ -439,13 +450,6 @@ func statusCode(ws syscall.WaitStatus) int {
 		return 128 + int(ws.Signal())
 	}
 	return ws.ExitStatus()
-}
-
-func describe(ws syscall.WaitStatus) string {
-	if ws.Signaled() {
-		return "signal " + ws.Signal().String()
-	}
-	return fmt.Sprintf("exit status %d", ws.ExitStatus())
 }
 
 // SendStart writes the Start to PID 1's FIFO, waiting briefly for PID 1

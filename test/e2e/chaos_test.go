@@ -188,7 +188,7 @@ func (ch *chaos) settled(t *testing.T, c *sdk.Client) []string {
 			}
 			var out string
 			var code int
-			// execd may be restarting after the kill (its init restarts it).
+			// A sandbox just recovered may still be coming back.
 			testutil.WaitFor(t, time.Minute, "a command in running sandbox "+sb.ID, func() bool {
 				out, _, code, err = x.Run(ctx(t), "echo ok", sdk.CommandOptions{})
 				return err == nil
@@ -526,18 +526,6 @@ func runcPid(t *testing.T, dir, id string) int {
 	return st.Pid
 }
 
-// childWhere is a child of pid whose arguments match (found by parent
-// pid: this kernel has no /proc/PID/task/PID/children).
-func childWhere(pid int, match func(args []string) bool) int {
-	for _, c := range pidsWhere(match) {
-		if parentOf(c) == pid {
-			return c
-		}
-	}
-	return 0
-}
-
-// parentOf is a process's parent pid (0 once it is gone).
 func parentOf(pid int) int {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -575,7 +563,8 @@ func mkPoliced(t *testing.T, c *sdk.Client, image string, ch *chaos) string {
 }
 
 // processKills makes a plain and a policed sandbox on s and kills, under
-// the running server, the plain one's execd (init must start it again),
+// the running server, the plain one's execd from inside (PID 1 serves
+// it, which code in the sandbox cannot kill),
 // the policed one's egress enforcer (the server must start it again, its
 // API answering with the policy) and the plain one's init (the sandbox
 // must end, with a reason). initPid finds a sandbox's PID 1 on the host.
@@ -595,17 +584,17 @@ func (ch *chaos) processKills(t *testing.T, s *server, initPid func(t *testing.T
 	}
 	policed, plain := mk(true), mk(false)
 	t.Run("execd", func(t *testing.T) {
-		pid1 := initPid(t, plain)
-		isExecd := func(args []string) bool { return hasArg(args, "execd") }
-		old := childWhere(pid1, isExecd)
-		if old == 0 {
-			t.Fatalf("no execd under init %d", pid1)
+		// execd is PID 1 (corral init serves it): from the host, killing
+		// it is killing init (below). From inside, the sandbox's code
+		// cannot: the kernel drops SIGKILL and SIGSTOP sent to its
+		// namespace's init from within.
+		x := sandboxExecd(t, c, plain)
+		if _, errOut, code := x.run("kill -9 1; kill -STOP 1; sleep 0.2; echo still"); code != 0 {
+			t.Fatalf("kill from inside: exit %d %q", code, errOut)
 		}
-		_ = syscall.Kill(old, syscall.SIGKILL)
-		testutil.WaitFor(t, time.Minute, "init to start execd again", func() bool {
-			p := childWhere(pid1, isExecd)
-			return p != 0 && p != old
-		})
+		if out, _, code := x.run("echo alive"); code != 0 || out != "alive\n" {
+			t.Errorf("execd after the sandbox tried to kill it: %q exit %d", out, code)
+		}
 		ch.settled(t, c)
 	})
 	t.Run("enforcer", func(t *testing.T) {
@@ -652,7 +641,7 @@ func (ch *chaos) processKills(t *testing.T, s *server, initPid func(t *testing.T
 }
 
 // TestChaosSandboxProcessesOCI kills what runs beside the server for a
-// sandbox: its execd (init restarts it), its egress enforcer (the server
+// sandbox: its execd from inside (it is PID 1), its egress enforcer (the server
 // restarts it), its init (the sandbox ends, with a reason), and runc in
 // the middle of creates (the create fails with a reason and leaves
 // nothing). No call answers 500 and nothing leaks.
@@ -731,8 +720,8 @@ func dockerInitPid(t *testing.T, cli *client.Client, id string) int {
 }
 
 // TestChaosSandboxProcessesDocker is TestChaosSandboxProcessesOCI on the
-// docker runtime: execd, the egress enforcer and init are killed under a
-// running server.
+// docker runtime: execd (from inside), the egress enforcer and init are
+// killed under a running server.
 func TestChaosSandboxProcessesDocker(t *testing.T) {
 	cli := requireDocker(t)
 	t.Parallel()

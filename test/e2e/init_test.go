@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -216,5 +217,69 @@ func TestInitWaitsForURL(t *testing.T) {
 		if exitCode(err) != 1 || !strings.Contains(string(out), "--wait-") {
 			t.Errorf("init %v: exit %d %q", bad, exitCode(err), out)
 		}
+	}
+}
+
+// TestInitServesExecdItself: PID 1 serves execd in its own process (one
+// Go runtime per sandbox), and its reaping never takes a command from
+// execd: many commands at once, some leaving orphans, all report their
+// own exit code; the orphans are reaped; no second corral process runs.
+func TestInitServesExecdItself(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd := pid1(t, "--execd-listen", addr, "--execd-state-dir", t.TempDir(), "--", "sleep", "60")
+	cmd.Env = append(os.Environ(), "EXECD_ACCESS_TOKEN=init-token")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	x := &execd{t: t, base: "http://" + addr, token: "init-token"}
+	testutil.WaitFor(t, 10*time.Second, "execd to answer", func() bool {
+		res, err := http.Get(x.base + "/ping")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == 200
+	})
+	errs := make(chan string, 64)
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Go(func() {
+			want := i % 7
+			// Every other one leaves an orphan behind for PID 1.
+			script := fmt.Sprintf("exit %d", want)
+			if i%2 == 1 {
+				script = fmt.Sprintf("(sleep 0.1 &); exit %d", want)
+			}
+			_, stderr, code := x.run(script)
+			if code != want {
+				errs <- fmt.Sprintf("%q: exit %d (%q), want %d", script, code, stderr, want)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	var out string
+	testutil.WaitFor(t, 10*time.Second, "the orphans to be reaped", func() bool {
+		out, _, _ = x.run(`grep -l '^State:.*Z' /proc/[0-9]*/status 2>/dev/null | wc -l`)
+		return strings.TrimSpace(out) == "0"
+	})
+	out, _, _ = x.run(`for p in /proc/[0-9]*; do [ "$(readlink $p/exe)" = "$(readlink /proc/1/exe)" ] && echo ${p#/proc/}; done`)
+	if f := strings.Fields(out); len(f) != 1 || f[0] != "1" {
+		t.Errorf("corral processes in the sandbox: %q, want PID 1 only", out)
 	}
 }

@@ -249,7 +249,10 @@ func (d *Driver) waitReady(ctx context.Context, id string) error {
 	seen := false
 	for {
 		ch := d.changes()
-		sbx, err := d.get(ctx, id)
+		// From the cache only: had a read from the API server said ready,
+		// a read just after Create returned could still find the cache's
+		// older copy (not running yet, no pod).
+		sbx, err := d.cached(ctx, id)
 		var phase v1alpha1.SandboxPhase
 		switch {
 		case errors.Is(err, errdefs.ErrNotFound) && seen:

@@ -228,10 +228,21 @@ func (d *Driver) changes() <-chan struct{} {
 // moment ago: "gone" must never be concluded from a lagging cache);
 // ErrNotFound if absent or being deleted.
 func (d *Driver) get(ctx context.Context, id string) (*v1alpha1.Sandbox, error) {
+	return d.read(ctx, id, true)
+}
+
+// cached is get from the cache alone: what it returns is never older than
+// what a later get returns from the cache, which a read from the API
+// server can be (the cache catches up later, from further back).
+func (d *Driver) cached(ctx context.Context, id string) (*v1alpha1.Sandbox, error) {
+	return d.read(ctx, id, false)
+}
+
+func (d *Driver) read(ctx context.Context, id string, orAPI bool) (*v1alpha1.Sandbox, error) {
 	var sbx v1alpha1.Sandbox
 	key := types.NamespacedName{Namespace: d.cfg.Namespace, Name: id}
 	err := d.c.Get(ctx, key, &sbx)
-	if apierrors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) && orAPI {
 		err = d.api.Get(ctx, key, &sbx)
 		if err == nil && d.cfg.ServerID != "" && sbx.Labels[driver.LabelServer] != d.cfg.ServerID {
 			err = apierrors.NewNotFound(v1alpha1.GroupVersion.WithResource("sandboxes").GroupResource(), id)
