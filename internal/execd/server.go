@@ -178,7 +178,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 	var wg sync.WaitGroup
 	bg, stop := context.WithCancel(ctx)
-	wg.Go(func() { s.metrics.run(bg, time.Second) })
 	wg.Go(func() { s.table.Run(bg, time.Minute) })
 	errc := make(chan error, 1)
 	wg.Go(func() { errc <- hs.Serve(ln) })
