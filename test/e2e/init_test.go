@@ -126,12 +126,7 @@ func TestInitEntrypointProblems(t *testing.T) {
 // the entrypoint exits.
 func TestInitRunsExecd(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeLoopbackAddr(t)
 	marker := t.TempDir() + "/env"
 	cmd := exec.Command(binary, "init", "--execd-listen", addr, "--execd-state-dir", t.TempDir(), "--",
 		"sh", "-c", "echo ${EXECD_ACCESS_TOKEN:-none} > "+marker+"; sleep 30")
@@ -226,12 +221,7 @@ func TestInitWaitsForURL(t *testing.T) {
 // own exit code; the orphans are reaped; no second corral process runs.
 func TestInitServesExecdItself(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeLoopbackAddr(t)
 	cmd := pid1(t, "--execd-listen", addr, "--execd-state-dir", t.TempDir(), "--", "sleep", "60")
 	cmd.Env = append(os.Environ(), "EXECD_ACCESS_TOKEN=init-token")
 	if err := cmd.Start(); err != nil {
@@ -282,4 +272,16 @@ func TestInitServesExecdItself(t *testing.T) {
 	if f := strings.Fields(out); len(f) != 1 || f[0] != "1" {
 		t.Errorf("corral processes in the sandbox: %q, want PID 1 only", out)
 	}
+}
+
+// freeLoopbackAddr is a loopback address whose port was free a moment ago,
+// for a corral init to bind execd on.
+func freeLoopbackAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
