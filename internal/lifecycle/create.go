@@ -149,7 +149,18 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*sandbox.Sandb
 	e.op.Lock()
 	defer e.op.Unlock()
 	defer close(e.created)
+	// In the table before the record is: a concurrent create with the
+	// same key that finds the key in the store must find the sandbox here
+	// too (it then waits on the entry until this create is done).
+	m.mu.Lock()
+	m.sandboxes[sb.ID] = e
+	m.mu.Unlock()
 	if prev, err := m.rec.InsertSandbox(ctx, sb, idem, eventFor(sb, "created")); err != nil {
+		m.mu.Lock()
+		if m.sandboxes[sb.ID] == e {
+			delete(m.sandboxes, sb.ID)
+		}
+		m.mu.Unlock()
 		if prev != nil {
 			// A concurrent request with the same key won the race.
 			sb, found, err := m.replay(ctx, req)
@@ -161,9 +172,6 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*sandbox.Sandb
 		}
 		return nil, err
 	}
-	m.mu.Lock()
-	m.sandboxes[sb.ID] = e
-	m.mu.Unlock()
 	m.wakeReaper()
 
 	// The driver runs on a context of its own: a client that disconnects

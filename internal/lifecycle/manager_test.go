@@ -34,6 +34,13 @@ type rig struct {
 // again with the same dir simulates a server restart.
 func newRig(t *testing.T, dir string, tweak func(*Config, *fakedriver.Config)) *rig {
 	t.Helper()
+	return newRigWith(t, dir, tweak, nil)
+}
+
+// newRigWith is newRig with the records the Manager keeps wrapped (nil:
+// the store itself).
+func newRigWith(t *testing.T, dir string, tweak func(*Config, *fakedriver.Config), records func(*store.Store) Records) *rig {
+	t.Helper()
 	fcfg := fakedriver.Config{Dir: filepath.Join(dir, "fake")}
 	cfg := Config{DriverName: fakedriver.Name, MaintainInterval: time.Hour}
 	if tweak != nil {
@@ -48,6 +55,9 @@ func newRig(t *testing.T, dir string, tweak func(*Config, *fakedriver.Config)) *
 		t.Fatal(err)
 	}
 	cfg.Driver, cfg.Store = d, st
+	if records != nil {
+		cfg.Records = records(st)
+	}
 	m, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -208,9 +218,25 @@ func TestRetryAfterUnavailableRuntimeCreatesAgain(t *testing.T) {
 	}
 }
 
+// slowInsert is the store with a pause after each new record is written:
+// what a loaded machine does to the goroutine that wrote it.
+type slowInsert struct{ *store.Store }
+
+func (s slowInsert) InsertSandbox(ctx context.Context, sb *sandbox.Sandbox, idem *store.Idempotency, ev *store.Event) (*store.Idempotency, error) {
+	prev, err := s.Store.InsertSandbox(ctx, sb, idem, ev)
+	if err == nil {
+		time.Sleep(100 * time.Millisecond)
+	}
+	return prev, err
+}
+
 func TestIdempotencyKey(t *testing.T) {
 	t.Parallel()
-	r := newRig(t, t.TempDir(), func(_ *Config, f *fakedriver.Config) { f.CreateDelay = 50 * time.Millisecond })
+	// The first create is paused just after its record and key are
+	// written: the others find the key then, and must find its sandbox
+	// too (under stress-ng they once got "no longer exists").
+	r := newRigWith(t, t.TempDir(), func(_ *Config, f *fakedriver.Config) { f.CreateDelay = 50 * time.Millisecond },
+		func(st *store.Store) Records { return slowInsert{st} })
 	base := req("t1", "fake:ok")
 	base.IdempotencyKey, base.RequestHash = "key-1", "hash-1"
 	var wg sync.WaitGroup
