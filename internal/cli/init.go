@@ -154,8 +154,9 @@ func serveExecd(ctx context.Context, cfg execd.Config, sock *os.File, stderr io.
 	return srv.Serve(ctx, ln)
 }
 
-// listenFile binds execd's TCP address and returns the socket as a file
-// to hand down.
+// listenFile binds execd's TCP address and returns the socket as a file,
+// which PID 1 holds for as long as it lives (each run of execd serves a
+// duplicate of it).
 func listenFile(addr string) (*os.File, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
