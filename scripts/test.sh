@@ -91,6 +91,7 @@ required=(
   internal/imagestore.TestImportDockerAndOCILayout
   internal/driver/oci.TestConformance
   internal/driver/oci.TestWarmPool
+  internal/driver/oci.TestSandboxMountsStayInItsNamespace
   test/e2e.TestOCIWarmPool
   test/e2e.TestOCIEndToEnd
   test/e2e.TestOCIStartFailuresAreExplained

@@ -76,6 +76,7 @@ func run(n, conc int) error {
 	}
 	dropCaches()
 	before, serverBefore := meminfo(), int64(srv.Gauges()["process_resident_memory_bytes"])
+	busyBefore, serverCPUBefore := cpuBusy(), procCPU(srv.Pid())
 
 	var mu sync.Mutex
 	var ids []string
@@ -108,6 +109,7 @@ func run(n, conc int) error {
 	}
 	wg.Wait()
 	wall := time.Since(start)
+	busy, serverCPU := cpuBusy()-busyBefore, procCPU(srv.Pid())-serverCPUBefore
 	defer func() {
 		// Deleted four at a time, as they were made.
 		work := make(chan string)
@@ -178,6 +180,9 @@ func run(n, conc int) error {
 	fmt.Printf("| PSS per sandbox (%.1f processes each: init, execd, entrypoint) | %.2f MiB |\n", float64(procs)/k, mib(float64(pss)/k))
 	fmt.Printf("| tasks (threads) per sandbox; kernel.pid_max bounds them all | %.1f; %s |\n", float64(tasks)/k, strings.TrimSpace(readFile("/proc/sys/kernel/pid_max")))
 	fmt.Printf("| server RSS growth per sandbox | %.1f KiB |\n", float64(serverAfter-serverBefore)/k/1024)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / k }
+	fmt.Printf("| CPU per create: the machine's / the server's (with the runc it ran) / the sandbox's (runc's init, corral init, execd, since start) | %.1f / %.1f / %.1f ms |\n",
+		ms(busy), ms(serverCPU), ms(sandboxCPU(ids)))
 	fmt.Printf("| answered a command afterwards | %d of %d |\n", answered.Load(), len(ids))
 	silent.Range(func(id, why any) bool {
 		// Once more, alone: a sandbox that answers now was only slow.
@@ -288,6 +293,56 @@ func rawRunc(k, conc int) error {
 		fmt.Printf("last runc error: %s\n\n", e)
 	}
 	return nil
+}
+
+// cpuBusy is the time all CPUs of the machine spent not idle.
+func cpuBusy() time.Duration {
+	for line := range strings.SplitSeq(readFile("/proc/stat"), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 9 || f[0] != "cpu" {
+			continue
+		}
+		var ticks int64
+		for i, v := range f[1:9] {
+			if i == 3 || i == 4 { // idle, iowait
+				continue
+			}
+			n, _ := strconv.ParseInt(v, 10, 64)
+			ticks += n
+		}
+		return time.Duration(ticks) * (time.Second / 100)
+	}
+	return 0
+}
+
+// procCPU is the CPU time of process pid and of the children it reaped.
+func procCPU(pid int) time.Duration {
+	_, rest, ok := strings.Cut(readFile("/proc/"+strconv.Itoa(pid)+"/stat"), ") ")
+	if f := strings.Fields(rest); ok && len(f) > 14 {
+		var ticks int64
+		for _, v := range f[11:15] { // utime, stime, cutime, cstime
+			n, _ := strconv.ParseInt(v, 10, 64)
+			ticks += n
+		}
+		return time.Duration(ticks) * (time.Second / 100)
+	}
+	return 0
+}
+
+// sandboxCPU is the CPU time the sandboxes' cgroups used (cgroup v1's
+// cpuacct, else v2's cpu.stat).
+func sandboxCPU(ids []string) time.Duration {
+	var total time.Duration
+	for _, id := range ids {
+		if b := readFile("/sys/fs/cgroup/cpuacct/corral/" + id + "/cpuacct.usage"); b != "" {
+			n, _ := strconv.ParseInt(strings.TrimSpace(b), 10, 64)
+			total += time.Duration(n)
+		} else if v, ok := strings.CutPrefix(readFile("/sys/fs/cgroup/corral/"+id+"/cpu.stat"), "usage_usec "); ok {
+			n, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+			total += time.Duration(n) * time.Microsecond
+		}
+	}
+	return total
 }
 
 func dropCaches() { _ = os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0) }

@@ -194,7 +194,13 @@ func OpenInRoot(root, name string) (*os.File, fs.FileInfo, error) {
 		return nil, nil, err
 	}
 	defer d.Close()
-	fd, err := openHow(int(d.Fd()), name, unix.O_RDONLY|unix.O_NONBLOCK, inRoot)
+	return OpenInRootAt(d, name)
+}
+
+// OpenInRootAt is OpenInRoot in the root file system open at root (a
+// directory, or a detached mount's root).
+func OpenInRootAt(root *os.File, name string) (*os.File, fs.FileInfo, error) {
+	fd, err := openHow(int(root.Fd()), name, unix.O_RDONLY|unix.O_NONBLOCK, inRoot)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -210,6 +216,11 @@ func MkdirAllInRoot(root, name string, perm os.FileMode) (bool, error) {
 		return false, err
 	}
 	defer d.Close()
+	return MkdirAllInRootAt(d, name, perm)
+}
+
+// MkdirAllInRootAt is MkdirAllInRoot in the root file system open at d.
+func MkdirAllInRootAt(d *os.File, name string, perm os.FileMode) (bool, error) {
 	made := false
 	prefix := ""
 	for _, part := range strings.Split(strings.Trim(name, "/"), "/") {

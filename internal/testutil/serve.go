@@ -25,6 +25,9 @@ type Served struct {
 	log  strings.Builder
 }
 
+// Pid is the server's process id.
+func (s *Served) Pid() int { return s.cmd.Process.Pid }
+
 // Serve runs `bin serve` on a free loopback port with data in dataDir and
 // the admin key key, and returns once it serves.
 func Serve(bin, dataDir, key string, args ...string) (*Served, error) {

@@ -142,9 +142,6 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *dr
 			}
 		}
 	}()
-	if err := mountBundle(bundle); err != nil {
-		return nil, err
-	}
 	labels := driver.BackendLabels(spec)
 	meta, _ := json.Marshal(bundleMeta{ID: spec.ID, Tenant: spec.Tenant, Labels: labels, Created: time.Now().UTC(), Layers: plan.layers})
 	if err := os.WriteFile(filepath.Join(bundle, "meta.json"), meta, 0o600); err != nil {
@@ -187,28 +184,29 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *dr
 		mark("disk")
 	}
 	mark("bundle")
-	if err := mountOverlay(plan.lowers, upper, work, rootfs); err != nil {
-		return nil, err
+	// The root file system is mounted by the runtime, inside the
+	// sandbox's own mount namespace: the server's holds no mount of it,
+	// so it costs no later create anything and goes with the sandbox.
+	// A stack too long for one mount call is mounted here instead.
+	overlay, fits := overlayOptions(plan.lowers, upper, work)
+	if !fits {
+		overlay = ""
+		if err := mountOverlay(plan.lowers, upper, work, rootfs); err != nil {
+			return nil, err
+		}
 	}
-	mark("overlay")
 	if err := ctx.Err(); err != nil {
 		return nil, err
-	}
-	uid, gid, err := resolveUser(rootfs, plan.config.User)
-	if err != nil {
-		return nil, errdefs.Wrap(errdefs.ErrInvalidArgument, "IMAGE::BAD_USER", err.Error(), err)
 	}
 	cwd, err := workingDir(plan.config.WorkingDir)
 	if err != nil {
 		return nil, err
 	}
-	// runc creates the mount points it needs; only a missing working
-	// directory must be made here, inside the image's root as the
-	// sandbox will see it (its links resolve there, never on the host).
-	if _, err := safefile.MkdirAllInRoot(rootfs, cwd, 0o755); err != nil {
-		return nil, errdefs.Wrap(errdefs.ErrInvalidArgument, "IMAGE::BAD_WORKDIR",
-			fmt.Sprintf("the image's working directory %q cannot be made: %v", cwd, err), err)
+	uid, gid, err := prepareRoot(plan, upper, work, rootfs, cwd, !fits)
+	if err != nil {
+		return nil, err
 	}
+	mark("overlay")
 	hostname := "sandbox-" + strings.ReplaceAll(spec.ID, "-", "")[:min(12, len(strings.ReplaceAll(spec.ID, "-", "")))]
 	if err := os.WriteFile(filepath.Join(bundle, "hostname"), []byte(hostname+"\n"), 0o644); err != nil {
 		return nil, err
@@ -218,10 +216,18 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *dr
 		return nil, err
 	}
 	mark("files")
-	netns := d.netnsPath(spec.ID)
-	if err := createNetns(netns); err != nil {
+	ns, err := newNetns()
+	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			ns.Close()
+		}
+	}()
+	// This process's descriptor holds the namespace until the sandbox's
+	// processes do; runc opens it by this process's /proc.
+	netns := fdPath(ns)
 	mark("netns")
 	mounts := []specs.Mount{
 		bindMount(d.cfg.CorralBinary, corralInSandbox, true),
@@ -289,7 +295,8 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *dr
 		env = append(env, "HOME=/root")
 	}
 	s, err := buildSpec(specParams{
-		id: spec.ID, rootfs: rootfs, hostname: hostname, args: args, env: env, cwd: cwd, netns: netns,
+		id: spec.ID, rootfs: rootfs, rootOverlay: overlay, hostname: hostname, args: args, env: env, cwd: cwd,
+		netns:       "/proc/" + strconv.Itoa(os.Getpid()) + "/fd/" + strconv.Itoa(int(ns.Fd())),
 		cgroupsPath: cgroupsPath(spec.ID), annotations: labels, mounts: mounts,
 		cpuMillis: spec.Resources.CPUMillis, memoryBytes: spec.Resources.MemoryBytes, pids: spec.Resources.Pids,
 	})
@@ -305,7 +312,9 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *dr
 	}
 	mark("spec")
 	// Readable too: PID 1 keeps the newest output when it trims the log.
-	console, err := os.OpenFile(filepath.Join(bundle, "console.log"), os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o600)
+	// On disk beside the writable layer, not on the runtime tmpfs that
+	// every sandbox's small files share.
+	console, err := os.OpenFile(filepath.Join(disk, consoleFile), os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -320,7 +329,7 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *dr
 	pidFile := filepath.Join(bundle, "init.pid")
 	opts := &runc.CreateOpts{IO: fileIO{console}, PidFile: pidFile, Detach: true, ExtraFiles: []*os.File{exit}}
 	if _, err := d.runc.Run(ctx, spec.ID, bundle, opts); err != nil {
-		return nil, d.startError(bundle, fmt.Errorf("runc run: %w", err))
+		return nil, d.startError(bundle, disk, fmt.Errorf("runc run: %w", err))
 	}
 	mark("runc")
 	pid, err := readPid(pidFile)
@@ -329,17 +338,51 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *dr
 	}
 	start, err := procfs.StartTime(pid)
 	if err != nil {
-		return nil, d.startError(bundle, fmt.Errorf("the sandbox exited at once"))
+		return nil, d.startError(bundle, disk, fmt.Errorf("the sandbox exited at once"))
 	}
 	if err := d.waitReady(ctx, netns, pid, start); err != nil {
-		return nil, d.startError(bundle, err)
+		return nil, d.startError(bundle, disk, err)
 	}
 	mark("ready")
 	d.mu.Lock()
-	d.live[spec.ID] = &sandbox{bundle: bundle, pid: pid, startTime: start, netns: netns}
+	d.live[spec.ID] = &sandbox{bundle: bundle, pid: pid, startTime: start, netns: netns, ns: ns}
 	d.mu.Unlock()
-	state, _ := json.Marshal(handleState{Bundle: bundle, Pid: pid, StartTime: start, Netns: netns})
+	state, _ := json.Marshal(handleState{Bundle: bundle, Pid: pid, StartTime: start})
 	return &driver.Handle{ID: spec.ID, Driver: Name, Version: 1, State: state}, nil
+}
+
+// prepareRoot resolves the image's user and makes its working directory,
+// in the root file system as the sandbox will see it (links resolve
+// inside it, never on the host): the overlay mounted at rootfs (mounted
+// says so), else one of the same layers attached nowhere, else (a kernel
+// older than 6.8 with a stack longer than one fsconfig value) one mounted
+// at rootfs for the time it takes.
+func prepareRoot(plan *rootfsPlan, upper, work, rootfs, cwd string, mounted bool) (uid, gid uint32, err error) {
+	var root *os.File
+	if !mounted {
+		if root, err = detachedOverlay(plan.lowers, upper, work); err != nil {
+			if err := mountOverlay(plan.lowers, upper, work, rootfs); err != nil {
+				return 0, 0, err
+			}
+			defer unmount(rootfs)
+		}
+	}
+	if root == nil {
+		if root, err = safefile.OpenDir(rootfs); err != nil {
+			return 0, 0, err
+		}
+	}
+	defer root.Close()
+	if uid, gid, err = resolveUser(root, plan.config.User); err != nil {
+		return 0, 0, errdefs.Wrap(errdefs.ErrInvalidArgument, "IMAGE::BAD_USER", err.Error(), err)
+	}
+	// runc creates the mount points it needs; only a missing working
+	// directory must be made here.
+	if _, err := safefile.MkdirAllInRootAt(root, cwd, 0o755); err != nil {
+		return 0, 0, errdefs.Wrap(errdefs.ErrInvalidArgument, "IMAGE::BAD_WORKDIR",
+			fmt.Sprintf("the image's working directory %q cannot be made: %v", cwd, err), err)
+	}
+	return uid, gid, nil
 }
 
 func hasVar(env []string, name string) bool {
@@ -361,11 +404,11 @@ func readPid(path string) (int, error) {
 
 // startError explains a sandbox that did not come up, with the last lines
 // its entrypoint and init printed, as a user-facing error.
-func (d *Driver) startError(bundle string, cause error) error {
+func (d *Driver) startError(bundle, disk string, cause error) error {
 	if errors.Is(cause, context.Canceled) || errors.Is(cause, context.DeadlineExceeded) {
 		return cause
 	}
-	tail := consoleTail(bundle, 5)
+	tail := consoleTail(disk, 5)
 	ex, exited := exitCode(bundle)
 	if !exited {
 		// The runtime failed, not the user's program: the server's side,
@@ -384,10 +427,13 @@ func (d *Driver) startError(bundle string, cause error) error {
 	return errdefs.Wrap(errdefs.ErrInvalidArgument, "SANDBOX::START_FAILED", msg, cause)
 }
 
-// consoleTail is the last n non-empty lines of the console log (of its
-// last 64 KiB, each cut to 512 bytes).
-func consoleTail(bundle string, n int) string {
-	f, _, err := safefile.Open(bundle, "console.log")
+// consoleFile is the console log's name in a sandbox's disk directory.
+const consoleFile = "console.log"
+
+// consoleTail is the last n non-empty lines of the console log in dir
+// (of its last 64 KiB, each cut to 512 bytes).
+func consoleTail(dir string, n int) string {
+	f, _, err := safefile.Open(dir, consoleFile)
 	if err != nil {
 		return ""
 	}

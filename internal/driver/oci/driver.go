@@ -102,7 +102,24 @@ type sandbox struct {
 	bundle    string
 	pid       int
 	startTime uint64
-	netns     string
+	// ns holds the sandbox's network namespace open; netns names it for
+	// this process ("" while none is held: its PID 1 exited before this
+	// instance saw it).
+	ns    *os.File
+	netns string
+}
+
+// hold keeps f as the sandbox's network namespace.
+func (sb *sandbox) hold(f *os.File) {
+	sb.ns, sb.netns = f, fdPath(f)
+}
+
+// release closes the namespace the sandbox held.
+func (sb *sandbox) release() {
+	if sb != nil && sb.ns != nil {
+		sb.ns.Close()
+		sb.ns, sb.netns = nil, ""
+	}
 }
 
 // handleState is the driver-private part of a handle.
@@ -110,7 +127,10 @@ type handleState struct {
 	Bundle    string `json:"bundle"`
 	Pid       int    `json:"pid"`
 	StartTime uint64 `json:"startTime"`
-	Netns     string `json:"netns"`
+	// Netns is the namespace's pin of a sandbox made before namespaces
+	// were held by descriptors; since then it is empty, and the
+	// namespace is PID 1's.
+	Netns string `json:"netns,omitempty"`
 }
 
 // bundleMeta is written first into a bundle, so List finds even a sandbox
@@ -155,7 +175,7 @@ func New(cfg Config) (*Driver, error) {
 	if err := mountRunDir(runDir(cfg.Root)); err != nil {
 		return nil, fmt.Errorf("oci: %w", err)
 	}
-	for _, d := range []string{"bundles", "netns", "runc"} {
+	for _, d := range []string{"bundles", "runc"} {
 		if err := os.MkdirAll(filepath.Join(runDir(cfg.Root), d), 0o700); err != nil {
 			return nil, fmt.Errorf("oci: %w", err)
 		}
@@ -201,15 +221,20 @@ func (d *Driver) Warnings() []string { return d.warnings }
 func (d *Driver) Images() *imagestore.Store { return d.images }
 
 // Where a sandbox's parts live. The bundle (runtime config, metadata,
-// status, console log, the enforcer's files), the runc state and the
-// namespace pins are small files written on every create: they live on a
-// tmpfs under Root/run, each bundle on a small tmpfs of its own
-// (BundleSize) so that no sandbox can fill what the others share. The
-// root filesystem's writable layer lives on disk under Root/sandboxes.
+// status, exit code, the enforcer's files) and the runc state are small
+// files written on every create: they live on a tmpfs under Root/run,
+// where what a sandbox can make grow is capped by its writer (the
+// enforcer's log). The root filesystem's writable layer and the console
+// log (capped by PID 1) live on disk under Root/sandboxes. No mount of
+// a sandbox's is made in the server's mount namespace (but the file
+// system of a disk limit): see create.
 func runDir(root string) string              { return filepath.Join(root, "run") }
 func (d *Driver) hostSkeleton() string       { return filepath.Join(d.cfg.Root, "hostroot") }
 func (d *Driver) bundleDir(id string) string { return filepath.Join(runDir(d.cfg.Root), "bundles", id) }
 func (d *Driver) diskDir(id string) string   { return filepath.Join(d.cfg.Root, "sandboxes", id) }
+
+// netnsPath is where sandboxes made before namespaces were held by
+// descriptors have their namespace's pin.
 func (d *Driver) netnsPath(id string) string { return filepath.Join(runDir(d.cfg.Root), "netns", id) }
 
 // egressDir holds a sandbox's egress enforcer's files.
@@ -268,13 +293,52 @@ func (d *Driver) Recover(ctx context.Context, h *driver.Handle) error {
 	if _, err := os.Stat(hs.Bundle); err != nil {
 		return fmt.Errorf("sandbox %s: bundle gone: %w", h.ID, errdefs.ErrNotFound)
 	}
-	if err := d.net.Recover(ctx, h.ID, egressDir(hs.Bundle), hs.Netns); err != nil {
+	sb := &sandbox{bundle: hs.Bundle, pid: hs.Pid, startTime: hs.StartTime}
+	if ns, err := openNetns(hs); err == nil {
+		sb.hold(ns)
+		if err := d.net.Recover(ctx, h.ID, egressDir(hs.Bundle), sb.netns); err != nil {
+			sb.release()
+			return fmt.Errorf("sandbox %s: egress: %w", h.ID, err)
+		}
+	} else if err := d.net.Stop(ctx, h.ID, egressDir(hs.Bundle)); err != nil {
+		// PID 1 exited while no server ran, and its namespace with it:
+		// nothing is left to police.
 		return fmt.Errorf("sandbox %s: egress: %w", h.ID, err)
 	}
-	d.mu.Lock()
-	d.live[h.ID] = &sandbox{bundle: hs.Bundle, pid: hs.Pid, startTime: hs.StartTime, netns: hs.Netns}
-	d.mu.Unlock()
+	d.track(h.ID, sb)
 	return nil
+}
+
+// openNetns opens a recovered sandbox's network namespace: its pin if
+// it has one, else its PID 1's.
+func openNetns(hs handleState) (*os.File, error) {
+	if hs.Netns != "" {
+		if f, err := os.Open(hs.Netns); err == nil {
+			return f, nil
+		}
+	}
+	return netnsOf(hs.Pid, hs.StartTime)
+}
+
+// track records sb as what the driver knows of sandbox id, releasing
+// what it knew before.
+func (d *Driver) track(id string, sb *sandbox) {
+	d.mu.Lock()
+	old := d.live[id]
+	d.live[id] = sb
+	d.mu.Unlock()
+	if old != sb {
+		old.release()
+	}
+}
+
+// forget drops sandbox id and releases its namespace.
+func (d *Driver) forget(id string) {
+	d.mu.Lock()
+	sb := d.live[id]
+	delete(d.live, id)
+	d.mu.Unlock()
+	sb.release()
 }
 
 // running returns a sandbox this instance tracks whose PID 1 is alive,
@@ -303,9 +367,15 @@ func (d *Driver) lookup(ctx context.Context, id string) (*sandbox, *runc.Contain
 	sb := d.live[id]
 	d.mu.Unlock()
 	if sb == nil {
-		sb = &sandbox{bundle: d.bundleDir(id), pid: c.Pid, netns: d.netnsPath(id)}
+		// Not made nor recovered by this instance: adopted, with its
+		// namespace if its PID 1 still runs.
+		sb = &sandbox{bundle: d.bundleDir(id), pid: c.Pid}
 		if c.Pid > 0 {
 			sb.startTime, _ = procfs.StartTime(c.Pid)
+			if ns, err := netnsOf(c.Pid, sb.startTime); err == nil {
+				sb.hold(ns)
+				d.track(id, sb)
+			}
 		}
 	}
 	return sb, c, nil
@@ -420,8 +490,7 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 		errs = append(errs, fmt.Errorf("runc delete: %w", err))
 	}
 	bundle, disk := d.bundleDir(id), d.diskDir(id)
-	// The enforcer's state is in the bundle, on the bundle's own tmpfs:
-	// stop it before that goes.
+	// The enforcer's state is in the bundle: stop it before that goes.
 	if err := d.net.Stop(ctx, id, egressDir(bundle)); err != nil {
 		errs = append(errs, err)
 	}
@@ -432,6 +501,7 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 			}
 		}
 	}
+	d.forget(id)
 	if err := removeNetns(d.netnsPath(id)); err != nil {
 		errs = append(errs, err)
 	}
@@ -445,9 +515,6 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 			}
 		}
 	}
-	d.mu.Lock()
-	delete(d.live, id)
-	d.mu.Unlock()
 	if len(errs) > 0 {
 		return fmt.Errorf("destroy %s: %w", id, errors.Join(errs...))
 	}

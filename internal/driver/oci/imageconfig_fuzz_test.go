@@ -63,7 +63,12 @@ func FuzzImageConfig(f *testing.F) {
 		if err := os.WriteFile(filepath.Join(root, "etc", "group"), group, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		uid, _, err := resolveUser(root, cf.Config.User)
+		rootDir, err := os.Open(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rootDir.Close()
+		uid, _, err := resolveUser(rootDir, cf.Config.User)
 		if err != nil {
 			return
 		}

@@ -11,45 +11,69 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/internal/procfs"
 )
 
-// createNetns makes a network namespace with loopback up and pins it at
-// path with a bind mount.
-func createNetns(path string) (err error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDONLY, 0o400)
-	if err != nil {
-		return fmt.Errorf("netns file: %w", err)
+// newNetns makes a network namespace with loopback up and execd's port
+// reserved, and returns a descriptor that holds it. No bind mount pins
+// it: every mount in the server's mount namespace is copied by each new
+// sandbox's runtime and costs every later create (docs/benchmarks.md#density).
+// Once the sandbox runs, its processes hold the namespace too.
+func newNetns() (*os.File, error) {
+	type result struct {
+		f   *os.File
+		err error
 	}
-	f.Close()
-	defer func() {
-		if err != nil {
-			_ = unix.Unmount(path, unix.MNT_DETACH)
-			_ = os.Remove(path)
-		}
-	}()
-	errc := make(chan error, 1)
+	c := make(chan result, 1)
 	// A fresh goroutine whose thread is thrown away afterwards: unshare
 	// cannot be undone, so this thread must never run anything else.
 	go func() {
 		runtime.LockOSThread()
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("unshare netns: %w", err)
+			c <- result{err: fmt.Errorf("unshare netns: %w", err)}
 			return
 		}
-		self := "/proc/self/task/" + strconv.Itoa(unix.Gettid()) + "/ns/net"
-		if err := unix.Mount(self, path, "", unix.MS_BIND, ""); err != nil {
-			errc <- fmt.Errorf("pin netns: %w", err)
+		f, err := os.Open("/proc/self/task/" + strconv.Itoa(unix.Gettid()) + "/ns/net")
+		if err != nil {
+			c <- result{err: fmt.Errorf("hold netns: %w", err)}
 			return
 		}
 		if err := loopbackUp(); err != nil {
-			errc <- err
+			f.Close()
+			c <- result{err: err}
 			return
 		}
-		errc <- reserveExecdPort()
+		if err := reserveExecdPort(); err != nil {
+			f.Close()
+			c <- result{err: err}
+			return
+		}
+		c <- result{f: f}
 		// Exit with the thread still locked: the runtime then ends it.
 	}()
-	return <-errc
+	r := <-c
+	return r.f, r.err
 }
+
+// netnsOf opens the network namespace of process pid if it is the one
+// that started at start: opened first and checked after, so a pid reused
+// by another process is never mistaken for the sandbox's.
+func netnsOf(pid int, start uint64) (*os.File, error) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/ns/net")
+	if err != nil {
+		return nil, fmt.Errorf("the sandbox's network namespace: %w", err)
+	}
+	if !procfs.Alive(pid, start) {
+		f.Close()
+		return nil, fmt.Errorf("the sandbox's PID 1 has exited: %w", errdefs.ErrFailedPrecondition)
+	}
+	return f, nil
+}
+
+// fdPath names an open descriptor of this process for its own use.
+func fdPath(f *os.File) string { return "/proc/self/fd/" + strconv.Itoa(int(f.Fd())) }
 
 // ReservedPorts keeps execd's port out of the namespace's ephemeral
 // range. Otherwise the server's readiness pings, which connect to
@@ -88,7 +112,8 @@ func loopbackUp() error {
 	return nil
 }
 
-// removeNetns unpins and removes a namespace file. Missing is fine.
+// removeNetns unpins and removes a namespace file, which sandboxes made
+// before namespaces were held by descriptors have. Missing is fine.
 func removeNetns(path string) error {
 	if err := unix.Unmount(path, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("unmount netns: %w", err)

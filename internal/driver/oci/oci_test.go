@@ -5,10 +5,12 @@ package oci
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -88,6 +90,13 @@ func assertNoLeaks(t *testing.T, root string) {
 	if len(cgroups) > 0 {
 		t.Errorf("leak: cgroups %v", cgroups)
 	}
+	// Network namespaces are held by the driver's descriptors.
+	fds, _ := os.ReadDir("/proc/self/fd")
+	for _, fd := range fds {
+		if link, _ := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); strings.HasPrefix(link, "net:[") {
+			t.Errorf("leak: descriptor %s holds a network namespace (%s)", fd.Name(), link)
+		}
+	}
 }
 
 // TestNetnsKeepsExecdPortOutOfTheEphemeralRange: a readiness ping must
@@ -95,14 +104,13 @@ func assertNoLeaks(t *testing.T, root string) {
 // hold the port execd is about to bind).
 func TestNetnsKeepsExecdPortOutOfTheEphemeralRange(t *testing.T) {
 	testutil.RequireRoot(t)
-	dir := t.TempDir()
-	path := filepath.Join(dir, "ns")
-	if err := createNetns(path); err != nil {
+	ns, err := newNetns()
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = removeNetns(path) })
+	t.Cleanup(func() { ns.Close() })
 	var got []byte
-	if err := netns.Do(path, func() error {
+	if err := netns.Do(fdPath(ns), func() error {
 		var err error
 		got, err = os.ReadFile("/proc/sys/net/ipv4/ip_local_reserved_ports")
 		return err
@@ -112,4 +120,66 @@ func TestNetnsKeepsExecdPortOutOfTheEphemeralRange(t *testing.T) {
 	if strings.TrimSpace(string(got)) != ReservedPorts {
 		t.Errorf("reserved ports in a sandbox namespace = %q, want %s", got, ReservedPorts)
 	}
+}
+
+// TestSandboxMountsStayInItsNamespace: a running sandbox adds no mount to
+// the server's mount namespace (each would be copied by every later
+// create), its root file system is an overlay inside its own, and a new
+// driver instance (a restart) finds its network namespace through PID 1.
+func TestSandboxMountsStayInItsNamespace(t *testing.T) {
+	requireRunc(t)
+	root := t.TempDir()
+	t.Cleanup(func() { _ = UnmountRunDir(root) })
+	d := newTestDriver(t, root)
+	mountsUnderRoot := func() []string {
+		b, _ := os.ReadFile("/proc/self/mountinfo")
+		var out []string
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], root) && f[4] != filepath.Join(root, "run") {
+				out = append(out, f[4])
+			}
+		}
+		return out
+	}
+	spec := driver.Spec{ID: "dtmounts", Image: driver.Image{URI: HostImage}, Entrypoint: []string{"sleep", "infinity"}}
+	h, err := d.Create(t.Context(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Destroy(context.Background(), spec.ID) })
+	if m := mountsUnderRoot(); len(m) > 0 {
+		t.Errorf("a running sandbox has mounts in the server's namespace: %v", m)
+	}
+	sb := d.running(spec.ID)
+	if sb == nil {
+		t.Fatal("the sandbox is not running")
+	}
+	inside, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", sb.pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first := strings.Fields(strings.SplitN(string(inside), "\n", 2)[0]); len(first) < 9 || first[4] != "/" || !slices.Contains(first, "overlay") {
+		t.Errorf("the sandbox's root is not its overlay: %q", first)
+	}
+	// A new instance, as after a restart: the namespace comes from PID 1.
+	d2 := newTestDriver(t, root)
+	if err := d2.Recover(t.Context(), h); err != nil {
+		t.Fatal(err)
+	}
+	sb2 := d2.running(spec.ID)
+	if sb2 == nil || sb2.netns == "" {
+		t.Fatalf("the recovered sandbox holds no network namespace: %+v", sb2)
+	}
+	want, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", sb.pid))
+	if got, _ := os.Readlink(sb2.netns); got != want {
+		t.Errorf("the recovered namespace is %q, PID 1's is %q", got, want)
+	}
+	if ok, err := pingExecd(t.Context(), sb2.netns); !ok {
+		t.Errorf("execd does not answer through the recovered namespace: %v", err)
+	}
+	if err := d2.Destroy(t.Context(), spec.ID); err != nil {
+		t.Fatal(err)
+	}
+	d.forget(spec.ID)
+	assertNoLeaks(t, root)
 }

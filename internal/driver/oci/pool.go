@@ -301,7 +301,7 @@ func (d *Driver) personalise(ctx context.Context, spec driver.Spec) (*driver.Han
 	if err := os.Remove(filepath.Join(sb.bundle, "pool")); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	state, _ := json.Marshal(handleState{Bundle: sb.bundle, Pid: sb.pid, StartTime: sb.startTime, Netns: sb.netns})
+	state, _ := json.Marshal(handleState{Bundle: sb.bundle, Pid: sb.pid, StartTime: sb.startTime})
 	return &driver.Handle{ID: spec.ID, Driver: Name, Version: 1, State: state}, nil
 }
 

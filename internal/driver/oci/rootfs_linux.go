@@ -18,45 +18,86 @@ import (
 	"github.com/corral-dev/corral/internal/safefile"
 )
 
-// mountOverlay stacks lowers (top first) under a writable upper at target.
-// A stack whose options do not fit in one page (layers are named by their
-// whole DiffID) goes through the new mount API, one layer at a time
-// ("lowerdir+", Linux 6.8).
-func mountOverlay(lowers []string, upper, work, target string) error {
+// overlayOptions is the mount data of an overlay of lowers (top first)
+// under a writable upper, and whether it fits in one mount(2) call: a
+// stack named by whole DiffIDs can exceed a page.
+func overlayOptions(lowers []string, upper, work string) (string, bool) {
 	opts := "lowerdir=" + strings.Join(lowers, ":") + ",upperdir=" + upper + ",workdir=" + work
-	if len(opts) <= 4000 {
+	return opts, len(opts) <= 4000
+}
+
+// mountOverlay stacks lowers (top first) under a writable upper at target.
+func mountOverlay(lowers []string, upper, work, target string) error {
+	if opts, ok := overlayOptions(lowers, upper, work); ok {
 		if err := unix.Mount("overlay", target, "overlay", 0, opts); err != nil {
 			return fmt.Errorf("mount overlay: %w", err)
 		}
 		return nil
 	}
-	fsfd, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
+	mnt, err := detachedOverlay(lowers, upper, work)
 	if err != nil {
-		return fmt.Errorf("mount overlay of %d layers: %w", len(lowers), err)
+		return err
 	}
-	defer unix.Close(fsfd)
-	for _, l := range lowers {
-		if err := unix.FsconfigSetString(fsfd, "lowerdir+", l); err != nil {
-			return fmt.Errorf("mount overlay of %d layers (this kernel takes at most about %d): %w", len(lowers), 4000/(len(l)+1), err)
-		}
-	}
-	for k, v := range map[string]string{"upperdir": upper, "workdir": work} {
-		if err := unix.FsconfigSetString(fsfd, k, v); err != nil {
-			return fmt.Errorf("mount overlay: %s: %w", k, err)
-		}
-	}
-	if err := unix.FsconfigCreate(fsfd); err != nil {
-		return fmt.Errorf("mount overlay of %d layers: %w", len(lowers), err)
-	}
-	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("mount overlay of %d layers: %w", len(lowers), err)
-	}
-	defer unix.Close(mfd)
-	if err := unix.MoveMount(mfd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+	defer mnt.Close()
+	if err := unix.MoveMount(int(mnt.Fd()), "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 		return fmt.Errorf("mount overlay of %d layers: %w", len(lowers), err)
 	}
 	return nil
+}
+
+// detachedOverlay makes the overlay of lowers (top first) under upper
+// with the new mount API and returns its root, attached nowhere: no mount
+// namespace lists it, and it is unmounted when the descriptor closes. The
+// kernel takes at most 255 bytes in one fsconfig value, so a longer stack
+// is given one layer at a time ("lowerdir+", Linux 6.8).
+func detachedOverlay(lowers []string, upper, work string) (*os.File, error) {
+	fsfd, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("mount overlay of %d layers: %w", len(lowers), err)
+	}
+	defer unix.Close(fsfd)
+	if joined := strings.Join(lowers, ":"); len(joined) < 256 {
+		if err := unix.FsconfigSetString(fsfd, "lowerdir", joined); err != nil {
+			return nil, fmt.Errorf("mount overlay of %d layers: %w%s", len(lowers), err, fsLog(fsfd))
+		}
+	} else {
+		for _, l := range lowers {
+			if err := unix.FsconfigSetString(fsfd, "lowerdir+", l); err != nil {
+				return nil, fmt.Errorf("mount overlay of %d layers (this kernel takes at most about %d): %w%s", len(lowers), 4000/(len(l)+1), err, fsLog(fsfd))
+			}
+		}
+	}
+	for _, kv := range [][2]string{{"upperdir", upper}, {"workdir", work}} {
+		if err := unix.FsconfigSetString(fsfd, kv[0], kv[1]); err != nil {
+			return nil, fmt.Errorf("mount overlay: %s: %w%s", kv[0], err, fsLog(fsfd))
+		}
+	}
+	if err := unix.FsconfigCreate(fsfd); err != nil {
+		return nil, fmt.Errorf("mount overlay of %d layers: %w%s", len(lowers), err, fsLog(fsfd))
+	}
+	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("mount overlay of %d layers: %w", len(lowers), err)
+	}
+	return os.NewFile(uintptr(mfd), "overlay"), nil
+}
+
+// fsLog is what the kernel said about a failed file system context
+// (": " and its messages), or "".
+func fsLog(fsfd int) string {
+	var out []string
+	buf := make([]byte, 1024)
+	for range 8 {
+		n, err := unix.Read(fsfd, buf)
+		if err != nil || n <= 0 {
+			break
+		}
+		out = append(out, strings.TrimSpace(string(buf[:n])))
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(out, "; ")
 }
 
 // mountRunDir mounts a small tmpfs at dir unless one is there already. It
@@ -78,21 +119,6 @@ func mountRunDir(dir string) error {
 	}
 	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0700,size=256m"); err != nil {
 		return fmt.Errorf("mount the runtime tmpfs: %w", err)
-	}
-	return nil
-}
-
-// BundleSize bounds what a sandbox's bundle holds (its runtime config,
-// console log, status, the egress enforcer's state and log), on a tmpfs
-// of its own: whatever the sandbox makes of its console or its enforcer's
-// log, it fills only that.
-const BundleSize = 8 << 20
-
-// mountBundle mounts the bundle's own tmpfs at dir.
-func mountBundle(dir string) error {
-	opts := "mode=0700,size=" + strconv.Itoa(BundleSize)
-	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, opts); err != nil {
-		return fmt.Errorf("mount the bundle's tmpfs: %w", err)
 	}
 	return nil
 }
@@ -233,14 +259,14 @@ func copyTree(src, dst string) error {
 }
 
 // resolveUser turns an image's User ("name", "uid", "uid:gid",
-// "name:group") into numbers using the root filesystem's passwd and group
-// files.
-func resolveUser(rootfs, spec string) (uid, gid uint32, err error) {
+// "name:group") into numbers using the passwd and group files of the root
+// file system open at root.
+func resolveUser(root *os.File, spec string) (uid, gid uint32, err error) {
 	if spec == "" {
 		return 0, 0, nil
 	}
 	userPart, groupPart, hasGroup := strings.Cut(spec, ":")
-	u, g, ok := lookupColonFile(rootfs, "/etc/passwd", userPart, 2, 3)
+	u, g, ok := lookupColonFile(root, "/etc/passwd", userPart, 2, 3)
 	if !ok {
 		n, err := strconv.ParseUint(userPart, 10, 32)
 		if err != nil {
@@ -249,7 +275,7 @@ func resolveUser(rootfs, spec string) (uid, gid uint32, err error) {
 		u, g = uint32(n), uint32(n)
 	}
 	if hasGroup {
-		if gg, _, ok := lookupColonFile(rootfs, "/etc/group", groupPart, 2, 2); ok {
+		if gg, _, ok := lookupColonFile(root, "/etc/group", groupPart, 2, 2); ok {
 			g = gg
 		} else if n, err := strconv.ParseUint(groupPart, 10, 32); err == nil {
 			g = uint32(n)
@@ -264,8 +290,8 @@ func resolveUser(rootfs, spec string) (uid, gid uint32, err error) {
 // passwd-style file of the image and returns fields a and b as numbers.
 // The file is the image's: its links resolve inside the root file
 // system, only a regular file is read, and only its first 4 MiB.
-func lookupColonFile(rootfs, name, key string, a, b int) (uint32, uint32, bool) {
-	f, _, err := safefile.OpenInRoot(rootfs, name)
+func lookupColonFile(root *os.File, name, key string, a, b int) (uint32, uint32, bool) {
+	f, _, err := safefile.OpenInRootAt(root, name)
 	if err != nil {
 		return 0, 0, false
 	}
