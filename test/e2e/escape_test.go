@@ -9,10 +9,15 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/internal/testutil"
@@ -116,7 +121,11 @@ func TestEscapeSuite(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	reg := testutil.StartRegistry(t)
-	testutil.PushImage(t, reg+"/corral/busybox:1", busyboxImage(t))
+	img := busyboxImage(t)
+	if runtime.GOARCH == "amd64" {
+		img = withInt80(t, img)
+	}
+	testutil.PushImage(t, reg+"/corral/busybox:1", img)
 	s := startServer(t, dir, "--runtime", "oci")
 	c := s.client(t)
 	req := ociCreate(reg + "/corral/busybox:1")
@@ -126,6 +135,19 @@ func TestEscapeSuite(t *testing.T) {
 		t.Fatal(err)
 	}
 	runEscapeSuite(t, sandboxExecd(t, c, sb.ID), s)
+	// The 32-bit system call entry point is closed: only the machine's
+	// own ABI passes the seccomp filter.
+	t.Run("Int80Refused", func(t *testing.T) {
+		if runtime.GOARCH != "amd64" {
+			t.Skip("an x86-64 probe")
+		}
+		// The filter kills the calling thread: a Go program then hangs,
+		// hence the timeout.
+		out, errOut, code := sandboxExecd(t, c, sb.ID).run("timeout 5 /bin/int80")
+		if n, err := strconv.Atoi(strings.TrimSpace(out)); err == nil && n > 0 {
+			t.Errorf("getpid through int $0x80 answered %d (exit %d, %q): the i386 entry point is open", n, code, errOut)
+		}
+	})
 	// After every probe the sandbox still answers.
 	if out, _, code := sandboxExecd(t, c, sb.ID).run("echo still-here"); code != 0 || out != "still-here\n" {
 		t.Errorf("the sandbox did not survive the suite: %q %d", out, code)
@@ -198,4 +220,25 @@ func TestHostImageWritesStayInTheSandbox(t *testing.T) {
 		t.Errorf("host tools = %q", out)
 	}
 	_ = api.ExecdPort
+}
+
+// withInt80 adds /bin/int80 (testdata/int80: getpid through the 32-bit
+// entry point, which prints its pid where that entry point is open) to img.
+func withInt80(t *testing.T, img v1.Image) v1.Image {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "int80")
+	cmd := exec.Command("go", "build", "-o", bin, "./testdata/int80")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build testdata/int80: %v %s", err, out)
+	}
+	body, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err = mutate.AppendLayers(img, tarLayer(t, []tarFile{{name: "bin/int80", body: string(body), mode: 0o755}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
 }
