@@ -434,12 +434,19 @@ func (d *Driver) Inspect(ctx context.Context, id string) (driver.Status, error) 
 // Wait implements driver.Driver: a pidfd of the sandbox's PID 1 becomes
 // readable when it exits, whoever its parent is.
 func (d *Driver) Wait(ctx context.Context, id string) (driver.Exit, error) {
-	sb, c, err := d.lookup(ctx, id)
-	if err != nil {
-		return driver.Exit{}, err
-	}
-	if c.Status == "stopped" || c.Pid <= 0 || !procfs.Alive(sb.pid, sb.startTime) {
-		return exitOf(sb.bundle), nil
+	// A sandbox this instance tracks is waited for without asking runc:
+	// the server waits for every sandbox it makes, and an exec of runc
+	// costs a create about a tenth of its CPU (docs/benchmarks.md#density).
+	sb := d.running(id)
+	if sb == nil {
+		var c *runc.Container
+		var err error
+		if sb, c, err = d.lookup(ctx, id); err != nil {
+			return driver.Exit{}, err
+		}
+		if c.Status == "stopped" || c.Pid <= 0 || !procfs.Alive(sb.pid, sb.startTime) {
+			return exitOf(sb.bundle), nil
+		}
 	}
 	if err := procfs.WaitExit(ctx, sb.pid, sb.startTime); err != nil {
 		return driver.Exit{}, err
