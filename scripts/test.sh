@@ -87,6 +87,7 @@ required=(
   test/e2e.TestInitAsPID1ReapsOrphans
   test/e2e.TestInitAsPID1ForwardsSIGTERM
   test/e2e.TestInitWaitsForURL
+  test/e2e.TestInitSignalsReadyOnceExecdListens
   internal/imagestore.TestPullUnpacksForOverlay
   internal/imagestore.TestImportDockerAndOCILayout
   internal/driver/oci.TestConformance

@@ -39,6 +39,7 @@ func runInit(_ context.Context, e *env, args []string) int {
 	noExecd := fs.Bool("no-execd", false, "do not start the execd daemon")
 	listen := fs.String("execd-listen", ":44772", "address execd listens on")
 	stateDir := fs.String("execd-state-dir", "/var/lib/corral-execd", "where execd retains command output")
+	readyFD := fs.Int("ready-fd", 0, "descriptor (3 or more) of a pipe that gets a newline, and is closed, once execd's port is bound (the runtime waits on it before it connects)")
 	exitFD := fs.Int("exit-fd", 0, "descriptor (3 or more) of a file that receives the entrypoint's exit code (the runtime passes it in)")
 	consoleLimit := fs.Int64("console-limit", 0, "when stdout is a file, keep it under this many bytes, dropping the oldest output (0: no limit)")
 	waitStart := fs.String("wait-start", "", "start no entrypoint until a JSON {\"args\",\"env\"} arrives on this FIFO (warm pools)")
@@ -124,6 +125,11 @@ func runInit(_ context.Context, e *env, args []string) int {
 		if err != nil {
 			return fail(e, "init: listen on %s for execd: %v", *listen, err)
 		}
+		if *readyFD != 0 {
+			if err := signalReady(*readyFD); err != nil {
+				return fail(e, "init: --ready-fd %d: %v", *readyFD, err)
+			}
+		}
 		ecfg := execd.Config{Listen: *listen, AccessToken: e.getenv("EXECD_ACCESS_TOKEN"), AccessTokenFile: *tokenFile,
 			StateDir: *stateDir, EnvFile: *envFile, Retention: defaultRetention}
 		if ecfg.EnvFile == "" {
@@ -168,6 +174,23 @@ func listenFile(addr string) (*os.File, error) {
 
 // exitFile checks that fd is an inherited descriptor of a regular file
 // open for writing.
+// signalReady writes a newline to descriptor fd and closes it, so that
+// nothing PID 1 starts inherits it.
+func signalReady(fd int) error {
+	if fd < 3 {
+		return errors.New("want a descriptor of 3 or more")
+	}
+	f := os.NewFile(uintptr(fd), "ready")
+	if f == nil {
+		return errors.New("not an open descriptor")
+	}
+	_, err := f.Write([]byte("\n"))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 func exitFile(fd int) (*os.File, error) {
 	if fd < 3 {
 		return nil, errors.New("want a descriptor of 3 or more")

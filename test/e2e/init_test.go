@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -284,4 +285,50 @@ func freeLoopbackAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// TestInitSignalsReadyOnceExecdListens: with --ready-fd, PID 1 writes a
+// line only once execd's port is bound (a connection made right after it
+// is accepted), and closes the descriptor before the entrypoint starts.
+func TestInitSignalsReadyOnceExecdListens(t *testing.T) {
+	t.Parallel()
+	addr := freeLoopbackAddr(t)
+	mark := filepath.Join(t.TempDir(), "fd3")
+	cmd := pid1(t, "--execd-listen", addr, "--execd-state-dir", t.TempDir(), "--ready-fd", "3", "--",
+		"sh", "-c", "if [ -e /proc/$$/fd/3 ]; then echo leaked > "+mark+"; else echo closed > "+mark+"; fi; exec sleep 60")
+	cmd.Env = append(os.Environ(), "EXECD_ACCESS_TOKEN=init-token")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cmd.ExtraFiles = []*os.File{w}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	// One line (unshare, PID 1's parent here, keeps its own copy open).
+	_ = r.SetReadDeadline(time.Now().Add(30 * time.Second))
+	line := make([]byte, 8)
+	if n, err := r.Read(line); err != nil || string(line[:n]) != "\n" {
+		t.Fatalf("ready pipe gave %q, %v; want one newline", line[:n], err)
+	}
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatalf("execd's port is not bound when PID 1 says it is: %v", err)
+	}
+	c.Close()
+	testutil.WaitFor(t, 10*time.Second, "the entrypoint to look at its descriptors", func() bool {
+		b, _ := os.ReadFile(mark)
+		return len(b) > 0
+	})
+	if b, _ := os.ReadFile(mark); string(b) != "closed\n" {
+		t.Errorf("the entrypoint inherited the ready descriptor: %q", b)
+	}
 }

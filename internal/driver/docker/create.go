@@ -268,8 +268,8 @@ func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, gated 
 	}
 	host := &container.HostConfig{
 		NetworkMode: "none",
-		// execd's port stays out of the ephemeral range (see
-		// oci.ReservedPorts: readiness pings could take it).
+		// execd's port stays out of the ephemeral range: the readiness
+		// pings could otherwise be given it as their own.
 		Sysctls:     map[string]string{"net.ipv4.ip_local_reserved_ports": strconv.Itoa(execdPort)},
 		CapDrop:     []string{"ALL"},
 		CapAdd:      caps,

@@ -271,7 +271,7 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *dr
 		}
 	}
 	args := []string{corralInSandbox, "init", "--execd-state-dir", execdStateDir,
-		"--exit-fd", "3", "--console-limit", strconv.Itoa(ConsoleLimit)}
+		"--exit-fd", "3", "--ready-fd", "4", "--console-limit", strconv.Itoa(ConsoleLimit)}
 	if uid != 0 || gid != 0 {
 		args = append(args, "--user", formatUser(uid, gid))
 	}
@@ -326,9 +326,19 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *dr
 		return nil, err
 	}
 	defer exit.Close()
+	// PID 1 writes a line here (fd 4) once it holds execd's port: only
+	// then does the server connect, so no connection of its can be given
+	// that port as its own.
+	ready, readyW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer ready.Close()
 	pidFile := filepath.Join(bundle, "init.pid")
-	opts := &runc.CreateOpts{IO: fileIO{console}, PidFile: pidFile, Detach: true, ExtraFiles: []*os.File{exit}}
-	if _, err := d.runc.Run(ctx, spec.ID, bundle, opts); err != nil {
+	opts := &runc.CreateOpts{IO: fileIO{console}, PidFile: pidFile, Detach: true, ExtraFiles: []*os.File{exit, readyW}}
+	_, err = d.runc.Run(ctx, spec.ID, bundle, opts)
+	readyW.Close()
+	if err != nil {
 		return nil, d.startError(bundle, disk, fmt.Errorf("runc run: %w", err))
 	}
 	mark("runc")
@@ -340,7 +350,7 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *dr
 	if err != nil {
 		return nil, d.startError(bundle, disk, fmt.Errorf("the sandbox exited at once"))
 	}
-	if err := d.waitReady(ctx, netns, pid, start); err != nil {
+	if err := d.waitReady(ctx, ready, netns, pid, start); err != nil {
 		return nil, d.startError(bundle, disk, err)
 	}
 	mark("ready")
@@ -467,11 +477,29 @@ func workingDir(dir string) (string, error) {
 	return path.Clean(dir), nil
 }
 
-// waitReady polls execd's /ping inside the sandbox until it answers, the
-// sandbox dies, or the ready timeout passes.
-func (d *Driver) waitReady(ctx context.Context, netns string, pid int, start uint64) error {
+// waitReady waits for PID 1's line on ready (execd's port is bound), then
+// polls execd's /ping inside the sandbox until it answers, the sandbox
+// dies, or the ready timeout passes.
+func (d *Driver) waitReady(ctx context.Context, ready *os.File, netns string, pid int, start uint64) error {
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.ReadyTimeout)
 	defer cancel()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = ready.SetReadDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = ready.SetReadDeadline(time.Now()) })
+	defer stop()
+	var b [1]byte
+	if _, err := ready.Read(b[:]); err != nil {
+		if err := parent.Err(); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("execd did not listen within %v", d.cfg.ReadyTimeout)
+		}
+		// Closed without a line: PID 1 exited first.
+		return fmt.Errorf("the sandbox exited before execd listened")
+	}
 	delay := 250 * time.Microsecond
 	for {
 		if ok, err := pingExecd(ctx, netns); ok {

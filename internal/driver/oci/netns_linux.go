@@ -16,8 +16,8 @@ import (
 	"github.com/corral-dev/corral/internal/procfs"
 )
 
-// newNetns makes a network namespace with loopback up and execd's port
-// reserved, and returns a descriptor that holds it. No bind mount pins
+// newNetns makes a network namespace with loopback up and returns a
+// descriptor that holds it. No bind mount pins
 // it: every mount in the server's mount namespace is copied by each new
 // sandbox's runtime and costs every later create (docs/benchmarks.md#density).
 // Once the sandbox runs, its processes hold the namespace too.
@@ -41,11 +41,6 @@ func newNetns() (*os.File, error) {
 			return
 		}
 		if err := loopbackUp(); err != nil {
-			f.Close()
-			c <- result{err: err}
-			return
-		}
-		if err := reserveExecdPort(); err != nil {
 			f.Close()
 			c <- result{err: err}
 			return
@@ -74,22 +69,6 @@ func netnsOf(pid int, start uint64) (*os.File, error) {
 
 // fdPath names an open descriptor of this process for its own use.
 func fdPath(f *os.File) string { return "/proc/self/fd/" + strconv.Itoa(int(f.Fd())) }
-
-// ReservedPorts keeps execd's port out of the namespace's ephemeral
-// range. Otherwise the server's readiness pings, which connect to
-// 127.0.0.1:44772 from an ephemeral port before execd listens, can pick
-// 44772 itself: the socket then connects to itself and holds the port,
-// and execd cannot bind it.
-const ReservedPorts = "44772"
-
-// reserveExecdPort applies ReservedPorts to the calling thread's
-// namespace.
-func reserveExecdPort() error {
-	if err := os.WriteFile("/proc/sys/net/ipv4/ip_local_reserved_ports", []byte(ReservedPorts), 0); err != nil {
-		return fmt.Errorf("reserve execd's port: %w", err)
-	}
-	return nil
-}
 
 // loopbackUp sets IFF_UP on lo in the current network namespace.
 func loopbackUp() error {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/driver/drivertest"
-	"github.com/corral-dev/corral/internal/driver/netns"
 	"github.com/corral-dev/corral/internal/testutil"
 )
 
@@ -96,29 +95,6 @@ func assertNoLeaks(t *testing.T, root string) {
 		if link, _ := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); strings.HasPrefix(link, "net:[") {
 			t.Errorf("leak: descriptor %s holds a network namespace (%s)", fd.Name(), link)
 		}
-	}
-}
-
-// TestNetnsKeepsExecdPortOutOfTheEphemeralRange: a readiness ping must
-// never be given execd's port as its own (it would connect to itself and
-// hold the port execd is about to bind).
-func TestNetnsKeepsExecdPortOutOfTheEphemeralRange(t *testing.T) {
-	testutil.RequireRoot(t)
-	ns, err := newNetns()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
-	var got []byte
-	if err := netns.Do(fdPath(ns), func() error {
-		var err error
-		got, err = os.ReadFile("/proc/sys/net/ipv4/ip_local_reserved_ports")
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if strings.TrimSpace(string(got)) != ReservedPorts {
-		t.Errorf("reserved ports in a sandbox namespace = %q, want %s", got, ReservedPorts)
 	}
 }
 
