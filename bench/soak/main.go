@@ -20,6 +20,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -164,9 +166,25 @@ func account(srv *benchsrv.Server, c *sdk.Client, data string) sample {
 	if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
 		s.mounts = bytes.Count(b, []byte("\n"))
 	}
-	if e, err := os.ReadDir(filepath.Join(data, "oci", "run", "netns")); err == nil {
-		s.netns = len(e)
+	// The machine's network namespaces: each sandbox's is held by a
+	// descriptor of the server's and by its processes, not pinned.
+	nets := map[string]bool{}
+	if procs, err := os.ReadDir("/proc"); err == nil {
+		for _, p := range procs {
+			if ns, err := os.Readlink(filepath.Join("/proc", p.Name(), "ns", "net")); err == nil {
+				nets[ns] = true
+			}
+		}
 	}
+	fdDir := filepath.Join("/proc", strconv.Itoa(srv.Pid()), "fd")
+	if fds, err := os.ReadDir(fdDir); err == nil {
+		for _, fd := range fds {
+			if l, err := os.Readlink(filepath.Join(fdDir, fd.Name())); err == nil && strings.HasPrefix(l, "net:[") {
+				nets[l] = true
+			}
+		}
+	}
+	s.netns = len(nets)
 	// Each sandbox's cgroups, counted in every hierarchy (v1) or once (v2).
 	if m, err := filepath.Glob("/sys/fs/cgroup/*/corral/*"); err == nil {
 		for _, p := range m {
