@@ -354,9 +354,7 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *dr
 		return nil, d.startError(bundle, disk, err)
 	}
 	mark("ready")
-	d.mu.Lock()
-	d.live[spec.ID] = &sandbox{bundle: bundle, pid: pid, startTime: start, netns: netns, ns: ns}
-	d.mu.Unlock()
+	d.track(spec.ID, &sandbox{bundle: bundle, pid: pid, startTime: start, netns: netns, ns: ns})
 	state, _ := json.Marshal(handleState{Bundle: bundle, Pid: pid, StartTime: start})
 	return &driver.Handle{ID: spec.ID, Driver: Name, Version: 1, State: state}, nil
 }

@@ -332,6 +332,23 @@ func (d *Driver) track(id string, sb *sandbox) {
 	}
 }
 
+// adopt records sb for sandbox id unless the driver knows it by now (a
+// create or a recovery that finished meanwhile), and returns what it
+// knows.
+func (d *Driver) adopt(id string, sb *sandbox) *sandbox {
+	d.mu.Lock()
+	old := d.live[id]
+	if old == nil {
+		d.live[id] = sb
+	}
+	d.mu.Unlock()
+	if old != nil {
+		sb.release()
+		return old
+	}
+	return sb
+}
+
 // forget drops sandbox id and releases its namespace.
 func (d *Driver) forget(id string) {
 	d.mu.Lock()
@@ -374,7 +391,7 @@ func (d *Driver) lookup(ctx context.Context, id string) (*sandbox, *runc.Contain
 			sb.startTime, _ = procfs.StartTime(c.Pid)
 			if ns, err := netnsOf(c.Pid, sb.startTime); err == nil {
 				sb.hold(ns)
-				d.track(id, sb)
+				sb = d.adopt(id, sb)
 			}
 		}
 	}
