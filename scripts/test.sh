@@ -93,6 +93,8 @@ required=(
   internal/driver/oci.TestConformance
   internal/driver/oci.TestWarmPool
   internal/driver/oci.TestSandboxMountsStayInItsNamespace
+  internal/driver/oci.TestHostImageSurvivesARestart
+  internal/driver/oci.TestSweepHostSkeletons
   test/e2e.TestOCIWarmPool
   test/e2e.TestOCIEndToEnd
   test/e2e.TestOCIStartFailuresAreExplained

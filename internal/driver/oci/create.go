@@ -51,7 +51,7 @@ func (d *Driver) plan(ctx context.Context, spec driver.Spec) (*rootfsPlan, error
 		if !d.cfg.AllowHostImage {
 			return nil, errdefs.New(errdefs.ErrInvalidArgument, "IMAGE::HOST_IMAGE_DISABLED", `the "host" image is disabled on this server`)
 		}
-		return &rootfsPlan{lowers: []string{d.hostSkeleton()}, host: true,
+		return &rootfsPlan{lowers: []string{d.hostRoot}, host: true,
 			config: imagestore.Config{Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root"}, WorkingDir: "/root"}}, nil
 	}
 	platform := ""

@@ -80,6 +80,8 @@ type Driver struct {
 	log    *slog.Logger
 	runc   *runc.Runc
 	images *imagestore.Store
+	// hostRoot is the "host" image's bottom layer (see buildHostSkeleton).
+	hostRoot string
 
 	// mu guards the fields below.
 	mu         sync.Mutex
@@ -205,8 +207,12 @@ func New(cfg Config) (*Driver, error) {
 	}
 	d.net = egressnet.New(cfg.Network)
 	if cfg.AllowHostImage {
-		if err := buildHostSkeleton(d.hostSkeleton()); err != nil {
+		if d.hostRoot, err = buildHostSkeleton(filepath.Join(cfg.Root, "hostroots")); err != nil {
 			return nil, fmt.Errorf("oci: host image: %w", err)
+		}
+		if err := sweepHostSkeletons(filepath.Join(cfg.Root, "hostroots"), d.hostRoot, filepath.Join(cfg.Root, "hostroot"),
+			filepath.Join(runDir(cfg.Root), "bundles")); err != nil {
+			d.log.Warn("could not remove a host image skeleton no sandbox uses", "err", err)
 		}
 	}
 	d.startPool()
@@ -229,7 +235,6 @@ func (d *Driver) Images() *imagestore.Store { return d.images }
 // a sandbox's is made in the server's mount namespace (but the file
 // system of a disk limit): see create.
 func runDir(root string) string              { return filepath.Join(root, "run") }
-func (d *Driver) hostSkeleton() string       { return filepath.Join(d.cfg.Root, "hostroot") }
 func (d *Driver) bundleDir(id string) string { return filepath.Join(runDir(d.cfg.Root), "bundles", id) }
 func (d *Driver) diskDir(id string) string   { return filepath.Join(d.cfg.Root, "sandboxes", id) }
 

@@ -159,3 +159,97 @@ func TestSandboxMountsStayInItsNamespace(t *testing.T) {
 	d.forget(spec.ID)
 	assertNoLeaks(t, root)
 }
+
+// TestHostImageSurvivesARestart: a new driver instance (a server restart)
+// keeps the "host" image's bottom layer that running sandboxes have under
+// their root overlay: their root still lists, a command still starts in
+// their working directory, and the layer is the same directory.
+func TestHostImageSurvivesARestart(t *testing.T) {
+	requireRunc(t)
+	root := t.TempDir()
+	t.Cleanup(func() { _ = UnmountRunDir(root) })
+	d := newTestDriver(t, root)
+	spec := driver.Spec{ID: "dtrestart", Image: driver.Image{URI: HostImage}, Entrypoint: []string{"sleep", "infinity"}}
+	if _, err := d.Create(t.Context(), spec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Destroy(context.Background(), spec.ID) })
+	list := func() string {
+		t.Helper()
+		// A fresh process resolves every path again: none is in its cache.
+		out, err := exec.Command("runc", "--root", filepath.Join(root, "run", "runc"), "exec", "--cwd", "/work", spec.ID,
+			"sh", "-c", "ls -a /; ls /etc").CombinedOutput()
+		if err != nil {
+			t.Fatalf("runc exec: %v: %s", err, out)
+		}
+		return string(out)
+	}
+	before := list()
+	for _, want := range []string{"etc", "work", "tmp", "passwd", "ld.so.cache"} {
+		if !slices.Contains(strings.Fields(before), want) {
+			t.Fatalf("a new sandbox's root lacks %s:\n%s", want, before)
+		}
+	}
+	d2 := newTestDriver(t, root)
+	if d2.hostRoot != d.hostRoot {
+		t.Errorf("a restart made a new host layer %s for the same host files (was %s)", d2.hostRoot, d.hostRoot)
+	}
+	if after := list(); after != before {
+		t.Errorf("after a restart the running sandbox sees\n%s\nwhere it saw\n%s", after, before)
+	}
+	if err := d2.Destroy(t.Context(), spec.ID); err != nil {
+		t.Fatal(err)
+	}
+	d.forget(spec.ID)
+	assertNoLeaks(t, root)
+}
+
+// TestSweepHostSkeletons: a host layer that a bundle names stays, one
+// that none names goes, as does the shared layer of older servers once no
+// bundle names it; one being built by another instance is left alone.
+func TestSweepHostSkeletons(t *testing.T) {
+	root := t.TempDir()
+	base, bundles, legacy := filepath.Join(root, "hostroots"), filepath.Join(root, "bundles"), filepath.Join(root, "hostroot")
+	dirs := map[string]string{}
+	for _, n := range []string{"current", "used", "unused", skeletonTemp + "x"} {
+		dirs[n] = filepath.Join(base, n)
+		if err := os.MkdirAll(filepath.Join(dirs[n], "etc"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bundle := func(name, lower string) {
+		if err := os.MkdirAll(filepath.Join(bundles, name), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		cfg := fmt.Sprintf(`{"mounts":[{"destination":"/","type":"overlay","options":["lowerdir=%s,upperdir=/u,workdir=/w"]}]}`, lower)
+		if err := os.WriteFile(filepath.Join(bundles, name, "config.json"), []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bundle("a", dirs["used"])
+	if err := os.MkdirAll(filepath.Join(legacy, "etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bundle("b", legacy)
+	if err := sweepHostSkeletons(base, dirs["current"], legacy, bundles); err != nil {
+		t.Fatal(err)
+	}
+	exists := func(p string) bool { _, err := os.Stat(p); return err == nil }
+	for n, want := range map[string]bool{"current": true, "used": true, "unused": false, skeletonTemp + "x": true} {
+		if exists(dirs[n]) != want {
+			t.Errorf("%s: exists %v, want %v", n, !want, want)
+		}
+	}
+	if !exists(legacy) {
+		t.Error("the legacy layer went while a bundle names it")
+	}
+	if err := os.RemoveAll(filepath.Join(bundles, "b")); err != nil {
+		t.Fatal(err)
+	}
+	if err := sweepHostSkeletons(base, dirs["current"], legacy, bundles); err != nil {
+		t.Fatal(err)
+	}
+	if exists(legacy) {
+		t.Error("the legacy layer stayed with no bundle naming it")
+	}
+}

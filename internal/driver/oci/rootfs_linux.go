@@ -5,13 +5,18 @@ package oci
 
 import (
 	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -155,13 +160,52 @@ func hostEtcFiles() []string {
 	}
 }
 
-// buildHostSkeleton makes the bottom layer of the "host" image in dir: the
-// top-level directories of a root filesystem, the host's symbolic links
-// for merged-/usr layouts, empty mount points for the system directories,
-// and a curated copy of /etc. It is rebuilt when the server starts.
-func buildHostSkeleton(dir string) error {
-	tmp := dir + ".new"
-	if err := os.RemoveAll(tmp); err != nil {
+// buildHostSkeleton makes the bottom layer of the "host" image under
+// base: the top-level directories of a root filesystem, the host's
+// symbolic links for merged-/usr layouts, empty mount points for the
+// system directories, and a curated copy of /etc. It returns the layer's
+// directory, named by a digest of its content.
+//
+// A layer is never changed once made: running sandboxes have it as the
+// lowest layer of their root overlay, and a lower layer that changes under
+// a mounted overlay is undefined behaviour (in practice the sandbox's root
+// directory lists empty and its entrypoint may fail to start). A server
+// that starts with the same host files reuses the layer; one that finds
+// them changed makes another beside it, and sweepHostSkeletons removes
+// the old once no sandbox uses it.
+func buildHostSkeleton(base string) (string, error) {
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(base, skeletonTemp)
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp) // after a rename, nothing is left there
+	if err := fillHostSkeleton(tmp); err != nil {
+		return "", err
+	}
+	sum, err := treeDigest(tmp)
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(base, sum)
+	if err := os.Rename(tmp, dir); err != nil {
+		if fi, serr := os.Stat(dir); serr == nil && fi.IsDir() {
+			return dir, nil // the same content, made before
+		}
+		return "", err
+	}
+	return dir, nil
+}
+
+// skeletonTemp prefixes a host skeleton being built.
+const skeletonTemp = ".new-"
+
+// fillHostSkeleton writes the host image's bottom layer into the empty
+// directory tmp.
+func fillHostSkeleton(tmp string) error {
+	if err := os.Chmod(tmp, 0o755); err != nil {
 		return err
 	}
 	for _, d := range []string{"etc", "tmp", "var/tmp", "var/lib", "var/cache", "var/log", "root", "home", "opt", "srv", "mnt",
@@ -203,10 +247,100 @@ func buildHostSkeleton(dir string) error {
 			return fmt.Errorf("host image: /etc/%s: %w", f, err)
 		}
 	}
-	if err := os.RemoveAll(dir); err != nil {
+	return nil
+}
+
+// treeDigest names a directory tree by its content: every entry's path,
+// mode and symbolic link target or file content, in lexical order.
+func treeDigest(dir string) (string, error) {
+	h := sha256.New()
+	io.WriteString(h, "corral host skeleton 1\n")
+	err := filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		fi, err := e.Info()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%q %o ", rel, fi.Mode())
+		switch {
+		case fi.Mode()&os.ModeSymlink != 0:
+			link, err := os.Readlink(path)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(h, "%q", link)
+		case fi.Mode().IsRegular():
+			f, err := os.Open(path)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(h, f)
+			f.Close()
+			if err != nil {
+				return err
+			}
+		}
+		io.WriteString(h, "\n")
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16]), nil
+}
+
+// sweepHostSkeletons removes the host skeletons under base other than
+// keep that no sandbox's bundle names (they are in no running overlay),
+// and legacy, the one directory every sandbox shared before skeletons
+// were named by their content, once no bundle names it either. It
+// returns what it could not remove.
+func sweepHostSkeletons(base, keep, legacy, bundles string) error {
+	configs, _ := filepath.Glob(filepath.Join(bundles, "*", "config.json"))
+	inUse := func(dir string) bool {
+		for _, c := range configs {
+			b, err := os.ReadFile(c)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return true // unknown: keep it
+			}
+			// A skeleton is the lowest layer: its path ends the lowerdir list.
+			if bytes.Contains(b, []byte(dir+",")) || bytes.Contains(b, []byte(dir+":")) {
+				return true
+			}
+		}
+		return false
+	}
+	candidates := []string{legacy}
+	entries, err := os.ReadDir(base)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	return os.Rename(tmp, dir)
+	for _, e := range entries {
+		dir := filepath.Join(base, e.Name())
+		if dir == keep {
+			continue
+		}
+		if strings.HasPrefix(e.Name(), skeletonTemp) {
+			// Another instance may be building it now (tests run two on one
+			// root); one an hour old was left by a crash.
+			if fi, err := e.Info(); err != nil || time.Since(fi.ModTime()) < time.Hour {
+				continue
+			}
+		}
+		candidates = append(candidates, dir)
+	}
+	var errs []error
+	for _, dir := range candidates {
+		if _, err := os.Lstat(dir); err != nil || inUse(dir) {
+			continue
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // copyTree copies a file, symbolic link or directory tree.
