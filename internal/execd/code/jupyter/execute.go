@@ -1,0 +1,132 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package jupyter
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+)
+
+// maxQueued bounds the iopub output held for one request that its reader
+// has not taken yet; stream output past it is dropped and counted.
+const maxQueued = 64 << 20
+
+// queue holds iopub messages for one request. push never blocks.
+type queue struct {
+	mu      sync.Mutex
+	items   []Message
+	bytes   int
+	dropped int64
+	notify  chan struct{}
+}
+
+func newQueue() *queue { return &queue{notify: make(chan struct{}, 1)} }
+
+func (q *queue) push(m Message) {
+	n := len(m.Content)
+	q.mu.Lock()
+	if q.bytes+n > maxQueued && m.Header.MsgType == "stream" {
+		q.dropped += int64(n)
+		q.mu.Unlock()
+		return
+	}
+	q.items = append(q.items, m)
+	q.bytes += n
+	q.mu.Unlock()
+	select {
+	case q.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (q *queue) take() []Message {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	items := q.items
+	q.items, q.bytes = nil, 0
+	return items
+}
+
+func (q *queue) droppedBytes() int64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.dropped
+}
+
+// Reply is the outcome of an execution (execute_reply).
+type Reply struct {
+	Status         string   `json:"status"`
+	ExecutionCount int      `json:"execution_count"`
+	EName          string   `json:"ename"`
+	EValue         string   `json:"evalue"`
+	Traceback      []string `json:"traceback"`
+	// Dropped counts bytes of stream output dropped because they were not
+	// taken in time (see maxQueued).
+	Dropped int64 `json:"-"`
+}
+
+// Execute runs code and calls on with each iopub message the execution
+// produces (stream, execute_input, execute_result, display_data, error,
+// clear_output, ...; status messages are not passed on), in order, as
+// they arrive. It returns once the kernel has replied and gone idle. If
+// on fails, or ctx ends, Execute returns that error at once and the code
+// goes on running in the kernel: interrupting it is the caller's choice.
+func (k *Kernel) Execute(ctx context.Context, code string, on func(Message) error) (Reply, error) {
+	m, err := k.newMessage("execute_request", map[string]any{
+		"code": code, "silent": false, "store_history": true, "user_expressions": map[string]any{},
+		"allow_stdin": false, "stop_on_error": true,
+	})
+	if err != nil {
+		return Reply{}, err
+	}
+	rc, q := k.route(m.Header.MsgID)
+	defer k.unroute(m.Header.MsgID)
+	if err := k.send(k.shell, m); err != nil {
+		return Reply{}, err
+	}
+	var reply *Reply
+	idle := false
+	deliver := func() error {
+		for _, o := range q.take() {
+			if o.Header.MsgType == "status" {
+				var st struct {
+					State string `json:"execution_state"`
+				}
+				if json.Unmarshal(o.Content, &st) == nil && st.State == "idle" {
+					idle = true
+				}
+				continue
+			}
+			if err := on(o); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for !idle || reply == nil {
+		select {
+		case <-q.notify:
+			if err := deliver(); err != nil {
+				return Reply{}, err
+			}
+		case r := <-rc:
+			var rep Reply
+			if err := json.Unmarshal(r.Content, &rep); err != nil {
+				rep = Reply{Status: "error", EName: "ProtocolError", EValue: "execute_reply: " + err.Error()}
+			}
+			reply = &rep
+		case <-k.exited:
+			// What the kernel printed before it died still goes out.
+			if err := deliver(); err != nil {
+				return Reply{}, err
+			}
+			return Reply{Dropped: q.droppedBytes()}, ErrDied
+		case <-ctx.Done():
+			return Reply{}, ctx.Err()
+		}
+	}
+	reply.Dropped = q.droppedBytes()
+	return *reply, nil
+}
