@@ -48,11 +48,14 @@ type ServerStreamEvent struct {
 	Cursor         *int64         `json:"cursor,omitempty"`
 }
 
-// ExecError describes a failure in an error event.
+// ExecError describes a failure in an error event. TracebackText is a
+// corral extension: the traceback as one plain-text string, without the
+// ANSI colour codes a kernel puts in Traceback.
 type ExecError struct {
-	EName     string   `json:"ename"`
-	EValue    string   `json:"evalue"`
-	Traceback []string `json:"traceback"`
+	EName         string   `json:"ename"`
+	EValue        string   `json:"evalue"`
+	Traceback     []string `json:"traceback"`
+	TracebackText string   `json:"traceback_text,omitempty"`
 }
 
 // RunCommandRequest is the body of POST /command. Timeout is milliseconds.
@@ -95,10 +98,40 @@ type RunInSessionRequest struct {
 	Timeout *int64 `json:"timeout,omitempty"`
 }
 
-// CodeContext is a code execution context.
+// CodeContext is a code execution context. Cwd, Kernel, Status, Queued
+// and CreatedAt are corral extensions, sent in answers only.
 type CodeContext struct {
 	ID       string `json:"id,omitempty"`
 	Language string `json:"language"`
+	Cwd      string `json:"cwd,omitempty"`
+	// Kernel is the kernelspec the context runs (python3, ir, ...).
+	Kernel string `json:"kernel,omitempty"`
+	// Status is idle, busy or dead (the kernel exited; the context must
+	// be restarted or deleted).
+	Status string `json:"status,omitempty"`
+	// Queued counts executions waiting behind the running one.
+	Queued    int        `json:"queued,omitempty"`
+	CreatedAt *time.Time `json:"created_at,omitempty"`
+}
+
+// Code context statuses.
+const (
+	CodeContextIdle = "idle"
+	CodeContextBusy = "busy"
+	CodeContextDead = "dead"
+)
+
+// CodeFilesKey is the results key of a result event whose MIME values
+// were too large to send inline: its value is a JSON-encoded array of
+// CodeFile, each naming the file in the sandbox that holds one value.
+const CodeFilesKey = "corral.dev/files"
+
+// CodeFile is one MIME value of a result written to a file in the
+// sandbox. Binary types (image/png, ...) are written decoded.
+type CodeFile struct {
+	MIME string `json:"mime"`
+	Path string `json:"path"`
+	Size int64  `json:"size"`
 }
 
 // CodeContextRequest is the body of POST /code/context.
@@ -194,6 +227,9 @@ const (
 	CodeExecdInvalidPath        = "INVALID_PATH"
 	CodeExecdRangeNotSatisfied  = "RANGE_NOT_SATISFIABLE"
 	CodeExecdAlreadyConnected   = "ALREADY_CONNECTED"
+	CodeExecdContextBusy        = "CONTEXT_BUSY"
+	CodeExecdContextDead        = "CONTEXT_DEAD"
+	CodeExecdKernelFailed       = "KERNEL_FAILED"
 )
 
 // AppendJSON appends the event's JSON to b, as encoding/json would write

@@ -23,6 +23,10 @@ command -v ip >/dev/null || need+=(iproute2)
 [ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
 command -v openssl >/dev/null || need+=(openssl)
 command -v iptables >/dev/null || need+=(iptables)
+# Real Jupyter kernels for the code interpreter's tests (Debian's, run by
+# /usr/bin/python3 whatever python3 is first on PATH).
+[ -e /usr/share/jupyter/kernels/python3/kernel.json ] || need+=(python3-ipykernel python3-jupyter-client)
+/usr/bin/python3 -c 'import matplotlib, numpy, pandas' 2>/dev/null || need+=(python3-matplotlib python3-numpy python3-pandas)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
@@ -81,6 +85,20 @@ required=(
   test/e2e.TestChaosDockerEngineKills
   internal/cli.TestClientPrecedence
   internal/execd.TestCommandUser
+  internal/execd/code/jupyter.TestKernelRoundTripKeepsState
+  internal/execd/code/jupyter.TestFirstExecutionLosesNoOutput
+  internal/execd/code/jupyter.TestSignatures
+  internal/execd/code/jupyter.TestInterrupt
+  internal/execd/code/jupyter.TestKernelDeathEndsTheExecution
+  internal/execd/code/jupyter.TestShutdownKillsTheProcessGroup
+  internal/execd.TestCodeContextsKeepStateAndStayApart
+  internal/execd.TestCodeResults
+  internal/execd.TestCodeLargeOutput
+  internal/execd.TestCodeInterruptAndDisconnect
+  internal/execd.TestCodeQueueAndParallelContexts
+  internal/execd.TestCodeKernelDeath
+  internal/execd.TestCodeBadInput
+  internal/execd.TestCodeKernelsEndWithExecd
   internal/execd.TestPTYEndedClientsAreToldWhy
   internal/execd/process.TestOutputBeforeExitSurvivesStarvedReaders
   test/e2e.TestInitAsPID1ExitCodeAndParent

@@ -36,6 +36,9 @@ func runExecd(ctx context.Context, e *env, args []string) int {
 	retainAge := fs.Duration("retain-age", defaultRetention.MaxAge, "finished commands older than this are removed")
 	grace := fs.Duration("interrupt-grace", 3*time.Second, "time between SIGTERM and SIGKILL when a command is interrupted")
 	ping := fs.Duration("ping-interval", 3*time.Second, "how often an idle event stream gets a ping event")
+	codeIdle := fs.Duration("code-idle-timeout", 0, "shut down code contexts unused for this long (0: never)")
+	codeWait := fs.Duration("code-spec-wait", 60*time.Second, "how long after start a code context waits for a known language's kernelspec to appear")
+	codeQueue := fs.Int("code-queue-limit", 16, "executions that may wait behind the running one in a code context")
 	logFormat := fs.String("log-format", "json", "log format: json or text")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	if ok, code := parseFlags(fs, e, args); !ok {
@@ -47,7 +50,7 @@ func runExecd(ctx context.Context, e *env, args []string) int {
 	}
 	srv, err := execd.New(execd.Config{
 		Listen: *listen, AccessToken: *token, AccessTokenFile: *tokenFile, StateDir: *stateDir, EnvFile: *envFile, Logger: log,
-		InterruptGrace: *grace, PingInterval: *ping,
+		InterruptGrace: *grace, PingInterval: *ping, CodeIdleTimeout: *codeIdle, CodeSpecWait: *codeWait, CodeQueueLimit: *codeQueue,
 		Retention: process.Retention{MaxCommands: *retainN, MaxBytes: *retainBytes, MaxAge: *retainAge},
 	})
 	if err != nil {

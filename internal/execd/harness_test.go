@@ -55,7 +55,12 @@ type daemon struct {
 	pid      int
 	stateDir string
 	contract *testutil.Contract
+	stopOnce sync.Once
+	stopFn   func()
 }
+
+// stop ends execd (SIGINT), as the test's cleanup does.
+func (d *daemon) stop(t *testing.T) { d.stopOnce.Do(d.stopFn) }
 
 func startExecd(t *testing.T, extra ...string) *daemon {
 	t.Helper()
@@ -88,7 +93,7 @@ func startExecd(t *testing.T, extra ...string) *daemon {
 			}
 		}
 	}()
-	t.Cleanup(func() {
+	stop := func() {
 		_ = cmd.Process.Signal(os.Interrupt)
 		done := make(chan struct{})
 		go func() { _ = cmd.Wait(); close(done) }()
@@ -104,11 +109,14 @@ func startExecd(t *testing.T, extra ...string) *daemon {
 			t.Logf("execd log:\n%s", logs.String())
 			logMu.Unlock()
 		}
-	})
+	}
 	select {
 	case a := <-addr:
-		return &daemon{t: t, url: "http://" + a, pid: cmd.Process.Pid, stateDir: state, contract: contracts.Get(t, testutil.ExecdContract)}
+		d := &daemon{t: t, url: "http://" + a, pid: cmd.Process.Pid, stateDir: state, contract: contracts.Get(t, testutil.ExecdContract), stopFn: stop}
+		t.Cleanup(func() { d.stop(t) })
+		return d
 	case <-time.After(30 * time.Second):
+		stop()
 		t.Fatal("execd did not start")
 	}
 	return nil

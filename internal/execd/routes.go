@@ -29,8 +29,9 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /code/context", s.createContext)
 	m.HandleFunc("GET /code/contexts", s.listContexts)
 	m.HandleFunc("DELETE /code/contexts", s.deleteContexts)
-	m.HandleFunc("GET /code/contexts/{id}", s.contextNotFound)
-	m.HandleFunc("DELETE /code/contexts/{id}", s.contextNotFound)
+	m.HandleFunc("GET /code/contexts/{id}", s.getContext)
+	m.HandleFunc("DELETE /code/contexts/{id}", s.deleteContext)
+	m.HandleFunc("POST /code/contexts/{id}/restart", s.restartContext)
 
 	m.HandleFunc("GET /files/info", s.filesInfo)
 	m.HandleFunc("DELETE /files", s.removeFiles)

@@ -30,6 +30,7 @@ import (
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/errdefs/errhttp"
+	"github.com/corral-dev/corral/internal/execd/code"
 	"github.com/corral-dev/corral/internal/execd/process"
 	"github.com/corral-dev/corral/internal/logctx"
 	"github.com/corral-dev/corral/internal/verifier"
@@ -61,6 +62,15 @@ type Config struct {
 	PingInterval time.Duration
 	// InterruptGrace is the time between SIGTERM and SIGKILL (default 3s).
 	InterruptGrace time.Duration
+	// CodeIdleTimeout, when positive, shuts down code contexts unused for
+	// that long.
+	CodeIdleTimeout time.Duration
+	// CodeSpecWait is how long after start a code context waits for the
+	// kernelspec of a known language to appear (default 60s).
+	CodeSpecWait time.Duration
+	// CodeQueueLimit is how many executions may wait behind the running
+	// one in a code context (default 16).
+	CodeQueueLimit int
 }
 
 // Server is a running execd.
@@ -70,6 +80,7 @@ type Server struct {
 	table    *process.Table
 	sessions *process.Sessions
 	ptys     *ptyTable
+	code     *code.Manager
 	metrics  *sampler
 	mux      *http.ServeMux
 	proxy    *localProxy
@@ -141,6 +152,10 @@ func New(cfg Config) (*Server, error) {
 		cfg: cfg, log: cfg.Logger, table: table, sessions: process.NewSessions(table), ptys: newPTYTable(),
 		metrics: newSampler(), mux: http.NewServeMux(), baseEnv: cleanEnv(os.Environ()), workdir: wd, token: tokenFile{path: cfg.AccessTokenFile},
 	}
+	s.code = code.New(code.Config{
+		Env: func() []string { return s.env(nil) }, Workdir: wd, StateDir: filepath.Join(cfg.StateDir, "code"),
+		SpecWait: cfg.CodeSpecWait, IdleTimeout: cfg.CodeIdleTimeout, QueueLimit: cfg.CodeQueueLimit, Logger: cfg.Logger,
+	})
 	s.proxy = newLocalProxy(s)
 	s.routes()
 	return s, nil
@@ -179,6 +194,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	var wg sync.WaitGroup
 	bg, stop := context.WithCancel(ctx)
 	wg.Go(func() { s.table.Run(bg, time.Minute) })
+	wg.Go(func() { s.code.Run(bg) })
 	errc := make(chan error, 1)
 	wg.Go(func() { errc <- hs.Serve(ln) })
 	s.log.InfoContext(ctx, "execd serving", "listen", ln.Addr().String(), "auth", s.cfg.AccessToken != "" || s.cfg.AccessTokenFile != "")
@@ -193,6 +209,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	_ = hs.Close()
 	stop()
 	s.ptys.closeAll()
+	s.code.Close()
 	s.sessions.Close()
 	wg.Wait()
 	if cerr := s.table.Close(); cerr != nil {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -54,6 +55,9 @@ type eventStream struct {
 	sw      *sse.Writer
 	started bool
 	last    time.Time
+	// mu serialises writeLocked and quietFor, for streams that two
+	// goroutines write.
+	mu sync.Mutex
 }
 
 func newEventStream(w http.ResponseWriter) *eventStream {
@@ -98,6 +102,20 @@ func (s *eventStream) write(evs ...api.ServerStreamEvent) error {
 	}
 	s.last = now
 	return s.flush()
+}
+
+// writeLocked is write for a stream that two goroutines write.
+func (s *eventStream) writeLocked(evs ...api.ServerStreamEvent) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.write(evs...)
+}
+
+// quietFor is how long ago writeLocked last wrote.
+func (s *eventStream) quietFor() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return time.Since(s.last)
 }
 
 func (s *eventStream) flush() error {

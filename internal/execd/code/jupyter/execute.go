@@ -73,10 +73,14 @@ type Reply struct {
 // they arrive. It returns once the kernel has replied and gone idle. If
 // on fails, or ctx ends, Execute returns that error at once and the code
 // goes on running in the kernel: interrupting it is the caller's choice.
+//
+// stop_on_error is false: with it, ipykernel aborts whatever request
+// reaches it just after an error, so whether the next, independent
+// execution ran would depend on timing.
 func (k *Kernel) Execute(ctx context.Context, code string, on func(Message) error) (Reply, error) {
 	m, err := k.newMessage("execute_request", map[string]any{
 		"code": code, "silent": false, "store_history": true, "user_expressions": map[string]any{},
-		"allow_stdin": false, "stop_on_error": true,
+		"allow_stdin": false, "stop_on_error": false,
 	})
 	if err != nil {
 		return Reply{}, err
