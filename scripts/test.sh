@@ -99,6 +99,10 @@ required=(
   internal/execd.TestCodeKernelDeath
   internal/execd.TestCodeBadInput
   internal/execd.TestCodeKernelsEndWithExecd
+  internal/execd.TestCodeClientsLeavingAtTheErrorDoNotWedgeTheKernel
+  internal/execd.TestCodeThatIgnoresInterrupts
+  internal/execd/code/jupyter.TestUnresponsiveKernel
+  test/e2e.TestCodeInterpreterOCI
   internal/execd.TestPTYEndedClientsAreToldWhy
   internal/execd/process.TestOutputBeforeExitSurvivesStarvedReaders
   test/e2e.TestInitAsPID1ExitCodeAndParent

@@ -11,7 +11,7 @@ import (
 )
 
 // idCommands take sandbox ids, which completion fetches with 'corral ls -q'.
-var idCommands = []string{"exec", "shell", "get", "kill", "pause", "resume", "renew", "endpoint", "logs", "cp"}
+var idCommands = []string{"exec", "code", "shell", "get", "kill", "pause", "resume", "renew", "endpoint", "logs", "cp"}
 
 const bashCompletion = `# bash completion for corral; load with: source <(corral completion bash)
 _corral() {

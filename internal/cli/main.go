@@ -37,6 +37,7 @@ func commands() []command {
 		{"ls", "list sandboxes", runList},
 		{"get", "show a sandbox", runGet},
 		{"exec", "run a command in a sandbox (output streamed, exit code kept)", runExec},
+		{"code", "run code in a sandbox's code interpreter (Python by default; state kept between runs)", runCode},
 		{"shell", "open an interactive shell in a sandbox", runShell},
 		{"logs", "print the output of a background command", runLogs},
 		{"cp", "copy files and directories into or out of a sandbox", runCp},

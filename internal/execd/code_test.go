@@ -425,6 +425,70 @@ func TestCodeInterruptAndDisconnect(t *testing.T) {
 	}
 }
 
+// A client that leaves as soon as it has its error (as the CLI and the
+// SDKs do) must not interrupt the kernel while it finishes the request:
+// ipykernel, interrupted then, stops taking requests.
+func TestCodeClientsLeavingAtTheErrorDoNotWedgeTheKernel(t *testing.T) {
+	requirePythonKernel(t)
+	d := startExecd(t)
+	c := d.newContext("python")
+	for i := range 30 {
+		ctx, cancel := context.WithCancel(t.Context())
+		req := d.request("POST", "/code", map[string]any{"code": "1/0", "context": map[string]string{"id": c}})
+		res, err := http.DefaultClient.Do(req.WithContext(ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(res.Body)
+		for sc.Scan() && !strings.Contains(sc.Text(), `"type":"error"`) {
+		}
+		cancel()
+		res.Body.Close()
+		rctx, rcancel := context.WithTimeout(t.Context(), 60*time.Second)
+		r := d.runCode(rctx, map[string]any{"code": fmt.Sprintf("%d + 1", i), "context": map[string]string{"id": c}})
+		rcancel()
+		if resultText(r) != strconv.Itoa(i+1) {
+			t.Fatalf("round %d: %s", i, r.raw)
+		}
+	}
+}
+
+// Code that ignores interrupts cannot hold its context: the kernel is
+// stopped once the interrupt timeout passes.
+func TestCodeThatIgnoresInterrupts(t *testing.T) {
+	requirePythonKernel(t)
+	d := startExecd(t, "--code-interrupt-timeout", "1s")
+	c := d.newContext("python")
+	done := make(chan codeRun, 1)
+	go func() {
+		done <- d.code(c, "import time\nprint('stubborn', flush=True)\nwhile True:\n    try:\n        time.sleep(0.05)\n    except KeyboardInterrupt:\n        print('ignored', flush=True)")
+	}()
+	waitBusy(t, d, c)
+	if a := d.do("DELETE", "/code?id="+c, nil); a.status != 200 {
+		t.Fatalf("interrupt: %d", a.status)
+	}
+	select {
+	case r := <-done:
+		if e := r.errorEvent(); e == nil || e.EName != "KernelUnresponsive" || !strings.Contains(r.stdout(), "ignored") {
+			t.Fatalf("stubborn code: %s", r.raw)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the stubborn execution was never ended")
+	}
+	var info api.CodeContext
+	if d.do("GET", "/code/contexts/"+c, nil).json(t, &info); info.Status != api.CodeContextDead {
+		t.Fatalf("context after a stopped kernel: %+v", info)
+	}
+	// An interrupt of an idle context is a no-op.
+	c2 := d.newContext("python")
+	if a := d.do("DELETE", "/code?id="+c2, nil); a.status != 200 {
+		t.Fatalf("interrupt of an idle context: %d", a.status)
+	}
+	if r := d.code(c2, "'fine'"); resultText(r) != "'fine'" {
+		t.Fatalf("after an idle interrupt: %s", r.raw)
+	}
+}
+
 func waitBusy(t *testing.T, d *daemon, id string) {
 	t.Helper()
 	testutil.WaitFor(t, 30*time.Second, "context "+id+" to be busy", func() bool {
@@ -476,7 +540,25 @@ func TestCodeKernelDeath(t *testing.T) {
 	requirePythonKernel(t)
 	d := startExecd(t)
 	c := d.newContext("python")
-	r := d.code(c, "print('bye', flush=True)\nimport os\nos._exit(1)")
+	// The code dies once the test has seen its output (what a kernel
+	// prints just before a hard exit may never leave it).
+	flag := filepath.Join(t.TempDir(), "die")
+	req := d.request("POST", "/code", map[string]any{"code": fmt.Sprintf("import os, time\nprint('bye', flush=True)\nwhile not os.path.exists(%q): time.sleep(0.01)\nos._exit(1)", flag), "context": map[string]string{"id": c}})
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw bytes.Buffer
+	sc := bufio.NewScanner(io.TeeReader(res.Body, &raw))
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), `"bye`) {
+			if err := os.WriteFile(flag, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	res.Body.Close()
+	r := codeRun{raw: raw.Bytes(), events: checkCodeStream(t, raw.Bytes())}
 	if e := r.errorEvent(); e == nil || e.EName != "KernelDied" || r.stdout() != "bye\n" {
 		t.Fatalf("kernel death: %s", r.raw)
 	}

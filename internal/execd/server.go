@@ -71,6 +71,9 @@ type Config struct {
 	// CodeQueueLimit is how many executions may wait behind the running
 	// one in a code context (default 16).
 	CodeQueueLimit int
+	// CodeInterruptTimeout is how long an interrupted execution may go on
+	// before its kernel is stopped (default 10s).
+	CodeInterruptTimeout time.Duration
 }
 
 // Server is a running execd.
@@ -154,7 +157,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.code = code.New(code.Config{
 		Env: func() []string { return s.env(nil) }, Workdir: wd, StateDir: filepath.Join(cfg.StateDir, "code"),
-		SpecWait: cfg.CodeSpecWait, IdleTimeout: cfg.CodeIdleTimeout, QueueLimit: cfg.CodeQueueLimit, Logger: cfg.Logger,
+		SpecWait: cfg.CodeSpecWait, IdleTimeout: cfg.CodeIdleTimeout, QueueLimit: cfg.CodeQueueLimit, InterruptTimeout: cfg.CodeInterruptTimeout, Logger: cfg.Logger,
 	})
 	s.proxy = newLocalProxy(s)
 	s.routes()

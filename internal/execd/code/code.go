@@ -50,7 +50,10 @@ type Config struct {
 	IdleTimeout time.Duration
 	// ShutdownGrace is how long a kernel has to exit before SIGKILL (2s).
 	ShutdownGrace time.Duration
-	Logger        *slog.Logger
+	// InterruptTimeout is how long an interrupted execution may go on
+	// before its kernel is stopped (default 10s).
+	InterruptTimeout time.Duration
+	Logger           *slog.Logger
 }
 
 // knownLanguages are the languages clients name (OpenSandbox's
@@ -92,6 +95,9 @@ func New(cfg Config) *Manager {
 	if cfg.QueueLimit <= 0 {
 		cfg.QueueLimit = 16
 	}
+	if cfg.InterruptTimeout <= 0 {
+		cfg.InterruptTimeout = 10 * time.Second
+	}
 	if cfg.ShutdownGrace <= 0 {
 		cfg.ShutdownGrace = 2 * time.Second
 	}
@@ -112,10 +118,19 @@ type Context struct {
 	slot   chan struct{} // holds a token while an execution runs
 	closed chan struct{} // closed when the context is deleted
 
-	mu       sync.Mutex
-	kernel   *jupyter.Kernel
-	waiting  int
-	running  bool
+	mu      sync.Mutex
+	kernel  *jupyter.Kernel
+	waiting int
+	// running: a turn holds the kernel. started: the kernel has begun
+	// its code (execute_input). ending: the code has produced its result
+	// or error, or the kernel has replied. Interrupts reach the code only
+	// between started and ending (see Context.interrupt).
+	running, started, ending bool
+	// pendingInterrupt is an interrupt asked for before the code started.
+	pendingInterrupt bool
+	// escalate, set while an execution runs, arms the stop of its kernel
+	// InterruptTimeout after an interrupt.
+	escalate func()
 	lastUsed time.Time
 	deleted  bool
 }
@@ -128,7 +143,7 @@ func (c *Context) Info() api.CodeContext {
 	switch {
 	case c.deadLocked() != nil:
 		st = api.CodeContextDead
-	case c.running:
+	case c.running && !c.ending:
 		st = api.CodeContextBusy
 	}
 	t := c.CreatedAt.UTC()
@@ -374,7 +389,7 @@ func (m *Manager) Interrupt(ctx context.Context, id string) error {
 	c.mu.Lock()
 	k := c.kernel
 	c.mu.Unlock()
-	if err := k.Interrupt(ctx); err != nil {
+	if err := c.interrupt(ctx, k); err != nil {
 		if errors.Is(err, jupyter.ErrDied) {
 			return errdefs.Newf(errdefs.ErrFailedPrecondition, api.CodeExecdContextDead, "context %s is dead: its kernel exited", id)
 		}

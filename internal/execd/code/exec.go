@@ -81,6 +81,7 @@ func (t *Turn) Wait(ctx context.Context, d time.Duration) (bool, error) {
 	case t.c.slot <- struct{}{}:
 		t.c.mu.Lock()
 		t.held, t.c.waiting, t.c.running = true, t.c.waiting-1, true
+		t.c.started, t.c.ending, t.c.pendingInterrupt = false, false, false
 		t.c.mu.Unlock()
 		return true, nil
 	case <-t.c.closed:
@@ -122,13 +123,34 @@ func (t *Turn) Run(ctx context.Context, code string, emit func(api.ServerStreamE
 	k := c.kernel
 	c.mu.Unlock()
 	start := time.Now()
+	// An execution still running InterruptTimeout after an interrupt is
+	// ended by stopping the kernel: code that ignores interrupts, or a
+	// kernel an interrupt has wedged, must not hold the context forever.
+	execCtx, abort := context.WithCancel(context.Background())
+	defer abort()
+	var escalation *time.Timer
+	c.mu.Lock()
+	c.escalate = func() {
+		if escalation == nil {
+			escalation = time.AfterFunc(c.m.cfg.InterruptTimeout, abort)
+		}
+	}
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.escalate = nil
+		if escalation != nil {
+			escalation.Stop()
+		}
+		c.mu.Unlock()
+	}()
 	var gone atomic.Bool
 	var once sync.Once
 	interrupt := func() {
 		gone.Store(true)
 		once.Do(func() {
 			c.m.log.Info("code client went away: interrupting", "context_id", c.ID)
-			_ = k.Interrupt(context.Background())
+			_ = c.interrupt(context.Background(), k)
 		})
 	}
 	defer context.AfterFunc(ctx, interrupt)()
@@ -141,17 +163,47 @@ func (t *Turn) Run(ctx context.Context, code string, emit func(api.ServerStreamE
 		}
 	}
 	sawError := false
-	rep, err := k.Execute(context.Background(), code, func(m jupyter.Message) error {
+	rep, err := k.Execute(execCtx, code, func(m jupyter.Message) error {
+		switch m.Type() {
+		case "execute_input":
+			// The kernel runs the code now, its interrupt handler set: an
+			// interrupt asked for before goes out.
+			c.mu.Lock()
+			c.started = true
+			pending := c.pendingInterrupt && !c.ending
+			c.pendingInterrupt = false
+			c.mu.Unlock()
+			if pending {
+				_ = k.Interrupt(context.Background())
+			}
+		case "error", "execute_result":
+			// The code has ended: an interrupt now could only hit the
+			// kernel's own bookkeeping (see interrupt).
+			c.mu.Lock()
+			c.ending = true
+			c.mu.Unlock()
+		}
 		for _, ev := range c.events(m) {
 			sawError = sawError || ev.Type == api.EventError
 			send(ev)
 		}
 		return nil
 	})
+	c.mu.Lock()
+	c.ending = true
+	c.mu.Unlock()
 	if rep.Dropped > 0 {
 		send(api.ServerStreamEvent{Type: api.EventStderr, Text: fmt.Sprintf("\n[corral: %d bytes of output were dropped: the client read them too slowly]\n", rep.Dropped)})
 	}
 	switch {
+	case errors.Is(err, context.Canceled):
+		c.m.log.Warn("execution did not stop after an interrupt: kernel stopped", "context_id", c.ID, "timeout", c.m.cfg.InterruptTimeout)
+		_ = k.Shutdown(0)
+		send(errorEvent("KernelUnresponsive", fmt.Sprintf("the execution did not stop within %v of an interrupt, so its kernel was stopped; context %s is dead: restart it (POST /code/contexts/%s/restart) or delete it", c.m.cfg.InterruptTimeout, c.ID, c.ID), nil))
+	case errors.Is(err, jupyter.ErrUnresponsive):
+		c.m.log.Warn("kernel unresponsive: killed", "context_id", c.ID)
+		_ = k.Shutdown(0)
+		send(errorEvent("KernelUnresponsive", fmt.Sprintf("the kernel did not take the execution within %v and was stopped; context %s is dead: restart it (POST /code/contexts/%s/restart) or delete it", jupyter.AckTimeout, c.ID, c.ID), nil))
 	case errors.Is(err, jupyter.ErrDied):
 		c.mu.Lock()
 		deleted := c.deleted
@@ -171,6 +223,31 @@ func (t *Turn) Run(ctx context.Context, code string, emit func(api.ServerStreamE
 	default:
 		send(api.ServerStreamEvent{Type: api.EventExecutionComplete, ExecutionTime: max(time.Since(start).Milliseconds(), 1)})
 	}
+}
+
+// interrupt interrupts the running execution. The signal must reach
+// ipykernel while it runs the code: before that it ignores SIGINT (the
+// interrupt would be lost), and one that lands while it finishes a
+// request (restoring its handler) escapes its catch and stops it taking
+// requests for good. So an interrupt asked for before the code started
+// waits for execute_input, and one after the code's result or error, or
+// with nothing running, does nothing.
+func (c *Context) interrupt(ctx context.Context, k *jupyter.Kernel) error {
+	c.mu.Lock()
+	if !c.running || c.ending {
+		c.mu.Unlock()
+		return nil
+	}
+	if c.escalate != nil {
+		c.escalate()
+	}
+	if !c.started {
+		c.pendingInterrupt = true
+		c.mu.Unlock()
+		return nil
+	}
+	c.mu.Unlock()
+	return k.Interrupt(ctx)
 }
 
 var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]`)

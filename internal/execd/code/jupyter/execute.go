@@ -6,7 +6,9 @@ package jupyter
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
+	"time"
 )
 
 // maxQueued bounds the iopub output held for one request that its reader
@@ -55,6 +57,15 @@ func (q *queue) droppedBytes() int64 {
 	return q.dropped
 }
 
+// AckTimeout is how long an execution may wait for the kernel to take it
+// (its first iopub message, status busy) before Execute gives up with
+// ErrUnresponsive.
+const AckTimeout = 30 * time.Second
+
+// ErrUnresponsive is an execution the kernel did not take in AckTimeout:
+// a kernel whose message loop has stopped while its process lives.
+var ErrUnresponsive = errors.New("jupyter: the kernel did not take the request")
+
 // Reply is the outcome of an execution (execute_reply).
 type Reply struct {
 	Status         string   `json:"status"`
@@ -91,9 +102,12 @@ func (k *Kernel) Execute(ctx context.Context, code string, on func(Message) erro
 		return Reply{}, err
 	}
 	var reply *Reply
-	idle := false
+	idle, acked := false, false
+	ack := time.NewTimer(k.ackTimeout)
+	defer ack.Stop()
 	deliver := func() error {
 		for _, o := range q.take() {
+			acked = true
 			if o.Header.MsgType == "status" {
 				var st struct {
 					State string `json:"execution_state"`
@@ -127,6 +141,10 @@ func (k *Kernel) Execute(ctx context.Context, code string, on func(Message) erro
 				return Reply{}, err
 			}
 			return Reply{Dropped: q.droppedBytes()}, ErrDied
+		case <-ack.C:
+			if !acked && reply == nil {
+				return Reply{}, ErrUnresponsive
+			}
 		case <-ctx.Done():
 			return Reply{}, ctx.Err()
 		}

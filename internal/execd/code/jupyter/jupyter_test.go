@@ -328,3 +328,20 @@ func TestFindSpecs(t *testing.T) {
 		t.Fatalf("DataDirs = %v", dirs)
 	}
 }
+
+// A kernel that stops taking requests (here: stopped) is reported, not
+// waited for forever.
+func TestUnresponsiveKernel(t *testing.T) {
+	k := startKernel(t)
+	k.ackTimeout = time.Second
+	if err := syscall.Kill(k.Pid(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(k.Pid(), syscall.SIGCONT)
+	if _, err := execute(t, k, "1"); !errors.Is(err, ErrUnresponsive) {
+		t.Fatalf("execute on a stopped kernel: %v", err)
+	}
+	if err := k.Ping(time.Second); err == nil {
+		t.Fatal("a stopped kernel answered the heartbeat")
+	}
+}

@@ -76,6 +76,8 @@ type Kernel struct {
 	cmd      *exec.Cmd
 	seq      atomic.Uint64
 	output   *tail
+	// ackTimeout is AckTimeout (shorter in tests).
+	ackTimeout time.Duration
 
 	// ctx is the sockets' life; it ends when the kernel exits or is shut
 	// down.
@@ -122,7 +124,7 @@ func Start(ctx context.Context, spec Spec, opt Options) (_ *Kernel, err error) {
 		conn: connection{ShellPort: ports[0], IOPubPort: ports[1], StdinPort: ports[2], ControlPort: ports[3], HBPort: ports[4],
 			IP: "127.0.0.1", Key: key, Transport: "tcp", SignatureScheme: "hmac-sha256", KernelName: spec.Name},
 		replies: map[string]chan Message{}, outputs: map[string]*queue{},
-		exited: make(chan struct{}), output: &tail{max: 16 << 10},
+		exited: make(chan struct{}), output: &tail{max: 16 << 10}, ackTimeout: AckTimeout,
 	}
 	k.ctx, k.cancel = context.WithCancel(context.Background())
 	if err := os.MkdirAll(opt.RuntimeDir, 0o700); err != nil {

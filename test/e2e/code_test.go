@@ -1,0 +1,198 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/corral-dev/corral/api"
+	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/sdk"
+)
+
+// requireHostKernel: the host image is the server machine's /usr, so its
+// kernels are Debian's ipykernel (scripts/test.sh installs it).
+func requireHostKernel(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat("/usr/share/jupyter/kernels/python3/kernel.json"); err != nil {
+		t.Fatal("no Python kernelspec on this machine: install python3-ipykernel")
+	}
+}
+
+// TestCodeInterpreterOCI drives the code interpreter through the Go SDK
+// and the CLI, in a sandbox of the native runtime whose kernels are the
+// host image's: state, isolation, results, errors, interrupts, queueing,
+// large output, a kernel's death, pause and resume.
+func TestCodeInterpreterOCI(t *testing.T) {
+	t.Parallel()
+	requireOCI(t)
+	requireHostKernel(t)
+	s, c, x := hostSandbox(t)
+	cx := ctx(t)
+	run := func(code string, opts sdk.CodeOptions) *sdk.Execution {
+		t.Helper()
+		ex, err := x.RunCode(cx, code, opts, nil)
+		if err != nil {
+			t.Fatalf("RunCode(%q): %v", code, err)
+		}
+		return ex
+	}
+
+	// State persists in the default context; another context is apart.
+	if ex := run("x = 42", sdk.CodeOptions{}); ex.Error != nil || ex.ContextID == "" {
+		t.Fatalf("x = 42: %+v", ex)
+	}
+	if ex := run("result = x\nresult", sdk.CodeOptions{}); ex.Text() != "42" || ex.ExecutionCount != 2 {
+		t.Fatalf("x: %+v", ex)
+	}
+	other, err := x.CreateCodeContext(cx, "python", "/tmp/ctx-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex := run("x", sdk.CodeOptions{Context: other.ID}); ex.Error == nil || ex.Error.EName != "NameError" {
+		t.Fatalf("x in another context: %+v", ex)
+	}
+	if ex := run("import os\nos.getcwd()", sdk.CodeOptions{Context: other.ID}); ex.Text() != "'/tmp/ctx-b'" {
+		t.Fatalf("cwd of a context: %q", ex.Text())
+	}
+	ex := run("result = 2 + 2\nresult", sdk.CodeOptions{Language: "python"})
+	if len(ex.Results) != 1 || ex.Results[0].Data["text"] != "4" || ex.Results[0].Data["text/plain"] != "4" {
+		t.Fatalf("2 + 2: %+v", ex.Results)
+	}
+	ex = run("def f():\n    raise KeyError('k')\nf()", sdk.CodeOptions{})
+	if ex.Error == nil || ex.Error.EName != "KeyError" || !strings.Contains(ex.Error.TracebackText, "raise KeyError") {
+		t.Fatalf("error: %+v", ex.Error)
+	}
+
+	// Output streams live: the first line arrives before the code ends.
+	flag := "/tmp/go-on"
+	var firstAt, doneAt time.Time
+	var mu sync.Mutex
+	ex, err = x.RunCode(cx, fmt.Sprintf("import os, time\nprint('first', flush=True)\nwhile not os.path.exists(%q): time.sleep(0.01)\nprint('second')", flag), sdk.CodeOptions{}, &sdk.CodeHandlers{
+		Stdout: func(text string) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if strings.Contains(text, "first") && firstAt.IsZero() {
+				firstAt = time.Now()
+				// Only now may the code go on.
+				go func() { _, _, _, _ = x.Run(cx, "touch "+flag, sdk.CommandOptions{}) }()
+			}
+			return nil
+		},
+	})
+	doneAt = time.Now()
+	if err != nil || ex.Stdout != "first\nsecond\n" || firstAt.IsZero() || !firstAt.Before(doneAt) {
+		t.Fatalf("live output: %v %+v", err, ex)
+	}
+
+	// 10 MB of output arrives whole.
+	if ex := run("print('z' * 10_000_000)", sdk.CodeOptions{Context: other.ID}); len(ex.Stdout) != 10_000_001 {
+		t.Fatalf("10 MB: got %d bytes", len(ex.Stdout))
+	}
+
+	// Interrupt: the loop ends, the context keeps its state.
+	run("kept = 'yes'", sdk.CodeOptions{Context: other.ID})
+	done := make(chan *sdk.Execution, 1)
+	go func() {
+		ex, _ := x.RunCode(cx, "while True: pass", sdk.CodeOptions{Context: other.ID}, nil)
+		done <- ex
+	}()
+	testutil.WaitFor(t, 30*time.Second, "the loop to run", func() bool {
+		info, err := x.CodeContext(cx, other.ID)
+		return err == nil && info.Status == api.CodeContextBusy
+	})
+	if err := x.InterruptCode(cx, other.ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ex := <-done:
+		if ex == nil || ex.Error == nil || ex.Error.EName != "KeyboardInterrupt" {
+			t.Fatalf("after interrupt: %+v %+v", ex, ex.Error)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("interrupt did not end the loop")
+	}
+	if ex := run("kept", sdk.CodeOptions{Context: other.ID}); ex.Text() != "'yes'" {
+		t.Fatalf("state after interrupt: %+v", ex)
+	}
+
+	// Two executions in one context run one after the other.
+	var wg sync.WaitGroup
+	var a, b *sdk.Execution
+	wg.Go(func() { a, _ = x.RunCode(cx, "import time\ntime.sleep(0.5)\norder = ['a']", sdk.CodeOptions{Context: other.ID}, nil) })
+	testutil.WaitFor(t, 30*time.Second, "the first to run", func() bool {
+		info, err := x.CodeContext(cx, other.ID)
+		return err == nil && info.Status == api.CodeContextBusy
+	})
+	wg.Go(func() { b, _ = x.RunCode(cx, "order.append('b')\norder", sdk.CodeOptions{Context: other.ID}, nil) })
+	wg.Wait()
+	if a == nil || b == nil || a.Error != nil || b.Text() != "['a', 'b']" {
+		t.Fatalf("queued executions: %+v %+v", a, b)
+	}
+
+	// Pause and resume keep the kernels and their state.
+	if err := c.PauseSandbox(cx, x.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ResumeSandbox(cx, x.ID); err != nil {
+		t.Fatal(err)
+	}
+	if ex := run("x", sdk.CodeOptions{}); ex.Text() != "42" {
+		t.Fatalf("state after pause and resume: %+v", ex)
+	}
+
+	// The CLI: text results on stdout, the traceback on stderr, exit 1.
+	cl := newCLI(t, s)
+	if out := cl.ok("code", x.ID, "--context", other.ID, "-c", "print('cli'); kept"); out != "cli\n'yes'\n" {
+		t.Fatalf("corral code: %q", out)
+	}
+	r := cl.run(strings.NewReader("1/0\n"), "code", x.ID, "-")
+	if r.code != 1 || !strings.Contains(r.stderr, "ZeroDivisionError") || strings.Contains(r.stderr, "\x1b[") {
+		t.Fatalf("corral code with an error: %+v", r)
+	}
+	if r := cl.run(nil, "code", x.ID, "--lang", "cobol", "-c", "1"); r.code != 125 || !strings.Contains(r.stderr, "python") {
+		t.Fatalf("corral code --lang cobol: %+v", r)
+	}
+	svg := "from IPython.display import SVG, display\ndisplay(SVG('<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"1\" height=\"1\"/>'))"
+	dir := t.TempDir()
+	if r := cl.run(nil, "code", x.ID, "--out-dir", dir, "-c", svg); r.code != 0 || !strings.Contains(r.stderr, "result-1.svg") {
+		t.Fatalf("corral code saving an image: %+v", r)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "result-1.svg")); err != nil || !strings.Contains(string(b), "<svg") {
+		t.Fatalf("saved image: %v %q", err, b)
+	}
+
+	// A kernel that dies: the context says so, a restart brings it back.
+	if ex := run("import os\nos._exit(1)", sdk.CodeOptions{Context: other.ID}); ex.Error == nil || ex.Error.EName != "KernelDied" {
+		t.Fatalf("kernel death: %+v", ex)
+	}
+	if _, err := x.RunCode(cx, "1", sdk.CodeOptions{Context: other.ID}, nil); err == nil || !strings.Contains(err.Error(), api.CodeExecdContextDead) && !strings.Contains(err.Error(), "dead") {
+		t.Fatalf("run on a dead context: %v", err)
+	}
+	if _, err := x.RestartCodeContext(cx, other.ID); err != nil {
+		t.Fatal(err)
+	}
+	if ex := run("'again'", sdk.CodeOptions{Context: other.ID}); ex.Text() != "'again'" {
+		t.Fatalf("after restart: %+v", ex)
+	}
+
+	// Deleting by language ends every kernel.
+	if err := x.DeleteCodeContexts(cx, "python"); err != nil {
+		t.Fatal(err)
+	}
+	if list, err := x.CodeContexts(cx, ""); err != nil || len(list) != 0 {
+		t.Fatalf("contexts left: %v %+v", err, list)
+	}
+	testutil.WaitFor(t, 30*time.Second, "the kernels to exit", func() bool {
+		out, _, _, err := x.Run(context.WithoutCancel(cx), "ps -eo args | grep -c '[i]pykernel_launcher' || true", sdk.CommandOptions{})
+		return err == nil && strings.TrimSpace(out) == "0"
+	})
+}
