@@ -127,7 +127,9 @@ func TestCodeInterpreterOCI(t *testing.T) {
 	// Two executions in one context run one after the other.
 	var wg sync.WaitGroup
 	var a, b *sdk.Execution
-	wg.Go(func() { a, _ = x.RunCode(cx, "import time\ntime.sleep(0.5)\norder = ['a']", sdk.CodeOptions{Context: other.ID}, nil) })
+	wg.Go(func() {
+		a, _ = x.RunCode(cx, "import time\ntime.sleep(0.5)\norder = ['a']", sdk.CodeOptions{Context: other.ID}, nil)
+	})
 	testutil.WaitFor(t, 30*time.Second, "the first to run", func() bool {
 		info, err := x.CodeContext(cx, other.ID)
 		return err == nil && info.Status == api.CodeContextBusy
