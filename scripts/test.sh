@@ -27,6 +27,7 @@ command -v iptables >/dev/null || need+=(iptables)
 # /usr/bin/python3 whatever python3 is first on PATH).
 [ -e /usr/share/jupyter/kernels/python3/kernel.json ] || need+=(python3-ipykernel python3-jupyter-client)
 /usr/bin/python3 -c 'import matplotlib, numpy, pandas' 2>/dev/null || need+=(python3-matplotlib python3-numpy python3-pandas)
+command -v debootstrap >/dev/null || need+=(debootstrap)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
@@ -70,6 +71,11 @@ set -a
 set +a
 export CORRAL_TEST_KUBE=1
 
+# The code interpreter's image, from Debian packages (cached by a digest of
+# its recipe: minutes the first time, nothing after).
+CORRAL_TEST_CODE_IMAGE=$(images/code-interpreter/build.sh)
+export CORRAL_TEST_CODE_IMAGE
+
 export CGO_ENABLED=1 # the race detector needs cgo; the shipped binary is built with CGO_ENABLED=0
 export CORRAL_TEST_ROOT=1
 export CORRAL_TEST_DOCKER=1
@@ -103,6 +109,8 @@ required=(
   internal/execd.TestCodeThatIgnoresInterrupts
   internal/execd/code/jupyter.TestUnresponsiveKernel
   test/e2e.TestCodeInterpreterOCI
+  test/e2e.TestCodeInterpreterImageOCI
+  test/e2e.TestCodeInterpreterImageDocker
   internal/execd.TestPTYEndedClientsAreToldWhy
   internal/execd/process.TestOutputBeforeExitSurvivesStarvedReaders
   test/e2e.TestInitAsPID1ExitCodeAndParent

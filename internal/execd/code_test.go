@@ -460,10 +460,11 @@ func TestCodeThatIgnoresInterrupts(t *testing.T) {
 	d := startExecd(t, "--code-interrupt-timeout", "1s")
 	c := d.newContext("python")
 	done := make(chan codeRun, 1)
+	ready := filepath.Join(t.TempDir(), "ready")
 	go func() {
-		done <- d.code(c, "import time\nprint('stubborn', flush=True)\nwhile True:\n    try:\n        time.sleep(0.05)\n    except KeyboardInterrupt:\n        print('ignored', flush=True)")
+		done <- d.code(c, fmt.Sprintf("import signal, time\nsignal.signal(signal.SIGINT, lambda *a: print('ignored', flush=True))\nopen(%q, 'w').close()\nwhile True: time.sleep(0.05)", ready))
 	}()
-	waitBusy(t, d, c)
+	testutil.WaitFor(t, 30*time.Second, "the code to ignore SIGINT", func() bool { _, err := os.Stat(ready); return err == nil })
 	if a := d.do("DELETE", "/code?id="+c, nil); a.status != 200 {
 		t.Fatalf("interrupt: %d", a.status)
 	}

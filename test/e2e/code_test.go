@@ -6,6 +6,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -197,4 +198,118 @@ func TestCodeInterpreterOCI(t *testing.T) {
 		out, _, _, err := x.Run(context.WithoutCancel(cx), "ps -eo args | grep -c '[i]pykernel_launcher' || true", sdk.CommandOptions{})
 		return err == nil && strings.TrimSpace(out) == "0"
 	})
+}
+
+// codeImage is the code-interpreter image that scripts/test.sh builds
+// (images/code-interpreter/build.sh), as a docker save tarball.
+func codeImage(t *testing.T) string {
+	t.Helper()
+	p := os.Getenv("CORRAL_TEST_CODE_IMAGE")
+	if p == "" {
+		if os.Getenv(testutil.EnvRoot) == "1" {
+			t.Fatal("CORRAL_TEST_CODE_IMAGE is not set: scripts/test.sh builds the image with images/code-interpreter/build.sh")
+		}
+		t.Skip("set CORRAL_TEST_CODE_IMAGE to the tarball images/code-interpreter/build.sh prints")
+	}
+	return p
+}
+
+const codeImageRef = "corral/code-interpreter:local"
+
+// checkCodeImage runs what the image promises: a python kernel with
+// numpy, pandas and matplotlib, and an R kernel.
+func checkCodeImage(t *testing.T, x *sdk.Sandbox) {
+	t.Helper()
+	cx := ctx(t)
+	ex, err := x.RunCode(cx, "import numpy as np\nresult = int(np.arange(5).sum())\nresult", sdk.CodeOptions{Language: "python"}, nil)
+	if err != nil || ex.Error != nil || ex.Text() != "10" {
+		t.Fatalf("numpy: %v %+v", err, ex)
+	}
+	list, err := x.CodeContexts(cx, "python")
+	if err != nil || len(list) != 1 || list[0].Kernel != "python" || list[0].Cwd != "/workspace" {
+		t.Fatalf("default context: %v %+v", err, list)
+	}
+	ex, err = x.RunCode(cx, "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.title('squares')\nplt.show()", sdk.CodeOptions{}, nil)
+	if err != nil || ex.Error != nil {
+		t.Fatalf("plot: %v %+v", err, ex)
+	}
+	var png []byte
+	for _, r := range ex.Results {
+		if b, ok := r.Image("image/png"); ok {
+			png = b
+		}
+	}
+	if !strings.HasPrefix(string(png), "\x89PNG\r\n\x1a\n") {
+		t.Fatalf("no PNG from a plot: %+v", ex.Results)
+	}
+	ex, err = x.RunCode(cx, "import pandas as pd\npd.DataFrame({'a': [1, 2], 'b': ['x', 'y']})", sdk.CodeOptions{}, nil)
+	if err != nil || len(ex.Results) != 1 || !strings.Contains(ex.Results[0].Data["text/html"], "<table") || !strings.Contains(ex.Text(), "a  b") {
+		t.Fatalf("a DataFrame: %v %+v", err, ex)
+	}
+	r, err := x.CreateCodeContext(cx, "r", "")
+	if err != nil {
+		t.Fatalf("an R context: %v", err)
+	}
+	ex, err = x.RunCode(cx, "x <- c(1, 2, 3)\nsum(x) * 2", sdk.CodeOptions{Context: r.ID}, nil)
+	if err != nil || ex.Error != nil || !strings.Contains(ex.Text(), "12") {
+		t.Fatalf("R: %v %+v", err, ex)
+	}
+	if _, err := x.CreateCodeContext(cx, "cobol", ""); err == nil || !strings.Contains(err.Error(), "python, r") {
+		t.Fatalf("an unknown language: %v", err)
+	}
+}
+
+func TestCodeInterpreterImageOCI(t *testing.T) {
+	t.Parallel()
+	requireOCI(t)
+	img := codeImage(t)
+	dir := t.TempDir()
+	if out, err := runCorral(t, "image", "import", img, "--data-dir", dir); err != nil {
+		t.Fatalf("image import: %v %s", err, out)
+	}
+	s := startServer(t, dir, "--runtime", "oci")
+	c := s.client(t)
+	req := ociCreate(codeImageRef)
+	req.ResourceLimits = map[string]string{"cpu": "1", "memory": "2Gi"}
+	sb, err := c.CreateSandbox(ctx(t), req, sdk.CreateOptions{Wait: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := c.Sandbox(ctx(t), sb.ID, sdk.SandboxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkCodeImage(t, x)
+}
+
+func TestCodeInterpreterImageDocker(t *testing.T) {
+	t.Parallel()
+	cli := requireDocker(t)
+	img := codeImage(t)
+	if _, err := cli.ImageInspect(ctx(t), codeImageRef); err != nil {
+		f, err := os.Open(img)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := cli.ImageLoad(ctx(t), f)
+		f.Close()
+		if err != nil {
+			t.Fatalf("docker load: %v", err)
+		}
+		_, _ = io.Copy(io.Discard, res)
+		res.Close()
+	}
+	s := startServer(t, t.TempDir(), "--runtime", "docker")
+	c := s.client(t)
+	req := ociCreate(codeImageRef)
+	req.ResourceLimits = map[string]string{"cpu": "1", "memory": "2Gi"}
+	sb, err := c.CreateSandbox(ctx(t), req, sdk.CreateOptions{Wait: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := c.Sandbox(ctx(t), sb.ID, sdk.SandboxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkCodeImage(t, x)
 }
