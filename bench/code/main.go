@@ -8,12 +8,14 @@
 //
 //   - warm round trip of `1+1` in one context (corral: POST /code and the
 //     whole event stream; direct: execute_request → reply and idle);
+//
 //   - first result in a new context (corral: POST /code/context then
 //     `1+1`; direct: start_new_kernel then `1+1`), with the kernel's own
 //     start split out;
+//
 //   - throughput of printed output (-stream-mb MB written by the kernel).
 //
-//	go run ./bench/code [-n 300] [-starts 5] [-stream-mb 200]
+//     go run ./bench/code [-n 300] [-starts 5] [-stream-mb 200]
 package main
 
 import (
