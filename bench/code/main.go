@@ -19,7 +19,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -34,6 +33,7 @@ import (
 	"time"
 
 	"github.com/corral-dev/corral/api"
+	"github.com/corral-dev/corral/bench/internal/benchsrv"
 	"github.com/corral-dev/corral/internal/testutil"
 	"github.com/corral-dev/corral/sse"
 )
@@ -134,26 +134,12 @@ func run(bin string, n, starts, streamMB int) error {
 		return fmt.Errorf("jupyter_client output: %v: %s", err, out)
 	}
 
-	cmd := exec.Command(bin, "execd", "--listen", "127.0.0.1:0", "--state-dir", filepath.Join(dir, "state"))
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
+	ex, err := benchsrv.StartExecd(bin, filepath.Join(dir, "state"))
+	if err != nil {
 		return err
 	}
-	defer func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() }()
-	var addr string
-	sc := bufio.NewScanner(stderr)
-	for sc.Scan() {
-		var l struct{ Msg, Listen string }
-		if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == "execd serving" {
-			addr = l.Listen
-			break
-		}
-	}
-	if addr == "" {
-		return errors.New("execd did not start")
-	}
-	go func() { _, _ = io.Copy(io.Discard, stderr) }()
-	base := "http://" + addr
+	defer ex.Close()
+	base := ex.URL
 	hc := &http.Client{}
 
 	// First result in a new context.

@@ -11,7 +11,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -28,6 +27,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/corral-dev/corral/bench/internal/benchsrv"
 	"github.com/corral-dev/corral/sse"
 
 	"github.com/corral-dev/corral/internal/testutil"
@@ -56,26 +56,12 @@ func run(bin string, n int, streamBytes, fileBytes int64) error {
 			return err
 		}
 	}
-	cmd := exec.Command(bin, "execd", "--listen", "127.0.0.1:0", "--state-dir", filepath.Join(dir, "state"))
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
+	ex, err := benchsrv.StartExecd(bin, filepath.Join(dir, "state"))
+	if err != nil {
 		return err
 	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	var addr string
-	sc := bufio.NewScanner(stderr)
-	for sc.Scan() {
-		var l struct{ Msg, Listen string }
-		if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == "execd serving" {
-			addr = l.Listen
-			break
-		}
-	}
-	if addr == "" {
-		return errors.New("execd did not start")
-	}
-	go func() { _, _ = io.Copy(io.Discard, stderr) }()
-	base := "http://" + addr
+	defer ex.Close()
+	cmd, base := ex.Cmd, ex.URL
 	time.Sleep(500 * time.Millisecond)
 	idle := procValues(cmd.Process.Pid, "status")
 	mem, err := idleMemory(bin, dir, cmd.Process.Pid)

@@ -259,15 +259,9 @@ func checkCodeImage(t *testing.T, x *sdk.Sandbox) {
 	}
 }
 
-func TestCodeInterpreterImageOCI(t *testing.T) {
-	t.Parallel()
-	requireOCI(t)
-	img := codeImage(t)
-	dir := t.TempDir()
-	if out, err := runCorral(t, "image", "import", img, "--data-dir", dir); err != nil {
-		t.Fatalf("image import: %v %s", err, out)
-	}
-	s := startServer(t, dir, "--runtime", "oci")
+// codeImageSandbox creates a sandbox of the code-interpreter image.
+func codeImageSandbox(t *testing.T, s *server) *sdk.Sandbox {
+	t.Helper()
 	c := s.client(t)
 	req := ociCreate(codeImageRef)
 	req.ResourceLimits = map[string]string{"cpu": "1", "memory": "2Gi"}
@@ -279,7 +273,19 @@ func TestCodeInterpreterImageOCI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkCodeImage(t, x)
+	return x
+}
+
+func TestCodeInterpreterImageOCI(t *testing.T) {
+	t.Parallel()
+	requireOCI(t)
+	img := codeImage(t)
+	dir := t.TempDir()
+	if out, err := runCorral(t, "image", "import", img, "--data-dir", dir); err != nil {
+		t.Fatalf("image import: %v %s", err, out)
+	}
+	s := startServer(t, dir, "--runtime", "oci")
+	checkCodeImage(t, codeImageSandbox(t, s))
 }
 
 func TestCodeInterpreterImageDocker(t *testing.T) {
@@ -300,16 +306,5 @@ func TestCodeInterpreterImageDocker(t *testing.T) {
 		res.Close()
 	}
 	s := startServer(t, t.TempDir(), "--runtime", "docker")
-	c := s.client(t)
-	req := ociCreate(codeImageRef)
-	req.ResourceLimits = map[string]string{"cpu": "1", "memory": "2Gi"}
-	sb, err := c.CreateSandbox(ctx(t), req, sdk.CreateOptions{Wait: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	x, err := c.Sandbox(ctx(t), sb.ID, sdk.SandboxOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkCodeImage(t, x)
+	checkCodeImage(t, codeImageSandbox(t, s))
 }
