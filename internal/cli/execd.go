@@ -39,6 +39,7 @@ func runExecd(ctx context.Context, e *env, args []string) int {
 	codeIdle := fs.Duration("code-idle-timeout", 0, "shut down code contexts unused for this long (0: never)")
 	codeWait := fs.Duration("code-spec-wait", 60*time.Second, "how long after start a code context waits for a known language's kernelspec to appear")
 	codeQueue := fs.Int("code-queue-limit", 16, "executions that may wait behind the running one in a code context")
+	codeMax := fs.Int("code-max-contexts", 32, "code contexts (kernels) alive at once")
 	codeInterrupt := fs.Duration("code-interrupt-timeout", 10*time.Second, "how long an interrupted execution may go on before its kernel is stopped")
 	logFormat := fs.String("log-format", "json", "log format: json or text")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
@@ -51,7 +52,7 @@ func runExecd(ctx context.Context, e *env, args []string) int {
 	}
 	srv, err := execd.New(execd.Config{
 		Listen: *listen, AccessToken: *token, AccessTokenFile: *tokenFile, StateDir: *stateDir, EnvFile: *envFile, Logger: log,
-		InterruptGrace: *grace, PingInterval: *ping, CodeIdleTimeout: *codeIdle, CodeSpecWait: *codeWait, CodeQueueLimit: *codeQueue, CodeInterruptTimeout: *codeInterrupt,
+		InterruptGrace: *grace, PingInterval: *ping, CodeIdleTimeout: *codeIdle, CodeSpecWait: *codeWait, CodeQueueLimit: *codeQueue, CodeInterruptTimeout: *codeInterrupt, CodeMaxContexts: *codeMax,
 		Retention: process.Retention{MaxCommands: *retainN, MaxBytes: *retainBytes, MaxAge: *retainAge},
 	})
 	if err != nil {

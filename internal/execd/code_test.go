@@ -587,7 +587,13 @@ func TestCodeKernelDeath(t *testing.T) {
 
 func TestCodeBadInput(t *testing.T) {
 	requirePythonKernel(t)
-	d := startExecd(t)
+	d := startExecd(t, "--code-max-contexts", "2")
+	d.newContext("python")
+	d.newContext("python")
+	if a := d.do("POST", "/code/context", map[string]string{"language": "python"}); a.status != 429 || a.code(t) != api.CodeExecdContextBusy {
+		t.Errorf("a context past the limit: %d %s", a.status, a.body)
+	}
+	d.do("DELETE", "/code/contexts?language=python", nil)
 	for _, tc := range []struct {
 		name, method, path string
 		body               any

@@ -74,6 +74,8 @@ type Config struct {
 	// CodeInterruptTimeout is how long an interrupted execution may go on
 	// before its kernel is stopped (default 10s).
 	CodeInterruptTimeout time.Duration
+	// CodeMaxContexts bounds the code contexts alive at once (default 32).
+	CodeMaxContexts int
 }
 
 // Server is a running execd.
@@ -157,7 +159,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.code = code.New(code.Config{
 		Env: func() []string { return s.env(nil) }, Workdir: wd, StateDir: filepath.Join(cfg.StateDir, "code"),
-		SpecWait: cfg.CodeSpecWait, IdleTimeout: cfg.CodeIdleTimeout, QueueLimit: cfg.CodeQueueLimit, InterruptTimeout: cfg.CodeInterruptTimeout, Logger: cfg.Logger,
+		SpecWait: cfg.CodeSpecWait, IdleTimeout: cfg.CodeIdleTimeout, QueueLimit: cfg.CodeQueueLimit, InterruptTimeout: cfg.CodeInterruptTimeout, MaxContexts: cfg.CodeMaxContexts, Logger: cfg.Logger,
 	})
 	s.proxy = newLocalProxy(s)
 	s.routes()

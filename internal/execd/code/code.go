@@ -46,6 +46,9 @@ type Config struct {
 	// QueueLimit is how many executions may wait behind the running one in
 	// a context (default 16); one more is refused with 429.
 	QueueLimit int
+	// MaxContexts bounds the contexts alive at once (default 32): each is
+	// a kernel process of tens of MB.
+	MaxContexts int
 	// IdleTimeout, when positive, shuts down contexts unused for that long.
 	IdleTimeout time.Duration
 	// ShutdownGrace is how long a kernel has to exit before SIGKILL (2s).
@@ -72,7 +75,9 @@ type Manager struct {
 	defaults map[string]string // language → context id
 	// defaultLocks serialise the making of each language's default.
 	defaultLocks map[string]*sync.Mutex
-	closed       bool
+	// starting counts contexts whose kernels are starting.
+	starting int
+	closed   bool
 }
 
 // New returns a Manager.
@@ -91,6 +96,9 @@ func New(cfg Config) *Manager {
 	}
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = 60 * time.Second
+	}
+	if cfg.MaxContexts <= 0 {
+		cfg.MaxContexts = 32
 	}
 	if cfg.QueueLimit <= 0 {
 		cfg.QueueLimit = 16
@@ -218,6 +226,19 @@ func (m *Manager) create(ctx context.Context, language, cwd string, asDefault bo
 		return nil, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeExecdInvalidPath, "cwd %q must be an absolute path", cwd)
 	}
 	cwd = filepath.Clean(cwd)
+	m.mu.Lock()
+	if n := len(m.contexts) + m.starting; n >= m.cfg.MaxContexts {
+		m.mu.Unlock()
+		return nil, errdefs.Newf(errdefs.ErrResourceExhausted, api.CodeExecdContextBusy,
+			"this sandbox has %d code contexts, the most it runs at once; delete one first", n)
+	}
+	m.starting++
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.starting--
+		m.mu.Unlock()
+	}()
 	spec, err := m.spec(ctx, language)
 	if err != nil {
 		return nil, err
