@@ -136,6 +136,8 @@ type Context struct {
 	running, started, ending bool
 	// pendingInterrupt is an interrupt asked for before the code started.
 	pendingInterrupt bool
+	// turn numbers the turns that have come.
+	turn uint64
 	// escalate, set while an execution runs, arms the stop of its kernel
 	// InterruptTimeout after an interrupt.
 	escalate func()
@@ -410,7 +412,7 @@ func (m *Manager) Interrupt(ctx context.Context, id string) error {
 	c.mu.Lock()
 	k := c.kernel
 	c.mu.Unlock()
-	if err := c.interrupt(ctx, k); err != nil {
+	if err := c.interrupt(ctx, k, 0); err != nil {
 		if errors.Is(err, jupyter.ErrDied) {
 			return errdefs.Newf(errdefs.ErrFailedPrecondition, api.CodeExecdContextDead, "context %s is dead: its kernel exited", id)
 		}

@@ -45,6 +45,8 @@ type Turn struct {
 	c    *Context
 	held bool
 	done bool
+	// seq numbers the turn once it has come (Context.turn).
+	seq uint64
 }
 
 // Queue takes a place behind the context's running execution. It fails
@@ -82,6 +84,8 @@ func (t *Turn) Wait(ctx context.Context, d time.Duration) (bool, error) {
 		t.c.mu.Lock()
 		t.held, t.c.waiting, t.c.running = true, t.c.waiting-1, true
 		t.c.started, t.c.ending, t.c.pendingInterrupt = false, false, false
+		t.c.turn++
+		t.seq = t.c.turn
 		t.c.mu.Unlock()
 		return true, nil
 	case <-t.c.closed:
@@ -150,7 +154,7 @@ func (t *Turn) Run(ctx context.Context, code string, emit func(api.ServerStreamE
 		gone.Store(true)
 		once.Do(func() {
 			c.m.log.Info("code client went away: interrupting", "context_id", c.ID)
-			_ = c.interrupt(context.Background(), k)
+			_ = c.interrupt(context.Background(), k, t.seq)
 		})
 	}
 	defer context.AfterFunc(ctx, interrupt)()
@@ -232,9 +236,12 @@ func (t *Turn) Run(ctx context.Context, code string, emit func(api.ServerStreamE
 // requests for good. So an interrupt asked for before the code started
 // waits for execute_input, and one after the code's result or error, or
 // with nothing running, does nothing.
-func (c *Context) interrupt(ctx context.Context, k *jupyter.Kernel) error {
+//
+// seq names the turn to interrupt (0: whichever runs): an interrupt a
+// turn asked for must never reach the next one.
+func (c *Context) interrupt(ctx context.Context, k *jupyter.Kernel, seq uint64) error {
 	c.mu.Lock()
-	if !c.running || c.ending {
+	if !c.running || c.ending || seq != 0 && seq != c.turn {
 		c.mu.Unlock()
 		return nil
 	}
