@@ -12,7 +12,9 @@ import (
 )
 
 // maxQueued bounds the iopub output held for one request that its reader
-// has not taken yet; stream output past it is dropped and counted.
+// has not taken yet; stream output past it is dropped and counted. A
+// kernel can send one stream message larger than this (ipykernel sends
+// what was printed in each 0.2 s): that one is kept.
 const maxQueued = 64 << 20
 
 // queue holds iopub messages for one request. push never blocks.
@@ -29,7 +31,9 @@ func newQueue() *queue { return &queue{notify: make(chan struct{}, 1)} }
 func (q *queue) push(m Message) {
 	n := len(m.Content)
 	q.mu.Lock()
-	if q.bytes+n > maxQueued && m.Header.MsgType == "stream" {
+	// One message always goes through, however large (it is in memory
+	// already); the bound is on a backlog.
+	if len(q.items) > 0 && q.bytes+n > maxQueued && m.Header.MsgType == "stream" {
 		q.dropped += int64(n)
 		q.mu.Unlock()
 		return

@@ -345,3 +345,20 @@ func TestUnresponsiveKernel(t *testing.T) {
 		t.Fatal("a stopped kernel answered the heartbeat")
 	}
 }
+
+func TestQueueBoundsABacklogNotAMessage(t *testing.T) {
+	q := newQueue()
+	stream := func(n int) Message {
+		return Message{Header: Header{MsgType: "stream"}, Content: make(json.RawMessage, n)}
+	}
+	q.push(stream(maxQueued + 10))
+	if got := q.take(); len(got) != 1 || q.droppedBytes() != 0 {
+		t.Fatalf("one large message: %d taken, %d dropped", len(got), q.droppedBytes())
+	}
+	q.push(stream(maxQueued - 10))
+	q.push(stream(100))
+	q.push(Message{Header: Header{MsgType: "status"}, Content: make(json.RawMessage, 100)})
+	if got := q.take(); len(got) != 2 || got[1].Type() != "status" || q.droppedBytes() != 100 {
+		t.Fatalf("a backlog past the bound: %d taken, %d dropped", len(got), q.droppedBytes())
+	}
+}
