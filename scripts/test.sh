@@ -107,6 +107,8 @@ required=(
   internal/execd.TestCodeKernelsEndWithExecd
   internal/execd.TestCodeClientsLeavingAtTheErrorDoNotWedgeTheKernel
   internal/execd.TestCodeThatIgnoresInterrupts
+  internal/execd.TestCodeIdleContextsAreShutDown
+  internal/execd/code/jupyter.TestQueueBoundsABacklogNotAMessage
   internal/execd/code/jupyter.TestUnresponsiveKernel
   test/e2e.TestCodeInterpreterOCI
   test/e2e.TestCodeInterpreterImageOCI

@@ -618,6 +618,25 @@ func TestCodeBadInput(t *testing.T) {
 	}
 }
 
+// Contexts unused past --code-idle-timeout are shut down; a context
+// running code is not.
+func TestCodeIdleContextsAreShutDown(t *testing.T) {
+	requirePythonKernel(t)
+	d := startExecd(t, "--code-idle-timeout", "2s")
+	busy, idle := d.newContext("python"), d.newContext("python")
+	r := d.code(busy, "import time\ntime.sleep(4)\n'slept'")
+	if resultText(r) != "'slept'" {
+		t.Fatalf("a run longer than the idle timeout: %s", r.raw)
+	}
+	if a := d.do("GET", "/code/contexts/"+busy, nil); a.status != 200 {
+		t.Fatalf("a context was shut down while it ran code: %d", a.status)
+	}
+	testutil.WaitFor(t, 30*time.Second, "the idle contexts to go", func() bool {
+		return d.do("GET", "/code/contexts/"+idle, nil).status == 404 && d.do("GET", "/code/contexts/"+busy, nil).status == 404
+	})
+	testutil.WaitFor(t, 10*time.Second, "their kernels to exit", func() bool { return len(kernelPids(d)) == 0 })
+}
+
 // Stopping execd ends every kernel it started.
 func TestCodeKernelsEndWithExecd(t *testing.T) {
 	requirePythonKernel(t)
