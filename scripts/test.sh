@@ -108,6 +108,7 @@ required=(
   internal/execd.TestCodeClientsLeavingAtTheErrorDoNotWedgeTheKernel
   internal/execd.TestCodeThatIgnoresInterrupts
   internal/execd.TestCodeIdleContextsAreShutDown
+  internal/execd.TestCodeWaitsForKernelspecsInstalledAtStart
   internal/execd/code/jupyter.TestQueueBoundsABacklogNotAMessage
   internal/execd/code/jupyter.TestUnresponsiveKernel
   test/e2e.TestCodeInterpreterOCI

@@ -637,6 +637,46 @@ func TestCodeIdleContextsAreShutDown(t *testing.T) {
 	testutil.WaitFor(t, 10*time.Second, "their kernels to exit", func() bool { return len(kernelPids(d)) == 0 })
 }
 
+// Kernelspecs an image installs at start (as OpenSandbox's
+// code-interpreter entrypoint does) are waited for, for a bounded time.
+func TestCodeWaitsForKernelspecsInstalledAtStart(t *testing.T) {
+	requirePythonKernel(t)
+	dir := t.TempDir()
+	t.Setenv("JUPYTER_PATH", dir)
+	d := startExecd(t, "--code-spec-wait", "20s")
+	created := make(chan answer, 1)
+	go func() { created <- d.do("POST", "/code/context", map[string]string{"language": "r"}) }()
+	time.Sleep(500 * time.Millisecond) // the create is waiting: no spec for r exists yet
+	select {
+	case a := <-created:
+		t.Fatalf("the create did not wait for the kernelspec: %d %s", a.status, a.body)
+	default:
+	}
+	// "Install" an R kernelspec (it runs ipykernel: what matters is that
+	// it is found).
+	spec := filepath.Join(dir, "kernels", "ir")
+	if err := os.MkdirAll(spec, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	body := `{"argv": ["/usr/bin/python3", "-m", "ipykernel_launcher", "-f", "{connection_file}"], "language": "R", "display_name": "R"}`
+	if err := os.WriteFile(filepath.Join(spec, "kernel.json"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := <-created
+	var c api.CodeContext
+	if a.status != 200 {
+		t.Fatalf("create after the spec appeared: %d %s", a.status, a.body)
+	}
+	if a.json(t, &c); c.Kernel != "ir" || c.Language != "r" {
+		t.Fatalf("context %+v", c)
+	}
+	// Past the wait, a missing language is refused at once.
+	d2 := startExecd(t, "--code-spec-wait", "1ms")
+	if a := d2.do("POST", "/code/context", map[string]string{"language": "java"}); a.status != 400 || !strings.Contains(string(a.body), "python") {
+		t.Fatalf("a missing language after the wait: %d %s", a.status, a.body)
+	}
+}
+
 // Stopping execd ends every kernel it started.
 func TestCodeKernelsEndWithExecd(t *testing.T) {
 	requirePythonKernel(t)
