@@ -87,7 +87,7 @@ func (s *Server) runCode(w http.ResponseWriter, r *http.Request) {
 	}
 	pings := s.pingWhileQuiet(r.Context(), es)
 	defer pings()
-	turn.Run(r.Context(), req.Code, func(ev api.ServerStreamEvent) error { return es.writeLocked(ev) })
+	turn.Run(r.Context(), req.Code, es.writeLocked)
 }
 
 // pingWhileQuiet sends a ping whenever the stream has been quiet for

@@ -121,7 +121,10 @@ func (t *Turn) Done() {
 // ends or emit fails (the client went away), the execution is
 // interrupted and Run still waits for the kernel to finish it, so the
 // next turn finds the kernel idle.
-func (t *Turn) Run(ctx context.Context, code string, emit func(api.ServerStreamEvent) error) {
+//
+// Events are handed to emit in runs: those of the kernel messages that
+// arrived together go in one call (one flush of the stream).
+func (t *Turn) Run(ctx context.Context, code string, emit func(...api.ServerStreamEvent) error) {
 	c := t.c
 	c.mu.Lock()
 	k := c.kernel
@@ -158,16 +161,24 @@ func (t *Turn) Run(ctx context.Context, code string, emit func(api.ServerStreamE
 		})
 	}
 	defer context.AfterFunc(ctx, interrupt)()
-	send := func(ev api.ServerStreamEvent) {
-		if gone.Load() {
-			return
+	var batch []api.ServerStreamEvent
+	flush := func() error {
+		evs := batch
+		batch = nil
+		if len(evs) == 0 || gone.Load() {
+			return nil
 		}
-		if err := emit(ev); err != nil {
+		if err := emit(evs...); err != nil {
 			go interrupt()
 		}
+		return nil
+	}
+	send := func(ev api.ServerStreamEvent) {
+		batch = append(batch, ev)
+		_ = flush()
 	}
 	sawError := false
-	rep, err := k.Execute(execCtx, code, func(m jupyter.Message) error {
+	rep, err := k.ExecuteBatched(execCtx, code, func(m jupyter.Message) error {
 		switch m.Type() {
 		case "execute_input":
 			// The kernel runs the code now, its interrupt handler set: an
@@ -189,10 +200,11 @@ func (t *Turn) Run(ctx context.Context, code string, emit func(api.ServerStreamE
 		}
 		for _, ev := range c.events(m) {
 			sawError = sawError || ev.Type == api.EventError
-			send(ev)
+			batch = append(batch, ev)
 		}
 		return nil
-	})
+	}, flush)
+	_ = flush()
 	c.mu.Lock()
 	c.ending = true
 	c.mu.Unlock()

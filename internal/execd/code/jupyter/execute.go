@@ -93,6 +93,13 @@ type Reply struct {
 // reaches it just after an error, so whether the next, independent
 // execution ran would depend on timing.
 func (k *Kernel) Execute(ctx context.Context, code string, on func(Message) error) (Reply, error) {
+	return k.ExecuteBatched(ctx, code, on, nil)
+}
+
+// ExecuteBatched is Execute that also calls batchEnd (if not nil) after
+// each run of messages that arrived together, so a caller can flush its
+// output once per run rather than once per message.
+func (k *Kernel) ExecuteBatched(ctx context.Context, code string, on func(Message) error, batchEnd func() error) (Reply, error) {
 	m, err := k.newMessage("execute_request", map[string]any{
 		"code": code, "silent": false, "store_history": true, "user_expressions": map[string]any{},
 		"allow_stdin": false, "stop_on_error": false,
@@ -124,6 +131,9 @@ func (k *Kernel) Execute(ctx context.Context, code string, on func(Message) erro
 			if err := on(o); err != nil {
 				return err
 			}
+		}
+		if batchEnd != nil {
+			return batchEnd()
 		}
 		return nil
 	}
