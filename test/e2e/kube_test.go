@@ -370,7 +370,9 @@ func TestKubeReplicasShareTheCluster(t *testing.T) {
 	for _, it := range l.Items {
 		ids = append(ids, it.ID)
 	}
-	if slices.Sort(ids); len(ids) != 2 || !slices.Contains(ids, sb.ID) || !slices.Contains(ids, sb2.ID) {
+	// Other tests share the namespace (and the admin key): their
+	// sandboxes may be listed too.
+	if slices.Sort(ids); !slices.Contains(ids, sb.ID) || !slices.Contains(ids, sb2.ID) {
 		t.Errorf("a new replica lists %v, want %s and %s", ids, sb.ID, sb2.ID)
 	}
 
