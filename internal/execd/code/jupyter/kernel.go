@@ -92,7 +92,6 @@ type Kernel struct {
 	replies map[string]chan Message
 	outputs map[string]*queue
 
-	sawIOPub    atomic.Bool
 	badMessages atomic.Int64
 
 	exited  chan struct{}
@@ -406,7 +405,6 @@ func (k *Kernel) readIOPub() {
 		if !ok {
 			return
 		}
-		k.sawIOPub.Store(true)
 		k.mu.Lock()
 		q := k.outputs[m.Parent.MsgID]
 		k.mu.Unlock()
