@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"strings"
 
 	"github.com/corral-dev/corral/api"
@@ -22,6 +23,8 @@ type clientFlags struct {
 	profile string
 	output  string
 	formats []string
+	// http, when set, is the HTTP client requests go through.
+	http *http.Client
 }
 
 // register adds the connection flags and -o with the given formats (the
@@ -76,7 +79,11 @@ func (c *clientFlags) client(e *env) (*sdk.Client, error) {
 	if server == "" {
 		server = "http://" + sdk.DefaultDomain
 	}
-	return sdk.New(sdk.WithBaseURL(server), sdk.WithAPIKey(key))
+	opts := []sdk.Option{sdk.WithBaseURL(server), sdk.WithAPIKey(key)}
+	if c.http != nil {
+		opts = append(opts, sdk.WithHTTPClient(c.http))
+	}
+	return sdk.New(opts...)
 }
 
 // fail reports an error the way -o asks and returns code.

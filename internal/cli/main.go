@@ -37,6 +37,7 @@ func commands() []command {
 		{"ls", "list sandboxes", runList},
 		{"get", "show a sandbox", runGet},
 		{"exec", "run a command in a sandbox (output streamed, exit code kept)", runExec},
+		{"mcp", "serve sandbox tools to AI agents over MCP (stdio or streamable HTTP), under a tool policy", runMCP},
 		{"code", "run code in a sandbox's code interpreter (Python by default; state kept between runs)", runCode},
 		{"shell", "open an interactive shell in a sandbox", runShell},
 		{"logs", "print the output of a background command", runLogs},
