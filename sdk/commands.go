@@ -206,13 +206,20 @@ func (st *streamState) read(body io.Reader, fn func(Event) error) error {
 // copy is exact for text output; against servers that only send lines,
 // every line ends with a newline.
 func (s *Sandbox) Exec(ctx context.Context, command string, opts CommandOptions, stdout, stderr io.Writer) (int, error) {
-	res, err := s.runStream(ctx, command, opts, true, func(ev Event) error {
-		return copyEvent(ev, stdout, stderr)
-	})
+	res, err := s.ExecResult(ctx, command, opts, stdout, stderr)
 	if err != nil {
 		return -1, err
 	}
 	return res.ExitCode, nil
+}
+
+// ExecResult is Exec returning the whole CommandResult: the command's id,
+// its exit code and, when it did not exit by itself (a timeout, say),
+// the error event that says why.
+func (s *Sandbox) ExecResult(ctx context.Context, command string, opts CommandOptions, stdout, stderr io.Writer) (*CommandResult, error) {
+	return s.runStream(ctx, command, opts, true, func(ev Event) error {
+		return copyEvent(ev, stdout, stderr)
+	})
 }
 
 // copyEvent writes an output event of a raw stream to its writer.

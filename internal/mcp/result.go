@@ -82,6 +82,8 @@ func classify(err error) *ToolError {
 		e.Code = ae.Code
 	}
 	switch {
+	case strings.HasSuffix(e.Code, "::API_NOT_SUPPORTED") || errors.Is(err, errdefs.ErrNotImplemented):
+		e.Class = ClassPlatform // this server or runtime cannot do it
 	case errors.Is(err, context.DeadlineExceeded):
 		e.Class, e.Retryable, e.Message = ClassPlatform, true, "the call took longer than the policy's call timeout"
 	case errors.Is(err, context.Canceled):

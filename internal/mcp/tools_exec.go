@@ -14,7 +14,6 @@ import (
 
 	sdkmcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/sdk"
 )
 
@@ -85,15 +84,7 @@ func runCommand(ctx context.Context, s *Session, c *call, in commandIn) (*Comman
 	}
 	stdout, stderr := newCapture(s.pol.Limits.OutputBytes), newCapture(s.pol.Limits.OutputBytes)
 	start := time.Now()
-	res, err := sb.RunStream(ctx, in.Command, opts, func(ev sdk.Event) error {
-		switch ev.Type {
-		case api.EventStdout:
-			stdout.WriteString(ev.Text)
-		case api.EventStderr:
-			stderr.WriteString(ev.Text)
-		}
-		return nil
-	})
+	res, err := sb.ExecResult(ctx, in.Command, opts, stdout, stderr)
 	if err != nil {
 		return nil, err
 	}
