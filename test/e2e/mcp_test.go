@@ -442,3 +442,49 @@ func (h headerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	return http.DefaultTransport.RoundTrip(r)
 }
+
+var npmMCPInstall struct {
+	sync.Once
+	out []byte
+	err error
+}
+
+// TestMCPWithTheTypeScriptSDKClient drives `corral mcp` with a client
+// nobody here wrote: the MCP TypeScript SDK's, from npm.
+func TestMCPWithTheTypeScriptSDKClient(t *testing.T) {
+	requireOCI(t)
+	t.Parallel()
+	if _, err := exec.LookPath("npm"); err != nil {
+		t.Fatalf("npm is needed: %v", err)
+	}
+	dir, _ := filepath.Abs("mcpjs")
+	npmMCPInstall.Do(func() {
+		install := exec.Command("npm", "ci", "--no-audit", "--no-fund")
+		install.Dir = dir
+		npmMCPInstall.out, npmMCPInstall.err = install.CombinedOutput()
+	})
+	if npmMCPInstall.err != nil {
+		t.Fatalf("npm ci: %v\n%s", npmMCPInstall.err, npmMCPInstall.out)
+	}
+	s := startServer(t, t.TempDir(), "--runtime", "oci")
+	node := exec.CommandContext(ctx(t), "node", "scenario.mjs")
+	node.Dir = dir
+	node.Env = append(os.Environ(), "CORRAL_BIN="+binary, "CORRAL_SERVER="+s.url, "CORRAL_API_KEY="+testKey, "CORRAL_POLICY="+writePolicy(t, mcpPolicy))
+	var stderr bytes.Buffer
+	node.Stderr = &stderr
+	out, err := node.Output()
+	if err != nil {
+		t.Fatalf("the TypeScript scenario failed: %v\n%s%s", err, out, stderr.Bytes())
+	}
+	var f map[string]any
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &f); err != nil {
+		t.Fatalf("findings %s: %v", out, err)
+	}
+	want := len(mcp.ToolNames())
+	if num(f["tools"]) != want || num(f["withOutputSchema"]) != want || f["state"] != "Running" || f["stdout"] != "from-js\n" ||
+		num(f["exitCode"]) != 7 || f["read"] != "written by js" || f["outsideClass"] != "bad_arguments" || f["badArgs"] == "accepted" || f["killed"] != true {
+		t.Fatalf("findings: %v", f)
+	}
+	t.Logf("TypeScript SDK client: %s", lines[len(lines)-1])
+}
