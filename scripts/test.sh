@@ -199,6 +199,9 @@ required=(
   internal/egress/nft.TestIsolateOutbound
   internal/imagestore.TestImagesAreTenantScoped
   test/e2e.TestRuntimeVersionIsChecked
+  test/e2e.TestMCPToolsOverStdio
+  test/e2e.TestMCPOverStreamableHTTP
+  test/e2e.TestMCPWithTheTypeScriptSDKClient
 )
 
 
