@@ -38,6 +38,7 @@ func commands() []command {
 		{"get", "show a sandbox", runGet},
 		{"exec", "run a command in a sandbox (output streamed, exit code kept)", runExec},
 		{"mcp", "serve sandbox tools to AI agents over MCP (stdio or streamable HTTP), under a tool policy", runMCP},
+		{"agent", "run a task with an LLM on one sandbox, under the tool policy (a restricted-execution agent)", runAgent},
 		{"code", "run code in a sandbox's code interpreter (Python by default; state kept between runs)", runCode},
 		{"shell", "open an interactive shell in a sandbox", runShell},
 		{"logs", "print the output of a background command", runLogs},

@@ -1,0 +1,678 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package agent is `corral agent`: a minimal restricted-execution agent.
+// It creates one sandbox from the tool policy's template with a
+// default-deny network that allows only the task's domains, runs the
+// model's tool loop through the same tool layer as `corral mcp` (package
+// mcp, in process), stops for an explicit reason, deletes the sandbox on
+// every path and writes a trajectory and a report whose numbers come from
+// tool results. The model is any OpenAI-compatible chat-completions
+// endpoint; its wire types are written here (a dozen fields) rather than
+// taken from a client library that would pull in far more than the loop
+// uses.
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	sdkmcp "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/corral-dev/corral/api"
+	"github.com/corral-dev/corral/internal/mcp"
+	"github.com/corral-dev/corral/sdk"
+)
+
+// Stop reasons.
+const (
+	StopDone         = "done"
+	StopTurnBudget   = "turn_budget"
+	StopToolBudget   = "tool_budget"
+	StopTimeBudget   = "time_budget"
+	StopModelError   = "model_error"
+	StopSandboxError = "sandbox_error"
+	StopCancelled    = "cancelled"
+)
+
+// Config is one run of the agent.
+type Config struct {
+	// Client reaches corral.
+	Client *sdk.Client
+	Policy mcp.Policy
+	// Task is what the model is asked to do.
+	Task string
+	// Inputs are local files copied into the work directory first.
+	Inputs []string
+	// Domains are the task's network: the sandbox may reach these and
+	// nothing else (each must be within the policy's template).
+	Domains []string
+	// ModelURL is the endpoint's base URL (".../v1"); the loop posts to
+	// ModelURL + "/chat/completions".
+	ModelURL string
+	Model    string
+	// ModelKey is sent to the model only, never into the sandbox.
+	ModelKey string
+	// HTTPClient talks to the model (default: http.DefaultClient).
+	HTTPClient *http.Client
+	// ModelAttempts bounds the tries of one model request (default 5).
+	ModelAttempts int
+	// OutDir receives the work directory's files at the end ("" = none).
+	OutDir string
+	// Trajectory receives one JSON line per event (nil: discarded).
+	Trajectory io.Writer
+	// Trace receives the tool layer's lines (nil: discarded).
+	Trace *slog.Logger
+	// Version is told to the tool layer.
+	Version string
+}
+
+// Report is what a run did, from tool results and the model's usage
+// counts, not from what the model says about itself.
+type Report struct {
+	StopReason string `json:"stop_reason"`
+	// StopMessage explains the stop in a sentence.
+	StopMessage      string          `json:"stop_message,omitempty"`
+	Model            string          `json:"model"`
+	SandboxID        string          `json:"sandbox_id,omitempty"`
+	SandboxDeleted   bool            `json:"sandbox_deleted"`
+	SandboxExpiresAt *time.Time      `json:"sandbox_expires_at,omitempty"`
+	Network          []string        `json:"network"`
+	Turns            int             `json:"turns"`
+	ToolCalls        int             `json:"tool_calls"`
+	ToolErrors       int             `json:"tool_errors"`
+	Commands         []CommandRecord `json:"commands"`
+	PromptTokens     int             `json:"prompt_tokens"`
+	CompletionTokens int             `json:"completion_tokens"`
+	DurationMS       int64           `json:"duration_ms"`
+	Artifacts        []Artifact      `json:"artifacts"`
+	// ModelSummary is the model's final message, quoted as it wrote it.
+	ModelSummary string `json:"model_summary,omitempty"`
+}
+
+// CommandRecord is one command_run or code_run as its result reported it.
+type CommandRecord struct {
+	Tool       string `json:"tool"`
+	ExitCode   *int   `json:"exit_code,omitempty"`
+	CodeError  string `json:"code_error,omitempty"`
+	TimedOut   bool   `json:"timed_out"`
+	DurationMS int64  `json:"duration_ms"`
+}
+
+// Artifact is a file pulled out of the work directory.
+type Artifact struct {
+	Path   string `json:"path"`
+	Local  string `json:"local"`
+	Bytes  int64  `json:"bytes"`
+	SHA256 string `json:"sha256"`
+}
+
+// modelTools are the tools the model may call; the sandbox's lifecycle
+// is the agent's, not the model's.
+var modelTools = []string{"command_run", "command_interrupt", "code_run", "file_read", "file_write", "file_delete", "file_search",
+	"file_create_directories", "file_delete_directories", "file_move", "file_replace_contents", "artifact_list", "artifact_get", "sandbox_get_metrics"}
+
+// run is the state of one run.
+type run struct {
+	cfg    Config
+	rep    *Report
+	model  *model
+	cs     *sdkmcp.ClientSession
+	sess   *mcp.Session
+	traj   *trajectory
+	start  time.Time
+	reqSeq int
+}
+
+// Run runs the agent until it stops and returns its report. The error is
+// for a run that could not start at all (bad configuration); every stop
+// after that, failures included, is a Report with its StopReason.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if strings.TrimSpace(cfg.Task) == "" {
+		return nil, errors.New("the task is empty")
+	}
+	if cfg.ModelURL == "" || cfg.Model == "" {
+		return nil, errors.New("a model endpoint (--model-url) and a model name (--model) are needed")
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = http.DefaultClient
+	}
+	if cfg.ModelAttempts == 0 {
+		cfg.ModelAttempts = 5
+	}
+	for _, in := range cfg.Inputs {
+		if fi, err := os.Stat(in); err != nil || !fi.Mode().IsRegular() {
+			return nil, fmt.Errorf("input %s: not a readable file", in)
+		}
+	}
+	pol := cfg.Policy
+	pol.Tools = slices.DeleteFunc(slices.Clone(pol.Tools), func(t string) bool { return !slices.Contains(modelTools, t) && t != "sandbox_create" })
+	if !slices.Contains(pol.Tools, "sandbox_create") {
+		pol.Tools = append(pol.Tools, "sandbox_create")
+	}
+	pol.ToolPrefix = ""
+	r := &run{cfg: cfg, start: time.Now(), traj: &trajectory{w: cfg.Trajectory},
+		rep: &Report{Model: cfg.Model, Network: []string{}, Commands: []CommandRecord{}, Artifacts: []Artifact{}},
+		model: &model{url: strings.TrimSuffix(cfg.ModelURL, "/") + "/chat/completions", name: cfg.Model, key: cfg.ModelKey,
+			hc: cfg.HTTPClient, attempts: cfg.ModelAttempts, backoff: time.Second}}
+	cfg.Policy = pol
+	r.cfg = cfg
+	r.sess = mcp.NewSession(mcp.Config{Client: cfg.Client, Policy: pol, Trace: cfg.Trace, Version: cfg.Version})
+	ct, st := sdkmcp.NewInMemoryTransports()
+	if _, err := r.sess.Server().Connect(ctx, st, nil); err != nil {
+		return nil, err
+	}
+	cs, err := sdkmcp.NewClient(&sdkmcp.Implementation{Name: "corral-agent", Version: cfg.Version}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		return nil, err
+	}
+	r.cs = cs
+	defer cs.Close()
+
+	r.traj.write(map[string]any{"type": "start", "model": cfg.Model, "task_sha256": sha(cfg.Task), "inputs": len(cfg.Inputs),
+		"budget": map[string]any{"turns": pol.Budget.Turns, "tool_calls": pol.Budget.ToolCalls, "wall_time": pol.Budget.WallTime.String()}})
+	wctx, cancel := context.WithTimeout(ctx, pol.Budget.WallTime.Duration)
+	defer cancel()
+	r.stop(r.loop(ctx, wctx))
+	r.finish(ctx)
+	return r.rep, nil
+}
+
+// stopErr carries a stop reason out of the loop.
+type stopErr struct{ reason, msg string }
+
+func (e *stopErr) Error() string { return e.reason + ": " + e.msg }
+
+func stopf(reason, format string, args ...any) error {
+	return &stopErr{reason: reason, msg: fmt.Sprintf(format, args...)}
+}
+
+// stop records why the loop ended.
+func (r *run) stop(err error) {
+	var se *stopErr
+	if !errors.As(err, &se) {
+		se = &stopErr{reason: StopSandboxError, msg: err.Error()}
+	}
+	r.rep.StopReason, r.rep.StopMessage = se.reason, se.msg
+}
+
+// ctxStop maps a context's end onto its stop reason.
+func ctxStop(parent, wctx context.Context) error {
+	if parent.Err() != nil {
+		return stopf(StopCancelled, "cancelled")
+	}
+	if wctx.Err() != nil {
+		return stopf(StopTimeBudget, "the wall-time budget is spent")
+	}
+	return nil
+}
+
+func (r *run) loop(parent, ctx context.Context) error {
+	if err := r.setup(ctx); err != nil {
+		if se := ctxStop(parent, ctx); se != nil {
+			return se
+		}
+		return err
+	}
+	tools, err := r.toolDefs(ctx)
+	if err != nil {
+		return stopf(StopSandboxError, "list the tools: %v", err)
+	}
+	msgs := []message{
+		{Role: "system", Content: text(r.systemPrompt())},
+		{Role: "user", Content: text(r.cfg.Task)},
+	}
+	for turn := 1; ; turn++ {
+		if turn > r.cfg.Policy.Budget.Turns {
+			return stopf(StopTurnBudget, "the budget of %d model turns is spent", r.cfg.Policy.Budget.Turns)
+		}
+		if se := ctxStop(parent, ctx); se != nil {
+			return se
+		}
+		r.rep.Turns = turn
+		res, err := r.ask(ctx, turn, chatRequest{Model: r.cfg.Model, Messages: msgs, Tools: tools})
+		if err != nil {
+			if se := ctxStop(parent, ctx); se != nil {
+				return se
+			}
+			return stopf(StopModelError, "%v", err)
+		}
+		reply := res.Choices[0].Message
+		reply.Role = "assistant"
+		msgs = append(msgs, reply)
+		if len(reply.ToolCalls) == 0 {
+			if reply.Content != nil {
+				r.rep.ModelSummary = *reply.Content
+			}
+			return stopf(StopDone, "the model finished")
+		}
+		for _, tc := range reply.ToolCalls {
+			content, stop := r.callTool(ctx, turn, tc)
+			msgs = append(msgs, message{Role: "tool", ToolCallID: tc.ID, Content: text(content)})
+			if stop != nil {
+				if se := ctxStop(parent, ctx); se != nil {
+					return se
+				}
+				return stop
+			}
+		}
+	}
+}
+
+// setup creates the sandbox through the tool layer (so the policy's
+// template, network rules and budget apply) and copies the inputs in.
+func (r *run) setup(ctx context.Context) error {
+	args := map[string]any{}
+	ttl := int64(r.cfg.Policy.Budget.WallTime.Seconds()) + 300 // outlives the run a little: the backstop if this process dies
+	ttl = min(max(ttl, 60), int64(r.cfg.Policy.Template.MaxTimeout.Seconds()))
+	args["timeout_seconds"] = ttl
+	rules := []any{}
+	for _, d := range r.cfg.Domains {
+		rules = append(rules, map[string]any{"action": "allow", "target": d})
+	}
+	args["network_policy"] = map[string]any{"defaultAction": "deny", "egress": rules}
+	var out map[string]any
+	var terr map[string]any
+	for attempt := 1; ; attempt++ {
+		start := time.Now()
+		res, err := r.cs.CallTool(ctx, &sdkmcp.CallToolParams{Name: "sandbox_create", Arguments: args})
+		out, terr = structured(res, err)
+		r.traj.write(map[string]any{"type": "tool_call", "id": "setup-create", "attempt": attempt, "tool": "sandbox_create",
+			"duration_ms": time.Since(start).Milliseconds(), "sandbox_id": out["sandbox_id"], "error": terr})
+		if terr == nil || terr["retryable"] != true || attempt >= 4 || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(attempt) * 2 * time.Second):
+		}
+	}
+	if terr != nil {
+		return stopf(StopSandboxError, "the sandbox could not be created: %v", terr["message"])
+	}
+	id, _ := out["sandbox_id"].(string)
+	r.rep.SandboxID = id
+	if net, ok := out["network"].([]any); ok {
+		for _, n := range net {
+			r.rep.Network = append(r.rep.Network, fmt.Sprint(n))
+		}
+	}
+	if sb, err := r.cfg.Client.GetSandbox(ctx, id); err == nil {
+		r.rep.SandboxExpiresAt = sb.ExpiresAt
+	}
+	r.traj.write(map[string]any{"type": "sandbox", "sandbox_id": id, "expires_at": r.rep.SandboxExpiresAt, "network": r.rep.Network})
+	if len(r.cfg.Inputs) == 0 {
+		return nil
+	}
+	sb, err := r.cfg.Client.Sandbox(ctx, id, sdk.SandboxOptions{})
+	if err != nil {
+		return stopf(StopSandboxError, "connect to the sandbox: %v", err)
+	}
+	var files []sdk.UploadFile
+	for _, in := range r.cfg.Inputs {
+		f, err := os.Open(in)
+		if err != nil {
+			return stopf(StopSandboxError, "input %s: %v", in, err)
+		}
+		defer f.Close()
+		files = append(files, sdk.UploadFile{Path: path.Join(r.cfg.Policy.Template.Workdir, filepath.Base(in)), Content: f, Mode: 0o644})
+	}
+	if err := sb.UploadFiles(ctx, files); err != nil {
+		return stopf(StopSandboxError, "copy the inputs in: %v", err)
+	}
+	r.traj.write(map[string]any{"type": "inputs", "files": len(files)})
+	return nil
+}
+
+// structured reads a tool result's structured content and its error.
+func structured(res *sdkmcp.CallToolResult, err error) (map[string]any, map[string]any) {
+	if err != nil {
+		return map[string]any{}, map[string]any{"class": mcp.ClassPlatform, "message": err.Error(), "retryable": false}
+	}
+	var out map[string]any
+	b, _ := json.Marshal(res.StructuredContent)
+	_ = json.Unmarshal(b, &out)
+	if out == nil {
+		out = map[string]any{}
+	}
+	if res.IsError {
+		e, _ := out["error"].(map[string]any)
+		if e == nil {
+			// A schema error from the MCP layer: its text is the message.
+			msg := ""
+			for _, c := range res.Content {
+				if tc, ok := c.(*sdkmcp.TextContent); ok {
+					msg += tc.Text
+				}
+			}
+			e = map[string]any{"class": mcp.ClassBadArguments, "message": msg, "retryable": false}
+			out = map[string]any{"error": e}
+		}
+		return out, e
+	}
+	return out, nil
+}
+
+// toolDefs are the model's tools as chat-completions functions.
+func (r *run) toolDefs(ctx context.Context) ([]toolDef, error) {
+	res, err := r.cs.ListTools(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	var defs []toolDef
+	for _, t := range res.Tools {
+		if !slices.Contains(modelTools, t.Name) {
+			continue
+		}
+		var d toolDef
+		d.Type = "function"
+		d.Function.Name, d.Function.Description, d.Function.Parameters = t.Name, t.Description, t.InputSchema
+		defs = append(defs, d)
+	}
+	return defs, nil
+}
+
+func (r *run) systemPrompt() string {
+	net := "no network"
+	if len(r.rep.Network) > 0 {
+		net = "network access only to " + strings.Join(r.rep.Network, ", ")
+	}
+	inputs := ""
+	if len(r.cfg.Inputs) > 0 {
+		var names []string
+		for _, in := range r.cfg.Inputs {
+			names = append(names, filepath.Base(in))
+		}
+		inputs = " The task's input files are there: " + strings.Join(names, ", ") + "."
+	}
+	return "You work in an isolated Linux sandbox through tools; every result is structured JSON. Your work directory is " +
+		r.cfg.Policy.Template.Workdir + " (relative paths are resolved there); the sandbox has " + net + "." + inputs +
+		" Write what you produce (reports, charts) into the work directory. When the task is done, answer without calling a tool, " +
+		"with a short summary of what you did and found."
+}
+
+// ask sends one model request and records each attempt.
+func (r *run) ask(ctx context.Context, turn int, req chatRequest) (*chatResponse, error) {
+	r.reqSeq++
+	id := fmt.Sprintf("m%d", r.reqSeq)
+	n := 0
+	res, err := r.model.complete(ctx, req, func(a attempt) {
+		n++
+		ev := map[string]any{"type": "model_request", "id": id, "turn": turn, "attempt": n, "status": a.Status,
+			"duration_ms": a.Duration.Milliseconds(), "messages": len(req.Messages)}
+		if a.RetryAfter > 0 {
+			ev["retry_after_ms"] = a.RetryAfter.Milliseconds()
+		}
+		if a.Err != "" {
+			ev["error"] = a.Err
+		}
+		r.traj.write(ev)
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.rep.PromptTokens += res.Usage.PromptTokens
+	r.rep.CompletionTokens += res.Usage.CompletionTokens
+	var names []string
+	for _, tc := range res.Choices[0].Message.ToolCalls {
+		names = append(names, tc.Function.Name)
+	}
+	r.traj.write(map[string]any{"type": "model_response", "id": id, "turn": turn, "finish_reason": res.Choices[0].FinishReason,
+		"prompt_tokens": res.Usage.PromptTokens, "completion_tokens": res.Usage.CompletionTokens, "tool_calls": names})
+	return res, nil
+}
+
+// callTool runs one of the model's tool calls and returns what the model
+// is told; a non-nil error stops the loop.
+func (r *run) callTool(ctx context.Context, turn int, tc toolCall) (string, error) {
+	name := tc.Function.Name
+	ev := map[string]any{"type": "tool_call", "id": tc.ID, "turn": turn, "tool": name, "args_sha256": sha(tc.Function.Arguments)}
+	defer r.traj.write(ev)
+	var args map[string]any
+	if !slices.Contains(modelTools, name) {
+		e := map[string]any{"class": mcp.ClassBadArguments, "message": fmt.Sprintf("there is no tool %q", name), "retryable": false}
+		ev["error"] = e
+		r.rep.ToolErrors++
+		return toJSON(map[string]any{"error": e}), nil
+	}
+	if err := json.Unmarshal([]byte(orEmpty(tc.Function.Arguments)), &args); err != nil {
+		e := map[string]any{"class": mcp.ClassBadArguments, "message": "the arguments are not a JSON object: " + err.Error(), "retryable": false}
+		ev["error"] = e
+		r.rep.ToolErrors++
+		return toJSON(map[string]any{"error": e}), nil
+	}
+	r.rep.ToolCalls++
+	start := time.Now()
+	res, err := r.cs.CallTool(ctx, &sdkmcp.CallToolParams{Name: name, Arguments: args})
+	out, terr := structured(res, err)
+	ev["duration_ms"] = time.Since(start).Milliseconds()
+	ev["sandbox_id"] = r.rep.SandboxID
+	if terr != nil {
+		ev["error"] = terr
+		r.rep.ToolErrors++
+		switch {
+		case terr["class"] == mcp.ClassBudget && terr["code"] == "BUDGET::WALL_TIME":
+			return toJSON(out), stopf(StopTimeBudget, "%v", terr["message"])
+		case terr["class"] == mcp.ClassBudget:
+			return toJSON(out), stopf(StopToolBudget, "%v", terr["message"])
+		case ctx.Err() != nil:
+			return toJSON(out), stopf(StopTimeBudget, "the wall-time budget ran out during %s", name)
+		case terr["class"] == mcp.ClassPlatform || terr["code"] == "SANDBOX::NOT_FOUND" || terr["code"] == "SANDBOX::NOT_RUNNING":
+			if !r.sandboxAlive(ctx) {
+				return toJSON(out), stopf(StopSandboxError, "the sandbox or corral stopped answering: %v", terr["message"])
+			}
+		}
+		return toJSON(out), nil
+	}
+	if name == "command_run" || name == "code_run" {
+		rec := CommandRecord{Tool: name, TimedOut: out["timed_out"] == true}
+		if ec, ok := out["exit_code"].(float64); ok {
+			c := int(ec)
+			rec.ExitCode, ev["exit_code"] = &c, c
+		}
+		if ce, ok := out["error"].(map[string]any); ok {
+			rec.CodeError = fmt.Sprint(ce["name"])
+		}
+		if d, ok := out["duration_ms"].(float64); ok {
+			rec.DurationMS = int64(d)
+		}
+		ev["timed_out"], ev["truncated"] = rec.TimedOut, out["truncated"]
+		r.rep.Commands = append(r.rep.Commands, rec)
+	}
+	if res != nil && len(res.Content) > 1 {
+		out["note"] = fmt.Sprintf("%d image(s) were produced; they are not shown to you, but they are in the results", len(res.Content)-1)
+	}
+	return toJSON(out), nil
+}
+
+// sandboxAlive asks corral (with its retries) whether the sandbox runs.
+func (r *run) sandboxAlive(ctx context.Context) bool {
+	sb, err := r.cfg.Client.GetSandbox(ctx, r.rep.SandboxID)
+	return err == nil && sb.Status.State == api.StateRunning
+}
+
+// finish pulls the artifacts out and deletes the sandbox, whatever the
+// stop; a sandbox it cannot delete is left to its TTL, and the report
+// says when that ends.
+func (r *run) finish(parent context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), 2*time.Minute)
+	defer cancel()
+	if r.rep.SandboxID != "" && r.cfg.OutDir != "" {
+		if err := r.pull(ctx); err != nil {
+			r.traj.write(map[string]any{"type": "artifacts", "error": err.Error()})
+		}
+	}
+	if r.rep.SandboxID != "" {
+		err := r.cfg.Client.DeleteSandbox(ctx, r.rep.SandboxID)
+		r.rep.SandboxDeleted = err == nil || errors.Is(err, sdk.ErrNotFound)
+		ev := map[string]any{"type": "cleanup", "sandbox_id": r.rep.SandboxID, "deleted": r.rep.SandboxDeleted}
+		if err != nil && !r.rep.SandboxDeleted {
+			ev["error"] = err.Error()
+			ev["ttl_backstop"] = r.rep.SandboxExpiresAt
+		}
+		r.traj.write(ev)
+	}
+	r.rep.DurationMS = time.Since(r.start).Milliseconds()
+	r.traj.write(map[string]any{"type": "stop", "reason": r.rep.StopReason, "message": r.rep.StopMessage,
+		"turns": r.rep.Turns, "tool_calls": r.rep.ToolCalls, "duration_ms": r.rep.DurationMS})
+}
+
+// maxArtifactBytes bounds what one pull copies out.
+const maxArtifactBytes = 256 << 20
+
+// pull copies the work directory's files into OutDir, which they cannot
+// leave (a name with .. or a symlink in OutDir does not lead out).
+func (r *run) pull(ctx context.Context) error {
+	sb, err := r.cfg.Client.Sandbox(ctx, r.rep.SandboxID, sdk.SandboxOptions{})
+	if err != nil {
+		return err
+	}
+	wd := r.cfg.Policy.Template.Workdir
+	infos, err := sb.Search(ctx, wd, "*")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(r.cfg.OutDir, 0o755); err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(r.cfg.OutDir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	var total int64
+	for _, fi := range infos {
+		if fi.Type == "directory" {
+			continue
+		}
+		rel := strings.TrimPrefix(path.Clean(fi.Path), strings.TrimSuffix(wd, "/")+"/")
+		if rel == fi.Path || rel == "" || strings.HasPrefix(rel, "../") {
+			continue
+		}
+		if total+fi.Size > maxArtifactBytes {
+			r.traj.write(map[string]any{"type": "artifact", "path": fi.Path, "skipped": "over the 256 MiB pull limit"})
+			continue
+		}
+		if dir := path.Dir(rel); dir != "." {
+			if err := root.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+		}
+		f, err := root.OpenFile(rel, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		h := sha256.New()
+		n, err := sb.Download(ctx, fi.Path, io.MultiWriter(f, h))
+		f.Close()
+		if err != nil {
+			return err
+		}
+		total += n
+		a := Artifact{Path: fi.Path, Local: filepath.Join(r.cfg.OutDir, filepath.FromSlash(rel)), Bytes: n, SHA256: hex.EncodeToString(h.Sum(nil))}
+		r.rep.Artifacts = append(r.rep.Artifacts, a)
+		r.traj.write(map[string]any{"type": "artifact", "path": a.Path, "local": a.Local, "bytes": a.Bytes, "sha256": a.SHA256})
+	}
+	return nil
+}
+
+// trajectory writes JSON lines, one per event, each with its time.
+type trajectory struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (t *trajectory) write(ev map[string]any) {
+	if t.w == nil {
+		return
+	}
+	ev["time"] = time.Now().UTC().Format(time.RFC3339Nano)
+	b, _ := json.Marshal(ev)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, _ = t.w.Write(append(b, '\n'))
+}
+
+func sha(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+func toJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func orEmpty(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "{}"
+	}
+	return s
+}
+
+// Markdown renders the report for people.
+func (rep *Report) Markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# corral agent report\n\n")
+	fmt.Fprintf(&b, "- **Stopped**: `%s` — %s\n", rep.StopReason, rep.StopMessage)
+	fmt.Fprintf(&b, "- **Model**: %s, %d turns, %d prompt and %d completion tokens\n", rep.Model, rep.Turns, rep.PromptTokens, rep.CompletionTokens)
+	fmt.Fprintf(&b, "- **Tool calls**: %d (%d failed)\n", rep.ToolCalls, rep.ToolErrors)
+	net := "none"
+	if len(rep.Network) > 0 {
+		net = strings.Join(rep.Network, ", ")
+	}
+	fmt.Fprintf(&b, "- **Sandbox**: %s, network: %s, ", rep.SandboxID, net)
+	switch {
+	case rep.SandboxID == "":
+		b.WriteString("never created\n")
+	case rep.SandboxDeleted:
+		b.WriteString("deleted\n")
+	case rep.SandboxExpiresAt != nil:
+		fmt.Fprintf(&b, "NOT deleted: it expires at %s (its TTL)\n", rep.SandboxExpiresAt.UTC().Format(time.RFC3339))
+	default:
+		b.WriteString("NOT deleted\n")
+	}
+	fmt.Fprintf(&b, "- **Duration**: %.1f s\n\n", float64(rep.DurationMS)/1000)
+	if len(rep.Commands) > 0 {
+		b.WriteString("## Commands (from their results)\n\n| # | tool | exit | timed out | ms |\n|---|---|---|---|---|\n")
+		for i, c := range rep.Commands {
+			exit := "-"
+			if c.ExitCode != nil {
+				exit = fmt.Sprint(*c.ExitCode)
+			}
+			if c.CodeError != "" {
+				exit = c.CodeError
+			}
+			fmt.Fprintf(&b, "| %d | %s | %s | %v | %d |\n", i+1, c.Tool, exit, c.TimedOut, c.DurationMS)
+		}
+		b.WriteString("\n")
+	}
+	if len(rep.Artifacts) > 0 {
+		b.WriteString("## Artifacts\n\n")
+		for _, a := range rep.Artifacts {
+			fmt.Fprintf(&b, "- `%s` → `%s` (%d bytes, sha256 %s)\n", a.Path, a.Local, a.Bytes, a.SHA256[:12])
+		}
+		b.WriteString("\n")
+	}
+	if rep.ModelSummary != "" {
+		b.WriteString("## The model's summary (its own words)\n\n")
+		for _, l := range strings.Split(rep.ModelSummary, "\n") {
+			b.WriteString("> " + l + "\n")
+		}
+	}
+	return b.String()
+}

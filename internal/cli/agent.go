@@ -1,0 +1,93 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/corral-dev/corral/internal/agent"
+)
+
+// runAgent is `corral agent`: a restricted-execution agent on one sandbox.
+func runAgent(ctx context.Context, e *env, args []string) int {
+	fs := newFlagSet(e, "agent", "agent [flags] --model-url URL --model NAME --task TEXT")
+	var f mcpFlags
+	f.register(fs)
+	task := fs.String("task", "", "what the model is asked to do")
+	taskFile := fs.String("task-file", "", "read the task from this file")
+	var inputs, domains listFlag
+	fs.Var(&inputs, "input", "a local file copied into the sandbox's work directory first (repeatable)")
+	fs.Var(&domains, "allow-domain", "a domain the sandbox may reach, within the policy's template.egress (repeatable; default: none, no network)")
+	modelURL := fs.String("model-url", "", "OpenAI-compatible endpoint, such as http://localhost:11434/v1 (default: $CORRAL_MODEL_URL)")
+	modelName := fs.String("model", "", "the model's name (default: $CORRAL_MODEL)")
+	keyEnv := fs.String("model-key-env", "OPENAI_API_KEY", "environment variable holding the model's API key (sent to the model only, never into the sandbox)")
+	outDir := fs.String("out-dir", "corral-agent-out", "where the artifacts, trajectory.jsonl, report.json and report.md go")
+	if ok, code := parseFlags(fs, e, args); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return fail(e, "agent: unexpected argument %q (quote the task: --task '...')", fs.Arg(0))
+	}
+	if *taskFile != "" {
+		if *task != "" {
+			return fail(e, "agent: give --task or --task-file, not both")
+		}
+		b, err := os.ReadFile(*taskFile)
+		if err != nil {
+			return fail(e, "agent: %v", err)
+		}
+		*task = string(b)
+	}
+	if strings.TrimSpace(*task) == "" {
+		return fail(e, "agent: give the task with --task TEXT or --task-file FILE")
+	}
+	if *modelURL == "" {
+		*modelURL = e.getenv("CORRAL_MODEL_URL")
+	}
+	if *modelName == "" {
+		*modelName = e.getenv("CORRAL_MODEL")
+	}
+	cfg, closeTrace, err := f.setup(e)
+	if err != nil {
+		return fail(e, "agent: %v", err)
+	}
+	defer closeTrace()
+	if err := os.MkdirAll(*outDir, 0o755); err != nil {
+		return fail(e, "agent: %v", err)
+	}
+	traj, err := os.OpenFile(filepath.Join(*outDir, "trajectory.jsonl"), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fail(e, "agent: %v", err)
+	}
+	defer traj.Close()
+	rep, err := agent.Run(ctx, agent.Config{
+		Client: cfg.Client, Policy: cfg.Policy, Task: *task, Inputs: inputs, Domains: domains,
+		ModelURL: *modelURL, Model: *modelName, ModelKey: e.getenv(*keyEnv),
+		OutDir: filepath.Join(*outDir, "artifacts"), Trajectory: traj, Trace: cfg.Trace, Version: cfg.Version,
+	})
+	if err != nil {
+		return fail(e, "agent: %v", err)
+	}
+	b, _ := json.MarshalIndent(rep, "", "  ")
+	if err := os.WriteFile(filepath.Join(*outDir, "report.json"), append(b, '\n'), 0o644); err != nil {
+		return fail(e, "agent: %v", err)
+	}
+	md := rep.Markdown()
+	if err := os.WriteFile(filepath.Join(*outDir, "report.md"), []byte(md), 0o644); err != nil {
+		return fail(e, "agent: %v", err)
+	}
+	fmt.Fprint(e.stdout, md)
+	switch rep.StopReason {
+	case agent.StopDone:
+		return 0
+	case agent.StopCancelled:
+		return 130
+	}
+	return 1
+}

@@ -1,0 +1,530 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/corral-dev/corral/internal/agent"
+	"github.com/corral-dev/corral/sdk"
+)
+
+// modelKey is the scripted model's key: it must reach the model and
+// nothing else.
+const modelKey = "sk-scripted-SECRET-7f3a9c"
+
+// modelRequest is one request the scripted model received.
+type modelRequest struct {
+	Auth     string
+	Body     []byte
+	Messages []struct {
+		Role       string `json:"role"`
+		Content    string `json:"content"`
+		ToolCallID string `json:"tool_call_id"`
+	} `json:"messages"`
+	Tools []struct {
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	} `json:"tools"`
+}
+
+// lastTool is the last tool result the model was sent, decoded.
+func (m *modelRequest) lastTool() map[string]any {
+	for i := len(m.Messages) - 1; i >= 0; i-- {
+		if m.Messages[i].Role == "tool" {
+			var out map[string]any
+			_ = json.Unmarshal([]byte(m.Messages[i].Content), &out)
+			return out
+		}
+	}
+	return nil
+}
+
+// reply is one scripted answer: a status (0 = 200) with headers, or a
+// completion with tool calls or a final text.
+type reply struct {
+	status int
+	header map[string]string
+	calls  []scriptedCall
+	final  string
+	// hold, when set, blocks the answer until the request is cancelled.
+	hold bool
+	// before runs when the request arrives, before the answer.
+	before func(*modelRequest)
+}
+
+type scriptedCall struct {
+	name string
+	args map[string]any
+}
+
+func callTool(name string, args map[string]any) reply { return reply{calls: []scriptedCall{{name, args}}} }
+func finalText(s string) reply                        { return reply{final: s} }
+
+// scriptedModel is a real chat-completions server on loopback replaying
+// a script; requests past the script get a final answer.
+type scriptedModel struct {
+	*httptest.Server
+	mu     sync.Mutex
+	script []reply
+	reqs   []*modelRequest
+}
+
+func newScriptedModel(t *testing.T, script ...reply) *scriptedModel {
+	m := &scriptedModel{script: script}
+	m.Server = httptest.NewServer(http.HandlerFunc(m.serve))
+	t.Cleanup(m.Close)
+	return m
+}
+
+func (m *scriptedModel) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/v1/chat/completions" || r.Method != http.MethodPost {
+		http.NotFound(w, r)
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	req := &modelRequest{Auth: r.Header.Get("Authorization"), Body: body}
+	if err := json.Unmarshal(body, req); err != nil {
+		http.Error(w, "bad json", http.StatusBadRequest)
+		return
+	}
+	m.mu.Lock()
+	m.reqs = append(m.reqs, req)
+	n := len(m.reqs)
+	rep := finalText("done (past the script)")
+	if n <= len(m.script) {
+		rep = m.script[n-1]
+	}
+	m.mu.Unlock()
+	if rep.before != nil {
+		rep.before(req)
+	}
+	if rep.hold {
+		<-r.Context().Done()
+		return
+	}
+	for k, v := range rep.header {
+		w.Header().Set(k, v)
+	}
+	if rep.status != 0 {
+		w.WriteHeader(rep.status)
+		fmt.Fprintf(w, `{"error":{"message":"scripted %d"}}`, rep.status)
+		return
+	}
+	msg := map[string]any{"role": "assistant", "content": nil}
+	finish := "tool_calls"
+	if len(rep.calls) == 0 {
+		msg["content"] = rep.final
+		finish = "stop"
+	} else {
+		var calls []any
+		for i, c := range rep.calls {
+			args, _ := json.Marshal(c.args)
+			calls = append(calls, map[string]any{"id": fmt.Sprintf("call_%d_%d", n, i), "type": "function",
+				"function": map[string]any{"name": c.name, "arguments": string(args)}})
+		}
+		msg["tool_calls"] = calls
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"id": fmt.Sprintf("chatcmpl-%d", n), "object": "chat.completion",
+		"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}},
+		"usage":   map[string]any{"prompt_tokens": 100 * n, "completion_tokens": 10, "total_tokens": 100*n + 10}})
+}
+
+func (m *scriptedModel) requests() []*modelRequest {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]*modelRequest{}, m.reqs...)
+}
+
+// agentRun is what one `corral agent` run left.
+type agentRun struct {
+	code   int
+	rep    agent.Report
+	traj   []map[string]any
+	raw    []byte // trajectory, report and output, for secret checks
+	outDir string
+	stderr string
+}
+
+// events are the trajectory's events of a type.
+func (a *agentRun) events(typ string) []map[string]any {
+	var out []map[string]any
+	for _, ev := range a.traj {
+		if ev["type"] == typ {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+const agentPolicy = `
+[limits]
+command_timeout = "20s"
+[budget]
+wall_time = "2m"
+[template]
+image = "host"
+egress = ["pypi.org", "*.pythonhosted.org"]
+`
+
+// startAgent starts `corral agent` against a server URL and a model.
+func startAgent(t *testing.T, serverURL string, m *scriptedModel, policy string, args ...string) (*exec.Cmd, string, *bytes.Buffer) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "out")
+	full := append([]string{"agent", "--server", serverURL, "--api-key", testKey, "--policy", writePolicy(t, policy),
+		"--model-url", m.URL + "/v1", "--model", "scripted", "--out-dir", out, "--trace", filepath.Join(out, "..", "trace.jsonl")}, args...)
+	cmd := exec.Command(binary, full...)
+	cmd.Env = append(os.Environ(), "OPENAI_API_KEY="+modelKey)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	return cmd, out, &stderr
+}
+
+// finishAgent waits for a run and reads what it wrote.
+func finishAgent(t *testing.T, cmd *exec.Cmd, out string, stderr *bytes.Buffer) *agentRun {
+	t.Helper()
+	err := cmd.Wait()
+	a := &agentRun{outDir: out, stderr: stderr.String()}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		a.code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := os.ReadFile(filepath.Join(out, "report.json"))
+	if err != nil {
+		t.Fatalf("no report (exit %d): %v\n%s", a.code, err, stderr)
+	}
+	if err := json.Unmarshal(rb, &a.rep); err != nil {
+		t.Fatal(err)
+	}
+	tb, _ := os.ReadFile(filepath.Join(out, "trajectory.jsonl"))
+	trace, _ := os.ReadFile(filepath.Join(out, "..", "trace.jsonl"))
+	a.raw = bytes.Join([][]byte{rb, tb, trace, []byte(a.stderr)}, []byte("\n"))
+	sc := bufio.NewScanner(bytes.NewReader(tb))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var ev map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatalf("trajectory line %q: %v", sc.Text(), err)
+		}
+		a.traj = append(a.traj, ev)
+	}
+	if bytes.Contains(a.raw, []byte(modelKey)) {
+		t.Fatalf("the model key appears in the agent's outputs")
+	}
+	return a
+}
+
+func runAgentOnce(t *testing.T, serverURL string, m *scriptedModel, policy string, args ...string) *agentRun {
+	t.Helper()
+	cmd, out, stderr := startAgent(t, serverURL, m, policy, args...)
+	return finishAgent(t, cmd, out, stderr)
+}
+
+// expectStop checks a run's stop, its exit code and that its sandbox is gone.
+func expectStop(t *testing.T, s *server, a *agentRun, reason string, code int) {
+	t.Helper()
+	if a.rep.StopReason != reason || a.code != code {
+		t.Fatalf("stop = %s (%s), exit %d; want %s, exit %d\n%s", a.rep.StopReason, a.rep.StopMessage, a.code, reason, code, a.stderr)
+	}
+	stops := a.events("stop")
+	if len(stops) != 1 || stops[0]["reason"] != reason {
+		t.Fatalf("trajectory stop events: %v", stops)
+	}
+	if a.rep.SandboxID != "" {
+		if !a.rep.SandboxDeleted {
+			t.Fatalf("sandbox %s not deleted", a.rep.SandboxID)
+		}
+		if _, err := s.client(t).GetSandbox(ctx(t), a.rep.SandboxID); !errors.Is(err, sdk.ErrNotFound) {
+			t.Fatalf("sandbox %s left behind: %v", a.rep.SandboxID, err)
+		}
+	}
+}
+
+// TestAgentReportFromACSV is examples/report-agent end to end: a CSV in,
+// pandas and matplotlib in the sandbox, a chart and a markdown report out.
+func TestAgentReportFromACSV(t *testing.T) {
+	requireOCI(t)
+	t.Parallel()
+	img := codeImage(t)
+	dir := t.TempDir()
+	if out, err := runCorral(t, "image", "import", img, "--data-dir", dir); err != nil {
+		t.Fatalf("image import: %v %s", err, out)
+	}
+	s := startServer(t, dir, "--runtime", "oci")
+	policy, err := os.ReadFile("../../examples/report-agent/policy.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	csv := filepath.Join(t.TempDir(), "sales.csv")
+	if err = os.WriteFile(csv, []byte("month,units\njan,10\nfeb,30\nmar,20\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	analysis, err := os.ReadFile("../../examples/report-agent/analyse.py") // the same as the README's
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newScriptedModel(t,
+		callTool("code_run", map[string]any{"code": string(analysis)}),
+		reply{final: "Wrote report.md and chart.png: 60 units over 3 months, best month feb.", before: func(r *modelRequest) {
+			if out := r.lastTool(); out["error"] != nil || !strings.Contains(fmt.Sprint(out["stdout"]), "total 60") {
+				t.Errorf("code_run result the model saw: %v", out)
+			}
+		}},
+	)
+	a := runAgentOnce(t, s.url, m, string(policy), "--input", csv, "--task", "Analyse sales.csv: total units, best month, a bar chart (chart.png) and report.md.")
+	expectStop(t, s, a, agent.StopDone, 0)
+	chart, err := os.ReadFile(filepath.Join(a.outDir, "artifacts", "chart.png"))
+	if err != nil || !bytes.HasPrefix(chart, []byte("\x89PNG")) {
+		t.Fatalf("chart.png: %v", err)
+	}
+	report, err := os.ReadFile(filepath.Join(a.outDir, "artifacts", "report.md"))
+	if err != nil || !strings.Contains(string(report), "Total units: 60") || !strings.Contains(string(report), "Best month: feb") {
+		t.Fatalf("report.md: %q %v", report, err)
+	}
+	if a.rep.Turns != 2 || a.rep.ToolCalls != 1 || a.rep.ToolErrors != 0 || len(a.rep.Commands) != 1 || a.rep.PromptTokens != 300 ||
+		a.rep.CompletionTokens != 20 || len(a.rep.Artifacts) != 3 || !strings.Contains(a.rep.ModelSummary, "60 units") {
+		t.Fatalf("report: %+v", a.rep)
+	}
+	reqs := m.requests()
+	if len(reqs) != 2 || reqs[0].Auth != "Bearer "+modelKey || len(reqs[0].Tools) == 0 {
+		t.Fatalf("model requests: %d", len(reqs))
+	}
+	for _, tl := range reqs[0].Tools {
+		if strings.HasPrefix(tl.Function.Name, "sandbox_create") || tl.Function.Name == "sandbox_kill" {
+			t.Fatalf("the model was offered %s", tl.Function.Name)
+		}
+	}
+	if len(a.events("model_request")) != 2 || len(a.events("tool_call")) != 2 || len(a.events("artifact")) != 3 {
+		t.Fatalf("trajectory: %v", a.traj)
+	}
+	md, _ := os.ReadFile(filepath.Join(a.outDir, "report.md"))
+	if !strings.Contains(string(md), "`done`") || !strings.Contains(string(md), "deleted") {
+		t.Fatalf("report.md:\n%s", md)
+	}
+}
+
+// TestAgentStops runs one scenario per stop reason against one server,
+// each asserting the stop, the trajectory and that no sandbox is left.
+func TestAgentStops(t *testing.T) {
+	requireOCI(t)
+	t.Parallel()
+	s := startServer(t, t.TempDir(), "--runtime", "oci")
+
+	t.Run("timeout then done", func(t *testing.T) {
+		m := newScriptedModel(t,
+			callTool("command_run", map[string]any{"command": "sleep 60", "timeout_seconds": 1}),
+			reply{final: "it timed out", before: func(r *modelRequest) {
+				if r.lastTool()["timed_out"] != true {
+					t.Errorf("the model was not told of the timeout: %v", r.lastTool())
+				}
+			}})
+		a := runAgentOnce(t, s.url, m, agentPolicy, "--task", "sleep")
+		expectStop(t, s, a, agent.StopDone, 0)
+		if len(a.rep.Commands) != 1 || !a.rep.Commands[0].TimedOut {
+			t.Fatalf("commands: %+v", a.rep.Commands)
+		}
+	})
+
+	t.Run("a failing command the model fixes", func(t *testing.T) {
+		m := newScriptedModel(t,
+			callTool("command_run", map[string]any{"command": "python3 -c 'import sys; sys.exit(int(open(\"n\").read()))'"}),
+			callTool("file_write", map[string]any{"path": "n", "content": "0"}),
+			callTool("command_run", map[string]any{"command": "python3 -c 'import sys; sys.exit(int(open(\"n\").read()))'"}),
+			finalText("fixed"))
+		a := runAgentOnce(t, s.url, m, agentPolicy, "--task", "make it pass")
+		expectStop(t, s, a, agent.StopDone, 0)
+		if len(a.rep.Commands) != 2 || *a.rep.Commands[0].ExitCode != 1 || *a.rep.Commands[1].ExitCode != 0 || a.rep.ToolCalls != 3 {
+			t.Fatalf("commands: %+v", a.rep)
+		}
+	})
+
+	t.Run("429 from the model", func(t *testing.T) {
+		m := newScriptedModel(t,
+			reply{status: http.StatusTooManyRequests, header: map[string]string{"Retry-After": "1"}},
+			reply{status: http.StatusBadGateway},
+			finalText("ok after retries"))
+		start := time.Now()
+		a := runAgentOnce(t, s.url, m, agentPolicy, "--task", "x")
+		expectStop(t, s, a, agent.StopDone, 0)
+		reqs := a.events("model_request")
+		if len(reqs) != 3 || reqs[0]["status"] != float64(429) || reqs[0]["retry_after_ms"] != float64(1000) || reqs[2]["attempt"] != float64(3) || time.Since(start) < time.Second {
+			t.Fatalf("model requests: %v", reqs)
+		}
+	})
+
+	t.Run("a model that keeps failing", func(t *testing.T) {
+		var script []reply
+		for range 5 {
+			script = append(script, reply{status: http.StatusInternalServerError})
+		}
+		a := runAgentOnce(t, s.url, newScriptedModel(t, script...), agentPolicy, "--task", "x")
+		expectStop(t, s, a, agent.StopModelError, 1)
+		if len(a.events("model_request")) != 5 || !strings.Contains(a.rep.StopMessage, "500") {
+			t.Fatalf("model error: %s %v", a.rep.StopMessage, a.events("model_request"))
+		}
+	})
+
+	t.Run("turn budget", func(t *testing.T) {
+		var script []reply
+		for range 5 {
+			script = append(script, callTool("command_run", map[string]any{"command": "true"}))
+		}
+		pol := strings.Replace(agentPolicy, "[budget]", "[budget]\nturns = 2", 1)
+		a := runAgentOnce(t, s.url, newScriptedModel(t, script...), pol, "--task", "loop")
+		expectStop(t, s, a, agent.StopTurnBudget, 1)
+		if a.rep.Turns != 2 || a.rep.ToolCalls != 2 {
+			t.Fatalf("report: %+v", a.rep)
+		}
+	})
+
+	t.Run("tool budget", func(t *testing.T) {
+		var script []reply
+		for range 5 {
+			script = append(script, callTool("command_run", map[string]any{"command": "true"}))
+		}
+		// The sandbox's creation is one of the three calls.
+		pol := strings.Replace(agentPolicy, "[budget]", "[budget]\ntool_calls = 3", 1)
+		a := runAgentOnce(t, s.url, newScriptedModel(t, script...), pol, "--task", "loop")
+		expectStop(t, s, a, agent.StopToolBudget, 1)
+		if a.rep.ToolCalls != 3 || len(a.rep.Commands) != 2 || a.rep.ToolErrors != 1 {
+			t.Fatalf("report: %+v", a.rep)
+		}
+	})
+
+	t.Run("time budget", func(t *testing.T) {
+		m := newScriptedModel(t, callTool("command_run", map[string]any{"command": "sleep 60"}))
+		pol := strings.Replace(agentPolicy, `wall_time = "2m"`, `wall_time = "4s"`, 1)
+		start := time.Now()
+		a := runAgentOnce(t, s.url, m, pol, "--task", "sleep")
+		expectStop(t, s, a, agent.StopTimeBudget, 1)
+		if el := time.Since(start); el > 40*time.Second {
+			t.Fatalf("took %v", el)
+		}
+	})
+
+	t.Run("a sandbox that cannot start", func(t *testing.T) {
+		m := newScriptedModel(t)
+		pol := strings.Replace(agentPolicy, `image = "host"`, `image = "127.0.0.1:9/corral/missing:1"`, 1)
+		a := runAgentOnce(t, s.url, m, pol, "--task", "x")
+		expectStop(t, s, a, agent.StopSandboxError, 1)
+		if a.rep.SandboxID != "" || len(m.requests()) != 0 || !strings.Contains(a.rep.StopMessage, "could not be created") {
+			t.Fatalf("report: %+v", a.rep)
+		}
+	})
+
+	t.Run("a network wider than the policy", func(t *testing.T) {
+		m := newScriptedModel(t)
+		a := runAgentOnce(t, s.url, m, agentPolicy, "--task", "x", "--allow-domain", "evil.test")
+		expectStop(t, s, a, agent.StopSandboxError, 1)
+		if !strings.Contains(a.rep.StopMessage, "evil.test") || len(m.requests()) != 0 {
+			t.Fatalf("report: %+v", a.rep)
+		}
+	})
+
+	t.Run("ctrl-c", func(t *testing.T) {
+		arrived := make(chan struct{})
+		m := newScriptedModel(t,
+			callTool("command_run", map[string]any{"command": "true"}),
+			reply{hold: true, before: func(*modelRequest) { close(arrived) }})
+		cmd, out, stderr := startAgent(t, s.url, m, agentPolicy, "--task", "x")
+		select {
+		case <-arrived:
+		case <-time.After(time.Minute):
+			t.Fatal("the second model request never came")
+		}
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		a := finishAgent(t, cmd, out, stderr)
+		expectStop(t, s, a, agent.StopCancelled, 130)
+	})
+}
+
+// TestAgentRetriesCorral puts a proxy in front of a real server that
+// answers the first creates 429 with Retry-After, as an over-quota
+// tenant gets: the agent waits and gets its sandbox.
+func TestAgentRetriesCorral(t *testing.T) {
+	requireOCI(t)
+	t.Parallel()
+	s := startServer(t, t.TempDir(), "--runtime", "oci")
+	target, _ := url.Parse(s.url)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var refused atomic.Int64
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/v1/sandboxes" && refused.Add(1) <= 5 {
+			w.Header().Set("Retry-After", "1")
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusTooManyRequests)
+			fmt.Fprint(w, `{"code":"SANDBOX::QUOTA_EXCEEDED","message":"the tenant is at its sandbox limit"}`)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	m := newScriptedModel(t, callTool("command_run", map[string]any{"command": "echo hi"}), finalText("ok"))
+	a := runAgentOnce(t, front.URL, m, agentPolicy, "--task", "x")
+	expectStop(t, s, a, agent.StopDone, 0)
+	creates := 0
+	for _, ev := range a.events("tool_call") {
+		if ev["tool"] == "sandbox_create" {
+			creates++
+		}
+	}
+	if refused.Load() < 6 || creates < 2 {
+		t.Fatalf("%d creates refused, %d attempts by the agent", refused.Load(), creates)
+	}
+}
+
+// TestAgentWhenCorralGoesAway kills the server in the middle of a run:
+// the agent stops with sandbox_error, says the sandbox was not deleted and
+// when its TTL ends; the restarted server still has it, with that expiry.
+func TestAgentWhenCorralGoesAway(t *testing.T) {
+	requireOCI(t)
+	t.Parallel()
+	dir := t.TempDir()
+	s := startServer(t, dir, "--runtime", "oci")
+	m := newScriptedModel(t,
+		callTool("command_run", map[string]any{"command": "true"}),
+		reply{calls: []scriptedCall{{"command_run", map[string]any{"command": "true"}}}, before: func(*modelRequest) { s.kill9(t) }})
+	a := runAgentOnce(t, s.url, m, agentPolicy, "--task", "x")
+	if a.rep.StopReason != agent.StopSandboxError || a.code != 1 || a.rep.SandboxDeleted || a.rep.SandboxExpiresAt == nil {
+		t.Fatalf("report: %+v\n%s", a.rep, a.stderr)
+	}
+	md, _ := os.ReadFile(filepath.Join(a.outDir, "report.md"))
+	if !strings.Contains(string(md), "NOT deleted: it expires at") {
+		t.Fatalf("report.md:\n%s", md)
+	}
+	if ttl := time.Until(*a.rep.SandboxExpiresAt); ttl < time.Minute || ttl > 8*time.Minute {
+		t.Fatalf("TTL backstop %v from now", ttl)
+	}
+	s2 := startServer(t, dir, "--runtime", "oci")
+	sb, err := s2.client(t).GetSandbox(ctx(t), a.rep.SandboxID)
+	if err != nil || sb.ExpiresAt == nil || !sb.ExpiresAt.Equal(*a.rep.SandboxExpiresAt) {
+		t.Fatalf("after the restart: %+v, %v", sb, err)
+	}
+}
