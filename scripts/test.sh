@@ -202,6 +202,10 @@ required=(
   test/e2e.TestMCPToolsOverStdio
   test/e2e.TestMCPOverStreamableHTTP
   test/e2e.TestMCPWithTheTypeScriptSDKClient
+  test/e2e.TestAgentReportFromACSV
+  test/e2e.TestAgentStops
+  test/e2e.TestAgentRetriesCorral
+  test/e2e.TestAgentWhenCorralGoesAway
 )
 
 

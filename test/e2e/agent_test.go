@@ -78,8 +78,10 @@ type scriptedCall struct {
 	args map[string]any
 }
 
-func callTool(name string, args map[string]any) reply { return reply{calls: []scriptedCall{{name, args}}} }
-func finalText(s string) reply                        { return reply{final: s} }
+func callTool(name string, args map[string]any) reply {
+	return reply{calls: []scriptedCall{{name, args}}}
+}
+func finalText(s string) reply { return reply{final: s} }
 
 // scriptedModel is a real chat-completions server on loopback replaying
 // a script; requests past the script get a final answer.
