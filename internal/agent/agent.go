@@ -165,12 +165,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		pol.Tools = append(pol.Tools, "sandbox_create")
 	}
 	pol.ToolPrefix = ""
+	cfg.Policy = pol
 	r := &run{cfg: cfg, start: time.Now(), traj: &trajectory{w: cfg.Trajectory},
 		rep: &Report{Model: cfg.Model, Network: []string{}, Commands: []CommandRecord{}, Artifacts: []Artifact{}},
 		model: &model{url: strings.TrimSuffix(cfg.ModelURL, "/") + "/chat/completions", name: cfg.Model, key: cfg.ModelKey,
 			hc: cfg.HTTPClient, attempts: cfg.ModelAttempts, backoff: time.Second}}
-	cfg.Policy = pol
-	r.cfg = cfg
 	r.sess = mcp.NewSession(mcp.Config{Client: cfg.Client, Policy: pol, Trace: cfg.Trace, Version: cfg.Version})
 	ct, st := sdkmcp.NewInMemoryTransports()
 	if _, err := r.sess.Server().Connect(ctx, st, nil); err != nil {

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -420,13 +419,7 @@ func (p *Policy) env(req map[string]string) map[string]*string {
 		return nil
 	}
 	out := map[string]*string{}
-	keys := make([]string, 0, len(req))
-	for k := range req {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		v := req[k]
+	for k, v := range req {
 		out[k] = &v
 	}
 	for k, v := range p.Template.Env {

@@ -156,17 +156,7 @@ func createSandbox(ctx context.Context, s *Session, c *call, in createIn) (*Sand
 	s.own(created.ID)
 	c.sandboxID = created.ID
 	if !in.SkipHealthCheck {
-		wait := 30 * time.Second
-		if in.ReadyTimeoutSeconds != nil && *in.ReadyTimeoutSeconds > 0 {
-			wait = time.Duration(*in.ReadyTimeoutSeconds) * time.Second
-		}
-		wctx, cancel := context.WithTimeout(ctx, wait)
-		err := s.cfg.Client.WaitRunning(wctx, created.ID)
-		cancel()
-		if err != nil {
-			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-				return nil, sandboxFault("sandbox %s was not ready within %v", created.ID, wait)
-			}
+		if err := s.waitReady(ctx, created.ID, in.ReadyTimeoutSeconds); err != nil {
 			return nil, err
 		}
 		if wd := s.pol.Template.Workdir; wd != "/" {
@@ -213,21 +203,27 @@ func connectSandbox(ctx context.Context, s *Session, c *call, in connectIn) (*Sa
 		return nil, err
 	}
 	if !in.SkipHealthCheck {
-		wait := 30 * time.Second
-		if in.ConnectTimeoutSeconds != nil && *in.ConnectTimeoutSeconds > 0 {
-			wait = time.Duration(*in.ConnectTimeoutSeconds) * time.Second
-		}
-		wctx, cancel := context.WithTimeout(ctx, wait)
-		err := s.cfg.Client.WaitRunning(wctx, id)
-		cancel()
-		if err != nil {
-			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-				return nil, sandboxFault("sandbox %s was not ready within %v", id, wait)
-			}
+		if err := s.waitReady(ctx, id, in.ConnectTimeoutSeconds); err != nil {
 			return nil, err
 		}
 	}
 	return sandboxInfo(ctx, s, c, sandboxIn{SandboxID: id})
+}
+
+// waitReady waits until a sandbox runs and its daemon answers, at most
+// secs seconds (default 30).
+func (s *Session) waitReady(ctx context.Context, id string, secs *int64) error {
+	wait := 30 * time.Second
+	if secs != nil && *secs > 0 {
+		wait = time.Duration(*secs) * time.Second
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	err := s.cfg.Client.WaitRunning(wctx, id)
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		return sandboxFault("sandbox %s was not ready within %v", id, wait)
+	}
+	return err
 }
 
 func sandboxInfo(ctx context.Context, s *Session, c *call, in sandboxIn) (*SandboxOut, error) {
