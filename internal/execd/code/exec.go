@@ -234,6 +234,10 @@ func (t *Turn) Run(ctx context.Context, code string, emit func(...api.ServerStre
 	case sawError:
 	case rep.Status == "error":
 		send(errorEvent(rep.EName, rep.EValue, rep.Traceback))
+	case rep.Status == jupyter.StatusAbandoned:
+		// ipykernel drops a request an interrupt reaches just before its
+		// code runs; the code did not run, the kernel takes the next.
+		send(errorEvent("KeyboardInterrupt", "the execution was interrupted before its code ran", nil))
 	case rep.Status == "aborted":
 		send(errorEvent("ExecutionAborted", "the kernel aborted the execution", nil))
 	default:

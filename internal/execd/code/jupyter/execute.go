@@ -70,6 +70,13 @@ const AckTimeout = 30 * time.Second
 // a kernel whose message loop has stopped while its process lives.
 var ErrUnresponsive = errors.New("jupyter: the kernel did not take the request")
 
+// StatusAbandoned is the Reply.Status of a request the kernel went idle
+// on without replying.
+const StatusAbandoned = "abandoned"
+
+// abandonGrace is how long a reply may trail the kernel's idle status.
+const abandonGrace = 2 * time.Second
+
 // Reply is the outcome of an execution (execute_reply).
 type Reply struct {
 	Status         string   `json:"status"`
@@ -137,8 +144,20 @@ func (k *Kernel) ExecuteBatched(ctx context.Context, code string, on func(Messag
 		}
 		return nil
 	}
+	// A kernel that goes idle without replying has abandoned the request:
+	// ipykernel does so when an interrupt lands after execute_input but
+	// before the code runs. The reply and idle travel on different
+	// sockets, so the reply gets a grace period to arrive.
+	var abandoned <-chan time.Time
 	for !idle || reply == nil {
+		if idle && reply == nil && abandoned == nil {
+			t := time.NewTimer(abandonGrace)
+			defer t.Stop()
+			abandoned = t.C
+		}
 		select {
+		case <-abandoned:
+			return Reply{Status: StatusAbandoned, Dropped: q.droppedBytes()}, nil
 		case <-q.notify:
 			if err := deliver(); err != nil {
 				return Reply{}, err
