@@ -206,6 +206,7 @@ required=(
   test/e2e.TestAgentStops
   test/e2e.TestAgentRetriesCorral
   test/e2e.TestAgentWhenCorralGoesAway
+  test/e2e.TestAgentPromptInjection
 )
 
 
