@@ -67,6 +67,10 @@ type Config struct {
 	Model    string
 	// ModelKey is sent to the model only, never into the sandbox.
 	ModelKey string
+	// Credentials are API keys the sandbox's HTTPS requests to a host get
+	// from the credential vault: the sandbox uses them, never holds them.
+	// Their hosts join Domains.
+	Credentials []Credential
 	// HTTPClient talks to the model (default: http.DefaultClient).
 	HTTPClient *http.Client
 	// ModelAttempts bounds the tries of one model request (default 5).
@@ -81,17 +85,26 @@ type Config struct {
 	Version string
 }
 
+// Credential is one vault entry: requests to Host over HTTPS get
+// "Authorization: Bearer Value".
+type Credential struct {
+	Host  string
+	Value string
+}
+
 // Report is what a run did, from tool results and the model's usage
 // counts, not from what the model says about itself.
 type Report struct {
 	StopReason string `json:"stop_reason"`
 	// StopMessage explains the stop in a sentence.
-	StopMessage      string          `json:"stop_message,omitempty"`
-	Model            string          `json:"model"`
-	SandboxID        string          `json:"sandbox_id,omitempty"`
-	SandboxDeleted   bool            `json:"sandbox_deleted"`
-	SandboxExpiresAt *time.Time      `json:"sandbox_expires_at,omitempty"`
-	Network          []string        `json:"network"`
+	StopMessage      string     `json:"stop_message,omitempty"`
+	Model            string     `json:"model"`
+	SandboxID        string     `json:"sandbox_id,omitempty"`
+	SandboxDeleted   bool       `json:"sandbox_deleted"`
+	SandboxExpiresAt *time.Time `json:"sandbox_expires_at,omitempty"`
+	Network          []string   `json:"network"`
+	// Credentials are the hosts whose HTTPS requests the vault signs.
+	Credentials      []string        `json:"credentials,omitempty"`
 	Turns            int             `json:"turns"`
 	ToolCalls        int             `json:"tool_calls"`
 	ToolErrors       int             `json:"tool_errors"`
@@ -154,6 +167,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.ModelAttempts == 0 {
 		cfg.ModelAttempts = 5
 	}
+	cfg.Domains = slices.Clone(cfg.Domains)
+	for _, c := range cfg.Credentials {
+		if c.Host == "" || strings.ContainsAny(c.Host, "/:@* ") {
+			return nil, fmt.Errorf("credential host %q: give a host name, such as api.example.com", c.Host)
+		}
+		if c.Value == "" {
+			return nil, fmt.Errorf("credential for %s: the value is empty", c.Host)
+		}
+		if !slices.Contains(cfg.Domains, c.Host) {
+			cfg.Domains = append(cfg.Domains, c.Host)
+		}
+	}
 	for _, in := range cfg.Inputs {
 		if fi, err := os.Stat(in); err != nil || !fi.Mode().IsRegular() {
 			return nil, fmt.Errorf("input %s: not a readable file", in)
@@ -170,7 +195,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep: &Report{Model: cfg.Model, Network: []string{}, Commands: []CommandRecord{}, Artifacts: []Artifact{}},
 		model: &model{url: strings.TrimSuffix(cfg.ModelURL, "/") + "/chat/completions", name: cfg.Model, key: cfg.ModelKey,
 			hc: cfg.HTTPClient, attempts: cfg.ModelAttempts, backoff: time.Second}}
-	r.sess = mcp.NewSession(mcp.Config{Client: cfg.Client, Policy: pol, Trace: cfg.Trace, Version: cfg.Version})
+	r.sess = mcp.NewSession(mcp.Config{Client: cfg.Client, Policy: pol, Trace: cfg.Trace, Version: cfg.Version,
+		CredentialProxy: len(cfg.Credentials) > 0})
 	ct, st := sdkmcp.NewInMemoryTransports()
 	if _, err := r.sess.Server().Connect(ctx, st, nil); err != nil {
 		return nil, err
@@ -314,6 +340,9 @@ func (r *run) setup(ctx context.Context) error {
 		r.rep.SandboxExpiresAt = sb.ExpiresAt
 	}
 	r.traj.write(map[string]any{"type": "sandbox", "sandbox_id": id, "expires_at": r.rep.SandboxExpiresAt, "network": r.rep.Network})
+	if err := r.fillVault(ctx, id); err != nil {
+		return err
+	}
 	if len(r.cfg.Inputs) == 0 {
 		return nil
 	}
@@ -385,10 +414,40 @@ func (r *run) toolDefs(ctx context.Context) ([]toolDef, error) {
 	return defs, nil
 }
 
+// fillVault gives the sandbox's credential proxy the run's credentials,
+// through corral's egress API (which no tool reaches): the sandbox's
+// requests get them on the way out, and nothing in it can read them.
+func (r *run) fillVault(ctx context.Context, id string) error {
+	if len(r.cfg.Credentials) == 0 {
+		return nil
+	}
+	eg, err := r.cfg.Client.Egress(ctx, id, sdk.SandboxOptions{})
+	if err != nil {
+		return stopf(StopSandboxError, "reach the sandbox's egress API: %v", err)
+	}
+	var req api.CredentialVaultCreateRequest
+	for i, c := range r.cfg.Credentials {
+		name := fmt.Sprintf("credential-%d", i+1)
+		req.Credentials = append(req.Credentials, api.Credential{Name: name, Source: api.CredentialSource{Type: "inline", Value: c.Value}})
+		req.Bindings = append(req.Bindings, api.CredentialBinding{Name: name, Match: api.CredentialMatch{Hosts: []string{c.Host}},
+			Auth: api.CredentialAuth{Type: "bearer", Credential: name}})
+		r.rep.Credentials = append(r.rep.Credentials, c.Host)
+	}
+	if _, err := eg.CreateVault(ctx, req); err != nil {
+		return stopf(StopSandboxError, "fill the sandbox's credential vault: %v", err)
+	}
+	r.traj.write(map[string]any{"type": "credentials", "hosts": r.rep.Credentials})
+	return nil
+}
+
 func (r *run) systemPrompt() string {
 	net := "no network"
 	if len(r.rep.Network) > 0 {
 		net = "network access only to " + strings.Join(r.rep.Network, ", ")
+	}
+	if len(r.rep.Credentials) > 0 {
+		net += "; HTTPS requests to " + strings.Join(r.rep.Credentials, ", ") +
+			" are given their API key on the way out (you do not have it and need not send one)"
 	}
 	inputs := ""
 	if len(r.cfg.Inputs) > 0 {
@@ -633,6 +692,9 @@ func (rep *Report) Markdown() string {
 	net := "none"
 	if len(rep.Network) > 0 {
 		net = strings.Join(rep.Network, ", ")
+	}
+	if len(rep.Credentials) > 0 {
+		net += " (credentials injected for " + strings.Join(rep.Credentials, ", ") + ")"
 	}
 	fmt.Fprintf(&b, "- **Sandbox**: %s, network: %s, ", rep.SandboxID, net)
 	switch {

@@ -23,6 +23,8 @@ func runAgent(ctx context.Context, e *env, args []string) int {
 	taskFile := fs.String("task-file", "", "read the task from this file")
 	var inputs, domains listFlag
 	fs.Var(&inputs, "input", "a local file copied into the sandbox's work directory first (repeatable)")
+	var creds listFlag
+	fs.Var(&creds, "credential", "HOST=ENV: HTTPS requests to HOST get \"Authorization: Bearer $ENV\" from the sandbox's credential vault; the sandbox never holds the value (repeatable; HOST joins --allow-domain)")
 	fs.Var(&domains, "allow-domain", "a domain the sandbox may reach, within the policy's template.egress (repeatable; default: none, no network)")
 	modelURL := fs.String("model-url", "", "OpenAI-compatible endpoint, such as http://localhost:11434/v1 (default: $CORRAL_MODEL_URL)")
 	modelName := fs.String("model", "", "the model's name (default: $CORRAL_MODEL)")
@@ -53,6 +55,18 @@ func runAgent(ctx context.Context, e *env, args []string) int {
 	if *modelName == "" {
 		*modelName = e.getenv("CORRAL_MODEL")
 	}
+	var credentials []agent.Credential
+	for _, c := range creds {
+		host, name, ok := strings.Cut(c, "=")
+		if !ok || host == "" || name == "" {
+			return fail(e, "agent: --credential %q: give HOST=ENV, such as api.example.com=EXAMPLE_TOKEN", c)
+		}
+		v := e.getenv(name)
+		if v == "" {
+			return fail(e, "agent: --credential %s: $%s is empty or not set", host, name)
+		}
+		credentials = append(credentials, agent.Credential{Host: host, Value: v})
+	}
 	cfg, closeTrace, err := f.setup(e)
 	if err != nil {
 		return fail(e, "agent: %v", err)
@@ -68,7 +82,7 @@ func runAgent(ctx context.Context, e *env, args []string) int {
 	defer traj.Close()
 	rep, err := agent.Run(ctx, agent.Config{
 		Client: cfg.Client, Policy: cfg.Policy, Task: *task, Inputs: inputs, Domains: domains,
-		ModelURL: *modelURL, Model: *modelName, ModelKey: e.getenv(*keyEnv),
+		Credentials: credentials, ModelURL: *modelURL, Model: *modelName, ModelKey: e.getenv(*keyEnv),
 		OutDir: filepath.Join(*outDir, "artifacts"), Trajectory: traj, Trace: cfg.Trace, Version: cfg.Version,
 	})
 	if err != nil {

@@ -42,6 +42,10 @@ type Config struct {
 	Sandbox string
 	// Version is the server version MCP clients are told.
 	Version string
+	// CredentialProxy makes the session's creates (those with a network)
+	// ask for a credential proxy, so that the caller (not a tool) can
+	// then fill the sandbox's vault: `corral agent --credential`.
+	CredentialProxy bool
 }
 
 // Session is one client's use of the tools: its budget, the sandboxes it

@@ -146,6 +146,9 @@ func createSandbox(ctx context.Context, s *Session, c *call, in createIn) (*Sand
 	}
 	req := api.CreateSandboxRequest{Image: &api.ImageSpec{URI: img}, Timeout: &ttl, ResourceLimits: res,
 		Env: s.pol.env(in.Env), Metadata: in.Metadata, Entrypoint: in.Entrypoint, NetworkPolicy: np}
+	if s.cfg.CredentialProxy && np != nil {
+		req.CredentialProxy = &api.CredentialProxyConfig{Enabled: true}
+	}
 	if in.AuthUsername != "" || in.AuthPassword != "" {
 		req.Image.Auth = &api.ImageAuth{Username: in.AuthUsername, Password: in.AuthPassword}
 	}
