@@ -151,7 +151,7 @@ required=(
   internal/egress.TestEnforcerEndToEnd
   internal/egress.TestTokenReplacement
   internal/egress.TestVaultWritesNeedTLSOrLoopback
-  internal/driver/uplink.TestAttachRoutesOutAndNowhereElse
+  internal/hostnet/uplink.TestAttachRoutesOutAndNowhereElse
   test/e2e.TestOCIEgressPolicy
   test/e2e.TestOCIEgressEnforcerNobodyRecorded
   test/e2e.TestDockerEgressPolicy

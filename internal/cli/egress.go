@@ -14,8 +14,8 @@ import (
 	"strings"
 
 	"github.com/corral-dev/corral/internal/caplog"
-	"github.com/corral-dev/corral/internal/driver/egressnet"
 	"github.com/corral-dev/corral/internal/egress"
+	"github.com/corral-dev/corral/internal/egress/launch"
 	"github.com/corral-dev/corral/internal/egress/nft"
 	"github.com/corral-dev/corral/internal/egress/policy"
 )
@@ -144,7 +144,7 @@ func runEgress(ctx context.Context, e *env, args []string) int {
 	}
 	cfg.Upstreams = splitList(*upstreams)
 	if len(cfg.Upstreams) == 0 {
-		cfg.Upstreams = egressnet.SystemResolvers(true)
+		cfg.Upstreams = launch.SystemResolvers(true)
 	}
 	for _, u := range cfg.Upstreams {
 		if _, err := netip.ParseAddrPort(u); err != nil {

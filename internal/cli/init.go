@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/corral-dev/corral/internal/driver/egressnet"
+	"github.com/corral-dev/corral/internal/egress/launch"
 	"github.com/corral-dev/corral/internal/egress/nft"
 	"github.com/corral-dev/corral/internal/execd"
 	"github.com/corral-dev/corral/internal/initproc"
@@ -49,7 +49,7 @@ func runInit(_ context.Context, e *env, args []string) int {
 	envFile := fs.String("execd-env-file", "", "file of KEY=VALUE lines execd adds to every command's environment")
 	userSpec := fs.String("user", "", "run the entrypoint as USER[:GROUP] (names or numbers, as an image's config gives them)")
 	isolate := fs.String("isolate-network", "", "before anything else, close the network namespace to all but loopback, answers and inbound TCP to these ports (comma-separated; \"any\": every port), then give up CAP_NET_ADMIN for good")
-	trustCA := fs.String("trust-ca", "", "add this PEM CA to the system's CA bundles and to "+egressnet.BundleInSandbox+" before starting anything")
+	trustCA := fs.String("trust-ca", "", "add this PEM CA to the system's CA bundles and to "+launch.BundleInSandbox+" before starting anything")
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code
 	}
@@ -84,7 +84,7 @@ func runInit(_ context.Context, e *env, args []string) int {
 	if *trustCA != "" {
 		// A sandbox that cannot be made to trust its CA still runs; its
 		// TLS clients will refuse the credential proxy, visibly.
-		if err := initproc.InstallCA(*trustCA, egressnet.BundleInSandbox); err != nil {
+		if err := initproc.InstallCA(*trustCA, launch.BundleInSandbox); err != nil {
 			fmt.Fprintf(e.stderr, "corral init: %v\n", err)
 		}
 	}

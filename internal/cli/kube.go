@@ -12,8 +12,8 @@ import (
 	"net/netip"
 
 	"github.com/corral-dev/corral/internal/driver"
-	"github.com/corral-dev/corral/internal/driver/egressnet"
 	"github.com/corral-dev/corral/internal/driver/kube"
+	"github.com/corral-dev/corral/internal/egress/launch"
 	"github.com/corral-dev/corral/internal/kube/controller"
 	"github.com/corral-dev/corral/internal/kube/kubeconfig"
 	"github.com/corral-dev/corral/internal/kube/records"
@@ -54,7 +54,7 @@ func runController(ctx context.Context, e *env, args []string) int {
 	}
 	if len(upstreams) == 0 {
 		// A loopback resolver of this host means nothing in a pod.
-		upstreams = egressnet.SystemResolvers(false)
+		upstreams = launch.SystemResolvers(false)
 	}
 	deny := splitList(*egressDeny)
 	for _, d := range deny {
@@ -81,7 +81,7 @@ func runController(ctx context.Context, e *env, args []string) int {
 	err = controller.Run(ctx, rc, controller.Config{
 		Namespace: *ns, CorralImage: *image, CorralImagePullPolicy: policy, LeaderElection: *leader,
 		LeaderElectionNamespace: *leaderNS, MetricsAddr: *metrics, HealthAddr: *health, Workers: *workers, Logger: log,
-		EgressUpstreams: upstreams, EgressDeny: deny, EgressAllowPrivate: egressnet.JoinPrefixes(allowPrivate),
+		EgressUpstreams: upstreams, EgressDeny: deny, EgressAllowPrivate: launch.JoinPrefixes(allowPrivate),
 		UserNamespaces: *userNS,
 	})
 	if err != nil {

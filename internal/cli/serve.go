@@ -26,12 +26,12 @@ import (
 	"github.com/corral-dev/corral/internal/auth"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/driver/docker"
-	"github.com/corral-dev/corral/internal/driver/egressnet"
 	"github.com/corral-dev/corral/internal/driver/fakedriver"
 	"github.com/corral-dev/corral/internal/driver/oci"
-	"github.com/corral-dev/corral/internal/driver/uplink"
 	"github.com/corral-dev/corral/internal/egress/audit"
+	"github.com/corral-dev/corral/internal/egress/launch"
 	"github.com/corral-dev/corral/internal/egress/policy"
+	"github.com/corral-dev/corral/internal/hostnet/uplink"
 	"github.com/corral-dev/corral/internal/lifecycle"
 	corralsb "github.com/corral-dev/corral/internal/sandbox"
 	"github.com/corral-dev/corral/internal/secrets"
@@ -129,8 +129,8 @@ func drivers() map[string]driverFactory {
 
 // network turns the --egress-* flags into the native runtime's network
 // configuration.
-func (cfg *serveConfig) network() (egressnet.Config, error) {
-	n := egressnet.Config{Uplink: uplink.Config{Netns: cfg.egressUplink, Bridge: cfg.egressBridge}, Audit: cfg.audit}
+func (cfg *serveConfig) network() (launch.Config, error) {
+	n := launch.Config{Uplink: uplink.Config{Netns: cfg.egressUplink, Bridge: cfg.egressBridge}, Audit: cfg.audit}
 	if cfg.egressSubnet != "" {
 		p, err := netip.ParsePrefix(cfg.egressSubnet)
 		if err != nil || !p.Addr().Is4() || p.Bits() > 28 {

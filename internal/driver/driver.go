@@ -16,16 +16,8 @@ import (
 	"encoding/json"
 	"net/netip"
 	"time"
-)
 
-// Labels stamped on every backend object a driver creates.
-const (
-	LabelSandboxID = "corral.dev/sandbox-id"
-	LabelManaged   = "corral.dev/managed"
-	LabelTenant    = "corral.dev/tenant"
-	// LabelServer names the server that owns a backend object, when
-	// several servers share a backend (one Docker engine).
-	LabelServer = "corral.dev/server"
+	"github.com/corral-dev/corral/internal/sandbox"
 )
 
 // Driver runs sandboxes on one backend. Methods are safe for concurrent use,
@@ -265,8 +257,8 @@ func BackendLabels(spec Spec) map[string]string {
 	for k, v := range spec.Labels {
 		l[k] = v
 	}
-	l[LabelSandboxID] = spec.ID
-	l[LabelManaged] = "true"
-	l[LabelTenant] = spec.Tenant
+	l[sandbox.LabelSandboxID] = spec.ID
+	l[sandbox.LabelManaged] = "true"
+	l[sandbox.LabelTenant] = spec.Tenant
 	return l
 }

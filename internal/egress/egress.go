@@ -34,7 +34,6 @@ import (
 	"time"
 
 	"github.com/corral-dev/corral/api"
-	"github.com/corral-dev/corral/internal/driver/netns"
 	"github.com/corral-dev/corral/internal/egress/audit"
 	"github.com/corral-dev/corral/internal/egress/dnsproxy"
 	"github.com/corral-dev/corral/internal/egress/mitm"
@@ -43,6 +42,7 @@ import (
 	"github.com/corral-dev/corral/internal/egress/nft"
 	"github.com/corral-dev/corral/internal/egress/policy"
 	"github.com/corral-dev/corral/internal/egress/vault"
+	"github.com/corral-dev/corral/internal/hostnet/netns"
 	"github.com/corral-dev/corral/internal/unixsock"
 	"golang.org/x/net/netutil"
 )

@@ -17,6 +17,17 @@ const (
 	codeInvalidMetadataFormat = "INVALID_METADATA_FORMAT"
 )
 
+// Labels stamped on every backend object a driver creates (and on the
+// records shared through a cluster), under the reserved corral.dev/.
+const (
+	LabelSandboxID = "corral.dev/sandbox-id"
+	LabelManaged   = "corral.dev/managed"
+	LabelTenant    = "corral.dev/tenant"
+	// LabelServer names the server that owns a backend object, when
+	// several servers share a backend (one Docker engine).
+	LabelServer = "corral.dev/server"
+)
+
 // ReservedPrefixes are label prefixes users may not set.
 func ReservedPrefixes() []string { return []string{"opensandbox.io/", "corral.dev/"} }
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/corral-dev/corral/internal/driver/netns"
+	"github.com/corral-dev/corral/internal/hostnet/netns"
 )
 
 // listenIn runs listen inside the namespace ns ("" is the test's own).

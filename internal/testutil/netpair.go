@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/corral-dev/corral/internal/driver/netns"
+	"github.com/corral-dev/corral/internal/hostnet/netns"
 )
 
 // NetPair is two network namespaces a test made, joined by a veth: the

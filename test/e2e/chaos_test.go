@@ -25,7 +25,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/corral-dev/corral/api"
-	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/sandbox"
 	"github.com/corral-dev/corral/internal/store"
 	"github.com/corral-dev/corral/internal/testutil"
 	"github.com/corral-dev/corral/sdk"
@@ -505,7 +505,7 @@ func TestChaosServerKillsDocker(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, img := range imgs.Items {
-			if id := img.Labels[driver.LabelSandboxID]; ids[id] {
+			if id := img.Labels[sandbox.LabelSandboxID]; ids[id] {
 				t.Errorf("leak: snapshot image %v of sandbox %s", img.RepoTags, id)
 			}
 		}

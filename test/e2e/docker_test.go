@@ -15,7 +15,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/corral-dev/corral/api"
-	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/sandbox"
 	"github.com/corral-dev/corral/internal/testutil"
 	"github.com/corral-dev/corral/sdk"
 )
@@ -49,14 +49,14 @@ func registryImage(t *testing.T, cli *client.Client) string {
 func ourContainers(t *testing.T, cli *client.Client, ids ...string) []string {
 	t.Helper()
 	res, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true,
-		Filters: client.Filters{}.Add("label", driver.LabelManaged+"=true")})
+		Filters: client.Filters{}.Add("label", sandbox.LabelManaged+"=true")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []string
 	for _, c := range res.Items {
 		for _, id := range ids {
-			if c.Labels[driver.LabelSandboxID] == id {
+			if c.Labels[sandbox.LabelSandboxID] == id {
 				out = append(out, c.Names...)
 			}
 		}

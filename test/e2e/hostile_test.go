@@ -24,8 +24,8 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/corral-dev/corral/api"
-	"github.com/corral-dev/corral/internal/driver/egressnet"
 	"github.com/corral-dev/corral/internal/driver/oci"
+	"github.com/corral-dev/corral/internal/egress/launch"
 	"github.com/corral-dev/corral/internal/testutil"
 	"github.com/corral-dev/corral/sdk"
 )
@@ -280,8 +280,8 @@ func (h *hostileRig) auditFlood(t *testing.T) {
 	})
 	h.victimUnaffected(t)
 	log := h.egressDir(id) + "/log"
-	if fi, err := os.Stat(log); err != nil || fi.Size() > egressnet.LogLimit {
-		t.Errorf("the enforcer's log: %v, %v bytes (limit %d)", err, fi, egressnet.LogLimit)
+	if fi, err := os.Stat(log); err != nil || fi.Size() > launch.LogLimit {
+		t.Errorf("the enforcer's log: %v, %v bytes (limit %d)", err, fi, launch.LogLimit)
 	}
 }
 

@@ -39,10 +39,11 @@ import (
 
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
-	"github.com/corral-dev/corral/internal/driver/egressnet"
-	"github.com/corral-dev/corral/internal/driver/forward"
-	"github.com/corral-dev/corral/internal/driver/netns"
+	"github.com/corral-dev/corral/internal/egress/launch"
+	"github.com/corral-dev/corral/internal/hostnet/forward"
+	"github.com/corral-dev/corral/internal/hostnet/netns"
 	"github.com/corral-dev/corral/internal/initproc"
+	"github.com/corral-dev/corral/internal/sandbox"
 	"github.com/corral-dev/corral/internal/verifier"
 )
 
@@ -103,15 +104,15 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 				_ = os.RemoveAll(dir)
 			}
 		}()
-		if err := egressnet.Prepare(dir, spec); err != nil {
+		if err := launch.Prepare(dir, launch.Sandbox{ID: spec.ID, Policy: spec.NetworkPolicy, Token: spec.EgressToken, CredentialProxy: spec.CredentialProxy}); err != nil {
 			return nil, err
 		}
 	}
 	if policed && !d.cfg.Remote {
 		dir := d.egressDir(spec.ID)
 		host.Binds = append(host.Binds, filepath.Join(dir, "resolv.conf")+":/etc/resolv.conf:ro")
-		if ca := egressnet.CAFile(dir); ca != "" {
-			host.Binds = append(host.Binds, ca+":"+egressnet.CAInSandbox+":ro")
+		if ca := launch.CAFile(dir); ca != "" {
+			host.Binds = append(host.Binds, ca+":"+launch.CAInSandbox+":ro")
 		}
 		// PID 1 holds the entrypoint back until the network is policed.
 		gate := filepath.Join(dir, "gate")
@@ -152,12 +153,12 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 	}()
 	if d.cfg.Remote {
 		var files []inFile
-		if ca := egressnet.CAFile(d.egressDir(spec.ID)); policed && ca != "" {
+		if ca := launch.CAFile(d.egressDir(spec.ID)); policed && ca != "" {
 			b, err := os.ReadFile(ca)
 			if err != nil {
 				return nil, err
 			}
-			files = append(files, inFile{Name: strings.TrimPrefix(egressnet.CAInSandbox, "/"), Mode: 0o644, Data: b})
+			files = append(files, inFile{Name: strings.TrimPrefix(launch.CAInSandbox, "/"), Mode: 0o644, Data: b})
 		}
 		if err := d.copyIn(ctx, created.ID, true, files...); err != nil {
 			return nil, err
@@ -230,8 +231,8 @@ func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, gated 
 	}
 	env := make([]string, 0, len(spec.Env)+1)
 	if spec.CredentialProxy && len(spec.NetworkPolicy) > 0 {
-		args = append(args, "--trust-ca", egressnet.CAInSandbox)
-		for k, v := range egressnet.TrustEnv() {
+		args = append(args, "--trust-ca", launch.CAInSandbox)
+		for k, v := range launch.TrustEnv() {
 			env = append(env, k+"="+v)
 		}
 	}
@@ -323,7 +324,7 @@ func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, gated 
 func (d *Driver) labels(spec driver.Spec) map[string]string {
 	l := driver.BackendLabels(spec)
 	if d.cfg.ServerID != "" {
-		l[driver.LabelServer] = d.cfg.ServerID
+		l[sandbox.LabelServer] = d.cfg.ServerID
 	}
 	return l
 }

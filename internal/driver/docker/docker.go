@@ -34,9 +34,10 @@ import (
 
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
-	"github.com/corral-dev/corral/internal/driver/egressnet"
-	"github.com/corral-dev/corral/internal/driver/forward"
+	"github.com/corral-dev/corral/internal/egress/launch"
+	"github.com/corral-dev/corral/internal/hostnet/forward"
 	"github.com/corral-dev/corral/internal/runcversion"
+	"github.com/corral-dev/corral/internal/sandbox"
 )
 
 // Name is the driver's name in handles.
@@ -93,7 +94,7 @@ type Config struct {
 	ServerID string
 	// Network is how sandboxes with a network policy reach out, on a
 	// local engine (Binary and Logger default to the driver's).
-	Network egressnet.Config
+	Network launch.Config
 	Logger  *slog.Logger
 }
 
@@ -103,7 +104,7 @@ type Driver struct {
 	cfg        Config
 	cli        *client.Client
 	forwarders forward.Set
-	net        *egressnet.Network
+	net        *launch.Enforcers
 
 	// imgMu guards sidecarRef, the egress sidecar image's reference.
 	imgMu      sync.Mutex
@@ -167,7 +168,7 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	if cfg.Network.Logger == nil {
 		cfg.Network.Logger = cfg.Logger
 	}
-	d := &Driver{cfg: cfg, cli: cli, netns: map[string]*os.File{}, net: egressnet.New(cfg.Network)}
+	d := &Driver{cfg: cfg, cli: cli, netns: map[string]*os.File{}, net: launch.New(cfg.Network)}
 	cctx, cancel := d.call(ctx)
 	defer cancel()
 	if _, err := cli.Ping(cctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
@@ -259,7 +260,7 @@ func (d *Driver) inspect(ctx context.Context, id string) (container.InspectRespo
 		return container.InspectResponse{}, d.engineErr("inspect "+id, err)
 	}
 	c := res.Container
-	if c.Config == nil || c.Config.Labels[driver.LabelSandboxID] != id || c.State == nil {
+	if c.Config == nil || c.Config.Labels[sandbox.LabelSandboxID] != id || c.State == nil {
 		return container.InspectResponse{}, fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
 	}
 	return c, nil
@@ -323,7 +324,7 @@ func (d *Driver) EgressPid(id string) (int, error) {
 		}
 		return sc.State.Pid, nil
 	}
-	return egressnet.Pid(d.egressDir(id))
+	return launch.Pid(d.egressDir(id))
 }
 
 // stopNetwork ends sandbox id's enforcer and removes its files.
@@ -541,7 +542,7 @@ func (d *Driver) Endpoint(ctx context.Context, id string, port int) (netip.AddrP
 	if err != nil {
 		return netip.AddrPort{}, err
 	}
-	addr, err := d.forwarders.Addr(id, port, egressnet.PortDialer(d.egressDir(id), ns, port))
+	addr, err := d.forwarders.Addr(id, port, launch.PortDialer(d.egressDir(id), ns, port))
 	if err != nil {
 		return netip.AddrPort{}, fmt.Errorf("endpoint: %w", err)
 	}
@@ -582,9 +583,9 @@ func (d *Driver) published(c container.InspectResponse, port int) (netip.AddrPor
 func (d *Driver) List(ctx context.Context) ([]driver.Listing, error) {
 	cctx, cancel := d.call(ctx)
 	defer cancel()
-	filters := client.Filters{}.Add("label", driver.LabelManaged+"=true")
+	filters := client.Filters{}.Add("label", sandbox.LabelManaged+"=true")
 	if d.cfg.ServerID != "" {
-		filters = filters.Add("label", driver.LabelServer+"="+d.cfg.ServerID)
+		filters = filters.Add("label", sandbox.LabelServer+"="+d.cfg.ServerID)
 	}
 	res, err := d.cli.ContainerList(cctx, client.ContainerListOptions{All: true, Filters: filters})
 	if err != nil {
@@ -592,11 +593,11 @@ func (d *Driver) List(ctx context.Context) ([]driver.Listing, error) {
 	}
 	var out []driver.Listing
 	for _, c := range res.Items {
-		id := c.Labels[driver.LabelSandboxID]
+		id := c.Labels[sandbox.LabelSandboxID]
 		if id == "" {
 			continue
 		}
-		out = append(out, driver.Listing{ID: id, Tenant: c.Labels[driver.LabelTenant], CreatedAt: time.Unix(c.Created, 0), Labels: c.Labels})
+		out = append(out, driver.Listing{ID: id, Tenant: c.Labels[sandbox.LabelTenant], CreatedAt: time.Unix(c.Created, 0), Labels: c.Labels})
 	}
 	return out, nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/driver/drivertest"
+	"github.com/corral-dev/corral/internal/sandbox"
 	"github.com/corral-dev/corral/internal/testutil"
 )
 
@@ -55,7 +56,7 @@ func conformance(t *testing.T, cfg Config) {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	cfg.ServerID = "conformance-" + hex.EncodeToString(b[:])
-	mine := client.Filters{}.Add("label", driver.LabelServer+"="+cfg.ServerID)
+	mine := client.Filters{}.Add("label", sandbox.LabelServer+"="+cfg.ServerID)
 	drivertest.Run(t, drivertest.Harness{
 		New: func(t *testing.T) driver.Driver { return newTestDriver(t, cfg) },
 		Spec: func(*testing.T) driver.Spec {

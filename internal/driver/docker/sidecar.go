@@ -30,10 +30,10 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/corral-dev/corral/errdefs"
-	"github.com/corral-dev/corral/internal/driver"
-	"github.com/corral-dev/corral/internal/driver/egressnet"
-	"github.com/corral-dev/corral/internal/driver/forward"
+	"github.com/corral-dev/corral/internal/egress/launch"
 	"github.com/corral-dev/corral/internal/egress/mitm"
+	"github.com/corral-dev/corral/internal/hostnet/forward"
+	"github.com/corral-dev/corral/internal/sandbox"
 )
 
 // Egress on a remote engine. The engine's machine cannot run a process
@@ -56,7 +56,7 @@ const (
 	labelEgressOf = "corral.dev/egress-of"
 	// sidecarDir holds the sidecar's policy, token and vault.
 	sidecarDir = "/var/lib/corral-egress"
-	egressPort = egressnet.EgressPort
+	egressPort = launch.EgressPort
 	// sidecarMark is the socket mark of the sidecar's own connections.
 	sidecarMark = 0x6372
 	// sidecarMemory bounds a sidecar's memory.
@@ -83,7 +83,7 @@ func (d *Driver) remoteUpstreams() ([]string, error) {
 	if len(d.cfg.Network.Upstreams) > 0 {
 		return d.cfg.Network.Upstreams, nil
 	}
-	out := egressnet.SystemResolvers(false)
+	out := launch.SystemResolvers(false)
 	if len(out) == 0 {
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "SANDBOX::API_NOT_SUPPORTED",
 			"network policies on a remote Docker engine need resolvers its machine reaches: start the server with --egress-upstream IP:PORT")
@@ -151,11 +151,11 @@ func (d *Driver) startSidecar(ctx context.Context, id, sandboxCID string, upstre
 		args = append(args, "--vault-dir", sidecarDir, "--upstream-ca", sidecarDir+"/upstream-ca.pem")
 	}
 	if len(d.cfg.Network.AllowPrivate) > 0 {
-		args = append(args, "--allow-private", egressnet.JoinPrefixes(d.cfg.Network.AllowPrivate))
+		args = append(args, "--allow-private", launch.JoinPrefixes(d.cfg.Network.AllowPrivate))
 	}
 	labels := map[string]string{labelEgressOf: id}
 	if d.cfg.ServerID != "" {
-		labels[driver.LabelServer] = d.cfg.ServerID
+		labels[sandbox.LabelServer] = d.cfg.ServerID
 	}
 	pids := int64(256)
 	cfg := &container.Config{Image: image, Entrypoint: args, Env: []string{"PATH=/", "GOMEMLIMIT=" + strconv.Itoa(sidecarMemory*3/4)},
@@ -208,7 +208,7 @@ func sidecarFiles(dir, upstreamCA string) ([]inFile, bool, error) {
 		}
 		files = append(files, inFile{Name: strings.TrimPrefix(sidecarDir, "/") + "/" + name, Mode: 0o600, Data: b})
 	}
-	if egressnet.CAFile(dir) == "" {
+	if launch.CAFile(dir) == "" {
 		return files, false, nil
 	}
 	for _, name := range []string{mitm.CACertFile, mitm.CAKeyFile} {

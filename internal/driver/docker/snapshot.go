@@ -16,6 +16,7 @@ import (
 
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/sandbox"
 )
 
 // Snapshot implements driver.Snapshotter: the container's filesystem is
@@ -34,10 +35,10 @@ func (d *Driver) Snapshot(ctx context.Context, id, snapshotID string) (*driver.S
 		return nil, fmt.Errorf("sandbox %s is not running: %w", id, errdefs.ErrFailedPrecondition)
 	}
 	ref := snapshotRepo + ":" + strings.ToLower(snapshotID)
-	labels := map[string]string{driver.LabelManaged: "true", LabelSnapshotID: snapshotID, driver.LabelSandboxID: id,
-		driver.LabelTenant: c.Config.Labels[driver.LabelTenant]}
+	labels := map[string]string{sandbox.LabelManaged: "true", LabelSnapshotID: snapshotID, sandbox.LabelSandboxID: id,
+		sandbox.LabelTenant: c.Config.Labels[sandbox.LabelTenant]}
 	if d.cfg.ServerID != "" {
-		labels[driver.LabelServer] = d.cfg.ServerID
+		labels[sandbox.LabelServer] = d.cfg.ServerID
 	}
 	var env []string
 	for _, kv := range c.Config.Env {
@@ -101,9 +102,9 @@ func (d *Driver) pruneSnapshots(ctx context.Context) {
 func (d *Driver) ListSnapshots(ctx context.Context) ([]driver.SnapshotRef, error) {
 	cctx, cancel := d.call(ctx)
 	defer cancel()
-	filters := client.Filters{}.Add("label", driver.LabelManaged+"=true").Add("label", LabelSnapshotID)
+	filters := client.Filters{}.Add("label", sandbox.LabelManaged+"=true").Add("label", LabelSnapshotID)
 	if d.cfg.ServerID != "" {
-		filters = filters.Add("label", driver.LabelServer+"="+d.cfg.ServerID)
+		filters = filters.Add("label", sandbox.LabelServer+"="+d.cfg.ServerID)
 	}
 	res, err := d.cli.ImageList(cctx, client.ImageListOptions{Filters: filters})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/sandbox"
 )
 
 // Harness builds drivers for Run.
@@ -306,7 +307,7 @@ func (s *suite) listTracks(t *testing.T) {
 	if l == nil {
 		t.Fatalf("List does not report %s after Create", sp.ID)
 	}
-	if l.Tenant != s.tenant || l.Labels[driver.LabelManaged] != "true" || l.Labels[driver.LabelSandboxID] != sp.ID {
+	if l.Tenant != s.tenant || l.Labels[sandbox.LabelManaged] != "true" || l.Labels[sandbox.LabelSandboxID] != sp.ID {
 		t.Errorf("List entry = %+v, want tenant %s and the corral.dev labels", *l, s.tenant)
 	}
 	for k, v := range sp.Labels {

@@ -30,6 +30,7 @@ import (
 
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/sandbox"
 )
 
 // Name is the driver's name in handles and configuration.
@@ -483,7 +484,7 @@ func (d *Driver) Snapshot(_ context.Context, id, snapshotID string) (*driver.Sna
 	if o.Phase != phaseRunning {
 		return nil, fmt.Errorf("sandbox %s is %s: %w", id, o.Phase, errdefs.ErrFailedPrecondition)
 	}
-	labels := map[string]string{driver.LabelManaged: "true", "corral.dev/snapshot-id": snapshotID, driver.LabelSandboxID: id}
+	labels := map[string]string{sandbox.LabelManaged: "true", "corral.dev/snapshot-id": snapshotID, sandbox.LabelSandboxID: id}
 	if err := writeJSON(d.snapshotPath(snapshotID), &snapshotObject{ID: snapshotID, SandboxID: id, Labels: labels}); err != nil {
 		return nil, err
 	}

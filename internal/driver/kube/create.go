@@ -22,9 +22,10 @@ import (
 
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
-	"github.com/corral-dev/corral/internal/driver/forward"
+	"github.com/corral-dev/corral/internal/hostnet/forward"
 	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
 	"github.com/corral-dev/corral/internal/kube/controller"
+	"github.com/corral-dev/corral/internal/sandbox"
 )
 
 // Create writes the Sandbox and its access Secret, then waits until the
@@ -116,12 +117,12 @@ func (d *Driver) supports(spec driver.Spec) error {
 
 func (d *Driver) sandboxFor(spec driver.Spec) *v1alpha1.Sandbox {
 	lbl := map[string]string{
-		driver.LabelSandboxID: spec.ID,
-		driver.LabelManaged:   "true",
-		driver.LabelTenant:    spec.Tenant,
+		sandbox.LabelSandboxID: spec.ID,
+		sandbox.LabelManaged:   "true",
+		sandbox.LabelTenant:    spec.Tenant,
 	}
 	if d.cfg.ServerID != "" {
-		lbl[driver.LabelServer] = d.cfg.ServerID
+		lbl[sandbox.LabelServer] = d.cfg.ServerID
 	}
 	ann := map[string]string{}
 	if len(spec.Labels) > 0 {
@@ -206,7 +207,7 @@ func (d *Driver) secretsFor(spec driver.Spec) []*corev1.Secret {
 	meta := func(name string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{
 			Name: name, Namespace: d.cfg.Namespace,
-			Labels: map[string]string{driver.LabelManaged: "true", driver.LabelSandboxID: spec.ID},
+			Labels: map[string]string{sandbox.LabelManaged: "true", sandbox.LabelSandboxID: spec.ID},
 		}
 	}
 	out := []*corev1.Secret{{

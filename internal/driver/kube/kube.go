@@ -41,6 +41,7 @@ import (
 	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
 	"github.com/corral-dev/corral/internal/kube/controller"
 	"github.com/corral-dev/corral/internal/kube/kubeconfig"
+	"github.com/corral-dev/corral/internal/sandbox"
 )
 
 // Name is the runtime name the lifecycle API and `serve --runtime` use.
@@ -153,9 +154,9 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	ours := labels.Set{driver.LabelManaged: "true"}
+	ours := labels.Set{sandbox.LabelManaged: "true"}
 	if cfg.ServerID != "" {
-		ours[driver.LabelServer] = cfg.ServerID
+		ours[sandbox.LabelServer] = cfg.ServerID
 	}
 	ca, err := cache.New(cfg.REST, cache.Options{
 		Scheme:            scheme,
@@ -244,7 +245,7 @@ func (d *Driver) read(ctx context.Context, id string, orAPI bool) (*v1alpha1.San
 	err := d.c.Get(ctx, key, &sbx)
 	if apierrors.IsNotFound(err) && orAPI {
 		err = d.api.Get(ctx, key, &sbx)
-		if err == nil && d.cfg.ServerID != "" && sbx.Labels[driver.LabelServer] != d.cfg.ServerID {
+		if err == nil && d.cfg.ServerID != "" && sbx.Labels[sandbox.LabelServer] != d.cfg.ServerID {
 			err = apierrors.NewNotFound(v1alpha1.GroupVersion.WithResource("sandboxes").GroupResource(), id)
 		}
 	}
@@ -479,7 +480,7 @@ func (d *Driver) endpoint(ctx context.Context, sbx *v1alpha1.Sandbox, port int) 
 // List reports every Sandbox of the namespace that corral manages.
 func (d *Driver) List(ctx context.Context) ([]driver.Listing, error) {
 	var l v1alpha1.SandboxList
-	if err := d.c.List(ctx, &l, client.InNamespace(d.cfg.Namespace), client.MatchingLabels{driver.LabelManaged: "true"}); err != nil {
+	if err := d.c.List(ctx, &l, client.InNamespace(d.cfg.Namespace), client.MatchingLabels{sandbox.LabelManaged: "true"}); err != nil {
 		return nil, apiErr("list sandboxes", err)
 	}
 	out := make([]driver.Listing, 0, len(l.Items))

@@ -27,6 +27,7 @@ import (
 	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
 	"github.com/corral-dev/corral/internal/kube/controller"
 	"github.com/corral-dev/corral/internal/kube/kubetest"
+	"github.com/corral-dev/corral/internal/sandbox"
 	"github.com/corral-dev/corral/internal/testutil"
 )
 
@@ -104,7 +105,7 @@ func TestConformance(t *testing.T) {
 		if err := w.c.Client.List(ctx, &pods, client.InNamespace(w.ns)); err != nil {
 			t.Fatal(err)
 		}
-		if err := w.c.Client.List(ctx, &secs, client.InNamespace(w.ns), client.MatchingLabels{driver.LabelManaged: "true"}); err != nil {
+		if err := w.c.Client.List(ctx, &secs, client.InNamespace(w.ns), client.MatchingLabels{sandbox.LabelManaged: "true"}); err != nil {
 			t.Fatal(err)
 		}
 		return len(pods.Items) == 0 && len(secs.Items) == 0
@@ -292,7 +293,7 @@ func TestWarmPool(t *testing.T) {
 		if err := w.c.Client.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: sbx.Status.PodName}, &pod); err != nil {
 			t.Fatal(err)
 		}
-		if !metav1.IsControlledBy(&pod, sbx) || pod.Labels[controller.LabelPool] != "" || pod.Labels[driver.LabelSandboxID] != spec.ID {
+		if !metav1.IsControlledBy(&pod, sbx) || pod.Labels[controller.LabelPool] != "" || pod.Labels[sandbox.LabelSandboxID] != spec.ID {
 			t.Errorf("adopted pod: owners %v, labels %v", pod.OwnerReferences, pod.Labels)
 		}
 	}

@@ -26,9 +26,9 @@ import (
 
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
-	"github.com/corral-dev/corral/internal/driver/egressnet"
-	"github.com/corral-dev/corral/internal/driver/forward"
-	"github.com/corral-dev/corral/internal/driver/netns"
+	"github.com/corral-dev/corral/internal/egress/launch"
+	"github.com/corral-dev/corral/internal/hostnet/forward"
+	"github.com/corral-dev/corral/internal/hostnet/netns"
 	"github.com/corral-dev/corral/internal/imagestore"
 	"github.com/corral-dev/corral/internal/procfs"
 	"github.com/corral-dev/corral/internal/safefile"
@@ -242,15 +242,15 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *dr
 	}
 	if len(spec.NetworkPolicy) > 0 {
 		dir := egressDir(bundle)
-		if err := egressnet.Prepare(dir, spec); err != nil {
+		if err := launch.Prepare(dir, launch.Sandbox{ID: spec.ID, Policy: spec.NetworkPolicy, Token: spec.EgressToken, CredentialProxy: spec.CredentialProxy}); err != nil {
 			return nil, err
 		}
 		if err := d.net.Start(ctx, spec.ID, dir, netns); err != nil {
 			return nil, err
 		}
 		mounts = append(mounts, bindMount(filepath.Join(dir, "resolv.conf"), "/etc/resolv.conf", true))
-		if ca := egressnet.CAFile(dir); ca != "" {
-			mounts = append(mounts, bindMount(ca, egressnet.CAInSandbox, true))
+		if ca := launch.CAFile(dir); ca != "" {
+			mounts = append(mounts, bindMount(ca, launch.CAInSandbox, true))
 		}
 		mark("egress")
 	}
@@ -284,8 +284,8 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *dr
 		extra = extra[:1]
 	}
 	if len(spec.NetworkPolicy) > 0 && spec.CredentialProxy {
-		args = append(args, "--trust-ca", egressnet.CAInSandbox)
-		for k, v := range egressnet.TrustEnv() {
+		args = append(args, "--trust-ca", launch.CAInSandbox)
+		for k, v := range launch.TrustEnv() {
 			extra = append(extra, k+"="+v)
 		}
 	}
@@ -354,7 +354,7 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *dr
 		return nil, d.startError(bundle, disk, err)
 	}
 	mark("ready")
-	d.track(spec.ID, &sandbox{bundle: bundle, pid: pid, startTime: start, netns: netns, ns: ns})
+	d.track(spec.ID, &instance{bundle: bundle, pid: pid, startTime: start, netns: netns, ns: ns})
 	state, _ := json.Marshal(handleState{Bundle: bundle, Pid: pid, StartTime: start})
 	return &driver.Handle{ID: spec.ID, Driver: Name, Version: 1, State: state}, nil
 }

@@ -33,13 +33,14 @@ import (
 
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
-	"github.com/corral-dev/corral/internal/driver/egressnet"
-	"github.com/corral-dev/corral/internal/driver/forward"
+	"github.com/corral-dev/corral/internal/egress/launch"
+	"github.com/corral-dev/corral/internal/hostnet/forward"
 	"github.com/corral-dev/corral/internal/imagestore"
 	"github.com/corral-dev/corral/internal/logctx"
 	"github.com/corral-dev/corral/internal/procfs"
 	"github.com/corral-dev/corral/internal/runcversion"
 	"github.com/corral-dev/corral/internal/safefile"
+	"github.com/corral-dev/corral/internal/sandbox"
 )
 
 // Name is the driver's name.
@@ -70,7 +71,7 @@ type Config struct {
 	Pool []PoolImage
 	// Network is how sandboxes with a network policy reach out (Binary
 	// and Logger default to the driver's).
-	Network egressnet.Config
+	Network launch.Config
 	Logger  *slog.Logger
 }
 
@@ -85,10 +86,10 @@ type Driver struct {
 
 	// mu guards the fields below.
 	mu         sync.Mutex
-	live       map[string]*sandbox
+	live       map[string]*instance
 	forwarders forward.Set
 	pool       *pool
-	net        *egressnet.Network
+	net        *launch.Enforcers
 
 	// warnings are what is wrong with the runtime binary (its version).
 	warnings []string
@@ -99,8 +100,8 @@ var (
 	_ driver.Pauser = (*Driver)(nil)
 )
 
-// sandbox is what the driver knows of a running sandbox.
-type sandbox struct {
+// instance is what the driver knows of a running sandbox.
+type instance struct {
 	bundle    string
 	pid       int
 	startTime uint64
@@ -112,12 +113,12 @@ type sandbox struct {
 }
 
 // hold keeps f as the sandbox's network namespace.
-func (sb *sandbox) hold(f *os.File) {
+func (sb *instance) hold(f *os.File) {
 	sb.ns, sb.netns = f, fdPath(f)
 }
 
 // release closes the namespace the sandbox held.
-func (sb *sandbox) release() {
+func (sb *instance) release() {
 	if sb != nil && sb.ns != nil {
 		sb.ns.Close()
 		sb.ns, sb.netns = nil, ""
@@ -197,7 +198,7 @@ func New(cfg Config) (*Driver, error) {
 	d := &Driver{
 		cfg: cfg, log: cfg.Logger, images: images, warnings: warnings,
 		runc: &runc.Runc{Command: rt, Root: filepath.Join(runDir(cfg.Root), "runc")},
-		live: map[string]*sandbox{},
+		live: map[string]*instance{},
 	}
 	if cfg.Network.Binary == "" {
 		cfg.Network.Binary = cfg.CorralBinary
@@ -205,7 +206,7 @@ func New(cfg Config) (*Driver, error) {
 	if cfg.Network.Logger == nil {
 		cfg.Network.Logger = cfg.Logger
 	}
-	d.net = egressnet.New(cfg.Network)
+	d.net = launch.New(cfg.Network)
 	if cfg.AllowHostImage {
 		if d.hostRoot, err = buildHostSkeleton(filepath.Join(cfg.Root, "hostroots")); err != nil {
 			return nil, fmt.Errorf("oci: host image: %w", err)
@@ -246,7 +247,7 @@ func (d *Driver) netnsPath(id string) string { return filepath.Join(runDir(d.cfg
 func egressDir(bundle string) string { return filepath.Join(bundle, "egress") }
 
 // EgressPid returns the pid of sandbox id's egress enforcer.
-func (d *Driver) EgressPid(id string) (int, error) { return egressnet.Pid(egressDir(d.bundleDir(id))) }
+func (d *Driver) EgressPid(id string) (int, error) { return launch.Pid(egressDir(d.bundleDir(id))) }
 
 // Close destroys the warm pool and stops the port forwarders; sandboxes
 // and their egress enforcers keep running.
@@ -298,7 +299,7 @@ func (d *Driver) Recover(ctx context.Context, h *driver.Handle) error {
 	if _, err := os.Stat(hs.Bundle); err != nil {
 		return fmt.Errorf("sandbox %s: bundle gone: %w", h.ID, errdefs.ErrNotFound)
 	}
-	sb := &sandbox{bundle: hs.Bundle, pid: hs.Pid, startTime: hs.StartTime}
+	sb := &instance{bundle: hs.Bundle, pid: hs.Pid, startTime: hs.StartTime}
 	if ns, err := openNetns(hs); err == nil {
 		sb.hold(ns)
 		if err := d.net.Recover(ctx, h.ID, egressDir(hs.Bundle), sb.netns); err != nil {
@@ -327,7 +328,7 @@ func openNetns(hs handleState) (*os.File, error) {
 
 // track records sb as what the driver knows of sandbox id, releasing
 // what it knew before.
-func (d *Driver) track(id string, sb *sandbox) {
+func (d *Driver) track(id string, sb *instance) {
 	d.mu.Lock()
 	old := d.live[id]
 	d.live[id] = sb
@@ -340,7 +341,7 @@ func (d *Driver) track(id string, sb *sandbox) {
 // adopt records sb for sandbox id unless the driver knows it by now (a
 // create or a recovery that finished meanwhile), and returns what it
 // knows.
-func (d *Driver) adopt(id string, sb *sandbox) *sandbox {
+func (d *Driver) adopt(id string, sb *instance) *instance {
 	d.mu.Lock()
 	old := d.live[id]
 	if old == nil {
@@ -365,7 +366,7 @@ func (d *Driver) forget(id string) {
 
 // running returns a sandbox this instance tracks whose PID 1 is alive,
 // without asking runc (an exec of runc costs milliseconds).
-func (d *Driver) running(id string) *sandbox {
+func (d *Driver) running(id string) *instance {
 	d.mu.Lock()
 	sb := d.live[id]
 	d.mu.Unlock()
@@ -377,7 +378,7 @@ func (d *Driver) running(id string) *sandbox {
 
 // lookup returns what the driver knows of id, reading it from runc and
 // the bundle if this instance did not create or recover it.
-func (d *Driver) lookup(ctx context.Context, id string) (*sandbox, *runc.Container, error) {
+func (d *Driver) lookup(ctx context.Context, id string) (*instance, *runc.Container, error) {
 	if err := validID(id); err != nil {
 		return nil, nil, fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
 	}
@@ -391,7 +392,7 @@ func (d *Driver) lookup(ctx context.Context, id string) (*sandbox, *runc.Contain
 	if sb == nil {
 		// Not made nor recovered by this instance: adopted, with its
 		// namespace if its PID 1 still runs.
-		sb = &sandbox{bundle: d.bundleDir(id), pid: c.Pid}
+		sb = &instance{bundle: d.bundleDir(id), pid: c.Pid}
 		if c.Pid > 0 {
 			sb.startTime, _ = procfs.StartTime(c.Pid)
 			if ns, err := netnsOf(c.Pid, sb.startTime); err == nil {
@@ -670,7 +671,7 @@ func (d *Driver) Endpoint(ctx context.Context, id string, port int) (netip.AddrP
 			return netip.AddrPort{}, fmt.Errorf("sandbox %s has stopped: %w", id, errdefs.ErrFailedPrecondition)
 		}
 	}
-	addr, err := d.forwarders.Addr(id, port, egressnet.PortDialer(egressDir(sb.bundle), sb.netns, port))
+	addr, err := d.forwarders.Addr(id, port, launch.PortDialer(egressDir(sb.bundle), sb.netns, port))
 	if err != nil {
 		return netip.AddrPort{}, fmt.Errorf("endpoint: %w", err)
 	}
@@ -713,8 +714,8 @@ func (d *Driver) List(ctx context.Context) ([]driver.Listing, error) {
 		return nil, fmt.Errorf("runc list: %w", err)
 	}
 	for _, c := range cs {
-		if !seen[c.ID] && c.Annotations[driver.LabelManaged] == "true" && c.Annotations[LabelPool] != "true" {
-			out = append(out, driver.Listing{ID: c.ID, Tenant: c.Annotations[driver.LabelTenant], CreatedAt: c.Created, Labels: c.Annotations})
+		if !seen[c.ID] && c.Annotations[sandbox.LabelManaged] == "true" && c.Annotations[LabelPool] != "true" {
+			out = append(out, driver.Listing{ID: c.ID, Tenant: c.Annotations[sandbox.LabelTenant], CreatedAt: c.Created, Labels: c.Annotations})
 		}
 	}
 	return out, nil

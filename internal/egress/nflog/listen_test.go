@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/corral-dev/corral/internal/driver/netns"
 	"github.com/corral-dev/corral/internal/egress/nflog"
 	"github.com/corral-dev/corral/internal/egress/nft"
 	"github.com/corral-dev/corral/internal/egress/policy"
+	"github.com/corral-dev/corral/internal/hostnet/netns"
 	"github.com/corral-dev/corral/internal/testutil"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/corral-dev/corral/internal/driver/netns"
+	"github.com/corral-dev/corral/internal/hostnet/netns"
 	"github.com/corral-dev/corral/internal/testutil"
 )
 

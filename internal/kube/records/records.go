@@ -34,7 +34,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/corral-dev/corral/errdefs"
-	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/kube/apierr"
 	"github.com/corral-dev/corral/internal/kube/kubeconfig"
 	"github.com/corral-dev/corral/internal/sandbox"
@@ -105,7 +104,7 @@ func openSecrets(ctx context.Context, cfg Config, kind string) (*secrets, error)
 	if cfg.REST == nil || cfg.Namespace == "" || cfg.ServerID == "" {
 		return nil, errors.New("records: REST, Namespace and ServerID are required")
 	}
-	ours := labels.Set{driver.LabelManaged: "true", driver.LabelServer: cfg.ServerID}
+	ours := labels.Set{sandbox.LabelManaged: "true", sandbox.LabelServer: cfg.ServerID}
 	scheme := runtime.NewScheme()
 	if err := corev1.AddToScheme(scheme); err != nil {
 		return nil, err

@@ -1,16 +1,16 @@
 // Copyright 2026 The corral Authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Package egressnet gives a sandbox with a network policy its way out,
+// Package launch gives a sandbox with a network policy its way out,
 // for any runtime whose sandboxes have a network namespace on this
 // machine: it starts the sandbox's egress enforcer (`corral egress`, a
 // host process outside the sandbox's pid and mount namespaces), waits
 // until its rules are in the kernel, and only then links the namespace
-// to the uplink (internal/driver/uplink) — so the first packet that can
+// to the uplink (internal/hostnet/uplink) — so the first packet that can
 // leave is already policed. It supervises the enforcer (a dead one fails
 // closed and is restarted), re-adopts it after a server restart, and
 // removes everything on Stop.
-package egressnet
+package launch
 
 import (
 	"bufio"
@@ -34,12 +34,11 @@ import (
 	"time"
 
 	"github.com/corral-dev/corral/errdefs"
-	"github.com/corral-dev/corral/internal/driver"
-	"github.com/corral-dev/corral/internal/driver/netns"
-	"github.com/corral-dev/corral/internal/driver/uplink"
 	"github.com/corral-dev/corral/internal/egress/audit"
 	"github.com/corral-dev/corral/internal/egress/mitm"
 	"github.com/corral-dev/corral/internal/egress/policy"
+	"github.com/corral-dev/corral/internal/hostnet/netns"
+	"github.com/corral-dev/corral/internal/hostnet/uplink"
 	"github.com/corral-dev/corral/internal/procfs"
 	"github.com/corral-dev/corral/internal/safefile"
 	"github.com/corral-dev/corral/internal/unixsock"
@@ -97,8 +96,8 @@ type proc struct {
 	done   chan struct{}
 }
 
-// Network runs the enforcers of one runtime's sandboxes.
-type Network struct {
+// Enforcers runs the enforcers of one runtime's sandboxes.
+type Enforcers struct {
 	cfg Config
 	log *slog.Logger
 
@@ -108,18 +107,18 @@ type Network struct {
 	procs map[string]*proc
 }
 
-// New returns a Network; the uplink is set up on first use.
-func New(cfg Config) *Network {
+// New returns an Enforcers; the uplink is set up on first use.
+func New(cfg Config) *Enforcers {
 	if cfg.ReadyTimeout <= 0 {
 		cfg.ReadyTimeout = 30 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Network{cfg: cfg, log: cfg.Logger, procs: map[string]*proc{}}
+	return &Enforcers{cfg: cfg, log: cfg.Logger, procs: map[string]*proc{}}
 }
 
-func (n *Network) uplink() (*uplink.Uplink, error) {
+func (n *Enforcers) uplink() (*uplink.Uplink, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.up != nil {
@@ -157,11 +156,22 @@ func CAFile(dir string) string {
 	return p
 }
 
+// Sandbox is what Prepare needs of a sandbox.
+type Sandbox struct {
+	ID string
+	// Policy is the network policy, as the create request gave it.
+	Policy json.RawMessage
+	// Token guards the enforcer's API.
+	Token string
+	// CredentialProxy gives the sandbox a CA of its own for the vault.
+	CredentialProxy bool
+}
+
 // Prepare checks the policy and writes the sandbox's directory: the seed
 // policy, the API token and the resolv.conf the runtime mounts at
 // /etc/resolv.conf; with a credential proxy, a new CA too.
-func Prepare(dir string, spec driver.Spec) error {
-	pol, err := policy.Decode(spec.NetworkPolicy)
+func Prepare(dir string, sb Sandbox) error {
+	pol, err := policy.Decode(sb.Policy)
 	if err != nil {
 		return errdefs.Wrap(errdefs.ErrInvalidArgument, "SANDBOX::INVALID_PARAMETER", "networkPolicy: "+err.Error(), err)
 	}
@@ -169,7 +179,7 @@ func Prepare(dir string, spec driver.Spec) error {
 		return err
 	}
 	seed, _ := json.Marshal(pol)
-	for name, body := range map[string][]byte{"policy.json": seed, "token": []byte(spec.EgressToken), "resolv.conf": []byte(ResolvConf)} {
+	for name, body := range map[string][]byte{"policy.json": seed, "token": []byte(sb.Token), "resolv.conf": []byte(ResolvConf)} {
 		mode := os.FileMode(0o600)
 		if name == "resolv.conf" {
 			mode = 0o644
@@ -178,15 +188,15 @@ func Prepare(dir string, spec driver.Spec) error {
 			return err
 		}
 	}
-	if spec.CredentialProxy {
-		return mitm.CreateCA(dir, "corral sandbox "+spec.ID)
+	if sb.CredentialProxy {
+		return mitm.CreateCA(dir, "corral sandbox "+sb.ID)
 	}
 	return nil
 }
 
 // Start polices the namespace at nsPath for sandbox id, whose directory
 // Prepare wrote: the enforcer first, then the veth.
-func (n *Network) Start(ctx context.Context, id, dir, nsPath string) error {
+func (n *Enforcers) Start(ctx context.Context, id, dir, nsPath string) error {
 	u, err := n.uplink()
 	if err != nil {
 		return err
@@ -214,7 +224,7 @@ func attach(u *uplink.Uplink, id, dir, nsPath string, st *state) error {
 
 // launch starts the enforcer, records it and waits until its rules are
 // in the kernel.
-func (n *Network) launch(ctx context.Context, id, dir, nsPath string, st *state) error {
+func (n *Enforcers) launch(ctx context.Context, id, dir, nsPath string, st *state) error {
 	var err error
 	if st.Pid, st.StartTime, err = n.spawn(id, dir, nsPath); err != nil {
 		return err
@@ -330,7 +340,7 @@ func kill(ctx context.Context, pid int, start uint64) error {
 // uplink's network namespace (where it asks the upstream resolvers), in a
 // session of its own so that it outlives a server restart. The sandbox's
 // namespace is handed over as an open descriptor.
-func (n *Network) spawn(id, dir, nsPath string) (int, uint64, error) {
+func (n *Enforcers) spawn(id, dir, nsPath string) (int, uint64, error) {
 	u, err := n.uplink()
 	if err != nil {
 		return 0, 0, err
@@ -394,7 +404,7 @@ func (n *Network) spawn(id, dir, nsPath string) (int, uint64, error) {
 }
 
 // waitReady polls the enforcer's /healthz on its socket.
-func (n *Network) waitReady(ctx context.Context, dir string, st state) error {
+func (n *Enforcers) waitReady(ctx context.Context, dir string, st state) error {
 	logPath := filepath.Join(dir, "log")
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.ReadyTimeout)
 	defer cancel()
@@ -440,7 +450,7 @@ func lastLine(path string) string {
 // supervise restarts the enforcer if it dies. Its rules stay in the
 // kernel meanwhile, so a dead enforcer fails closed: nothing new
 // resolves, nothing unlisted gets out.
-func (n *Network) supervise(id, dir, nsPath string, st state) {
+func (n *Enforcers) supervise(id, dir, nsPath string, st state) {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &proc{cancel: cancel, done: make(chan struct{})}
 	n.mu.Lock()
@@ -494,7 +504,7 @@ type position struct {
 // ends, reconnecting when the enforcer restarts. The forwarded position
 // is kept in dir, so a server restart neither loses nor repeats events
 // the enforcer still holds.
-func (n *Network) follow(ctx context.Context, id, dir string, hc *http.Client) {
+func (n *Enforcers) follow(ctx context.Context, id, dir string, hc *http.Client) {
 	var pos position
 	if b, _, err := safefile.ReadFile(dir, "audit.pos", 4096); err == nil {
 		_ = json.Unmarshal(b, &pos)
@@ -517,7 +527,7 @@ func (n *Network) follow(ctx context.Context, id, dir string, hc *http.Client) {
 
 // followOnce reads one connection's worth of events, handing them on in
 // batches of what has arrived (at most 256, or every 100 ms).
-func (n *Network) followOnce(ctx context.Context, hc *http.Client, id, dir string, pos *position) error {
+func (n *Enforcers) followOnce(ctx context.Context, hc *http.Client, id, dir string, pos *position) error {
 	token, _, err := safefile.ReadFile(dir, "token", 4096)
 	if err != nil {
 		return err
@@ -602,11 +612,11 @@ func (n *Network) followOnce(ctx context.Context, hc *http.Client, id, dir strin
 	}
 }
 
-// Follow forwards the audit events of an enforcer this Network did not
+// Follow forwards the audit events of an enforcer it did not
 // start (a Docker sidecar on a remote engine), reached through dial, to
 // Config.Audit until Stop; dir is the sandbox's directory (Prepare's).
 // Following again replaces the earlier follower.
-func (n *Network) Follow(id, dir string, dial func(ctx context.Context) (net.Conn, error)) {
+func (n *Enforcers) Follow(id, dir string, dial func(ctx context.Context) (net.Conn, error)) {
 	if n.cfg.Audit == nil {
 		return
 	}
@@ -630,7 +640,7 @@ func (n *Network) Follow(id, dir string, dial func(ctx context.Context) (net.Con
 // Recover re-adopts a sandbox's enforcer after a restart, starting it
 // again if it is gone. A directory without state is not policed: nothing
 // to do.
-func (n *Network) Recover(ctx context.Context, id, dir, nsPath string) error {
+func (n *Enforcers) Recover(ctx context.Context, id, dir, nsPath string) error {
 	st, ok := readState(dir)
 	if !ok {
 		return nil
@@ -669,7 +679,7 @@ func (n *Network) Recover(ctx context.Context, id, dir, nsPath string) error {
 }
 
 // Stop ends the enforcer and removes the veth. It is idempotent.
-func (n *Network) Stop(ctx context.Context, id, dir string) error {
+func (n *Enforcers) Stop(ctx context.Context, id, dir string) error {
 	n.mu.Lock()
 	p := n.procs[id]
 	delete(n.procs, id)
@@ -702,7 +712,7 @@ func (n *Network) Stop(ctx context.Context, id, dir string) error {
 
 // Close stops supervising; the enforcers keep running for the next
 // server to re-adopt.
-func (n *Network) Close() {
+func (n *Enforcers) Close() {
 	n.mu.Lock()
 	procs := n.procs
 	n.procs = map[string]*proc{}

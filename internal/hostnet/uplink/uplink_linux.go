@@ -28,7 +28,7 @@ import (
 	vnetns "github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/corral-dev/corral/internal/driver/netns"
+	"github.com/corral-dev/corral/internal/hostnet/netns"
 )
 
 // Defaults of Config.
