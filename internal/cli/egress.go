@@ -18,6 +18,7 @@ import (
 	"github.com/corral-dev/corral/internal/egress/launch"
 	"github.com/corral-dev/corral/internal/egress/nft"
 	"github.com/corral-dev/corral/internal/egress/policy"
+	"github.com/corral-dev/corral/internal/insandbox"
 )
 
 // runEgress is a sandbox's egress enforcer, run on the host:
@@ -35,10 +36,10 @@ func runEgress(ctx context.Context, e *env, args []string) int {
 	deny := fs.String("deny", "", "more prefixes nothing may reach, comma-separated CIDRs (the host, the server, other sandboxes)")
 	allowPrivate := fs.String("allow-private", "", "parts of the private ranges (RFC 1918, 100.64.0.0/10, 198.18.0.0/15, fc00::/7) sandboxes may reach when their policy allows, comma-separated CIDRs")
 	dnsListen := fs.String("dns-listen", "127.0.0.1:53", "DNS address inside the namespace")
-	apiListen := fs.String("api-listen", "0.0.0.0:18080", "policy API address inside the namespace (none: only --api-socket)")
+	apiListen := fs.String("api-listen", insandbox.EgressListen, "policy API address inside the namespace (none: only --api-socket)")
 	apiSocket := fs.String("api-socket", "", "also serve the API on this Unix socket on the host (0600)")
 	vaultDir := fs.String("vault-dir", "", "enable the credential vault: the directory of the sandbox's CA (ca.pem, ca-key.pem) and the persisted vault")
-	vaultListen := fs.String("vault-listen", "127.0.0.1:18081", "the credential proxy's address inside the namespace")
+	vaultListen := fs.String("vault-listen", insandbox.VaultProxyListen, "the credential proxy's address inside the namespace")
 	apiCert := fs.String("api-tls-cert", "", "serve the API's TCP listener over TLS with this PEM certificate (with --api-tls-key)")
 	apiKey := fs.String("api-tls-key", "", "the PEM key of --api-tls-cert")
 	inbound := fs.String("inbound", "", "with --netns self: accept new inbound connections only on these TCP ports (comma-separated), besides loopback and answers")

@@ -20,10 +20,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/corral-dev/corral/internal/egress/launch"
 	"github.com/corral-dev/corral/internal/egress/nft"
 	"github.com/corral-dev/corral/internal/execd"
 	"github.com/corral-dev/corral/internal/initproc"
+	"github.com/corral-dev/corral/internal/insandbox"
 	"golang.org/x/sys/unix"
 )
 
@@ -37,8 +37,8 @@ func runInit(_ context.Context, e *env, args []string) int {
 	runtime.GOMAXPROCS(1)
 	fs := newFlagSet(e, "init", "init [flags] -- PROGRAM [ARGS...]")
 	noExecd := fs.Bool("no-execd", false, "do not start the execd daemon")
-	listen := fs.String("execd-listen", ":44772", "address execd listens on")
-	stateDir := fs.String("execd-state-dir", "/var/lib/corral-execd", "where execd retains command output")
+	listen := fs.String("execd-listen", insandbox.ExecdListen, "address execd listens on")
+	stateDir := fs.String("execd-state-dir", insandbox.ExecdStateDir, "where execd retains command output")
 	readyFD := fs.Int("ready-fd", 0, "descriptor (3 or more) of a pipe that gets a newline, and is closed, once execd's port is bound (the runtime waits on it before it connects)")
 	exitFD := fs.Int("exit-fd", 0, "descriptor (3 or more) of a file that receives the entrypoint's exit code (the runtime passes it in)")
 	consoleLimit := fs.Int64("console-limit", 0, "when stdout is a file, keep it under this many bytes, dropping the oldest output (0: no limit)")
@@ -49,7 +49,7 @@ func runInit(_ context.Context, e *env, args []string) int {
 	envFile := fs.String("execd-env-file", "", "file of KEY=VALUE lines execd adds to every command's environment")
 	userSpec := fs.String("user", "", "run the entrypoint as USER[:GROUP] (names or numbers, as an image's config gives them)")
 	isolate := fs.String("isolate-network", "", "before anything else, close the network namespace to all but loopback, answers and inbound TCP to these ports (comma-separated; \"any\": every port), then give up CAP_NET_ADMIN for good")
-	trustCA := fs.String("trust-ca", "", "add this PEM CA to the system's CA bundles and to "+launch.BundleInSandbox+" before starting anything")
+	trustCA := fs.String("trust-ca", "", "add this PEM CA to the system's CA bundles and to "+insandbox.CABundle+" before starting anything")
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code
 	}
@@ -84,7 +84,7 @@ func runInit(_ context.Context, e *env, args []string) int {
 	if *trustCA != "" {
 		// A sandbox that cannot be made to trust its CA still runs; its
 		// TLS clients will refuse the credential proxy, visibly.
-		if err := initproc.InstallCA(*trustCA, launch.BundleInSandbox); err != nil {
+		if err := initproc.InstallCA(*trustCA, insandbox.CABundle); err != nil {
 			fmt.Fprintf(e.stderr, "corral init: %v\n", err)
 		}
 	}

@@ -43,6 +43,7 @@ import (
 	"github.com/corral-dev/corral/internal/egress/policy"
 	"github.com/corral-dev/corral/internal/egress/vault"
 	"github.com/corral-dev/corral/internal/hostnet/netns"
+	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/unixsock"
 	"golang.org/x/net/netutil"
 )
@@ -140,7 +141,7 @@ func New(cfg Config) (*Service, error) {
 		cfg.DNSListen = "127.0.0.1:53"
 	}
 	if cfg.APIListen == "" {
-		cfg.APIListen = "0.0.0.0:18080"
+		cfg.APIListen = insandbox.EgressListen
 	}
 	if cfg.GateListen == "" {
 		cfg.GateListen = DefaultGateListen

@@ -20,6 +20,7 @@ import (
 	"github.com/corral-dev/corral/internal/egress/nft"
 	"github.com/corral-dev/corral/internal/egress/policy"
 	"github.com/corral-dev/corral/internal/egress/vault"
+	"github.com/corral-dev/corral/internal/insandbox"
 )
 
 // vaultFile keeps the vault (values included) in Config.VaultDir, 0600,
@@ -28,7 +29,7 @@ const vaultFile = "vault.json"
 
 // DefaultVaultListen is where the credential proxy listens inside the
 // sandbox's namespace; redirected connections arrive there.
-const DefaultVaultListen = "127.0.0.1:18081"
+const DefaultVaultListen = insandbox.VaultProxyListen
 
 // DefaultGateListen is the name gate's address in the sandbox, and the
 // ports it checks.

@@ -32,12 +32,13 @@ import (
 	"github.com/corral-dev/corral/errdefs/errhttp"
 	"github.com/corral-dev/corral/internal/execd/code"
 	"github.com/corral-dev/corral/internal/execd/process"
+	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/logctx"
 	"github.com/corral-dev/corral/internal/verifier"
 )
 
 // DefaultListen is where execd listens inside a sandbox.
-const DefaultListen = ":44772"
+const DefaultListen = insandbox.ExecdListen
 
 // Config configures a Server. The zero value listens on DefaultListen with
 // no access token and keeps its state under the system temp directory.

@@ -43,6 +43,7 @@ import (
 	"github.com/corral-dev/corral/internal/hostnet/forward"
 	"github.com/corral-dev/corral/internal/hostnet/netns"
 	"github.com/corral-dev/corral/internal/initproc"
+	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/sandbox"
 	"github.com/corral-dev/corral/internal/verifier"
 )
@@ -112,7 +113,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 		dir := d.egressDir(spec.ID)
 		host.Binds = append(host.Binds, filepath.Join(dir, "resolv.conf")+":/etc/resolv.conf:ro")
 		if ca := launch.CAFile(dir); ca != "" {
-			host.Binds = append(host.Binds, ca+":"+launch.CAInSandbox+":ro")
+			host.Binds = append(host.Binds, ca+":"+insandbox.VaultCA+":ro")
 		}
 		// PID 1 holds the entrypoint back until the network is policed.
 		gate := filepath.Join(dir, "gate")
@@ -158,7 +159,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 			if err != nil {
 				return nil, err
 			}
-			files = append(files, inFile{Name: strings.TrimPrefix(launch.CAInSandbox, "/"), Mode: 0o644, Data: b})
+			files = append(files, inFile{Name: strings.TrimPrefix(insandbox.VaultCA, "/"), Mode: 0o644, Data: b})
 		}
 		if err := d.copyIn(ctx, created.ID, true, files...); err != nil {
 			return nil, err
@@ -218,12 +219,12 @@ const gateInSandbox = "/.corral-gate"
 func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, gated bool) (*container.Config, *container.HostConfig) {
 	hex := strings.ReplaceAll(spec.ID, "-", "")
 	hostname := "sandbox-" + hex[:min(12, len(hex))]
-	args := []string{corralInSandbox, "init", "--execd-state-dir", execdStateDir}
+	args := []string{insandbox.Binary, "init", "--execd-state-dir", insandbox.ExecdStateDir}
 	caps := capabilities
 	if d.cfg.Remote && !gated {
 		// On the engine's bridge without a policy: PID 1 closes the
 		// namespace to all but execd's port, then gives NET_ADMIN up.
-		args = append(args, "--isolate-network", strconv.Itoa(execdPort))
+		args = append(args, "--isolate-network", strconv.Itoa(insandbox.ExecdPort))
 		caps = append(slices.Clip(capabilities), "NET_ADMIN")
 	}
 	if imageUser != "" {
@@ -231,7 +232,7 @@ func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, gated 
 	}
 	env := make([]string, 0, len(spec.Env)+1)
 	if spec.CredentialProxy && len(spec.NetworkPolicy) > 0 {
-		args = append(args, "--trust-ca", launch.CAInSandbox)
+		args = append(args, "--trust-ca", insandbox.VaultCA)
 		for k, v := range launch.TrustEnv() {
 			env = append(env, k+"="+v)
 		}
@@ -271,7 +272,7 @@ func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, gated 
 		NetworkMode: "none",
 		// execd's port stays out of the ephemeral range: the readiness
 		// pings could otherwise be given it as their own.
-		Sysctls:     map[string]string{"net.ipv4.ip_local_reserved_ports": strconv.Itoa(execdPort)},
+		Sysctls:     map[string]string{"net.ipv4.ip_local_reserved_ports": strconv.Itoa(insandbox.ExecdPort)},
 		CapDrop:     []string{"ALL"},
 		CapAdd:      caps,
 		SecurityOpt: []string{"no-new-privileges"},
@@ -279,7 +280,7 @@ func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, gated 
 		LogConfig:   container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "10m", "max-file": "2"}},
 		// execd's retained output lives in an anonymous volume: off the
 		// snapshot, and removed with the container.
-		Mounts: []mount.Mount{{Type: mount.TypeVolume, Target: execdStateDir, VolumeOptions: &mount.VolumeOptions{Labels: d.labels(spec)}}},
+		Mounts: []mount.Mount{{Type: mount.TypeVolume, Target: insandbox.ExecdStateDir, VolumeOptions: &mount.VolumeOptions{Labels: d.labels(spec)}}},
 		Resources: container.Resources{
 			NanoCPUs:  spec.Resources.CPUMillis * 1_000_000,
 			Memory:    spec.Resources.MemoryBytes,
@@ -298,12 +299,12 @@ func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, gated 
 		// published instead, and the sandbox gets the default network. A
 		// policed one publishes its sidecar's egress API too, and
 		// resolves through it.
-		ports := []int{execdPort}
+		ports := []int{insandbox.ExecdPort}
 		if gated {
-			ports = append(ports, egressPort)
+			ports = append(ports, insandbox.EgressPort)
 			host.DNS = []netip.Addr{netip.MustParseAddr("127.0.0.1")}
 			host.DNSOptions = []string{"ndots:0"}
-			host.Sysctls["net.ipv4.ip_local_reserved_ports"] = strconv.Itoa(execdPort) + "," + strconv.Itoa(egressPort)
+			host.Sysctls["net.ipv4.ip_local_reserved_ports"] = strconv.Itoa(insandbox.ExecdPort) + "," + strconv.Itoa(insandbox.EgressPort)
 		}
 		host.NetworkMode = "bridge"
 		cfg.ExposedPorts = network.PortSet{}
@@ -315,7 +316,7 @@ func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, gated 
 			host.PortBindings[port] = []network.PortBinding{{HostIP: ip, HostPort: "0"}}
 		}
 	} else {
-		host.Binds = []string{d.cfg.CorralBinary + ":" + corralInSandbox + ":ro"}
+		host.Binds = []string{d.cfg.CorralBinary + ":" + insandbox.Binary + ":ro"}
 	}
 	return cfg, host
 }
@@ -354,7 +355,7 @@ func (d *Driver) waitReady(ctx context.Context, id string) error {
 				return d.exitedEarly(ctx, id, c)
 			}
 			if d.cfg.Remote {
-				addr, err := d.published(c, execdPort)
+				addr, err := d.published(c, insandbox.ExecdPort)
 				if err == nil {
 					dial = func(ctx context.Context) (net.Conn, error) {
 						var nd net.Dialer
@@ -363,7 +364,7 @@ func (d *Driver) waitReady(ctx context.Context, id string) error {
 				}
 			} else if ns, err := d.nsPath(id, c); err == nil {
 				dial = func(ctx context.Context) (net.Conn, error) {
-					return netns.Dial(ctx, ns, "127.0.0.1:"+strconv.Itoa(execdPort))
+					return netns.Dial(ctx, ns, "127.0.0.1:"+strconv.Itoa(insandbox.ExecdPort))
 				}
 			}
 		}

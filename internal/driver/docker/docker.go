@@ -36,6 +36,7 @@ import (
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/egress/launch"
 	"github.com/corral-dev/corral/internal/hostnet/forward"
+	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/runcversion"
 	"github.com/corral-dev/corral/internal/sandbox"
 )
@@ -44,10 +45,7 @@ import (
 const Name = "docker"
 
 const (
-	stateVersion    = 1
-	corralInSandbox = "/.corral/corral"
-	execdStateDir   = "/var/lib/corral-execd"
-	execdPort       = 44772
+	stateVersion = 1
 	// DefaultPids caps processes and threads when a request sets no limit.
 	DefaultPids = 4096
 	// LabelSnapshotID marks images that are corral snapshots.
@@ -522,7 +520,7 @@ func (d *Driver) Endpoint(ctx context.Context, id string, port int) (netip.AddrP
 	if !c.State.Running {
 		return netip.AddrPort{}, fmt.Errorf("sandbox %s has stopped: %w", id, errdefs.ErrFailedPrecondition)
 	}
-	if d.cfg.Remote && port == egressPort {
+	if d.cfg.Remote && port == insandbox.EgressPort {
 		// Through a forwarder here that speaks TLS to the sidecar and
 		// checks its certificate.
 		dial, err := d.sidecarDialer(id, c)
@@ -551,7 +549,7 @@ func (d *Driver) Endpoint(ctx context.Context, id string, port int) (netip.AddrP
 
 // published returns where a remote engine published port.
 func (d *Driver) published(c container.InspectResponse, port int) (netip.AddrPort, error) {
-	if port != execdPort && port != egressPort {
+	if port != insandbox.ExecdPort && port != insandbox.EgressPort {
 		return netip.AddrPort{}, fmt.Errorf("on a remote Docker engine only execd's port is reachable; reach port %d through execd's /proxy/%d: %w",
 			port, port, errdefs.ErrNotImplemented)
 	}
@@ -573,7 +571,7 @@ func (d *Driver) published(c container.InspectResponse, port int) (netip.AddrPor
 			}
 		}
 	}
-	if port == egressPort {
+	if port == insandbox.EgressPort {
 		return netip.AddrPort{}, fmt.Errorf("the sandbox has no network policy, so no egress API: %w", errdefs.ErrNotFound)
 	}
 	return netip.AddrPort{}, fmt.Errorf("sandbox execd port is not published: %w", errdefs.ErrFailedPrecondition)

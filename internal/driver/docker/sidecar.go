@@ -33,6 +33,7 @@ import (
 	"github.com/corral-dev/corral/internal/egress/launch"
 	"github.com/corral-dev/corral/internal/egress/mitm"
 	"github.com/corral-dev/corral/internal/hostnet/forward"
+	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/sandbox"
 )
 
@@ -56,13 +57,12 @@ const (
 	labelEgressOf = "corral.dev/egress-of"
 	// sidecarDir holds the sidecar's policy, token and vault.
 	sidecarDir = "/var/lib/corral-egress"
-	egressPort = launch.EgressPort
 	// sidecarMark is the socket mark of the sidecar's own connections.
 	sidecarMark = 0x6372
 	// sidecarMemory bounds a sidecar's memory.
 	sidecarMemory = 256 << 20
 	// waitURL is what a policed sandbox's PID 1 waits for.
-	waitURL = "https://127.0.0.1:18080/healthz"
+	waitURL = "https://" + insandbox.EgressLoopback + "/healthz"
 	// sidecarBinary is where the sidecar image holds corral.
 	sidecarBinary = "/corral"
 	// The sidecar API's certificate and key, in the sandbox's directory
@@ -144,8 +144,8 @@ func (d *Driver) startSidecar(ctx context.Context, id, sandboxCID string, upstre
 	}
 	args := []string{sidecarBinary, "egress", "--netns", "self", "--exempt-mark", fmt.Sprintf("%#x", sidecarMark),
 		"--sandbox-id", id, "--policy-file", sidecarDir + "/policy.json", "--token-file", sidecarDir + "/token",
-		"--api-listen", "0.0.0.0:18080", "--api-tls-cert", sidecarDir + "/" + apiCertFile, "--api-tls-key", sidecarDir + "/" + apiKeyFile,
-		"--inbound", fmt.Sprintf("%d,%d", execdPort, egressPort),
+		"--api-listen", insandbox.EgressListen, "--api-tls-cert", sidecarDir + "/" + apiCertFile, "--api-tls-key", sidecarDir + "/" + apiKeyFile,
+		"--inbound", fmt.Sprintf("%d,%d", insandbox.ExecdPort, insandbox.EgressPort),
 		"--dns-listen", "127.0.0.1:53", "--upstream", strings.Join(upstreams, ","), "--deny", strings.Join(deny, ",")}
 	if vault {
 		args = append(args, "--vault-dir", sidecarDir, "--upstream-ca", sidecarDir+"/upstream-ca.pem")
@@ -315,7 +315,7 @@ func (d *Driver) followSidecar(id string, sb container.InspectResponse) {
 // port, over TLS, and accepts only the certificate made for this
 // sidecar: whatever else answers on the port never sees a request.
 func (d *Driver) sidecarDialer(id string, sb container.InspectResponse) (forward.Dialer, error) {
-	addr, err := d.published(sb, egressPort)
+	addr, err := d.published(sb, insandbox.EgressPort)
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/sandbox"
 )
 
@@ -171,7 +172,7 @@ func (s *suite) inspectUnknown(t *testing.T) {
 
 func (s *suite) endpointUnknown(t *testing.T) {
 	d := s.h.New(t)
-	if _, err := d.Endpoint(ctxT(t), "dt"+randHex(8), 44772); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, err := d.Endpoint(ctxT(t), "dt"+randHex(8), insandbox.ExecdPort); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("Endpoint(unknown) = %v, want ErrNotFound", err)
 	}
 }
@@ -252,7 +253,7 @@ func (s *suite) recoverNewInstance(t *testing.T) {
 		t.Fatalf("Recover on a new instance = %v", err)
 	}
 	wantPhase(t, d2, sp.ID, driver.PhaseRunning)
-	if _, err := d2.Endpoint(ctxT(t), sp.ID, 44772); err != nil {
+	if _, err := d2.Endpoint(ctxT(t), sp.ID, insandbox.ExecdPort); err != nil {
 		t.Fatalf("Endpoint after Recover = %v", err)
 	}
 	if err := d2.Stop(ctxT(t), sp.ID, 2*time.Second); err != nil {

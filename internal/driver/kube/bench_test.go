@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
 	"github.com/corral-dev/corral/internal/kube/controller"
 	"github.com/corral-dev/corral/internal/kube/kubetest"
@@ -62,7 +63,7 @@ func BenchmarkClaimToFirstCommand(b *testing.B) {
 			if _, err := d.Create(ctx, spec); err != nil {
 				b.Fatal(err)
 			}
-			ep, err := d.Endpoint(ctx, spec.ID, controller.ExecdPort)
+			ep, err := d.Endpoint(ctx, spec.ID, insandbox.ExecdPort)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -23,6 +23,7 @@ import (
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/hostnet/forward"
+	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
 	"github.com/corral-dev/corral/internal/kube/controller"
 	"github.com/corral-dev/corral/internal/sandbox"
@@ -277,7 +278,7 @@ func (d *Driver) waitReady(ctx context.Context, id string) error {
 			// execd starts within milliseconds of the container; no event
 			// tells when it listens, so it is pinged until it answers
 			// (and the Sandbox re-read in between: it may have exited).
-			addr, err := d.endpoint(ctx, sbx, controller.ExecdPort)
+			addr, err := d.endpoint(ctx, sbx, insandbox.ExecdPort)
 			if err != nil && ctx.Err() == nil {
 				return err
 			}

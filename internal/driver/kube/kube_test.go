@@ -24,6 +24,7 @@ import (
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/driver/drivertest"
+	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
 	"github.com/corral-dev/corral/internal/kube/controller"
 	"github.com/corral-dev/corral/internal/kube/kubetest"
@@ -258,7 +259,7 @@ func TestWarmPool(t *testing.T) {
 			t.Fatalf("sandbox %d runs in pod %q, not one of the pool's", i, sbx.Status.PodName)
 		}
 		t.Logf("create from the pool took %v", took)
-		ep, err := d.Endpoint(ctx, spec.ID, controller.ExecdPort)
+		ep, err := d.Endpoint(ctx, spec.ID, insandbox.ExecdPort)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -323,14 +324,14 @@ func TestPortForwardEndpoints(t *testing.T) {
 	if _, err := d.Create(ctx, spec); err != nil {
 		t.Fatal(err)
 	}
-	ep, err := d.Endpoint(ctx, spec.ID, controller.ExecdPort)
+	ep, err := d.Endpoint(ctx, spec.ID, insandbox.ExecdPort)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !ep.Addr().IsLoopback() {
 		t.Fatalf("endpoint %v is not on loopback", ep)
 	}
-	if again, _ := d.Endpoint(ctx, spec.ID, controller.ExecdPort); again != ep {
+	if again, _ := d.Endpoint(ctx, spec.ID, insandbox.ExecdPort); again != ep {
 		t.Errorf("a second Endpoint made another forward: %v, then %v", ep, again)
 	}
 	if out, code := kubetest.Exec(t, ep.String(), spec.ExecdToken, "echo through the API server"); code != 0 || out != "through the API server\n" {

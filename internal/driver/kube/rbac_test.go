@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
 	"github.com/corral-dev/corral/internal/kube/controller"
 	"github.com/corral-dev/corral/internal/kube/kubetest"
@@ -114,7 +115,7 @@ func TestLeastPrivilege(t *testing.T) {
 		if _, err := d.Create(ctx, spec); err != nil {
 			t.Fatalf("create %d: %v", i, err)
 		}
-		ep, err := d.Endpoint(ctx, spec.ID, controller.ExecdPort)
+		ep, err := d.Endpoint(ctx, spec.ID, insandbox.ExecdPort)
 		if err != nil {
 			t.Fatal(err)
 		}

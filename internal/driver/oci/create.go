@@ -30,6 +30,7 @@ import (
 	"github.com/corral-dev/corral/internal/hostnet/forward"
 	"github.com/corral-dev/corral/internal/hostnet/netns"
 	"github.com/corral-dev/corral/internal/imagestore"
+	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/procfs"
 	"github.com/corral-dev/corral/internal/safefile"
 	"github.com/corral-dev/corral/internal/verifier"
@@ -230,7 +231,7 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *dr
 	netns := fdPath(ns)
 	mark("netns")
 	mounts := []specs.Mount{
-		bindMount(d.cfg.CorralBinary, corralInSandbox, true),
+		bindMount(d.cfg.CorralBinary, insandbox.Binary, true),
 		// Read-only: the sandbox can plant nothing there for the host to
 		// read, and cannot fill the tmpfs every bundle shares.
 		bindMount(filepath.Join(bundle, "status"), statusInSandbox, true),
@@ -250,7 +251,7 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *dr
 		}
 		mounts = append(mounts, bindMount(filepath.Join(dir, "resolv.conf"), "/etc/resolv.conf", true))
 		if ca := launch.CAFile(dir); ca != "" {
-			mounts = append(mounts, bindMount(ca, launch.CAInSandbox, true))
+			mounts = append(mounts, bindMount(ca, insandbox.VaultCA, true))
 		}
 		mark("egress")
 	}
@@ -270,7 +271,7 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *dr
 			mounts = append(mounts, overlayMount(dir, up, wk, dir))
 		}
 	}
-	args := []string{corralInSandbox, "init", "--execd-state-dir", execdStateDir,
+	args := []string{insandbox.Binary, "init", "--execd-state-dir", insandbox.ExecdStateDir,
 		"--exit-fd", "3", "--ready-fd", "4", "--console-limit", strconv.Itoa(ConsoleLimit)}
 	if uid != 0 || gid != 0 {
 		args = append(args, "--user", formatUser(uid, gid))
@@ -284,7 +285,7 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *dr
 		extra = extra[:1]
 	}
 	if len(spec.NetworkPolicy) > 0 && spec.CredentialProxy {
-		args = append(args, "--trust-ca", launch.CAInSandbox)
+		args = append(args, "--trust-ca", insandbox.VaultCA)
 		for k, v := range launch.TrustEnv() {
 			extra = append(extra, k+"="+v)
 		}
@@ -519,7 +520,7 @@ func (d *Driver) waitReady(ctx context.Context, ready *os.File, netns string, pi
 // pingExecd sends GET /ping to execd inside the namespace.
 func pingExecd(ctx context.Context, nsPath string) (bool, error) {
 	return forward.Ping(ctx, func(ctx context.Context) (net.Conn, error) {
-		return netns.Dial(ctx, nsPath, "127.0.0.1:44772")
+		return netns.Dial(ctx, nsPath, "127.0.0.1:"+strconv.Itoa(insandbox.ExecdPort))
 	})
 }
 

@@ -10,13 +10,13 @@ import (
 
 	"github.com/moby/profiles/seccomp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/corral-dev/corral/internal/insandbox"
 )
 
 // Paths inside a sandbox.
 const (
-	corralInSandbox = "/.corral/corral"
-	statusInSandbox = "/.corral/status"
-	execdStateDir   = "/var/lib/corral-execd"
+	statusInSandbox = insandbox.BinaryDir + "/status"
 	// specVersion is the runtime-spec version the bundles declare: the
 	// oldest that has every field they use. Runtimes check it (crun 1.8
 	// refuses "1.3.0", the library's own), runc does not.

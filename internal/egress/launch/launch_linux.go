@@ -39,6 +39,7 @@ import (
 	"github.com/corral-dev/corral/internal/egress/policy"
 	"github.com/corral-dev/corral/internal/hostnet/netns"
 	"github.com/corral-dev/corral/internal/hostnet/uplink"
+	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/procfs"
 	"github.com/corral-dev/corral/internal/safefile"
 	"github.com/corral-dev/corral/internal/unixsock"
@@ -132,21 +133,14 @@ func (n *Enforcers) uplink() (*uplink.Uplink, error) {
 	return u, nil
 }
 
-// Where a sandbox with a credential vault finds its CA, and the bundle
-// corral init builds from the system's and it.
-const (
-	CAInSandbox     = "/etc/corral/vault-ca.pem"
-	BundleInSandbox = "/etc/ssl/corral-ca-bundle.pem"
-)
-
 // TrustEnv is the environment that points the usual TLS clients at the
 // bundle that includes the sandbox's CA.
 func TrustEnv() map[string]string {
-	return map[string]string{"SSL_CERT_FILE": BundleInSandbox, "REQUESTS_CA_BUNDLE": BundleInSandbox,
-		"CURL_CA_BUNDLE": BundleInSandbox, "NODE_EXTRA_CA_CERTS": CAInSandbox}
+	return map[string]string{"SSL_CERT_FILE": insandbox.CABundle, "REQUESTS_CA_BUNDLE": insandbox.CABundle,
+		"CURL_CA_BUNDLE": insandbox.CABundle, "NODE_EXTRA_CA_CERTS": insandbox.VaultCA}
 }
 
-// CAFile is the CA certificate to mount at CAInSandbox, "" when the
+// CAFile is the CA certificate to mount at insandbox.VaultCA, "" when the
 // sandbox has no credential vault.
 func CAFile(dir string) string {
 	p := filepath.Join(dir, mitm.CACertFile)
@@ -235,15 +229,12 @@ func (n *Enforcers) launch(ctx context.Context, id, dir, nsPath string, st *stat
 	return n.waitReady(ctx, dir, *st)
 }
 
-// EgressPort is the contract's port of the egress API.
-const EgressPort = 18080
-
 // PortDialer returns how a forwarder reaches port of a sandbox whose
 // enforcer directory is dir: the egress API's port goes to the
 // enforcer's socket when the sandbox is policed, any other port into
 // the sandbox's namespace.
 func PortDialer(dir, nsPath string, port int) func(ctx context.Context) (net.Conn, error) {
-	if _, err := os.Stat(filepath.Join(dir, "token")); dir != "" && err == nil && port == EgressPort {
+	if _, err := os.Stat(filepath.Join(dir, "token")); dir != "" && err == nil && port == insandbox.EgressPort {
 		return func(ctx context.Context) (net.Conn, error) { return unixsock.Dial(ctx, APISocket(dir)) }
 	}
 	target := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port)).String()

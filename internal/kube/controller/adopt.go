@@ -25,6 +25,7 @@ import (
 
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/internal/initproc"
+	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
 	"github.com/corral-dev/corral/internal/verifier"
 	"github.com/corral-dev/corral/sse"
@@ -187,7 +188,7 @@ func (r *sandboxReconciler) handOver(ctx context.Context, sbx *v1alpha1.Sandbox,
 		return fmt.Errorf("the warm pod's token: %w", err)
 	}
 	if sbx.Spec.Egress != nil {
-		egressAddr := net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(EgressPort))
+		egressAddr := net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(insandbox.EgressPort))
 		if err := handOverEgress(ctx, egressAddr, string(warm.Data[EgressTokenKey]), string(access.Data[EgressTokenKey]), sbx.Spec.Egress.Policy); err != nil {
 			return err
 		}
@@ -201,10 +202,10 @@ func (r *sandboxReconciler) handOver(ctx context.Context, sbx *v1alpha1.Sandbox,
 	a := initproc.Adoption{Token: verifier.Of(token), Args: sbx.Spec.Entrypoint, Env: env}
 	spec, _ := json.Marshal(a)
 	req := api.RunCommandRequest{
-		Command: corralInPod + " adopt --token-file " + warmTokenFile + " --env-file " + warmEnvFile + " --start " + warmStart,
+		Command: insandbox.Binary + " adopt --token-file " + warmTokenFile + " --env-file " + warmEnvFile + " --start " + warmStart,
 		Envs:    map[string]string{"CORRAL_ADOPT": string(spec)},
 	}
-	addr := net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(ExecdPort))
+	addr := net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(insandbox.ExecdPort))
 	err = runInPod(ctx, addr, string(warm.Data[TokenKey]), req)
 	if errors.Is(err, errUnauthorized) {
 		// The warm token no longer works: an earlier reconcile handed the

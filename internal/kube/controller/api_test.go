@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
 	"github.com/corral-dev/corral/internal/testutil"
 	"github.com/corral-dev/corral/internal/verifier"
@@ -155,7 +156,7 @@ func TestSandboxFollowsItsPod(t *testing.T) {
 	})
 	main := pod.Spec.Containers[0]
 	if !metav1.IsControlledBy(pod, getSandbox(t, c, ns, "s1")) || pod.Labels[LabelTenant] != "t1" || pod.Labels["team"] != "a" ||
-		main.Command[0] != corralInPod || main.Command[len(main.Command)-2] != "sleep" || *pod.Spec.AutomountServiceAccountToken ||
+		main.Command[0] != insandbox.Binary || main.Command[len(main.Command)-2] != "sleep" || *pod.Spec.AutomountServiceAccountToken ||
 		pod.Spec.InitContainers[0].Image != "corral.test/corral:dev" || main.Env[0].ValueFrom != nil || main.Env[0].Value != verifier.Of("t") {
 		t.Fatalf("pod = %+v", pod)
 	}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
 	"github.com/corral-dev/corral/internal/verifier"
 )
@@ -24,10 +25,6 @@ const (
 	// InstallContainerName copies the corral binary into binVolume.
 	InstallContainerName = "corral-install"
 	binVolume            = "corral-bin"
-	binDir               = "/.corral"
-	corralInPod          = binDir + "/corral"
-	// ExecdPort is where execd listens in the pod.
-	ExecdPort = 44772
 	// TokenKey is the key of the access Secret holding execd's token.
 	TokenKey = "execd-token"
 	// EgressTokenKey is the key of the access Secret holding the egress
@@ -35,14 +32,10 @@ const (
 	EgressTokenKey = "egress-token"
 	// EgressContainerName is the egress sidecar.
 	EgressContainerName = "corral-egress"
-	// EgressPort is where the egress API listens in the pod.
-	EgressPort = 18080
 	// EgressMark is the socket mark of the sidecar's own DNS queries.
 	EgressMark   = 0x6372
 	egressVolume = "corral-egress"
 	egressDir    = "/var/lib/corral-egress"
-	// execdStateDir is on the container's writable layer.
-	execdStateDir = "/var/lib/corral-execd"
 	// gracePeriod is how long the entrypoint has between SIGTERM and
 	// SIGKILL when the sandbox is stopped or deleted.
 	gracePeriod = 10
@@ -84,7 +77,7 @@ func (r *sandboxReconciler) podFor(sbx *v1alpha1.Sandbox, token string) *corev1.
 		image: sbx.Spec.Image, pullPolicy: sbx.Spec.ImagePullPolicy, pullSecrets: sbx.Spec.ImagePullSecrets,
 		resources: sbx.Spec.Resources, runtime: sbx.Spec.RuntimeClassName, tokenSecret: sbx.Spec.AccessSecretName,
 		execdVerifier: verifier.Of(token), isolate: sbx.Spec.Egress == nil,
-		command: append([]string{corralInPod, "init", "--execd-state-dir", execdStateDir, "--"}, sbx.Spec.Entrypoint...),
+		command: append([]string{insandbox.Binary, "init", "--execd-state-dir", insandbox.ExecdStateDir, "--"}, sbx.Spec.Entrypoint...),
 		env:     sbx.Spec.Env,
 	})
 	p.Name, p.Namespace = sbx.Name, sbx.Namespace
@@ -112,7 +105,7 @@ func addEgress(cfg Config, p *corev1.Pod, name, policy, tokenSecret string) {
 	no, yes, zero := false, true, int64(0)
 	args := []string{"/corral", "egress", "--netns", "self", "--sandbox-id", name,
 		"--policy", policy, "--policy-file", egressDir + "/policy.json", "--token-state", egressDir + "/token",
-		"--exempt-mark", fmt.Sprintf("%#x", EgressMark), "--api-listen", fmt.Sprintf("0.0.0.0:%d", EgressPort)}
+		"--exempt-mark", fmt.Sprintf("%#x", EgressMark), "--api-listen", insandbox.EgressListen}
 	if len(cfg.EgressUpstreams) > 0 {
 		args = append(args, "--upstream", strings.Join(cfg.EgressUpstreams, ","))
 	}
@@ -139,12 +132,12 @@ func addEgress(cfg Config, p *corev1.Pod, name, policy, tokenSecret string) {
 				LocalObjectReference: corev1.LocalObjectReference{Name: tokenSecret}, Key: EgressTokenKey, Optional: &yes,
 			},
 		}}},
-		Ports:        []corev1.ContainerPort{{Name: "egress", ContainerPort: EgressPort, Protocol: corev1.ProtocolTCP}},
+		Ports:        []corev1.ContainerPort{{Name: "egress", ContainerPort: insandbox.EgressPort, Protocol: corev1.ProtocolTCP}},
 		VolumeMounts: []corev1.VolumeMount{{Name: egressVolume, MountPath: egressDir}},
 		// The sandbox starts once the policy is in force and the API
 		// answers.
 		StartupProbe: &corev1.Probe{
-			ProbeHandler:     corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(EgressPort)}},
+			ProbeHandler:     corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(insandbox.EgressPort)}},
 			PeriodSeconds:    1,
 			FailureThreshold: 60,
 		},
@@ -171,7 +164,7 @@ func (r *poolReconciler) warmPodFor(pool *v1alpha1.SandboxPool, name, token stri
 		image: t.Image, pullPolicy: t.ImagePullPolicy, pullSecrets: t.ImagePullSecrets,
 		resources: t.Resources, runtime: t.RuntimeClassName, tokenSecret: warmSecret(name),
 		execdVerifier: verifier.Of(token), isolate: !t.Egress,
-		command: []string{corralInPod, "init", "--execd-state-dir", execdStateDir, "--wait-start", warmStart,
+		command: []string{insandbox.Binary, "init", "--execd-state-dir", insandbox.ExecdStateDir, "--wait-start", warmStart,
 			"--execd-token-file", warmTokenFile, "--execd-env-file", warmEnvFile},
 		volumes: []corev1.Volume{{Name: warmVolume, VolumeSource: corev1.VolumeSource{
 			EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory},
@@ -253,8 +246,8 @@ func newPod(cfg Config, t template) *corev1.Pod {
 				Name:            InstallContainerName,
 				Image:           cfg.CorralImage,
 				ImagePullPolicy: cfg.CorralImagePullPolicy,
-				Command:         []string{"/corral", "install-binary", corralInPod},
-				VolumeMounts:    []corev1.VolumeMount{{Name: binVolume, MountPath: binDir}},
+				Command:         []string{"/corral", "install-binary", insandbox.Binary},
+				VolumeMounts:    []corev1.VolumeMount{{Name: binVolume, MountPath: insandbox.BinaryDir}},
 				SecurityContext: &corev1.SecurityContext{
 					AllowPrivilegeEscalation: &no,
 					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
@@ -267,11 +260,11 @@ func newPod(cfg Config, t template) *corev1.Pod {
 				Command:         command,
 				Env:             env,
 				Resources:       t.resources,
-				Ports:           []corev1.ContainerPort{{Name: "execd", ContainerPort: ExecdPort, Protocol: corev1.ProtocolTCP}},
-				VolumeMounts:    append([]corev1.VolumeMount{{Name: binVolume, MountPath: binDir, ReadOnly: true}}, t.mounts...),
+				Ports:           []corev1.ContainerPort{{Name: "execd", ContainerPort: insandbox.ExecdPort, Protocol: corev1.ProtocolTCP}},
+				VolumeMounts:    append([]corev1.VolumeMount{{Name: binVolume, MountPath: insandbox.BinaryDir, ReadOnly: true}}, t.mounts...),
 				ReadinessProbe: &corev1.Probe{
 					ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-						Path: "/ping", Port: intstr.FromInt32(ExecdPort),
+						Path: "/ping", Port: intstr.FromInt32(insandbox.ExecdPort),
 					}},
 					PeriodSeconds:    1,
 					FailureThreshold: 3,

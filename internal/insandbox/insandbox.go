@@ -1,0 +1,48 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package insandbox holds the fixed points of the interface between a
+// runtime and what it starts inside a sandbox: where the corral binary,
+// execd's state and the credential vault's CA are inside, and the ports
+// of execd and the egress API. Every runtime (oci, docker, the
+// Kubernetes controller) and every in-sandbox role (corral init, execd,
+// corral egress) takes them from here, so that they cannot drift apart.
+// Each runtime's own hand-over files (warm pools' start FIFOs and token
+// files) stay in that runtime. A leaf: it imports only api.
+package insandbox
+
+import "github.com/corral-dev/corral/api"
+
+const (
+	// BinaryDir is where the runtime mounts (or copies) the corral
+	// binary, read-only.
+	BinaryDir = "/.corral"
+	// Binary is the corral binary PID 1 runs as `corral init`.
+	Binary = BinaryDir + "/corral"
+	// ExecdStateDir is where execd keeps command output, on the
+	// sandbox's writable layer.
+	ExecdStateDir = "/var/lib/corral-execd"
+	// VaultCA is the sandbox's own credential-vault CA, which the runtime
+	// mounts when the sandbox has a credential proxy.
+	VaultCA = "/etc/corral/vault-ca.pem"
+	// CABundle is the system CA bundle plus VaultCA that corral init
+	// writes (SSL_CERT_FILE and friends point there).
+	CABundle = "/etc/ssl/corral-ca-bundle.pem"
+
+	// ExecdPort is execd's TCP port in the sandbox's network namespace.
+	ExecdPort = api.ExecdPort
+	// EgressPort is the egress API's port in the namespace (a sidecar's).
+	EgressPort = api.EgressPort
+	// VaultProxyPort is the credential proxy's port on the namespace's
+	// loopback.
+	VaultProxyPort = 18081
+)
+
+// Listen addresses inside the sandbox's network namespace (their ports
+// are the ones above; a test checks).
+const (
+	ExecdListen      = ":44772"
+	EgressListen     = "0.0.0.0:18080"
+	EgressLoopback   = "127.0.0.1:18080"
+	VaultProxyListen = "127.0.0.1:18081"
+)
