@@ -18,7 +18,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/corral-dev/corral/internal/egress/nft"
 	"github.com/corral-dev/corral/internal/execd"
@@ -36,33 +35,21 @@ func runInit(_ context.Context, e *env, args []string) int {
 	// 200 KiB and two of its tasks; see docs/benchmarks.md#density).
 	runtime.GOMAXPROCS(1)
 	fs := newFlagSet(e, "init", "init [flags] -- PROGRAM [ARGS...]")
-	noExecd := fs.Bool("no-execd", false, "do not start the execd daemon")
-	listen := fs.String("execd-listen", insandbox.ExecdListen, "address execd listens on")
-	stateDir := fs.String("execd-state-dir", insandbox.ExecdStateDir, "where execd retains command output")
-	readyFD := fs.Int("ready-fd", 0, "descriptor (3 or more) of a pipe that gets a newline, and is closed, once execd's port is bound (the runtime waits on it before it connects)")
-	exitFD := fs.Int("exit-fd", 0, "descriptor (3 or more) of a file that receives the entrypoint's exit code (the runtime passes it in)")
-	consoleLimit := fs.Int64("console-limit", 0, "when stdout is a file, keep it under this many bytes, dropping the oldest output (0: no limit)")
-	waitStart := fs.String("wait-start", "", "start no entrypoint until a JSON {\"args\",\"env\"} arrives on this FIFO (warm pools)")
-	waitURL := fs.String("wait-url", "", "start no entrypoint until an HTTP GET of this URL answers 200 (execd runs meanwhile)")
-	waitTimeout := fs.Duration("wait-timeout", 2*time.Minute, "with --wait-url: how long to wait before giving up (PID 1 then exits)")
-	tokenFile := fs.String("execd-token-file", "", "execd reads its access token from this file, re-read when it changes")
-	envFile := fs.String("execd-env-file", "", "file of KEY=VALUE lines execd adds to every command's environment")
-	userSpec := fs.String("user", "", "run the entrypoint as USER[:GROUP] (names or numbers, as an image's config gives them)")
-	isolate := fs.String("isolate-network", "", "before anything else, close the network namespace to all but loopback, answers and inbound TCP to these ports (comma-separated; \"any\": every port), then give up CAP_NET_ADMIN for good")
-	trustCA := fs.String("trust-ca", "", "add this PEM CA to the system's CA bundles and to "+insandbox.CABundle+" before starting anything")
+	o := initproc.DefaultOptions()
+	o.Register(fs)
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code
 	}
-	if *isolate != "" {
+	if o.IsolateNetwork != "" {
 		// Fail closed: an entrypoint never runs in a namespace that could
 		// not be isolated.
 		var err error
-		if *isolate == "any" {
+		if o.IsolateNetwork == "any" {
 			err = nft.IsolateOutbound()
 		} else {
-			ports, ok := parsePorts(*isolate)
+			ports, ok := parsePorts(o.IsolateNetwork)
 			if !ok {
-				return fail(e, "init: --isolate-network %q: want ports from 1 to 65535, comma-separated, or any", *isolate)
+				return fail(e, "init: --isolate-network %q: want ports from 1 to 65535, comma-separated, or any", o.IsolateNetwork)
 			}
 			err = nft.Isolate(ports)
 		}
@@ -81,57 +68,58 @@ func runInit(_ context.Context, e *env, args []string) int {
 		}
 		entryEnv = append(entryEnv, kv)
 	}
-	if *trustCA != "" {
+	if o.TrustCA != "" {
 		// A sandbox that cannot be made to trust its CA still runs; its
 		// TLS clients will refuse the credential proxy, visibly.
-		if err := initproc.InstallCA(*trustCA, insandbox.CABundle); err != nil {
+		if err := initproc.InstallCA(o.TrustCA, insandbox.CABundle); err != nil {
 			fmt.Fprintf(e.stderr, "corral init: %v\n", err)
 		}
 	}
-	if err := prepareWarm(*waitStart, *tokenFile, e.getenv("EXECD_ACCESS_TOKEN")); err != nil {
+	if err := prepareWarm(o.WaitStart, o.ExecdTokenFile, e.getenv("EXECD_ACCESS_TOKEN")); err != nil {
 		return fail(e, "init: %v", err)
 	}
-	cfg := initproc.Config{Entrypoint: fs.Args(), Env: entryEnv, Stderr: e.stderr, StartFIFO: *waitStart,
-		WaitURL: *waitURL, WaitTimeout: *waitTimeout, ConsoleLimit: *consoleLimit}
-	if *exitFD != 0 {
-		f, err := exitFile(*exitFD)
+	o.Entrypoint = fs.Args()
+	cfg := initproc.Config{Entrypoint: o.Entrypoint, Env: entryEnv, Stderr: e.stderr, StartFIFO: o.WaitStart,
+		WaitURL: o.WaitURL, WaitTimeout: o.WaitTimeout, ConsoleLimit: o.ConsoleLimit}
+	if o.ExitFD != 0 {
+		f, err := exitFile(o.ExitFD)
 		if err != nil {
-			return fail(e, "init: --exit-fd %d: %v", *exitFD, err)
+			return fail(e, "init: --exit-fd %d: %v", o.ExitFD, err)
 		}
 		cfg.ExitFile = f
 	}
-	if *consoleLimit < 0 {
-		return fail(e, "init: --console-limit %d: want a size in bytes, 0 for none", *consoleLimit)
+	if o.ConsoleLimit < 0 {
+		return fail(e, "init: --console-limit %d: want a size in bytes, 0 for none", o.ConsoleLimit)
 	}
-	if *waitURL != "" {
-		if u, err := url.Parse(*waitURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fail(e, "init: --wait-url %q: want an http:// or https:// URL", *waitURL)
+	if o.WaitURL != "" {
+		if u, err := url.Parse(o.WaitURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fail(e, "init: --wait-url %q: want an http:// or https:// URL", o.WaitURL)
 		}
-		if *waitTimeout <= 0 {
-			return fail(e, "init: --wait-timeout %v: want a positive duration", *waitTimeout)
+		if o.WaitTimeout <= 0 {
+			return fail(e, "init: --wait-timeout %v: want a positive duration", o.WaitTimeout)
 		}
 	}
-	if *userSpec != "" {
-		cred, err := lookupCredential(*userSpec)
+	if o.User != "" {
+		cred, err := lookupCredential(o.User)
 		if err != nil {
-			return fail(e, "init: --user %q: %v", *userSpec, err)
+			return fail(e, "init: --user %q: %v", o.User, err)
 		}
 		cfg.Credential = cred
 	}
-	if !*noExecd {
+	if !o.NoExecd {
 		// Bound before anything else runs, and held while execd restarts:
 		// no program in the sandbox can take execd's port.
-		sock, err := listenFile(*listen)
+		sock, err := listenFile(o.ExecdListen)
 		if err != nil {
-			return fail(e, "init: listen on %s for execd: %v", *listen, err)
+			return fail(e, "init: listen on %s for execd: %v", o.ExecdListen, err)
 		}
-		if *readyFD != 0 {
-			if err := signalReady(*readyFD); err != nil {
-				return fail(e, "init: --ready-fd %d: %v", *readyFD, err)
+		if o.ReadyFD != 0 {
+			if err := signalReady(o.ReadyFD); err != nil {
+				return fail(e, "init: --ready-fd %d: %v", o.ReadyFD, err)
 			}
 		}
-		ecfg := execd.Config{Listen: *listen, AccessToken: e.getenv("EXECD_ACCESS_TOKEN"), AccessTokenFile: *tokenFile,
-			StateDir: *stateDir, EnvFile: *envFile, Retention: defaultRetention}
+		ecfg := execd.Config{Listen: o.ExecdListen, AccessToken: e.getenv("EXECD_ACCESS_TOKEN"), AccessTokenFile: o.ExecdTokenFile,
+			StateDir: o.ExecdStateDir, EnvFile: o.ExecdEnvFile, Retention: defaultRetention}
 		if ecfg.EnvFile == "" {
 			ecfg.EnvFile = e.getenv("EXECD_ENVS")
 		}

@@ -5,8 +5,10 @@
 // user's entrypoint and runs the in-sandbox daemon in the same process,
 // reaps every zombie (orphans included), forwards signals to the
 // entrypoint, runs the daemon again if it returns, and exits with the
-// entrypoint's exit code after stopping the daemon. Only internal/cli
-// uses it.
+// entrypoint's exit code after stopping the daemon. internal/cli runs it
+// as `corral init`; the runtimes (oci, docker, the Kubernetes
+// controller) build its command line with Options.Argv and hand a warm
+// sandbox its start with SendStart.
 //
 // One process serves both roles because each Go process costs an idle
 // sandbox a runtime: 2 to 3 MiB and about six tasks (docs/benchmarks.md,

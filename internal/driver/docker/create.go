@@ -219,32 +219,32 @@ const gateInSandbox = "/.corral-gate"
 func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, gated bool) (*container.Config, *container.HostConfig) {
 	hex := strings.ReplaceAll(spec.ID, "-", "")
 	hostname := "sandbox-" + hex[:min(12, len(hex))]
-	args := []string{insandbox.Binary, "init", "--execd-state-dir", insandbox.ExecdStateDir}
+	o := initproc.DefaultOptions()
 	caps := capabilities
 	if d.cfg.Remote && !gated {
 		// On the engine's bridge without a policy: PID 1 closes the
 		// namespace to all but execd's port, then gives NET_ADMIN up.
-		args = append(args, "--isolate-network", strconv.Itoa(insandbox.ExecdPort))
+		o.IsolateNetwork = strconv.Itoa(insandbox.ExecdPort)
 		caps = append(slices.Clip(capabilities), "NET_ADMIN")
 	}
-	if imageUser != "" {
-		args = append(args, "--user", imageUser)
-	}
+	o.User = imageUser
 	env := make([]string, 0, len(spec.Env)+1)
 	if spec.CredentialProxy && len(spec.NetworkPolicy) > 0 {
-		args = append(args, "--trust-ca", insandbox.VaultCA)
+		o.TrustCA = insandbox.VaultCA
 		for k, v := range launch.TrustEnv() {
 			env = append(env, k+"="+v)
 		}
 	}
 	switch {
 	case gated && d.cfg.Remote:
-		args = append(append(args, "--wait-url", waitURL, "--wait-timeout", (d.cfg.ReadyTimeout+30*time.Second).String(), "--"), spec.Entrypoint...)
+		o.WaitURL, o.WaitTimeout, o.Entrypoint = waitURL, d.cfg.ReadyTimeout+30*time.Second, spec.Entrypoint
 	case gated:
-		args = append(args, "--wait-start", gateInSandbox+"/start")
+		// The entrypoint comes through the FIFO once the rules are in.
+		o.WaitStart = gateInSandbox + "/start"
 	default:
-		args = append(append(args, "--"), spec.Entrypoint...)
+		o.Entrypoint = spec.Entrypoint
 	}
+	args := o.Argv(insandbox.Binary)
 	for k, v := range spec.Env {
 		env = append(env, k+"="+v)
 	}

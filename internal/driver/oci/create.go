@@ -30,6 +30,7 @@ import (
 	"github.com/corral-dev/corral/internal/hostnet/forward"
 	"github.com/corral-dev/corral/internal/hostnet/netns"
 	"github.com/corral-dev/corral/internal/imagestore"
+	"github.com/corral-dev/corral/internal/initproc"
 	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/procfs"
 	"github.com/corral-dev/corral/internal/safefile"
@@ -271,26 +272,7 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *dr
 			mounts = append(mounts, overlayMount(dir, up, wk, dir))
 		}
 	}
-	args := []string{insandbox.Binary, "init", "--execd-state-dir", insandbox.ExecdStateDir,
-		"--exit-fd", "3", "--ready-fd", "4", "--console-limit", strconv.Itoa(ConsoleLimit)}
-	if uid != 0 || gid != 0 {
-		args = append(args, "--user", formatUser(uid, gid))
-	}
-	// execd gets the token's verifier: nothing in the sandbox holds a token.
-	extra := []string{"HOSTNAME=" + hostname, "EXECD_ACCESS_TOKEN=" + verifier.Of(spec.ExecdToken)}
-	if warm {
-		// The verifier is in a file a claim replaces, not in the environment.
-		args = append(args, "--wait-start", statusInSandbox+"/start",
-			"--execd-token-file", statusInSandbox+"/token", "--execd-env-file", statusInSandbox+"/env")
-		extra = extra[:1]
-	}
-	if len(spec.NetworkPolicy) > 0 && spec.CredentialProxy {
-		args = append(args, "--trust-ca", insandbox.VaultCA)
-		for k, v := range launch.TrustEnv() {
-			extra = append(extra, k+"="+v)
-		}
-	}
-	args = append(append(args, "--"), spec.Entrypoint...)
+	args, extra := initCommand(spec, initParams{hostname: hostname, uid: uid, gid: gid, warm: warm})
 	env := mergeEnv(plan.config.Env, spec.Env, extra...)
 	if !hasVar(env, "HOME") {
 		env = append(env, "HOME=/root")
@@ -434,6 +416,39 @@ func (d *Driver) startError(bundle, disk string, cause error) error {
 		msg += ": " + tail
 	}
 	return errdefs.Wrap(errdefs.ErrInvalidArgument, "SANDBOX::START_FAILED", msg, cause)
+}
+
+// initParams are what initCommand needs besides the spec.
+type initParams struct {
+	hostname string
+	uid, gid uint32
+	// warm holds the entrypoint back until a claim (a warm-pool sandbox).
+	warm bool
+}
+
+// initCommand is PID 1's command line (`corral init`) and the variables
+// it adds to the image's and the request's environment.
+func initCommand(spec driver.Spec, p initParams) (args, env []string) {
+	o := initproc.DefaultOptions()
+	o.ExitFD, o.ReadyFD, o.ConsoleLimit = 3, 4, ConsoleLimit
+	if p.uid != 0 || p.gid != 0 {
+		o.User = formatUser(p.uid, p.gid)
+	}
+	// execd gets the token's verifier: nothing in the sandbox holds a token.
+	env = []string{"HOSTNAME=" + p.hostname, "EXECD_ACCESS_TOKEN=" + verifier.Of(spec.ExecdToken)}
+	if p.warm {
+		// The verifier is in a file a claim replaces, not in the environment.
+		o.WaitStart, o.ExecdTokenFile, o.ExecdEnvFile = statusInSandbox+"/start", statusInSandbox+"/token", statusInSandbox+"/env"
+		env = env[:1]
+	}
+	if len(spec.NetworkPolicy) > 0 && spec.CredentialProxy {
+		o.TrustCA = insandbox.VaultCA
+		for k, v := range launch.TrustEnv() {
+			env = append(env, k+"="+v)
+		}
+	}
+	o.Entrypoint = spec.Entrypoint
+	return o.Argv(insandbox.Binary), env
 }
 
 // consoleFile is the console log's name in a sandbox's disk directory.

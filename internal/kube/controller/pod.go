@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/corral-dev/corral/internal/initproc"
 	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
 	"github.com/corral-dev/corral/internal/verifier"
@@ -64,7 +65,8 @@ type template struct {
 	// PID 1 programs it before anything runs, with a NET_ADMIN it then
 	// gives up.
 	isolate bool
-	command []string
+	// init is PID 1's command line (corral init).
+	init    initproc.Options
 	env     []corev1.EnvVar
 	volumes []corev1.Volume
 	mounts  []corev1.VolumeMount
@@ -77,8 +79,8 @@ func (r *sandboxReconciler) podFor(sbx *v1alpha1.Sandbox, token string) *corev1.
 		image: sbx.Spec.Image, pullPolicy: sbx.Spec.ImagePullPolicy, pullSecrets: sbx.Spec.ImagePullSecrets,
 		resources: sbx.Spec.Resources, runtime: sbx.Spec.RuntimeClassName, tokenSecret: sbx.Spec.AccessSecretName,
 		execdVerifier: verifier.Of(token), isolate: sbx.Spec.Egress == nil,
-		command: append([]string{insandbox.Binary, "init", "--execd-state-dir", insandbox.ExecdStateDir, "--"}, sbx.Spec.Entrypoint...),
-		env:     sbx.Spec.Env,
+		init: sandboxInit(sbx.Spec.Entrypoint),
+		env:  sbx.Spec.Env,
 	})
 	p.Name, p.Namespace = sbx.Name, sbx.Namespace
 	p.Labels = sandboxLabels(sbx)
@@ -164,8 +166,7 @@ func (r *poolReconciler) warmPodFor(pool *v1alpha1.SandboxPool, name, token stri
 		image: t.Image, pullPolicy: t.ImagePullPolicy, pullSecrets: t.ImagePullSecrets,
 		resources: t.Resources, runtime: t.RuntimeClassName, tokenSecret: warmSecret(name),
 		execdVerifier: verifier.Of(token), isolate: !t.Egress,
-		command: []string{insandbox.Binary, "init", "--execd-state-dir", insandbox.ExecdStateDir, "--wait-start", warmStart,
-			"--execd-token-file", warmTokenFile, "--execd-env-file", warmEnvFile},
+		init: warmInit(),
 		volumes: []corev1.Volume{{Name: warmVolume, VolumeSource: corev1.VolumeSource{
 			EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory},
 		}}},
@@ -178,6 +179,21 @@ func (r *poolReconciler) warmPodFor(pool *v1alpha1.SandboxPool, name, token stri
 		addEgress(r.cfg, p, name, warmPolicy, warmSecret(name))
 	}
 	return p
+}
+
+// sandboxInit is a Sandbox's PID 1, running its entrypoint.
+func sandboxInit(entrypoint []string) initproc.Options {
+	o := initproc.DefaultOptions()
+	o.Entrypoint = entrypoint
+	return o
+}
+
+// warmInit is a warm pod's PID 1: execd runs, the entrypoint waits for
+// an adoption's start on the hand-over volume.
+func warmInit() initproc.Options {
+	o := initproc.DefaultOptions()
+	o.WaitStart, o.ExecdTokenFile, o.ExecdEnvFile = warmStart, warmTokenFile, warmEnvFile
+	return o
 }
 
 // sandboxLabels are the labels of sbx's pod: the Sandbox's own, and
@@ -216,12 +232,13 @@ func newPod(cfg Config, t template) *corev1.Pod {
 	grace := int64(gracePeriod)
 	no := false
 	caps := sandboxCapabilities()
-	command := t.command
+	init := t.init
 	if t.isolate {
 		// PID 1 closes the way out, then drops NET_ADMIN for good.
 		caps = append(caps, "NET_ADMIN")
-		command = append([]string{command[0], command[1], "--isolate-network", "any"}, command[2:]...)
+		init.IsolateNetwork = "any"
 	}
+	command := init.Argv(insandbox.Binary)
 	var hostUsers *bool
 	if cfg.UserNamespaces {
 		hostUsers = &no

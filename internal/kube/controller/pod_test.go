@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/corral-dev/corral/internal/initproc"
+	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
 	"github.com/corral-dev/corral/internal/verifier"
 )
@@ -54,8 +56,8 @@ func TestEgressSidecar(t *testing.T) {
 	if sc := sb.SecurityContext; sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
 		t.Errorf("the sandbox may gain privileges (no no_new_privs): %+v", sc)
 	}
-	if slices.Contains(sb.Command, "--isolate-network") {
-		t.Errorf("a sandbox with a policy is isolated too: %v", sb.Command)
+	if init := parseInit(t, sb.Command); init.IsolateNetwork != "" || !slices.Equal(init.Entrypoint, []string{"sleep", "1d"}) {
+		t.Errorf("a sandbox with a policy is isolated too, or lost its entrypoint: %v", sb.Command)
 	}
 	// The pod holds execd's token's verifier, never the token.
 	for _, e := range sb.Env {
@@ -83,7 +85,7 @@ func TestEgressSidecar(t *testing.T) {
 	// Without a policy, no network: PID 1 isolates the pod with a
 	// NET_ADMIN it then gives up.
 	sb = p.Spec.Containers[0]
-	if i := slices.Index(sb.Command, "--isolate-network"); i != 2 || sb.Command[i+1] != "any" || !slices.Contains(sb.SecurityContext.Capabilities.Add, "NET_ADMIN") {
+	if parseInit(t, sb.Command).IsolateNetwork != "any" || !slices.Contains(sb.SecurityContext.Capabilities.Add, "NET_ADMIN") {
 		t.Errorf("a Sandbox without a policy is not isolated: %v %+v", sb.Command, sb.SecurityContext.Capabilities)
 	}
 	// Pools: only pods with the sidecar serve Sandboxes with a policy, and
@@ -116,4 +118,36 @@ func TestEgressSidecar(t *testing.T) {
 	if wc.Env[0].ValueFrom.SecretKeyRef.Name != warmSecret("p-2") {
 		t.Errorf("warm sidecar token from %s", wc.Env[0].ValueFrom.SecretKeyRef.Name)
 	}
+}
+
+// parseInit parses a pod's PID 1 command line as corral init does.
+func parseInit(t *testing.T, command []string) initproc.Options {
+	t.Helper()
+	if len(command) < 2 || command[0] != insandbox.Binary || command[1] != "init" {
+		t.Fatalf("PID 1 is not corral init: %q", command)
+	}
+	o, err := initproc.ParseArgs(command[2:])
+	if err != nil {
+		t.Fatalf("corral init refuses %q: %v", command, err)
+	}
+	return o
+}
+
+// A warm pod's PID 1 waits on the hand-over volume, as adoption expects.
+func TestWarmPodInitIsWhatInitParses(t *testing.T) {
+	r := &poolReconciler{cfg: Config{CorralImage: "corral:test"}}
+	pool := &v1alpha1.SandboxPool{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}, Spec: v1alpha1.SandboxPoolSpec{
+		Template: v1alpha1.SandboxTemplate{Image: "busybox"}}}
+	p := r.warmPodFor(pool, "p-1", "tok")
+	o := parseInit(t, p.Spec.Containers[0].Command)
+	if o.WaitStart != warmStart || o.ExecdTokenFile != warmTokenFile || o.ExecdEnvFile != warmEnvFile || o.IsolateNetwork != "any" ||
+		o.ExecdStateDir != insandbox.ExecdStateDir || len(o.Entrypoint) != 0 {
+		t.Fatalf("warm PID 1: %+v", o)
+	}
+	for _, m := range p.Spec.Containers[0].VolumeMounts {
+		if m.MountPath == warmDir {
+			return
+		}
+	}
+	t.Fatalf("the hand-over volume is not at %s", warmDir)
 }

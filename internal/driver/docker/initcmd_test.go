@@ -1,0 +1,55 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package docker
+
+import (
+	"encoding/json"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/initproc"
+	"github.com/corral-dev/corral/internal/insandbox"
+)
+
+// What the driver asks of PID 1, in each of its modes, is what corral
+// init parses.
+func TestInitCommandIsWhatInitParses(t *testing.T) {
+	spec := driver.Spec{ID: "s1", Entrypoint: []string{"sleep", "--", "inf"}, ExecdToken: "tok",
+		NetworkPolicy: json.RawMessage(`{"defaultAction":"deny"}`), CredentialProxy: true}
+	for _, tc := range []struct {
+		name          string
+		remote, gated bool
+		check         func(o initproc.Options) bool
+	}{
+		{"local", false, false, func(o initproc.Options) bool {
+			return slices.Equal(o.Entrypoint, spec.Entrypoint) && o.WaitStart == "" && o.IsolateNetwork == ""
+		}},
+		{"local, policed", false, true, func(o initproc.Options) bool { return len(o.Entrypoint) == 0 && o.WaitStart == gateInSandbox+"/start" }},
+		{"remote", true, false, func(o initproc.Options) bool {
+			return slices.Equal(o.Entrypoint, spec.Entrypoint) && o.IsolateNetwork == strconv.Itoa(insandbox.ExecdPort)
+		}},
+		{"remote, policed", true, true, func(o initproc.Options) bool {
+			return slices.Equal(o.Entrypoint, spec.Entrypoint) && o.WaitURL == waitURL && o.WaitTimeout == 50*time.Second && o.IsolateNetwork == ""
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &Driver{cfg: Config{Remote: tc.remote, ReadyTimeout: 20 * time.Second, CorralBinary: "/usr/bin/corral"}}
+			cfg, _ := d.containerConfig(spec, "img", "app", tc.gated)
+			args := append(slices.Clone(cfg.Entrypoint), cfg.Cmd...)
+			if args[0] != insandbox.Binary || args[1] != "init" {
+				t.Fatalf("argv %q", args)
+			}
+			o, err := initproc.ParseArgs(args[2:])
+			if err != nil {
+				t.Fatalf("corral init refuses %q: %v", args, err)
+			}
+			if o.User != "app" || o.TrustCA != insandbox.VaultCA || o.ExecdStateDir != insandbox.ExecdStateDir || !tc.check(o) {
+				t.Fatalf("argv %q parses to %+v", args, o)
+			}
+		})
+	}
+}
