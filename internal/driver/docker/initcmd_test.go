@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/egress"
 	"github.com/corral-dev/corral/internal/initproc"
 	"github.com/corral-dev/corral/internal/insandbox"
 )
@@ -51,5 +52,25 @@ func TestInitCommandIsWhatInitParses(t *testing.T) {
 				t.Fatalf("argv %q parses to %+v", args, o)
 			}
 		})
+	}
+}
+
+// The egress sidecar's command line is what corral egress parses.
+func TestSidecarArgvIsWhatEgressParses(t *testing.T) {
+	d := &Driver{}
+	for _, vault := range []bool{false, true} {
+		args := d.sidecarArgv("s1", []string{"10.0.0.2:53"}, []string{"10.0.0.0/8"}, vault)
+		if args[0] != sidecarBinary || args[1] != "egress" {
+			t.Fatalf("argv %q", args)
+		}
+		o, err := egress.ParseArgs(args[2:])
+		if err != nil {
+			t.Fatalf("corral egress refuses %q: %v", args, err)
+		}
+		if o.Netns != "self" || o.SandboxID != "s1" || o.Inbound != strconv.Itoa(insandbox.ExecdPort)+","+strconv.Itoa(insandbox.EgressPort) ||
+			o.APIListen != insandbox.EgressListen || o.APITLSCert == "" || o.Upstreams != "10.0.0.2:53" || o.Deny != "10.0.0.0/8" ||
+			(o.VaultDir != "") != vault || o.ExemptMark != "0x6372" {
+			t.Fatalf("vault=%v: parsed %+v", vault, o)
+		}
 	}
 }

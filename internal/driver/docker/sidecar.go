@@ -30,6 +30,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/internal/egress"
 	"github.com/corral-dev/corral/internal/egress/launch"
 	"github.com/corral-dev/corral/internal/egress/mitm"
 	"github.com/corral-dev/corral/internal/hostnet/forward"
@@ -142,17 +143,7 @@ func (d *Driver) startSidecar(ctx context.Context, id, sandboxCID string, upstre
 	if err != nil {
 		return err
 	}
-	args := []string{sidecarBinary, "egress", "--netns", "self", "--exempt-mark", fmt.Sprintf("%#x", sidecarMark),
-		"--sandbox-id", id, "--policy-file", sidecarDir + "/policy.json", "--token-file", sidecarDir + "/token",
-		"--api-listen", insandbox.EgressListen, "--api-tls-cert", sidecarDir + "/" + apiCertFile, "--api-tls-key", sidecarDir + "/" + apiKeyFile,
-		"--inbound", fmt.Sprintf("%d,%d", insandbox.ExecdPort, insandbox.EgressPort),
-		"--dns-listen", "127.0.0.1:53", "--upstream", strings.Join(upstreams, ","), "--deny", strings.Join(deny, ",")}
-	if vault {
-		args = append(args, "--vault-dir", sidecarDir, "--upstream-ca", sidecarDir+"/upstream-ca.pem")
-	}
-	if len(d.cfg.Network.AllowPrivate) > 0 {
-		args = append(args, "--allow-private", launch.JoinPrefixes(d.cfg.Network.AllowPrivate))
-	}
+	args := d.sidecarArgv(id, upstreams, deny, vault)
 	labels := map[string]string{labelEgressOf: id}
 	if d.cfg.ServerID != "" {
 		labels[sandbox.LabelServer] = d.cfg.ServerID
@@ -194,6 +185,21 @@ func (d *Driver) startSidecar(ctx context.Context, id, sandboxCID string, upstre
 	}
 	d.followSidecar(id, c)
 	return nil
+}
+
+// sidecarArgv is the sidecar's command line: an enforcer inside the
+// sandbox's namespace, its API on TLS, inbound TCP only to execd and it.
+func (d *Driver) sidecarArgv(id string, upstreams, deny []string, vault bool) []string {
+	o := egress.DefaultOptions()
+	o.Netns, o.ExemptMark, o.SandboxID = "self", fmt.Sprintf("%#x", sidecarMark), id
+	o.PolicyFile, o.TokenFile = sidecarDir+"/policy.json", sidecarDir+"/token"
+	o.APITLSCert, o.APITLSKey = sidecarDir+"/"+apiCertFile, sidecarDir+"/"+apiKeyFile
+	o.Inbound = fmt.Sprintf("%d,%d", insandbox.ExecdPort, insandbox.EgressPort)
+	o.Upstreams, o.Deny, o.AllowPrivate = strings.Join(upstreams, ","), strings.Join(deny, ","), launch.JoinPrefixes(d.cfg.Network.AllowPrivate)
+	if vault {
+		o.VaultDir, o.UpstreamCA = sidecarDir, sidecarDir+"/upstream-ca.pem"
+	}
+	return o.Argv(sidecarBinary)
 }
 
 // sidecarFiles are what a sidecar is given: the seed policy and token

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/internal/egress"
 	"github.com/corral-dev/corral/internal/egress/audit"
 	"github.com/corral-dev/corral/internal/egress/mitm"
 	"github.com/corral-dev/corral/internal/egress/policy"
@@ -270,6 +271,19 @@ func readState(dir string) (state, bool) {
 	return st, true
 }
 
+// enforcerArgv is the command line of sandbox id's enforcer, whose
+// namespace is its descriptor 3 and whose files are in dir.
+func (n *Enforcers) enforcerArgv(id, dir string, deny []string) []string {
+	o := egress.DefaultOptions()
+	o.Netns, o.SandboxID, o.PolicyFile, o.TokenFile = "/proc/self/fd/3", id, filepath.Join(dir, "policy.json"), filepath.Join(dir, "token")
+	o.APIListen, o.APISocket, o.Deny, o.LogLimit = "none", APISocket(dir), strings.Join(deny, ","), LogLimit
+	o.Upstreams, o.AllowPrivate = strings.Join(n.cfg.Upstreams, ","), JoinPrefixes(n.cfg.AllowPrivate)
+	if CAFile(dir) != "" {
+		o.VaultDir, o.UpstreamCA = dir, n.cfg.UpstreamCA
+	}
+	return o.Argv(n.cfg.Binary)
+}
+
 // isEnforcer reports whether args are those of `corral egress` for
 // sandbox id with its files in dir: the only process the server may kill
 // on the word of the state file or of a search.
@@ -349,28 +363,14 @@ func (n *Enforcers) spawn(id, dir, nsPath string) (int, uint64, error) {
 		return 0, 0, fmt.Errorf("the sandbox's network namespace: %w", err)
 	}
 	defer ns.Close()
-	args := []string{"egress", "--netns", "/proc/self/fd/3", "--policy-file", filepath.Join(dir, "policy.json"),
-		"--token-file", filepath.Join(dir, "token"), "--api-listen", "none", "--api-socket", APISocket(dir),
-		"--deny", strings.Join(deny, ","), "--sandbox-id", id, "--log-limit", strconv.Itoa(LogLimit)}
-	if len(n.cfg.Upstreams) > 0 {
-		args = append(args, "--upstream", strings.Join(n.cfg.Upstreams, ","))
-	}
-	if len(n.cfg.AllowPrivate) > 0 {
-		args = append(args, "--allow-private", JoinPrefixes(n.cfg.AllowPrivate))
-	}
-	if CAFile(dir) != "" {
-		args = append(args, "--vault-dir", dir)
-		if n.cfg.UpstreamCA != "" {
-			args = append(args, "--upstream-ca", n.cfg.UpstreamCA)
-		}
-	}
+	args := n.enforcerArgv(id, dir, deny)
 	// Readable too: the enforcer keeps the newest lines when it trims it.
 	logf, err := os.OpenFile(filepath.Join(dir, "log"), os.O_CREATE|os.O_RDWR|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer logf.Close()
-	cmd := exec.Command(n.cfg.Binary, args...)
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.ExtraFiles = []*os.File{ns}

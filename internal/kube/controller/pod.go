@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/corral-dev/corral/internal/egress"
 	"github.com/corral-dev/corral/internal/initproc"
 	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
@@ -105,18 +106,11 @@ const warmPolicy = `{"defaultAction":"deny"}`
 func addEgress(cfg Config, p *corev1.Pod, name, policy, tokenSecret string) {
 	always := corev1.ContainerRestartPolicyAlways
 	no, yes, zero := false, true, int64(0)
-	args := []string{"/corral", "egress", "--netns", "self", "--sandbox-id", name,
-		"--policy", policy, "--policy-file", egressDir + "/policy.json", "--token-state", egressDir + "/token",
-		"--exempt-mark", fmt.Sprintf("%#x", EgressMark), "--api-listen", insandbox.EgressListen}
-	if len(cfg.EgressUpstreams) > 0 {
-		args = append(args, "--upstream", strings.Join(cfg.EgressUpstreams, ","))
-	}
-	if len(cfg.EgressDeny) > 0 {
-		args = append(args, "--deny", strings.Join(cfg.EgressDeny, ","))
-	}
-	if cfg.EgressAllowPrivate != "" {
-		args = append(args, "--allow-private", cfg.EgressAllowPrivate)
-	}
+	o := egress.DefaultOptions()
+	o.Netns, o.SandboxID, o.Policy = "self", name, policy
+	o.PolicyFile, o.TokenState, o.ExemptMark = egressDir+"/policy.json", egressDir+"/token", fmt.Sprintf("%#x", EgressMark)
+	o.Upstreams, o.Deny, o.AllowPrivate = strings.Join(cfg.EgressUpstreams, ","), strings.Join(cfg.EgressDeny, ","), cfg.EgressAllowPrivate
+	args := o.Argv("/corral")
 	p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: egressVolume, VolumeSource: corev1.VolumeSource{
 		EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory},
 	}})
