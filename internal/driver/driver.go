@@ -251,6 +251,12 @@ type Listing struct {
 	Labels    map[string]string
 }
 
+// Policed reports whether the sandbox has an egress policy its runtime
+// must enforce (an absent policy and a JSON null both mean none).
+func (s Spec) Policed() bool {
+	return len(s.NetworkPolicy) > 0 && string(s.NetworkPolicy) != "null"
+}
+
 // BackendLabels returns the labels a driver stamps on the objects of spec.
 func BackendLabels(spec Spec) map[string]string {
 	l := make(map[string]string, len(spec.Labels)+3)

@@ -62,7 +62,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "SANDBOX::API_NOT_SUPPORTED",
 			"secrets on demand need a local Docker engine (the sandbox reaches the server over a socket it mounts)")
 	}
-	policed := len(spec.NetworkPolicy) > 0 && string(spec.NetworkPolicy) != "null"
+	policed := spec.Policed()
 	if policed && d.cfg.StateDir == "" {
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "SANDBOX::API_NOT_SUPPORTED",
 			"network policies need the driver's state directory, which this server does not have")
@@ -229,7 +229,7 @@ func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, gated 
 	}
 	o.User = imageUser
 	env := make([]string, 0, len(spec.Env)+1)
-	if spec.CredentialProxy && len(spec.NetworkPolicy) > 0 {
+	if spec.CredentialProxy && spec.Policed() {
 		o.TrustCA = insandbox.VaultCA
 		for k, v := range launch.TrustEnv() {
 			env = append(env, k+"="+v)

@@ -103,7 +103,7 @@ func (d *Driver) supports(spec driver.Spec) error {
 	case spec.CredentialProxy:
 		return errdefs.New(errdefs.ErrNotImplemented, "NOT_SUPPORTED",
 			"the kubernetes runtime has no credential vault yet")
-	case spec.NetworkPolicy != nil && spec.EgressToken == "":
+	case spec.Policed() && spec.EgressToken == "":
 		return errdefs.Invalid("INVALID_SPEC", "a network policy needs an egress token")
 	case spec.SecretsDir != "":
 		return errdefs.New(errdefs.ErrNotImplemented, "NOT_SUPPORTED", "the kubernetes runtime does not serve secrets on demand yet")
@@ -149,7 +149,7 @@ func (d *Driver) sandboxFor(spec driver.Spec) *v1alpha1.Sandbox {
 	if !spec.ExpiresAt.IsZero() {
 		sbx.Spec.ExpireTime = expireTime(spec.ExpiresAt)
 	}
-	if spec.NetworkPolicy != nil {
+	if spec.Policed() {
 		sbx.Spec.Egress = &v1alpha1.SandboxEgress{Policy: string(spec.NetworkPolicy)}
 	}
 	if spec.Image.Username != "" || spec.Image.Password != "" {
@@ -216,7 +216,7 @@ func (d *Driver) secretsFor(spec driver.Spec) []*corev1.Secret {
 		Type:       corev1.SecretTypeOpaque,
 		Data:       map[string][]byte{controller.TokenKey: []byte(spec.ExecdToken)},
 	}}
-	if spec.NetworkPolicy != nil {
+	if spec.Policed() {
 		out[0].Data[controller.EgressTokenKey] = []byte(spec.EgressToken)
 	}
 	if spec.Image.Username != "" || spec.Image.Password != "" {

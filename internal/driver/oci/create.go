@@ -242,7 +242,7 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *dr
 	if spec.SecretsDir != "" {
 		mounts = append(mounts, bindMount(spec.SecretsDir, "/run/corral", true))
 	}
-	if len(spec.NetworkPolicy) > 0 {
+	if spec.Policed() {
 		dir := egressDir(bundle)
 		if err := launch.Prepare(dir, launch.Sandbox{ID: spec.ID, Policy: spec.NetworkPolicy, Token: spec.EgressToken, CredentialProxy: spec.CredentialProxy}); err != nil {
 			return nil, err
@@ -441,7 +441,7 @@ func initCommand(spec driver.Spec, p initParams) (args, env []string) {
 		o.WaitStart, o.ExecdTokenFile, o.ExecdEnvFile = statusInSandbox+"/start", statusInSandbox+"/token", statusInSandbox+"/env"
 		env = env[:1]
 	}
-	if len(spec.NetworkPolicy) > 0 && spec.CredentialProxy {
+	if spec.Policed() && spec.CredentialProxy {
 		o.TrustCA = insandbox.VaultCA
 		for k, v := range launch.TrustEnv() {
 			env = append(env, k+"="+v)
