@@ -212,6 +212,9 @@ required=(
 
 go vet ./...
 go vet -tags kube ./internal/cli ./cmd/corral
+# Off Linux corral is the client (the CLI, corral mcp, corral agent): it must build there.
+GOOS=darwin GOARCH=arm64 go build -o /dev/null ./cmd/corral
+GOOS=windows GOARCH=amd64 go build -o /dev/null ./cmd/corral
 go test -race -json -timeout 60m ./... | go run ./hack/tiercheck "${required[@]}"
 
 # Every fuzz target, briefly (CORRAL_FUZZTIME each: 50000 inputs by default;

@@ -12,7 +12,6 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/term"
@@ -178,7 +177,7 @@ func terminalSession(ctx context.Context, e *env, sb *sdk.Sandbox, command, work
 		}
 		resize()
 		winch := make(chan os.Signal, 1)
-		signal.Notify(winch, syscall.SIGWINCH)
+		notifyResize(winch)
 		defer signal.Stop(winch)
 		go func() {
 			for range winch {

@@ -1,7 +1,7 @@
 // Copyright 2026 The corral Authors
 // SPDX-License-Identifier: Apache-2.0
 
-//go:build !kube
+//go:build !kube && linux
 
 package cli
 

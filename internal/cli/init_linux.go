@@ -256,29 +256,3 @@ func prepareWarm(fifo, tokenFile, token string) error {
 	}
 	return nil
 }
-
-// writeFileAtomic writes what r holds beside path, syncs it and renames
-// it into place, so a reader never sees half a file.
-func writeFileAtomic(path string, r io.Reader, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".corral-*")
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(tmp, r)
-	if err == nil {
-		err = tmp.Chmod(mode)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
-}
