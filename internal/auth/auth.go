@@ -5,7 +5,8 @@
 // (only their SHA-256 is stored), authenticating a presented key in constant
 // time against an in-memory index, listing and revoking keys, and the
 // bootstrap admin key of a fresh server. The server and the CLI's serve
-// command use it; it persists through the store.
+// command use it; it persists through a KeyStore (SQLite's, or the
+// cluster's).
 package auth
 
 import (
@@ -21,7 +22,6 @@ import (
 	"time"
 
 	"github.com/corral-dev/corral/errdefs"
-	"github.com/corral-dev/corral/internal/store"
 )
 
 // KeyPrefix starts every key corral mints, so leaked keys are easy to find.
@@ -41,9 +41,9 @@ type Principal struct {
 // several servers (SharedKeyStore).
 type KeyStore interface {
 	// InsertKey stores a new key; ErrAlreadyExists if its hash is known.
-	InsertKey(ctx context.Context, k *store.APIKey) error
+	InsertKey(ctx context.Context, k *APIKey) error
 	// LoadKeys returns every key, revoked ones included, oldest first.
-	LoadKeys(ctx context.Context) ([]*store.APIKey, error)
+	LoadKeys(ctx context.Context) ([]*APIKey, error)
 	// RevokeKey marks a key revoked; ErrNotFound if unknown.
 	RevokeKey(ctx context.Context, id string, at time.Time) error
 }
@@ -55,7 +55,7 @@ type SharedKeyStore interface {
 	KeyStore
 	// Follow calls changed with every key written, by any server, until
 	// ctx ends; it returns once the handler is registered.
-	Follow(ctx context.Context, changed func(*store.APIKey)) error
+	Follow(ctx context.Context, changed func(*APIKey)) error
 }
 
 // Keyring authenticates API keys and manages them.
@@ -65,7 +65,7 @@ type Keyring struct {
 	// mu guards byHash, which indexes active keys by the hex SHA-256 of the
 	// key, and revoked, the hashes seen revoked (never active again).
 	mu      sync.RWMutex
-	byHash  map[string]*store.APIKey
+	byHash  map[string]*APIKey
 	revoked map[string]bool
 	// revokeMu serializes revocations, so the last-admin check holds
 	// within this server (servers sharing a store check each their own).
@@ -75,7 +75,7 @@ type Keyring struct {
 // Open loads the keys from the store; a shared store is followed until
 // ctx ends.
 func Open(ctx context.Context, st KeyStore) (*Keyring, error) {
-	k := &Keyring{st: st, byHash: map[string]*store.APIKey{}, revoked: map[string]bool{}}
+	k := &Keyring{st: st, byHash: map[string]*APIKey{}, revoked: map[string]bool{}}
 	if sh, ok := st.(SharedKeyStore); ok {
 		if err := sh.Follow(ctx, k.take); err != nil {
 			return nil, err
@@ -94,7 +94,7 @@ func Open(ctx context.Context, st KeyStore) (*Keyring, error) {
 // take indexes an active key and forgets a revoked one. A revocation is
 // final: an older read that still shows the key active (a load racing a
 // followed change) does not bring it back.
-func (k *Keyring) take(key *store.APIKey) {
+func (k *Keyring) take(key *APIKey) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	switch {
@@ -152,7 +152,7 @@ func ValidateTenant(t string) error {
 
 // Create mints a key for tenant and returns it with its record. The key is
 // returned only here.
-func (k *Keyring) Create(ctx context.Context, tenant, name string, admin bool) (string, *store.APIKey, error) {
+func (k *Keyring) Create(ctx context.Context, tenant, name string, admin bool) (string, *APIKey, error) {
 	if err := ValidateTenant(tenant); err != nil {
 		return "", nil, err
 	}
@@ -198,12 +198,12 @@ func (k *Keyring) Seed(ctx context.Context, key string) error {
 	return err
 }
 
-func (k *Keyring) add(ctx context.Context, key, tenant, name string, admin bool) (*store.APIKey, error) {
+func (k *Keyring) add(ctx context.Context, key, tenant, name string, admin bool) (*APIKey, error) {
 	var id [6]byte
 	if _, err := rand.Read(id[:]); err != nil {
 		return nil, err
 	}
-	rec := &store.APIKey{
+	rec := &APIKey{
 		ID: "key_" + hex.EncodeToString(id[:]), Tenant: tenant, Name: name, Hash: Hash(key),
 		Prefix: key[:min(len(key), 10)], Admin: admin, CreatedAt: time.Now().UTC(),
 	}
@@ -217,7 +217,7 @@ func (k *Keyring) add(ctx context.Context, key, tenant, name string, admin bool)
 }
 
 // List returns every key, revoked ones included, without their hashes.
-func (k *Keyring) List(ctx context.Context) ([]*store.APIKey, error) {
+func (k *Keyring) List(ctx context.Context) ([]*APIKey, error) {
 	keys, err := k.st.LoadKeys(ctx)
 	if err != nil {
 		return nil, err
@@ -236,7 +236,7 @@ func (k *Keyring) Revoke(ctx context.Context, id string) error {
 	// Checked under the lock, stored without it: a slow store must not
 	// hold up every request's authentication.
 	k.mu.RLock()
-	var target *store.APIKey
+	var target *APIKey
 	admins := 0
 	for _, rec := range k.byHash {
 		if rec.Admin {

@@ -21,6 +21,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/corral-dev/corral/internal/auth"
@@ -34,6 +35,7 @@ import (
 	"github.com/corral-dev/corral/internal/hostnet/uplink"
 	"github.com/corral-dev/corral/internal/lifecycle"
 	corralsb "github.com/corral-dev/corral/internal/sandbox"
+	model "github.com/corral-dev/corral/internal/sandbox"
 	"github.com/corral-dev/corral/internal/secrets"
 	"github.com/corral-dev/corral/internal/server"
 	"github.com/corral-dev/corral/internal/store"
@@ -202,11 +204,11 @@ func serverID(dataDir string) (string, error) {
 // auditRecords turns egress decisions into the server's event log's
 // records: type egress.dns, egress.connection...; reason the decision;
 // the event itself as detail.
-func auditRecords(id string, evs []audit.Event) []store.Event {
-	out := make([]store.Event, 0, len(evs))
+func auditRecords(id string, evs []audit.Event) []model.Event {
+	out := make([]model.Event, 0, len(evs))
 	for _, ev := range evs {
 		detail, _ := json.Marshal(ev)
-		out = append(out, store.Event{At: ev.Time, SandboxID: id, Type: "egress." + ev.Kind, Reason: ev.Decision,
+		out = append(out, model.Event{At: ev.Time, SandboxID: id, Type: "egress." + ev.Kind, Reason: ev.Decision,
 			Message: ev.Target + ": " + ev.Rule, Detail: string(detail)})
 	}
 	return out
@@ -381,8 +383,15 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, log *slog.Logger) (err
 	if err := bootstrapKeys(ctx, e, cfg, keys, log); err != nil {
 		return err
 	}
+	// The runtime reports its enforcers' decisions to the Manager, the
+	// event log's one writer, which exists only once the runtime does.
+	var manager atomic.Pointer[lifecycle.Manager]
 	cfg.audit = func(ctx context.Context, id string, evs []audit.Event) error {
-		return st.AppendAudit(ctx, auditRecords(id, evs))
+		m := manager.Load()
+		if m == nil {
+			return errors.New("the server is starting")
+		}
+		return m.AppendAudit(ctx, auditRecords(id, evs))
 	}
 	d, err := factory(cfg, log)
 	if err != nil {
@@ -411,6 +420,7 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, log *slog.Logger) (err
 	if err != nil {
 		return err
 	}
+	manager.Store(mgr)
 	// Bind before recovering, so a port clash is reported at once; serve
 	// only after recovery, so no request sees a half-recovered state.
 	ln, err := net.Listen("tcp", cfg.listen)
@@ -439,7 +449,7 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, log *slog.Logger) (err
 		// Denials are recorded up to a rate: a sandbox hammering the
 		// socket must not grow the database without bound.
 		if ok || denials.Allow() {
-			_ = st.AppendAudit(context.WithoutCancel(ctx), []store.Event{{At: time.Now().UTC(), SandboxID: id, Type: typ, Reason: why, Message: name}})
+			_ = mgr.AppendAudit(context.WithoutCancel(ctx), []model.Event{{At: time.Now().UTC(), SandboxID: id, Type: typ, Reason: why, Message: name}})
 		}
 	}))
 	defer secServer.Close()

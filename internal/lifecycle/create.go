@@ -18,7 +18,6 @@ import (
 	"github.com/corral-dev/corral/internal/logctx"
 	"github.com/corral-dev/corral/internal/sandbox"
 	"github.com/corral-dev/corral/internal/secrets"
-	"github.com/corral-dev/corral/internal/store"
 )
 
 // DefaultEntrypoint runs when a request names none.
@@ -139,9 +138,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*sandbox.Sandb
 	}
 	ctx = logctx.With(ctx, slog.String("sandbox_id", sb.ID))
 
-	var idem *store.Idempotency
+	var idem *sandbox.Idempotency
 	if req.IdempotencyKey != "" {
-		idem = &store.Idempotency{Tenant: req.Tenant, Key: req.IdempotencyKey, RequestHash: req.RequestHash, SandboxID: sb.ID, CreatedAt: now}
+		idem = &sandbox.Idempotency{Tenant: req.Tenant, Key: req.IdempotencyKey, RequestHash: req.RequestHash, SandboxID: sb.ID, CreatedAt: now}
 	}
 	e := &entry{sb: sb, created: make(chan struct{})}
 	// The entry is locked before anyone can see it, so operations on the new

@@ -28,7 +28,6 @@ import (
 	"github.com/corral-dev/corral/internal/logctx"
 	"github.com/corral-dev/corral/internal/sandbox"
 	"github.com/corral-dev/corral/internal/secrets"
-	"github.com/corral-dev/corral/internal/store"
 )
 
 // Config configures a Manager. Zero durations take the defaults named on
@@ -37,8 +36,9 @@ type Config struct {
 	// Driver runs the sandboxes; DriverName is recorded with each of them.
 	Driver     driver.Driver
 	DriverName string
-	// Store keeps snapshots and, unless Records is set, everything else.
-	Store *store.Store
+	// Store is the server's own database (SQLite): it keeps snapshots
+	// and, unless Records is set, everything else.
+	Store LocalStore
 	// Records, when set, keeps the sandbox records, their events and the
 	// idempotency keys instead of Store; SharedRecords make the server
 	// stateless (other servers share them).
@@ -100,7 +100,7 @@ type Manager struct {
 	cfg Config
 	log *slog.Logger
 	d   driver.Driver
-	st  *store.Store
+	st  LocalStore
 	rec Records
 	// shared is rec when other servers write it too.
 	shared SharedRecords
@@ -223,7 +223,7 @@ func (m *Manager) current(e *entry) *sandbox.Sandbox {
 func (m *Manager) commit(ctx context.Context, e *entry, next *sandbox.Sandbox, evType string) error {
 	ev := eventFor(next, evType)
 	if err := m.rec.UpdateSandbox(ctx, next, ev); err != nil {
-		if errors.Is(err, store.ErrConflict) && m.shared != nil {
+		if errors.Is(err, sandbox.ErrConflict) && m.shared != nil {
 			m.refresh(ctx, next.ID)
 			return conflict(next.ID)
 		}
@@ -261,8 +261,8 @@ func (m *Manager) remove(ctx context.Context, e *entry, evType string) error {
 	return nil
 }
 
-func eventFor(sb *sandbox.Sandbox, evType string) *store.Event {
-	return &store.Event{
+func eventFor(sb *sandbox.Sandbox, evType string) *sandbox.Event {
+	return &sandbox.Event{
 		At: time.Now().UTC(), Tenant: sb.Tenant, SandboxID: sb.ID, Type: evType,
 		State: sb.Status.State.String(), Reason: sb.Status.Reason, Message: sb.Status.Message,
 	}
@@ -294,11 +294,23 @@ func (m *Manager) lookupCurrent(ctx context.Context, tenant, id string) (*sandbo
 // Events returns up to limit entries of a sandbox's event log after seq
 // (lifecycle transitions and egress decisions), oldest first; typePrefix
 // filters by type ("egress" selects egress.dns, egress.connection...).
-func (m *Manager) Events(ctx context.Context, tenant, id string, after int64, limit int, typePrefix string) ([]store.Event, error) {
+func (m *Manager) Events(ctx context.Context, tenant, id string, after int64, limit int, typePrefix string) ([]sandbox.Event, error) {
 	if _, err := m.lookup(ctx, tenant, id); err != nil {
 		return nil, err
 	}
 	return m.rec.Events(ctx, id, after, limit, typePrefix)
+}
+
+// AppendAudit adds audit events (egress decisions, secret reads) to the
+// sandboxes' event log, where Events reads them: the Manager is the log's
+// one writer. Records that keep no audit drop them: the cluster's, whose
+// runtime (Kubernetes) has neither a secrets socket nor enforcers this
+// server follows.
+func (m *Manager) AppendAudit(ctx context.Context, evs []sandbox.Event) error {
+	if al, ok := m.rec.(AuditLog); ok {
+		return al.AppendAudit(ctx, evs)
+	}
+	return nil
 }
 
 // SecretGrants tells the secrets socket about sandbox id: its tenant,

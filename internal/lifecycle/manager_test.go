@@ -222,7 +222,7 @@ func TestRetryAfterUnavailableRuntimeCreatesAgain(t *testing.T) {
 // what a loaded machine does to the goroutine that wrote it.
 type slowInsert struct{ *store.Store }
 
-func (s slowInsert) InsertSandbox(ctx context.Context, sb *sandbox.Sandbox, idem *store.Idempotency, ev *store.Event) (*store.Idempotency, error) {
+func (s slowInsert) InsertSandbox(ctx context.Context, sb *sandbox.Sandbox, idem *sandbox.Idempotency, ev *sandbox.Event) (*sandbox.Idempotency, error) {
 	prev, err := s.Store.InsertSandbox(ctx, sb, idem, ev)
 	if err == nil {
 		time.Sleep(100 * time.Millisecond)

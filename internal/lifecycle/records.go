@@ -12,7 +12,6 @@ import (
 
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/sandbox"
-	"github.com/corral-dev/corral/internal/store"
 )
 
 // Records is where sandbox records, their event log and idempotency keys
@@ -23,18 +22,41 @@ type Records interface {
 	// and an event, atomically, and sets sb.Version; if the tenant already
 	// used the key it writes nothing and returns the existing binding with
 	// ErrAlreadyExists.
-	InsertSandbox(ctx context.Context, sb *sandbox.Sandbox, idem *store.Idempotency, ev *store.Event) (*store.Idempotency, error)
+	InsertSandbox(ctx context.Context, sb *sandbox.Sandbox, idem *sandbox.Idempotency, ev *sandbox.Event) (*sandbox.Idempotency, error)
 	// UpdateSandbox rewrites a record and appends ev, atomically. A
-	// versioning store refuses a stale sb.Version with store.ErrConflict and
+	// versioning store refuses a stale sb.Version with sandbox.ErrConflict and
 	// sets sb.Version to the new revision.
-	UpdateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev *store.Event) error
+	UpdateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev *sandbox.Event) error
 	// DeleteSandbox removes a record; an unknown one is not an error.
-	DeleteSandbox(ctx context.Context, id string, ev *store.Event) error
+	DeleteSandbox(ctx context.Context, id string, ev *sandbox.Event) error
 	LoadSandboxes(ctx context.Context) ([]*sandbox.Sandbox, error)
-	Events(ctx context.Context, sandboxID string, after int64, limit int, typePrefix string) ([]store.Event, error)
-	LookupIdempotency(ctx context.Context, tenant, key string) (*store.Idempotency, error)
+	Events(ctx context.Context, sandboxID string, after int64, limit int, typePrefix string) ([]sandbox.Event, error)
+	LookupIdempotency(ctx context.Context, tenant, key string) (*sandbox.Idempotency, error)
 	ReleaseIdempotency(ctx context.Context, tenant, key, sandboxID string) error
 	PurgeIdempotency(ctx context.Context, before time.Time) error
+}
+
+// Snapshots keeps snapshot records, each with an event.
+type Snapshots interface {
+	PutSnapshot(ctx context.Context, sn *sandbox.Snapshot, ev *sandbox.Event) error
+	DeleteSnapshot(ctx context.Context, id string, ev *sandbox.Event) error
+	LoadSnapshots(ctx context.Context) ([]*sandbox.Snapshot, error)
+}
+
+// LocalStore is a server's own database: records, audit and snapshots
+// (internal/store implements it).
+type LocalStore interface {
+	Records
+	AuditLog
+	Snapshots
+}
+
+// AuditLog is Records that keep audit events (an enforcer's egress
+// decisions, secret reads) in the same event log.
+type AuditLog interface {
+	// AppendAudit adds the events, bounding each sandbox's audit and all
+	// of it.
+	AppendAudit(ctx context.Context, evs []sandbox.Event) error
 }
 
 // SharedRecords are records that other servers write too: the Manager
@@ -54,7 +76,7 @@ type SharedRecords interface {
 // sandbox in the middle of an operation that could not simply be retried.
 func conflict(id string) error {
 	return errdefs.Wrap(errdefs.ErrFailedPrecondition, "SANDBOX::CONFLICT",
-		"sandbox "+id+" was changed by another server at the same moment; retry", store.ErrConflict)
+		"sandbox "+id+" was changed by another server at the same moment; retry", sandbox.ErrConflict)
 }
 
 // newer reports whether revision a follows revision b. Revisions that
@@ -175,7 +197,7 @@ func transitional(s sandbox.State) bool {
 func retryConflicts[T any](op func() (T, error)) (T, error) {
 	for i := 0; ; i++ {
 		v, err := op()
-		if i == 9 || !errors.Is(err, store.ErrConflict) {
+		if i == 9 || !errors.Is(err, sandbox.ErrConflict) {
 			return v, err
 		}
 		time.Sleep(time.Duration(1+rand.IntN(10*(i+1))) * time.Millisecond)

@@ -14,7 +14,6 @@ import (
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/sandbox"
-	"github.com/corral-dev/corral/internal/store"
 )
 
 // snapshotTimeout bounds one capture.
@@ -33,7 +32,7 @@ func (m *Manager) snapshotter() (driver.Snapshotter, error) {
 }
 
 func (m *Manager) putSnapshot(ctx context.Context, sn *sandbox.Snapshot, evType string) error {
-	ev := &store.Event{At: time.Now().UTC(), Tenant: sn.Tenant, SandboxID: sn.SandboxID, Type: evType,
+	ev := &sandbox.Event{At: time.Now().UTC(), Tenant: sn.Tenant, SandboxID: sn.SandboxID, Type: evType,
 		State: sn.State.String(), Reason: sn.Reason, Message: sn.Message}
 	if err := m.st.PutSnapshot(ctx, sn, ev); err != nil {
 		return err
@@ -170,7 +169,7 @@ func (m *Manager) removeSnapshot(ctx context.Context, sn *sandbox.Snapshot) erro
 			return fmt.Errorf("snapshot %s: %w", sn.ID, err)
 		}
 	}
-	ev := &store.Event{At: time.Now().UTC(), Tenant: sn.Tenant, SandboxID: sn.SandboxID, Type: "snapshot_deleted"}
+	ev := &sandbox.Event{At: time.Now().UTC(), Tenant: sn.Tenant, SandboxID: sn.SandboxID, Type: "snapshot_deleted"}
 	if err := m.st.DeleteSnapshot(ctx, sn.ID, ev); err != nil {
 		return err
 	}

@@ -29,10 +29,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/corral-dev/corral/errdefs"
 	"golang.org/x/time/rate"
 
-	"github.com/corral-dev/corral/internal/store"
+	"github.com/corral-dev/corral/errdefs"
+
 	"github.com/corral-dev/corral/internal/unixsock"
 )
 
@@ -95,16 +95,35 @@ func Grants(ext map[string]string) ([]string, error) {
 	return out, nil
 }
 
+// Secret is a tenant's named secret.
+type Secret struct {
+	Tenant    string
+	Name      string
+	Value     string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Store keeps the tenants' secrets (internal/store implements it).
+// GetSecret and DeleteSecret answer errdefs.ErrNotFound for an unknown
+// name.
+type Store interface {
+	PutSecret(ctx context.Context, sec Secret) (created bool, err error)
+	GetSecret(ctx context.Context, tenant, name string) (Secret, error)
+	ListSecrets(ctx context.Context, tenant string) ([]Secret, error)
+	DeleteSecret(ctx context.Context, tenant, name string) error
+}
+
 // Service holds the session-key secret and the socket's directory.
 type Service struct {
-	st  *store.Store
+	st  Store
 	key []byte
 	dir string
 }
 
 // Open loads (or makes, 0600) the server's session-key secret in dataDir
 // and prepares the socket's directory.
-func Open(st *store.Store, dataDir string) (*Service, error) {
+func Open(st Store, dataDir string) (*Service, error) {
 	path := filepath.Join(dataDir, "session.key")
 	key, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -159,11 +178,11 @@ func (s *Service) Put(ctx context.Context, tenant, name, value string) (bool, er
 		return false, errdefs.New(errdefs.ErrInvalidArgument, "SECRET::INVALID_VALUE", "value must be 1 byte to 64 KiB")
 	}
 	now := time.Now().UTC()
-	return s.st.PutSecret(ctx, store.Secret{Tenant: tenant, Name: name, Value: value, CreatedAt: now, UpdatedAt: now})
+	return s.st.PutSecret(ctx, Secret{Tenant: tenant, Name: name, Value: value, CreatedAt: now, UpdatedAt: now})
 }
 
 // List returns a tenant's secrets, without values.
-func (s *Service) List(ctx context.Context, tenant string) ([]store.Secret, error) {
+func (s *Service) List(ctx context.Context, tenant string) ([]Secret, error) {
 	return s.st.ListSecrets(ctx, tenant)
 }
 

@@ -1,7 +1,7 @@
 // Copyright 2026 The corral Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package secrets
+package secrets_test
 
 import (
 	"context"
@@ -15,17 +15,18 @@ import (
 	"testing"
 
 	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/internal/secrets"
 	"github.com/corral-dev/corral/internal/store"
 )
 
-func open(t *testing.T, dir string) *Service {
+func open(t *testing.T, dir string) *secrets.Service {
 	t.Helper()
 	st, err := store.Open(context.Background(), filepath.Join(dir, "corral.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	s, err := Open(st, dir)
+	s, err := secrets.Open(st, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,16 +52,16 @@ func TestSessionKeysAreStableAndPerSandbox(t *testing.T) {
 }
 
 func TestGrants(t *testing.T) {
-	g, err := Grants(map[string]string{Extension: " a, b.c ,d-1"})
+	g, err := secrets.Grants(map[string]string{secrets.Extension: " a, b.c ,d-1"})
 	if err != nil || strings.Join(g, "|") != "a|b.c|d-1" {
 		t.Errorf("grants = %v %v", g, err)
 	}
 	for _, bad := range []string{"", "a,,b", "../x", "a b", "-x", strings.Repeat("x", 129)} {
-		if _, err := Grants(map[string]string{Extension: bad}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		if _, err := secrets.Grants(map[string]string{secrets.Extension: bad}); !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Errorf("%q: %v", bad, err)
 		}
 	}
-	if g, err := Grants(nil); g != nil || err != nil {
+	if g, err := secrets.Grants(nil); g != nil || err != nil {
 		t.Errorf("no extension = %v %v", g, err)
 	}
 }
@@ -74,17 +75,17 @@ func TestHandlerAnswersOnlyTheGrantedSandbox(t *testing.T) {
 	if _, err := s.Put(ctx, "t2", "api", "v2"); err != nil {
 		t.Fatal(err)
 	}
-	sandboxes := map[string]Sandbox{
+	sandboxes := map[string]secrets.Sandbox{
 		"sb1": {Tenant: "t1", Grants: []string{"api"}, Running: true},
 		"sb2": {Tenant: "t1", Grants: []string{"other"}, Running: true},
 		"sb3": {Tenant: "t1", Grants: []string{"api"}, Running: false},
 	}
 	var audited []string
-	h := s.Handler(func(id string) (Sandbox, bool) { sb, ok := sandboxes[id]; return sb, ok },
+	h := s.Handler(func(id string) (secrets.Sandbox, bool) { sb, ok := sandboxes[id]; return sb, ok },
 		func(id, name string, ok bool, why string) { audited = append(audited, id+"/"+name+"/"+why) })
 	get := func(id, name, key string) (int, string) {
 		req := httptest.NewRequest("GET", "/v1/sandboxes/"+id+"/secrets/"+name, nil)
-		req.Header.Set(HeaderSessionKey, key)
+		req.Header.Set(secrets.HeaderSessionKey, key)
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		b, _ := io.ReadAll(rec.Body)
@@ -112,13 +113,13 @@ func TestHandlerAnswersOnlyTheGrantedSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	limited := 0
-	for range 3 * ReadBurst {
+	for range 3 * secrets.ReadBurst {
 		if code, _ := get("sb1", "api", s.SessionKey("sb1")); code == http.StatusTooManyRequests {
 			limited++
 		}
 	}
-	if limited < ReadBurst {
-		t.Errorf("%d of %d reads in a loop were limited", limited, 3*ReadBurst)
+	if limited < secrets.ReadBurst {
+		t.Errorf("%d of %d reads in a loop were limited", limited, 3*secrets.ReadBurst)
 	}
 	if code, body := get("sb2", "other", s.SessionKey("sb2")); code != 200 {
 		t.Errorf("another sandbox's read during the loop = %d %s", code, body)
@@ -136,7 +137,7 @@ func TestHandlerAnswersOnlyTheGrantedSandbox(t *testing.T) {
 }
 
 func TestRate(t *testing.T) {
-	r := NewRate(1, 3)
+	r := secrets.NewRate(1, 3)
 	n := 0
 	for range 10 {
 		if r.Allow() {

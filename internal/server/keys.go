@@ -7,10 +7,10 @@ import (
 	"net/http"
 
 	"github.com/corral-dev/corral/api"
-	"github.com/corral-dev/corral/internal/store"
+	"github.com/corral-dev/corral/internal/auth"
 )
 
-func toAPIKey(k *store.APIKey) api.APIKey {
+func toAPIKey(k *auth.APIKey) api.APIKey {
 	return api.APIKey{ID: k.ID, Tenant: k.Tenant, Name: k.Name, Prefix: k.Prefix, Admin: k.Admin,
 		CreatedAt: wireTime(k.CreatedAt), RevokedAt: wireTimePtr(k.RevokedAt)}
 }

@@ -10,23 +10,11 @@ import (
 	"time"
 
 	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/internal/auth"
 )
 
-// APIKey is a stored API key. Hash is the hex SHA-256 of the key; the key
-// itself is never stored.
-type APIKey struct {
-	ID        string
-	Tenant    string
-	Name      string
-	Hash      string
-	Prefix    string
-	Admin     bool
-	CreatedAt time.Time
-	RevokedAt time.Time
-}
-
 // InsertKey stores a new key. ErrAlreadyExists if its hash is known.
-func (s *Store) InsertKey(ctx context.Context, k *APIKey) error {
+func (s *Store) InsertKey(ctx context.Context, k *auth.APIKey) error {
 	admin := 0
 	if k.Admin {
 		admin = 1
@@ -47,15 +35,15 @@ func (s *Store) InsertKey(ctx context.Context, k *APIKey) error {
 }
 
 // LoadKeys returns every key, revoked ones included, oldest first.
-func (s *Store) LoadKeys(ctx context.Context) ([]*APIKey, error) {
+func (s *Store) LoadKeys(ctx context.Context) ([]*auth.APIKey, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, tenant, name, hash, prefix, admin, created_at, revoked_at FROM api_keys ORDER BY created_at, id`)
 	if err != nil {
 		return nil, fmt.Errorf("load keys: %w", err)
 	}
 	defer rows.Close()
-	var out []*APIKey
+	var out []*auth.APIKey
 	for rows.Next() {
-		var k APIKey
+		var k auth.APIKey
 		var admin int
 		var created int64
 		var revoked sql.NullInt64

@@ -8,22 +8,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/internal/secrets"
 )
 
-// Secret is a tenant's named secret.
-type Secret struct {
-	Tenant    string
-	Name      string
-	Value     string
-	CreatedAt time.Time
-	UpdatedAt time.Time
-}
-
 // PutSecret creates or replaces a secret; created reports which.
-func (s *Store) PutSecret(ctx context.Context, sec Secret) (created bool, err error) {
+func (s *Store) PutSecret(ctx context.Context, sec secrets.Secret) (created bool, err error) {
 	err = s.tx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE secrets SET value=?, updated_at=? WHERE tenant=? AND name=?`,
 			sec.Value, nanos(sec.UpdatedAt), sec.Tenant, sec.Name)
@@ -45,8 +36,8 @@ func (s *Store) PutSecret(ctx context.Context, sec Secret) (created bool, err er
 }
 
 // GetSecret returns one secret, value included.
-func (s *Store) GetSecret(ctx context.Context, tenant, name string) (Secret, error) {
-	sec := Secret{Tenant: tenant, Name: name}
+func (s *Store) GetSecret(ctx context.Context, tenant, name string) (secrets.Secret, error) {
+	sec := secrets.Secret{Tenant: tenant, Name: name}
 	var c, u int64
 	err := s.db.QueryRowContext(ctx, `SELECT value, created_at, updated_at FROM secrets WHERE tenant=? AND name=?`, tenant, name).Scan(&sec.Value, &c, &u)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -60,15 +51,15 @@ func (s *Store) GetSecret(ctx context.Context, tenant, name string) (Secret, err
 }
 
 // ListSecrets returns a tenant's secrets without their values, by name.
-func (s *Store) ListSecrets(ctx context.Context, tenant string) ([]Secret, error) {
+func (s *Store) ListSecrets(ctx context.Context, tenant string) ([]secrets.Secret, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT name, created_at, updated_at FROM secrets WHERE tenant=? ORDER BY name`, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("list secrets: %w", err)
 	}
 	defer rows.Close()
-	var out []Secret
+	var out []secrets.Secret
 	for rows.Next() {
-		sec := Secret{Tenant: tenant}
+		sec := secrets.Secret{Tenant: tenant}
 		var c, u int64
 		if err := rows.Scan(&sec.Name, &c, &u); err != nil {
 			return nil, fmt.Errorf("list secrets: %w", err)

@@ -13,7 +13,7 @@ import (
 )
 
 // PutSnapshot inserts or replaces a snapshot record and appends ev.
-func (s *Store) PutSnapshot(ctx context.Context, sn *sandbox.Snapshot, ev *Event) error {
+func (s *Store) PutSnapshot(ctx context.Context, sn *sandbox.Snapshot, ev *sandbox.Event) error {
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO snapshots (id, tenant, sandbox_id, name, state, reason, message,
 			last_transition_at, created_at, driver, ref) VALUES (?,?,?,?,?,?,?,?,?,?,?)`,
@@ -31,7 +31,7 @@ func (s *Store) PutSnapshot(ctx context.Context, sn *sandbox.Snapshot, ev *Event
 }
 
 // DeleteSnapshot removes a snapshot record and appends ev.
-func (s *Store) DeleteSnapshot(ctx context.Context, id string, ev *Event) error {
+func (s *Store) DeleteSnapshot(ctx context.Context, id string, ev *sandbox.Event) error {
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM snapshots WHERE id=?`, id); err != nil {
 			return err

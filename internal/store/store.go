@@ -6,7 +6,9 @@
 // operating-system crash): sandboxes with their driver handles, snapshots,
 // idempotency keys, hashed API keys and the event log. The schema is
 // migrated by embedded, versioned SQL files. *Store is the single writer of
-// its database; lifecycle and the server's auth use it, nothing else does.
+// its database. It implements the contracts of its users in their own
+// types (lifecycle.LocalStore, auth.KeyStore, secrets.Store); only the
+// composition root (`corral serve`) imports it (internal/archtest checks).
 package store
 
 import (
@@ -164,26 +166,6 @@ func mustJSON(v any) string {
 	return string(b)
 }
 
-// ErrConflict is what a store that versions records (a cluster-backed
-// one) returns when a record changed since the revision an update was
-// computed from.
-var ErrConflict = errors.New("the record changed since it was read")
-
-// Event is one entry of the event log.
-type Event struct {
-	Seq       int64
-	At        time.Time
-	Tenant    string
-	SandboxID string
-	// Type is a short verb: created, started, paused, deleted, expired...
-	Type    string
-	State   string
-	Reason  string
-	Message string
-	// Detail is structured JSON, or empty.
-	Detail string
-}
-
 // Bounds of the audit events (types "egress.*", "secret.*"): each
 // sandbox keeps its newest MaxAuditPerSandbox, so one sandbox's flood
 // evicts only its own; MaxAuditEvents bounds all of them together, the
@@ -197,7 +179,7 @@ const (
 // auditTypes is the SQL condition of an audit event.
 const auditTypes = `(type LIKE 'egress.%' OR type LIKE 'secret.%')`
 
-func insertEvent(ctx context.Context, tx *sql.Tx, ev *Event) error {
+func insertEvent(ctx context.Context, tx *sql.Tx, ev *sandbox.Event) error {
 	if ev == nil {
 		return nil
 	}
@@ -209,7 +191,7 @@ func insertEvent(ctx context.Context, tx *sql.Tx, ev *Event) error {
 // AppendAudit adds audit events in one transaction and trims the oldest
 // of a sandbox beyond MaxAuditPerSandbox, and of all beyond
 // MaxAuditEvents.
-func (s *Store) AppendAudit(ctx context.Context, evs []Event) error {
+func (s *Store) AppendAudit(ctx context.Context, evs []sandbox.Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
@@ -272,7 +254,7 @@ func (s *Store) dueTrims(per map[string]int) ([]string, bool) {
 
 // Events returns up to limit events after seq, oldest first; sandboxID
 // and typePrefix (such as "egress") filter when not empty.
-func (s *Store) Events(ctx context.Context, sandboxID string, after int64, limit int, typePrefix string) ([]Event, error) {
+func (s *Store) Events(ctx context.Context, sandboxID string, after int64, limit int, typePrefix string) ([]sandbox.Event, error) {
 	q := `SELECT seq, at, tenant, sandbox_id, type, state, reason, message, detail FROM events WHERE seq > ?`
 	args := []any{after}
 	if sandboxID != "" {
@@ -290,9 +272,9 @@ func (s *Store) Events(ctx context.Context, sandboxID string, after int64, limit
 		return nil, fmt.Errorf("events: %w", err)
 	}
 	defer rows.Close()
-	var out []Event
+	var out []sandbox.Event
 	for rows.Next() {
-		var ev Event
+		var ev sandbox.Event
 		var at int64
 		if err := rows.Scan(&ev.Seq, &at, &ev.Tenant, &ev.SandboxID, &ev.Type, &ev.State, &ev.Reason, &ev.Message, &ev.Detail); err != nil {
 			return nil, fmt.Errorf("events: %w", err)
@@ -301,15 +283,6 @@ func (s *Store) Events(ctx context.Context, sandboxID string, after int64, limit
 		out = append(out, ev)
 	}
 	return out, rows.Err()
-}
-
-// Idempotency binds a create's Idempotency-Key to the sandbox it made.
-type Idempotency struct {
-	Tenant      string
-	Key         string
-	RequestHash string
-	SandboxID   string
-	CreatedAt   time.Time
 }
 
 const sandboxColumns = `id, tenant, state, reason, message, last_transition_at, created_at, updated_at, expires_at,
@@ -351,8 +324,8 @@ func nonNilMap(m map[string]string) map[string]string {
 // InsertSandbox writes a new sandbox record, its idempotency key (if any)
 // and an event in one transaction. If the tenant already used the key, it
 // writes nothing and returns the existing binding with ErrAlreadyExists.
-func (s *Store) InsertSandbox(ctx context.Context, sb *sandbox.Sandbox, idem *Idempotency, ev *Event) (*Idempotency, error) {
-	var existing *Idempotency
+func (s *Store) InsertSandbox(ctx context.Context, sb *sandbox.Sandbox, idem *sandbox.Idempotency, ev *sandbox.Event) (*sandbox.Idempotency, error) {
+	var existing *sandbox.Idempotency
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		if idem != nil {
 			prev, err := lookupIdempotency(ctx, tx, idem.Tenant, idem.Key)
@@ -380,7 +353,7 @@ func (s *Store) InsertSandbox(ctx context.Context, sb *sandbox.Sandbox, idem *Id
 }
 
 // UpdateSandbox rewrites a sandbox record and appends ev, atomically.
-func (s *Store) UpdateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev *Event) error {
+func (s *Store) UpdateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev *sandbox.Event) error {
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		args := sandboxArgs(sb)
 		res, err := tx.ExecContext(ctx, `UPDATE sandboxes SET tenant=?, state=?, reason=?, message=?, last_transition_at=?, created_at=?,
@@ -402,7 +375,7 @@ func (s *Store) UpdateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev *Even
 
 // DeleteSandbox removes a sandbox record and appends ev, atomically.
 // Deleting an unknown sandbox is not an error.
-func (s *Store) DeleteSandbox(ctx context.Context, id string, ev *Event) error {
+func (s *Store) DeleteSandbox(ctx context.Context, id string, ev *sandbox.Event) error {
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM sandboxes WHERE id=?`, id); err != nil {
 			return err
@@ -491,8 +464,8 @@ func scanSandbox(rows *sql.Rows) (*sandbox.Sandbox, error) {
 	return &sb, nil
 }
 
-func lookupIdempotency(ctx context.Context, tx *sql.Tx, tenant, key string) (*Idempotency, error) {
-	var i Idempotency
+func lookupIdempotency(ctx context.Context, tx *sql.Tx, tenant, key string) (*sandbox.Idempotency, error) {
+	var i sandbox.Idempotency
 	var created int64
 	err := tx.QueryRowContext(ctx, `SELECT tenant, key, request_hash, sandbox_id, created_at FROM idempotency_keys WHERE tenant=? AND key=?`,
 		tenant, key).Scan(&i.Tenant, &i.Key, &i.RequestHash, &i.SandboxID, &created)
@@ -507,8 +480,8 @@ func lookupIdempotency(ctx context.Context, tx *sql.Tx, tenant, key string) (*Id
 }
 
 // LookupIdempotency returns the binding of a tenant's key; ErrNotFound if none.
-func (s *Store) LookupIdempotency(ctx context.Context, tenant, key string) (*Idempotency, error) {
-	var out *Idempotency
+func (s *Store) LookupIdempotency(ctx context.Context, tenant, key string) (*sandbox.Idempotency, error) {
+	var out *sandbox.Idempotency
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
 		out, err = lookupIdempotency(ctx, tx, tenant, key)

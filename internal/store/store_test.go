@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/internal/auth"
 	"github.com/corral-dev/corral/internal/sandbox"
 )
 
@@ -45,14 +46,14 @@ func TestSandboxRoundTripSurvivesReopen(t *testing.T) {
 	t.Parallel()
 	s, path := openTemp(t)
 	sb := sample("a")
-	if _, err := s.InsertSandbox(t.Context(), sb, nil, &Event{At: sb.CreatedAt, Tenant: "t1", SandboxID: "a", Type: "created"}); err != nil {
+	if _, err := s.InsertSandbox(t.Context(), sb, nil, &sandbox.Event{At: sb.CreatedAt, Tenant: "t1", SandboxID: "a", Type: "created"}); err != nil {
 		t.Fatalf("InsertSandbox = %v", err)
 	}
 	sb.Handle = json.RawMessage(`{"id":"a","driver":"fake"}`)
 	if err := sb.SetStatus(sandbox.StateRunning, sandbox.ReasonStarted, "", sb.CreatedAt.Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.UpdateSandbox(t.Context(), sb, &Event{Tenant: "t1", SandboxID: "a", Type: "started"}); err != nil {
+	if err := s.UpdateSandbox(t.Context(), sb, &sandbox.Event{Tenant: "t1", SandboxID: "a", Type: "started"}); err != nil {
 		t.Fatalf("UpdateSandbox = %v", err)
 	}
 	_ = s.Close()
@@ -78,7 +79,7 @@ func TestSandboxRoundTripSurvivesReopen(t *testing.T) {
 func TestInsertSandboxIdempotencyConflictWritesNothing(t *testing.T) {
 	t.Parallel()
 	s, _ := openTemp(t)
-	idem := &Idempotency{Tenant: "t1", Key: "k", RequestHash: "h", SandboxID: "a", CreatedAt: time.Now()}
+	idem := &sandbox.Idempotency{Tenant: "t1", Key: "k", RequestHash: "h", SandboxID: "a", CreatedAt: time.Now()}
 	if _, err := s.InsertSandbox(t.Context(), sample("a"), idem, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -111,11 +112,11 @@ func TestUpdateUnknownSandboxIsNotFound(t *testing.T) {
 func TestKeys(t *testing.T) {
 	t.Parallel()
 	s, _ := openTemp(t)
-	k := &APIKey{ID: "k1", Tenant: "t1", Hash: "abc", Prefix: "ck_ab", Admin: true, CreatedAt: time.Now().UTC()}
+	k := &auth.APIKey{ID: "k1", Tenant: "t1", Hash: "abc", Prefix: "ck_ab", Admin: true, CreatedAt: time.Now().UTC()}
 	if err := s.InsertKey(t.Context(), k); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.InsertKey(t.Context(), &APIKey{ID: "k2", Hash: "abc"}); !errors.Is(err, errdefs.ErrAlreadyExists) {
+	if err := s.InsertKey(t.Context(), &auth.APIKey{ID: "k2", Hash: "abc"}); !errors.Is(err, errdefs.ErrAlreadyExists) {
 		t.Fatalf("duplicate hash = %v, want ErrAlreadyExists", err)
 	}
 	if err := s.RevokeKey(t.Context(), "k1", time.Now()); err != nil {
@@ -148,16 +149,16 @@ func TestAuditQuotaIsPerSandbox(t *testing.T) {
 	t.Parallel()
 	s, _ := openTemp(t)
 	ctx := t.Context()
-	var victim []Event
+	var victim []sandbox.Event
 	for i := range 100 {
-		victim = append(victim, Event{At: time.Now().UTC(), SandboxID: "victim", Type: "egress.dns", Message: fmt.Sprint(i)})
+		victim = append(victim, sandbox.Event{At: time.Now().UTC(), SandboxID: "victim", Type: "egress.dns", Message: fmt.Sprint(i)})
 	}
 	if err := s.AppendAudit(ctx, victim); err != nil {
 		t.Fatal(err)
 	}
-	batch := make([]Event, 1000)
+	batch := make([]sandbox.Event, 1000)
 	for i := range batch {
-		batch[i] = Event{At: time.Now().UTC(), SandboxID: "flood", Type: "egress.dns", Message: "x"}
+		batch[i] = sandbox.Event{At: time.Now().UTC(), SandboxID: "flood", Type: "egress.dns", Message: "x"}
 	}
 	for range 3 * MaxAuditPerSandbox / len(batch) {
 		if err := s.AppendAudit(ctx, batch); err != nil {

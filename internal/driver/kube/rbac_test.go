@@ -22,7 +22,6 @@ import (
 	"github.com/corral-dev/corral/internal/kube/kubetest"
 	"github.com/corral-dev/corral/internal/kube/records"
 	"github.com/corral-dev/corral/internal/sandbox"
-	"github.com/corral-dev/corral/internal/store"
 	"github.com/corral-dev/corral/internal/testutil"
 )
 
@@ -148,12 +147,12 @@ func TestLeastPrivilege(t *testing.T) {
 	now := time.Now().UTC()
 	sb := &sandbox.Sandbox{ID: randID(), Tenant: "t", CreatedAt: now, UpdatedAt: now, Driver: Name,
 		Status: sandbox.Status{State: sandbox.StatePending, LastTransitionAt: now}}
-	idem := &store.Idempotency{Tenant: "t", Key: "k", SandboxID: sb.ID, CreatedAt: now}
+	idem := &sandbox.Idempotency{Tenant: "t", Key: "k", SandboxID: sb.ID, CreatedAt: now}
 	if _, err := recs.InsertSandbox(ctx, sb, idem, nil); err != nil {
 		t.Fatal(err)
 	}
 	sb.Status.State = sandbox.StateRunning
-	if err := recs.UpdateSandbox(ctx, sb, &store.Event{Type: "started"}); err != nil {
+	if err := recs.UpdateSandbox(ctx, sb, &sandbox.Event{Type: "started"}); err != nil {
 		t.Fatal(err)
 	}
 	if evs, err := recs.Events(ctx, sb.ID, 0, 0, ""); err != nil || len(evs) != 1 {

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/corral-dev/corral/errdefs"
-	"github.com/corral-dev/corral/internal/store"
+	"github.com/corral-dev/corral/internal/auth"
 )
 
 // LabelAPIKey marks the Secrets holding API keys (their hashes).
@@ -43,7 +43,7 @@ func NewKeys(ctx context.Context, cfg Config) (*Keys, error) {
 func (k *Keys) keyName(hash string) string { return "corral-key-" + digest(k.cfg.ServerID, hash) }
 
 // InsertKey stores a new key; ErrAlreadyExists if its hash is known.
-func (k *Keys) InsertKey(ctx context.Context, key *store.APIKey) error {
+func (k *Keys) InsertKey(ctx context.Context, key *auth.APIKey) error {
 	b, err := json.Marshal(key)
 	if err != nil {
 		return err
@@ -59,8 +59,8 @@ func (k *Keys) InsertKey(ctx context.Context, key *store.APIKey) error {
 	return nil
 }
 
-func decodeKey(s *corev1.Secret) (*store.APIKey, error) {
-	var key store.APIKey
+func decodeKey(s *corev1.Secret) (*auth.APIKey, error) {
+	var key auth.APIKey
 	if err := json.Unmarshal(s.Data["key"], &key); err != nil {
 		return nil, fmt.Errorf("API key %s: %w", s.Name, err)
 	}
@@ -71,12 +71,12 @@ func decodeKey(s *corev1.Secret) (*store.APIKey, error) {
 // from the API server (not the cache, which may lag another server's
 // write by a moment): it runs at start, when a seed races another
 // server's, and for an admin's listing.
-func (k *Keys) LoadKeys(ctx context.Context) ([]*store.APIKey, error) {
+func (k *Keys) LoadKeys(ctx context.Context) ([]*auth.APIKey, error) {
 	l, err := k.list(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*store.APIKey, 0, len(l.Items))
+	out := make([]*auth.APIKey, 0, len(l.Items))
 	for i := range l.Items {
 		key, err := decodeKey(&l.Items[i])
 		if err != nil {
@@ -84,7 +84,7 @@ func (k *Keys) LoadKeys(ctx context.Context) ([]*store.APIKey, error) {
 		}
 		out = append(out, key)
 	}
-	slices.SortFunc(out, func(a, b *store.APIKey) int {
+	slices.SortFunc(out, func(a, b *auth.APIKey) int {
 		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
 			return c
 		}
@@ -141,7 +141,7 @@ func (k *Keys) RevokeKey(ctx context.Context, id string, at time.Time) error {
 }
 
 // Follow calls changed with every key written, until ctx ends.
-func (k *Keys) Follow(ctx context.Context, changed func(*store.APIKey)) error {
+func (k *Keys) Follow(ctx context.Context, changed func(*auth.APIKey)) error {
 	return k.follow(ctx, func(s *corev1.Secret) {
 		if key, err := decodeKey(s); err == nil {
 			changed(key)

@@ -37,7 +37,6 @@ import (
 	"github.com/corral-dev/corral/internal/kube/apierr"
 	"github.com/corral-dev/corral/internal/kube/kubeconfig"
 	"github.com/corral-dev/corral/internal/sandbox"
-	"github.com/corral-dev/corral/internal/store"
 )
 
 // Labels of the Secrets this package writes.
@@ -268,8 +267,8 @@ func decode(s *corev1.Secret) (*sandbox.Sandbox, error) {
 
 // appendEvent returns events (JSON) with ev added, numbered after the
 // last one, keeping the newest MaxEvents.
-func appendEvent(events []byte, ev *store.Event) ([]byte, error) {
-	var evs []store.Event
+func appendEvent(events []byte, ev *sandbox.Event) ([]byte, error) {
+	var evs []sandbox.Event
 	if len(events) > 0 {
 		if err := json.Unmarshal(events, &evs); err != nil {
 			return nil, err
@@ -295,7 +294,7 @@ func (s *secrets) meta(name, kind string) metav1.ObjectMeta {
 }
 
 // InsertSandbox creates sb's record Secret, after claiming idem's key.
-func (r *Records) InsertSandbox(ctx context.Context, sb *sandbox.Sandbox, idem *store.Idempotency, ev *store.Event) (*store.Idempotency, error) {
+func (r *Records) InsertSandbox(ctx context.Context, sb *sandbox.Sandbox, idem *sandbox.Idempotency, ev *sandbox.Event) (*sandbox.Idempotency, error) {
 	rec, err := encode(sb)
 	if err != nil {
 		return nil, err
@@ -323,7 +322,7 @@ func (r *Records) InsertSandbox(ctx context.Context, sb *sandbox.Sandbox, idem *
 
 // claim creates idem's Secret; if the key is taken it returns the binding
 // with ErrAlreadyExists.
-func (r *Records) claim(ctx context.Context, idem *store.Idempotency) (*store.Idempotency, error) {
+func (r *Records) claim(ctx context.Context, idem *sandbox.Idempotency) (*sandbox.Idempotency, error) {
 	b, err := json.Marshal(idem)
 	if err != nil {
 		return nil, err
@@ -347,7 +346,7 @@ func (r *Records) claim(ctx context.Context, idem *store.Idempotency) (*store.Id
 }
 
 // UpdateSandbox rewrites sb's record if it is still at sb.Version.
-func (r *Records) UpdateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev *store.Event) error {
+func (r *Records) UpdateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev *sandbox.Event) error {
 	base, err := r.revision(ctx, sb.ID, sb.Version)
 	if err != nil {
 		return err
@@ -364,7 +363,7 @@ func (r *Records) UpdateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev *st
 	next.Data = map[string][]byte{keyRecord: rec, keyEvents: events}
 	if err := r.c.Update(ctx, next); err != nil {
 		if apierrors.IsConflict(err) {
-			return fmt.Errorf("sandbox %s: %w", sb.ID, store.ErrConflict)
+			return fmt.Errorf("sandbox %s: %w", sb.ID, sandbox.ErrConflict)
 		}
 		return apiErr("update the record of sandbox "+sb.ID, err)
 	}
@@ -388,7 +387,7 @@ func (r *Records) revision(ctx context.Context, id, version string) (*corev1.Sec
 		return nil, apiErr("read the record of sandbox "+id, err)
 	}
 	if version != "" && s.ResourceVersion != version {
-		return nil, fmt.Errorf("sandbox %s: %w", id, store.ErrConflict)
+		return nil, fmt.Errorf("sandbox %s: %w", id, sandbox.ErrConflict)
 	}
 	return &s, nil
 }
@@ -406,7 +405,7 @@ func (r *Records) get(ctx context.Context, name string, s *corev1.Secret) error 
 }
 
 // DeleteSandbox removes id's record; its events go with it.
-func (r *Records) DeleteSandbox(ctx context.Context, id string, _ *store.Event) error {
+func (r *Records) DeleteSandbox(ctx context.Context, id string, _ *sandbox.Event) error {
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: recordName(id), Namespace: r.cfg.Namespace}}
 	if err := r.c.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
 		return apiErr("delete the record of sandbox "+id, err)
@@ -445,16 +444,16 @@ func (r *Records) GetSandbox(ctx context.Context, id string) (*sandbox.Sandbox, 
 }
 
 // Events returns the kept events of id after seq, oldest first.
-func (r *Records) Events(ctx context.Context, id string, after int64, limit int, typePrefix string) ([]store.Event, error) {
+func (r *Records) Events(ctx context.Context, id string, after int64, limit int, typePrefix string) ([]sandbox.Event, error) {
 	s, err := r.revision(ctx, id, "")
 	if err != nil {
 		return nil, err
 	}
-	var evs []store.Event
+	var evs []sandbox.Event
 	if err := json.Unmarshal(s.Data[keyEvents], &evs); err != nil {
 		return nil, fmt.Errorf("record %s: events: %w", id, err)
 	}
-	out := []store.Event{}
+	out := []sandbox.Event{}
 	for _, ev := range evs {
 		if ev.Seq > after && strings.HasPrefix(ev.Type, typePrefix) && (limit <= 0 || len(out) < limit) {
 			out = append(out, ev)
@@ -464,12 +463,12 @@ func (r *Records) Events(ctx context.Context, id string, after int64, limit int,
 }
 
 // LookupIdempotency returns a tenant's key binding; ErrNotFound if none.
-func (r *Records) LookupIdempotency(ctx context.Context, tenant, key string) (*store.Idempotency, error) {
+func (r *Records) LookupIdempotency(ctx context.Context, tenant, key string) (*sandbox.Idempotency, error) {
 	var s corev1.Secret
 	if err := r.get(ctx, r.idemName(tenant, key), &s); err != nil {
 		return nil, apiErr("read an idempotency key", err)
 	}
-	var idem store.Idempotency
+	var idem sandbox.Idempotency
 	if err := json.Unmarshal(s.Data["binding"], &idem); err != nil {
 		return nil, fmt.Errorf("idempotency key: %w", err)
 	}
@@ -489,7 +488,7 @@ func (r *Records) ReleaseIdempotency(ctx context.Context, tenant, key, sandboxID
 	if err != nil {
 		return apiErr("read an idempotency key", err)
 	}
-	var idem store.Idempotency
+	var idem sandbox.Idempotency
 	if json.Unmarshal(s.Data["binding"], &idem) != nil || idem.Tenant != tenant || idem.Key != key || idem.SandboxID != sandboxID {
 		return nil
 	}
@@ -515,7 +514,7 @@ func (r *Records) PurgeIdempotency(ctx context.Context, before time.Time) error 
 		return apiErr("list idempotency keys", err)
 	}
 	for i := range l.Items {
-		var idem store.Idempotency
+		var idem sandbox.Idempotency
 		if json.Unmarshal(l.Items[i].Data["binding"], &idem) == nil && !idem.CreatedAt.Before(before) {
 			continue
 		}

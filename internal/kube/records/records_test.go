@@ -21,7 +21,6 @@ import (
 	"github.com/corral-dev/corral/internal/kube/records"
 	"github.com/corral-dev/corral/internal/lifecycle"
 	"github.com/corral-dev/corral/internal/sandbox"
-	"github.com/corral-dev/corral/internal/store"
 	"github.com/corral-dev/corral/internal/testutil"
 )
 
@@ -48,8 +47,8 @@ func record(id string) *sandbox.Sandbox {
 	}
 }
 
-func ev(sb *sandbox.Sandbox, typ string) *store.Event {
-	return &store.Event{At: time.Now().UTC(), Tenant: sb.Tenant, SandboxID: sb.ID, Type: typ, State: sb.Status.State.String()}
+func ev(sb *sandbox.Sandbox, typ string) *sandbox.Event {
+	return &sandbox.Event{At: time.Now().UTC(), Tenant: sb.Tenant, SandboxID: sb.ID, Type: typ, State: sb.Status.State.String()}
 }
 
 // Two servers sharing records: what one writes the other reads back
@@ -104,7 +103,7 @@ func TestRecordsAreSharedAndVersioned(t *testing.T) {
 		t.Fatal(err)
 	}
 	stale.Metadata = map[string]string{"team": "lost"}
-	if err := a.UpdateSandbox(ctx, stale, ev(stale, "metadata_patched")); !errors.Is(err, store.ErrConflict) {
+	if err := a.UpdateSandbox(ctx, stale, ev(stale, "metadata_patched")); !errors.Is(err, sandbox.ErrConflict) {
 		t.Fatalf("update from a stale revision = %v, want a conflict", err)
 	}
 	testutil.WaitFor(t, 10*time.Second, "the follower to see the update", func() bool {
@@ -165,14 +164,14 @@ func TestIdempotencyKeysAcrossServers(t *testing.T) {
 
 	type result struct {
 		id   string
-		prev *store.Idempotency
+		prev *sandbox.Idempotency
 		err  error
 	}
 	res := make(chan result, 2)
 	for _, r := range []*records.Records{a, b} {
 		go func() {
 			sb := record(sandbox.NewID())
-			idem := &store.Idempotency{Tenant: "t1", Key: "k1", RequestHash: "h", SandboxID: sb.ID, CreatedAt: time.Now().UTC()}
+			idem := &sandbox.Idempotency{Tenant: "t1", Key: "k1", RequestHash: "h", SandboxID: sb.ID, CreatedAt: time.Now().UTC()}
 			prev, err := r.InsertSandbox(ctx, sb, idem, ev(sb, "created"))
 			res <- result{sb.ID, prev, err}
 		}()
@@ -203,7 +202,7 @@ func TestIdempotencyKeysAcrossServers(t *testing.T) {
 		t.Errorf("another server sees the key: %v", err)
 	}
 	osb := record(sandbox.NewID())
-	if _, err := other.InsertSandbox(ctx, osb, &store.Idempotency{Tenant: "t1", Key: "k1", SandboxID: osb.ID, CreatedAt: time.Now().UTC()}, nil); err != nil {
+	if _, err := other.InsertSandbox(ctx, osb, &sandbox.Idempotency{Tenant: "t1", Key: "k1", SandboxID: osb.ID, CreatedAt: time.Now().UTC()}, nil); err != nil {
 		t.Errorf("another server cannot use the same key: %v", err)
 	}
 	if err := a.ReleaseIdempotency(ctx, "t1", "k1", lose.id); err != nil {
