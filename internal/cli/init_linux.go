@@ -5,25 +5,19 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net"
 	"net/url"
 	"os"
-	"os/user"
-	"path/filepath"
 	"runtime"
-	"strconv"
-	"strings"
-	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/corral-dev/corral/internal/egress/nft"
 	"github.com/corral-dev/corral/internal/execd"
 	"github.com/corral-dev/corral/internal/initproc"
 	"github.com/corral-dev/corral/internal/insandbox"
-	"golang.org/x/sys/unix"
 )
 
 // runInit is PID 1 of a sandbox: `corral init [flags] -- ENTRYPOINT...`.
@@ -60,14 +54,7 @@ func runInit(_ context.Context, e *env, args []string) int {
 			return fail(e, "init: --isolate-network: give up CAP_NET_ADMIN: %v", err)
 		}
 	}
-	var entryEnv []string
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if name == "EXECD_ACCESS_TOKEN" || strings.HasPrefix(name, "CORRAL_EXECD_") {
-			continue
-		}
-		entryEnv = append(entryEnv, kv)
-	}
+	entryEnv := initproc.EntrypointEnv(os.Environ())
 	if o.TrustCA != "" {
 		// A sandbox that cannot be made to trust its CA still runs; its
 		// TLS clients will refuse the credential proxy, visibly.
@@ -75,14 +62,14 @@ func runInit(_ context.Context, e *env, args []string) int {
 			fmt.Fprintf(e.stderr, "corral init: %v\n", err)
 		}
 	}
-	if err := prepareWarm(o.WaitStart, o.ExecdTokenFile, e.getenv("EXECD_ACCESS_TOKEN")); err != nil {
+	if err := initproc.PrepareWarm(o.WaitStart, o.ExecdTokenFile, e.getenv("EXECD_ACCESS_TOKEN")); err != nil {
 		return fail(e, "init: %v", err)
 	}
 	o.Entrypoint = fs.Args()
 	cfg := initproc.Config{Entrypoint: o.Entrypoint, Env: entryEnv, Stderr: e.stderr, StartFIFO: o.WaitStart,
 		WaitURL: o.WaitURL, WaitTimeout: o.WaitTimeout, ConsoleLimit: o.ConsoleLimit}
 	if o.ExitFD != 0 {
-		f, err := exitFile(o.ExitFD)
+		f, err := initproc.ExitFile(o.ExitFD)
 		if err != nil {
 			return fail(e, "init: --exit-fd %d: %v", o.ExitFD, err)
 		}
@@ -100,7 +87,7 @@ func runInit(_ context.Context, e *env, args []string) int {
 		}
 	}
 	if o.User != "" {
-		cred, err := lookupCredential(o.User)
+		cred, err := initproc.LookupCredential(o.User)
 		if err != nil {
 			return fail(e, "init: --user %q: %v", o.User, err)
 		}
@@ -114,7 +101,7 @@ func runInit(_ context.Context, e *env, args []string) int {
 			return fail(e, "init: listen on %s for execd: %v", o.ExecdListen, err)
 		}
 		if o.ReadyFD != 0 {
-			if err := signalReady(o.ReadyFD); err != nil {
+			if err := initproc.SignalReady(o.ReadyFD); err != nil {
 				return fail(e, "init: --ready-fd %d: %v", o.ReadyFD, err)
 			}
 		}
@@ -158,101 +145,4 @@ func listenFile(addr string) (*os.File, error) {
 	}
 	defer ln.Close()
 	return ln.(*net.TCPListener).File()
-}
-
-// exitFile checks that fd is an inherited descriptor of a regular file
-// open for writing.
-// signalReady writes a newline to descriptor fd and closes it, so that
-// nothing PID 1 starts inherits it.
-func signalReady(fd int) error {
-	if fd < 3 {
-		return errors.New("want a descriptor of 3 or more")
-	}
-	f := os.NewFile(uintptr(fd), "ready")
-	if f == nil {
-		return errors.New("not an open descriptor")
-	}
-	_, err := f.Write([]byte("\n"))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-func exitFile(fd int) (*os.File, error) {
-	if fd < 3 {
-		return nil, errors.New("want a descriptor of 3 or more")
-	}
-	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
-	if err != nil {
-		return nil, errors.New("not an open descriptor")
-	}
-	if fl&unix.O_ACCMODE == unix.O_RDONLY {
-		return nil, errors.New("not open for writing")
-	}
-	f := os.NewFile(uintptr(fd), "exit")
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return nil, errors.New("not a regular file")
-	}
-	return f, nil
-}
-
-// lookupCredential resolves USER[:GROUP] the way an image's User field
-// means it: numbers are taken as they are, names are looked up in the
-// sandbox's /etc/passwd and /etc/group, and a user without a group gets
-// its primary group (or, if it has no passwd entry, its UID).
-func lookupCredential(spec string) (*syscall.Credential, error) {
-	u, g, hasGroup := strings.Cut(spec, ":")
-	var uid, gid uint64
-	var err error
-	if uid, err = strconv.ParseUint(u, 10, 32); err != nil {
-		pw, lerr := user.Lookup(u)
-		if lerr != nil {
-			return nil, fmt.Errorf("no user %q in /etc/passwd", u)
-		}
-		uid, _ = strconv.ParseUint(pw.Uid, 10, 32)
-		gid, _ = strconv.ParseUint(pw.Gid, 10, 32)
-	} else if pw, lerr := user.LookupId(u); lerr == nil {
-		gid, _ = strconv.ParseUint(pw.Gid, 10, 32)
-	} else {
-		gid = uid
-	}
-	if hasGroup {
-		if gid, err = strconv.ParseUint(g, 10, 32); err != nil {
-			gr, lerr := user.LookupGroup(g)
-			if lerr != nil {
-				return nil, fmt.Errorf("no group %q in /etc/group", g)
-			}
-			gid, _ = strconv.ParseUint(gr.Gid, 10, 32)
-		}
-	}
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
-}
-
-// prepareWarm creates what a warm sandbox that nobody prepared from
-// outside needs (a Kubernetes pool pod): the start FIFO, and the token
-// file holding the token it was started with until an adoption replaces
-// it. Either that exists already is left alone.
-func prepareWarm(fifo, tokenFile, token string) error {
-	if fifo != "" {
-		if _, err := os.Lstat(fifo); errors.Is(err, fs.ErrNotExist) {
-			if err := os.MkdirAll(filepath.Dir(fifo), 0o700); err != nil {
-				return err
-			}
-			if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-				return fmt.Errorf("--wait-start: %w", err)
-			}
-		}
-	}
-	if tokenFile != "" && token != "" {
-		if _, err := os.Lstat(tokenFile); errors.Is(err, fs.ErrNotExist) {
-			if err := os.MkdirAll(filepath.Dir(tokenFile), 0o700); err != nil {
-				return err
-			}
-			if err := writeFileAtomic(tokenFile, strings.NewReader(token), 0o600); err != nil {
-				return fmt.Errorf("--execd-token-file: %w", err)
-			}
-		}
-	}
-	return nil
 }

@@ -1,0 +1,135 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package initproc
+
+// What PID 1 prepares from its command line before Run: the entrypoint's
+// environment, its user, the runtime's descriptors and a warm sandbox's
+// hand-over files. Here, not in the flag layer, so that tests reach it.
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/corral-dev/corral/internal/safefile"
+)
+
+// EntrypointEnv is PID 1's environment without what only execd may see:
+// the access token's verifier and corral's own execd settings.
+func EntrypointEnv(environ []string) []string {
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if name == "EXECD_ACCESS_TOKEN" || strings.HasPrefix(name, "CORRAL_EXECD_") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// SignalReady writes a newline to descriptor fd and closes it, so that
+// nothing PID 1 starts inherits it.
+func SignalReady(fd int) error {
+	if fd < 3 {
+		return errors.New("want a descriptor of 3 or more")
+	}
+	f := os.NewFile(uintptr(fd), "ready")
+	if f == nil {
+		return errors.New("not an open descriptor")
+	}
+	_, err := f.Write([]byte("\n"))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// ExitFile checks that fd is an inherited descriptor of a regular file
+// open for writing, and returns it (Config.ExitFile).
+func ExitFile(fd int) (*os.File, error) {
+	if fd < 3 {
+		return nil, errors.New("want a descriptor of 3 or more")
+	}
+	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err != nil {
+		return nil, errors.New("not an open descriptor")
+	}
+	if fl&unix.O_ACCMODE == unix.O_RDONLY {
+		return nil, errors.New("not open for writing")
+	}
+	f := os.NewFile(uintptr(fd), "exit")
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	return f, nil
+}
+
+// LookupCredential resolves USER[:GROUP] the way an image's User field
+// means it: numbers are taken as they are, names are looked up in the
+// sandbox's /etc/passwd and /etc/group, and a user without a group gets
+// its primary group (or, if it has no passwd entry, its UID).
+func LookupCredential(spec string) (*syscall.Credential, error) {
+	u, g, hasGroup := strings.Cut(spec, ":")
+	var uid, gid uint64
+	var err error
+	if uid, err = strconv.ParseUint(u, 10, 32); err != nil {
+		pw, lerr := user.Lookup(u)
+		if lerr != nil {
+			return nil, fmt.Errorf("no user %q in /etc/passwd", u)
+		}
+		uid, _ = strconv.ParseUint(pw.Uid, 10, 32)
+		gid, _ = strconv.ParseUint(pw.Gid, 10, 32)
+	} else if pw, lerr := user.LookupId(u); lerr == nil {
+		gid, _ = strconv.ParseUint(pw.Gid, 10, 32)
+	} else {
+		gid = uid
+	}
+	if hasGroup {
+		if gid, err = strconv.ParseUint(g, 10, 32); err != nil {
+			gr, lerr := user.LookupGroup(g)
+			if lerr != nil {
+				return nil, fmt.Errorf("no group %q in /etc/group", g)
+			}
+			gid, _ = strconv.ParseUint(gr.Gid, 10, 32)
+		}
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+// PrepareWarm creates what a warm sandbox that nobody prepared from
+// outside needs (a Kubernetes pool pod): the start FIFO, and the token
+// file holding the token it was started with until an adoption replaces
+// it. Either that exists already is left alone.
+func PrepareWarm(fifo, tokenFile, token string) error {
+	if fifo != "" {
+		if _, err := os.Lstat(fifo); errors.Is(err, fs.ErrNotExist) {
+			if err := os.MkdirAll(filepath.Dir(fifo), 0o700); err != nil {
+				return err
+			}
+			if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+				return fmt.Errorf("--wait-start: %w", err)
+			}
+		}
+	}
+	if tokenFile != "" && token != "" {
+		if _, err := os.Lstat(tokenFile); errors.Is(err, fs.ErrNotExist) {
+			if err := os.MkdirAll(filepath.Dir(tokenFile), 0o700); err != nil {
+				return err
+			}
+			if err := safefile.WriteFileAtomic(filepath.Dir(tokenFile), filepath.Base(tokenFile), []byte(token), 0o600); err != nil {
+				return fmt.Errorf("--execd-token-file: %w", err)
+			}
+		}
+	}
+	return nil
+}
