@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,6 +35,46 @@ const (
 type poolReconciler struct {
 	client client.Client
 	cfg    Config
+
+	mu sync.Mutex
+	// created are the warm pods this controller created, by pool, until
+	// its cache shows them: a reconcile that runs on a cache not yet
+	// showing its own creations counts them anyway, so it never starts
+	// more than maxStarting (a ReplicaSet controller's expectations).
+	created map[types.NamespacedName]map[string]time.Time
+}
+
+// expectFor is how long a created pod the cache never shows is counted
+// (it was deleted before the cache saw it).
+const expectFor = time.Minute
+
+// expected records pod as created for pool.
+func (r *poolReconciler) expected(pool types.NamespacedName, pod string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.created == nil {
+		r.created = map[types.NamespacedName]map[string]time.Time{}
+	}
+	if r.created[pool] == nil {
+		r.created[pool] = map[string]time.Time{}
+	}
+	r.created[pool][pod] = time.Now()
+}
+
+// unseen forgets the created pods of pool that the cache shows (or that
+// it never showed for expectFor) and counts the others.
+func (r *poolReconciler) unseen(pool types.NamespacedName, seen map[string]bool) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for name, at := range r.created[pool] {
+		if seen[name] || time.Since(at) > expectFor {
+			delete(r.created[pool], name)
+		}
+	}
+	if len(r.created[pool]) == 0 {
+		delete(r.created, pool)
+	}
+	return len(r.created[pool])
 }
 
 // warmSecret names the Secret holding the token warm pod pod starts with.
@@ -57,6 +98,13 @@ func (r *poolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	}
 	var live []*corev1.Pod
 	ready, starting := int32(0), int32(0)
+	seen := map[string]bool{}
+	for i := range pods.Items {
+		seen[pods.Items[i].Name] = true
+	}
+	// Created pods the cache does not show yet are starting.
+	inFlight := r.unseen(req.NamespacedName, seen)
+	starting += int32(inFlight)
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		if !p.DeletionTimestamp.IsZero() || !metav1.IsControlledBy(p, &pool) {
@@ -100,7 +148,7 @@ func (r *poolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if m := pool.Spec.MaxStarting; m != nil && *m > 0 {
 		maxStarting = *m
 	}
-	for n := len(live); n < int(pool.Spec.Warm) && starting < maxStarting; n++ {
+	for n := len(live) + inFlight; n < int(pool.Spec.Warm) && starting < maxStarting; n++ {
 		if err := r.startWarmPod(ctx, &pool); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -117,6 +165,9 @@ func (r *poolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		if err := r.client.Status().Patch(ctx, &pool, patch); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
+	}
+	if inFlight > 0 && (recheck == 0 || recheck > time.Second) {
+		recheck = time.Second // until the cache shows them
 	}
 	return ctrl.Result{RequeueAfter: recheck}, nil
 }
@@ -149,6 +200,7 @@ func (r *poolReconciler) startWarmPod(ctx context.Context, pool *v1alpha1.Sandbo
 		_ = r.client.Delete(ctx, sec)
 		return err
 	}
+	r.expected(client.ObjectKeyFromObject(pool), pod.Name)
 	return nil
 }
 
