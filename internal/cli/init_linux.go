@@ -41,7 +41,7 @@ func runInit(_ context.Context, e *env, args []string) int {
 		if o.IsolateNetwork == "any" {
 			err = nft.IsolateOutbound()
 		} else {
-			ports, ok := parsePorts(o.IsolateNetwork)
+			ports, ok := nft.ParsePorts(o.IsolateNetwork)
 			if !ok {
 				return fail(e, "init: --isolate-network %q: want ports from 1 to 65535, comma-separated, or any", o.IsolateNetwork)
 			}

@@ -13,7 +13,9 @@ import (
 
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/driver/kube"
+	"github.com/corral-dev/corral/internal/egress/dnsproxy"
 	"github.com/corral-dev/corral/internal/egress/launch"
+	"github.com/corral-dev/corral/internal/egress/policy"
 	"github.com/corral-dev/corral/internal/kube/controller"
 	"github.com/corral-dev/corral/internal/kube/kubeconfig"
 	"github.com/corral-dev/corral/internal/kube/records"
@@ -42,11 +44,11 @@ func runController(ctx context.Context, e *env, args []string) int {
 	if *image == "" {
 		return fail(e, "controller: --corral-image is required (an image with this corral binary at /corral)")
 	}
-	policy, err := kubeconfig.PullPolicy(*pull)
+	pullPolicy, err := kubeconfig.PullPolicy(*pull)
 	if err != nil {
 		return fail(e, "controller: --corral-image-pull-policy: %v", err)
 	}
-	upstreams := splitList(*egressUp)
+	upstreams := policy.SplitList(*egressUp)
 	for _, u := range upstreams {
 		if ap, err := netip.ParseAddrPort(u); err != nil || ap.Addr().IsLoopback() {
 			return fail(e, "controller: --egress-upstream %q: want ip:port of a resolver the pods can reach (not loopback)", u)
@@ -54,15 +56,15 @@ func runController(ctx context.Context, e *env, args []string) int {
 	}
 	if len(upstreams) == 0 {
 		// A loopback resolver of this host means nothing in a pod.
-		upstreams = launch.SystemResolvers(false)
+		upstreams = dnsproxy.Reachable(dnsproxy.SystemResolvers())
 	}
-	deny := splitList(*egressDeny)
+	deny := policy.SplitList(*egressDeny)
 	for _, d := range deny {
 		if _, err := netip.ParsePrefix(d); err != nil {
 			return fail(e, "controller: --egress-deny %q: want a CIDR", d)
 		}
 	}
-	allowPrivate, err := parseAllowPrivate(*egressAllowPrivate)
+	allowPrivate, err := policy.ParseAllowPrivate(*egressAllowPrivate)
 	if err != nil {
 		return fail(e, "controller: --egress-allow-private: %v", err)
 	}
@@ -79,7 +81,7 @@ func runController(ctx context.Context, e *env, args []string) int {
 		return fail(e, "controller: %v", err)
 	}
 	err = controller.Run(ctx, rc, controller.Config{
-		Namespace: *ns, CorralImage: *image, CorralImagePullPolicy: policy, LeaderElection: *leader,
+		Namespace: *ns, CorralImage: *image, CorralImagePullPolicy: pullPolicy, LeaderElection: *leader,
 		LeaderElectionNamespace: *leaderNS, MetricsAddr: *metrics, HealthAddr: *health, Workers: *workers, Logger: log,
 		EgressUpstreams: upstreams, EgressDeny: deny, EgressAllowPrivate: launch.JoinPrefixes(allowPrivate),
 		UserNamespaces: *userNS,

@@ -140,13 +140,13 @@ func (cfg *serveConfig) network() (launch.Config, error) {
 		}
 		n.Uplink.Subnet = p
 	}
-	for _, u := range splitList(cfg.egressUpstream) {
+	for _, u := range policy.SplitList(cfg.egressUpstream) {
 		if _, err := netip.ParseAddrPort(u); err != nil {
 			return n, fmt.Errorf("--egress-upstream %q: want ip:port", u)
 		}
 		n.Upstreams = append(n.Upstreams, u)
 	}
-	for _, d := range splitList(cfg.egressDeny) {
+	for _, d := range policy.SplitList(cfg.egressDeny) {
 		p, err := netip.ParsePrefix(d)
 		if err != nil {
 			return n, fmt.Errorf("--egress-deny %q: want a CIDR", d)
@@ -154,7 +154,7 @@ func (cfg *serveConfig) network() (launch.Config, error) {
 		n.Deny = append(n.Deny, p)
 	}
 	var err error
-	if n.AllowPrivate, err = parseAllowPrivate(cfg.egressAllowPriv); err != nil {
+	if n.AllowPrivate, err = policy.ParseAllowPrivate(cfg.egressAllowPriv); err != nil {
 		return n, fmt.Errorf("--egress-allow-private: %w", err)
 	}
 	if cfg.egressUpstreamCA != "" {
@@ -531,7 +531,7 @@ type kubeKeyStore interface {
 // host, with a port or not, and nothing else; "*" is refused.
 func parseOrigins(list string) ([]string, error) {
 	var out []string
-	for _, o := range splitList(list) {
+	for _, o := range policy.SplitList(list) {
 		u, err := url.Parse(o)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
 			(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {

@@ -33,6 +33,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/net/netutil"
+
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/internal/egress/audit"
 	"github.com/corral-dev/corral/internal/egress/dnsproxy"
@@ -45,7 +47,6 @@ import (
 	"github.com/corral-dev/corral/internal/hostnet/netns"
 	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/unixsock"
-	"golang.org/x/net/netutil"
 )
 
 // HeaderAuth carries the egress API's token.
@@ -114,7 +115,11 @@ type Config struct {
 	// enforcer that runs inside the namespace it confines (a pod's
 	// sidecar) rather than outside it.
 	ExemptMark uint32
-	Logger     *slog.Logger
+	// Inbound, for an enforcer inside the namespace it confines (Netns
+	// ""), accepts new inbound TCP connections only on these ports,
+	// besides loopback and answers; New programs it.
+	Inbound []uint16
+	Logger  *slog.Logger
 }
 
 // Service is a running enforcer.
@@ -137,6 +142,14 @@ type Service struct {
 
 // New loads the policy and programs the namespace; Run then serves.
 func New(cfg Config) (*Service, error) {
+	if len(cfg.Inbound) > 0 {
+		if cfg.Netns != "" {
+			return nil, errors.New("inbound ports need an enforcer inside its namespace")
+		}
+		if err := nft.RestrictInbound(cfg.Inbound); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.DNSListen == "" {
 		cfg.DNSListen = "127.0.0.1:53"
 	}

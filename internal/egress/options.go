@@ -4,8 +4,19 @@
 package egress
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
 
+	"github.com/corral-dev/corral/internal/egress/dnsproxy"
+	"github.com/corral-dev/corral/internal/egress/nft"
+	"github.com/corral-dev/corral/internal/egress/policy"
 	"github.com/corral-dev/corral/internal/insandbox"
 )
 
@@ -100,4 +111,98 @@ func ParseArgs(args []string) (Options, error) {
 	fs := flag.NewFlagSet("egress", flag.ContinueOnError)
 	o.Register(fs)
 	return o, fs.Parse(args)
+}
+
+// Config loads what the options name (the token file, the TLS pair, the
+// extra CAs) and checks the rest, for New; the Logger and DropPrivileges
+// are the caller's. An error names the flag at fault.
+func (o Options) Config() (Config, error) {
+	cfg := Config{Netns: o.Netns, Token: o.Token, TokenStateFile: o.TokenState, PolicyFile: o.PolicyFile,
+		DNSListen: o.DNSListen, APIListen: o.APIListen, APISocket: o.APISocket, SandboxID: o.SandboxID,
+		VaultDir: o.VaultDir, VaultListen: o.VaultListen}
+	if o.Netns == "" {
+		return Config{}, errors.New("--netns is required")
+	}
+	if o.Netns == "self" {
+		cfg.Netns = ""
+	}
+	if o.TokenFile != "" {
+		b, err := os.ReadFile(o.TokenFile)
+		if err != nil {
+			return Config{}, fmt.Errorf("--token-file: %w", err)
+		}
+		if cfg.Token = strings.TrimSpace(string(b)); cfg.Token == "" {
+			return Config{}, fmt.Errorf("--token-file %s is empty", o.TokenFile)
+		}
+	}
+	if cfg.Token == "" {
+		// A token kept by an earlier run (a replaced one) will do.
+		if b, err := os.ReadFile(cfg.TokenStateFile); cfg.TokenStateFile == "" || err != nil || strings.TrimSpace(string(b)) == "" {
+			return Config{}, errors.New("a token is required (--token, --token-file or $OPENSANDBOX_EGRESS_TOKEN): the API changes the policy")
+		}
+	}
+	var err error
+	if cfg.Initial, err = policy.Decode([]byte(o.Policy)); err != nil {
+		return Config{}, fmt.Errorf("--policy: %w", err)
+	}
+	for _, p := range policy.SplitList(o.Deny) {
+		pfx, err := netip.ParsePrefix(p)
+		if err != nil {
+			return Config{}, fmt.Errorf("--deny %q: want a CIDR", p)
+		}
+		cfg.DenyPrefixes = append(cfg.DenyPrefixes, pfx)
+	}
+	if cfg.AllowPrivate, err = policy.ParseAllowPrivate(o.AllowPrivate); err != nil {
+		return Config{}, fmt.Errorf("--allow-private: %w", err)
+	}
+	if o.ExemptMark != "" {
+		m, err := strconv.ParseUint(o.ExemptMark, 0, 32)
+		if err != nil || m == 0 {
+			return Config{}, fmt.Errorf("--exempt-mark %q: want a non-zero 32-bit number", o.ExemptMark)
+		}
+		cfg.ExemptMark = uint32(m)
+	}
+	if (o.APITLSCert == "") != (o.APITLSKey == "") {
+		return Config{}, errors.New("--api-tls-cert and --api-tls-key go together")
+	}
+	if o.APITLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(o.APITLSCert, o.APITLSKey)
+		if err != nil {
+			return Config{}, fmt.Errorf("--api-tls-cert: %w", err)
+		}
+		cfg.APITLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}
+	}
+	if o.Inbound != "" {
+		if cfg.Netns != "" {
+			return Config{}, errors.New("--inbound needs --netns self")
+		}
+		ports, ok := nft.ParsePorts(o.Inbound)
+		if !ok {
+			return Config{}, fmt.Errorf("--inbound %q: want TCP ports, comma-separated", o.Inbound)
+		}
+		cfg.Inbound = ports
+	}
+	if o.UpstreamCA != "" {
+		pem, err := os.ReadFile(o.UpstreamCA)
+		if err != nil {
+			return Config{}, fmt.Errorf("--upstream-ca: %w", err)
+		}
+		roots, err := x509.SystemCertPool()
+		if err != nil {
+			roots = x509.NewCertPool()
+		}
+		if !roots.AppendCertsFromPEM(pem) {
+			return Config{}, fmt.Errorf("--upstream-ca %s holds no PEM certificate", o.UpstreamCA)
+		}
+		cfg.UpstreamRoots = roots
+	}
+	if cfg.Upstreams = policy.SplitList(o.Upstreams); len(cfg.Upstreams) == 0 {
+		cfg.Upstreams = dnsproxy.SystemResolvers()
+	}
+	for _, u := range cfg.Upstreams {
+		if _, err := netip.ParseAddrPort(u); err != nil {
+			return Config{}, fmt.Errorf("upstream %q: want ip:port", u)
+		}
+	}
+	return cfg, nil
 }

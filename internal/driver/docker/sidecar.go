@@ -31,6 +31,7 @@ import (
 
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/egress"
+	"github.com/corral-dev/corral/internal/egress/dnsproxy"
 	"github.com/corral-dev/corral/internal/egress/launch"
 	"github.com/corral-dev/corral/internal/egress/mitm"
 	"github.com/corral-dev/corral/internal/hostnet/forward"
@@ -84,7 +85,7 @@ func (d *Driver) remoteUpstreams() ([]string, error) {
 	if len(d.cfg.Network.Upstreams) > 0 {
 		return d.cfg.Network.Upstreams, nil
 	}
-	out := launch.SystemResolvers(false)
+	out := dnsproxy.Reachable(dnsproxy.SystemResolvers())
 	if len(out) == 0 {
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "SANDBOX::API_NOT_SUPPORTED",
 			"network policies on a remote Docker engine need resolvers its machine reaches: start the server with --egress-upstream IP:PORT")

@@ -5,6 +5,8 @@ package nft
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
@@ -102,4 +104,18 @@ func confine(table string, ports []uint16, anyTCP, outbound bool) error {
 		return fmt.Errorf("nft: confine the namespace (%s): %w", table, err)
 	}
 	return nil
+}
+
+// ParsePorts reads a comma-separated list of TCP ports from 1 to 65535,
+// as Isolate and RestrictInbound take them; ok is false for anything
+// else, an empty item included.
+func ParsePorts(s string) (ports []uint16, ok bool) {
+	for _, p := range strings.Split(s, ",") {
+		n, err := strconv.ParseUint(strings.TrimSpace(p), 10, 16)
+		if err != nil || n == 0 {
+			return nil, false
+		}
+		ports = append(ports, uint16(n))
+	}
+	return ports, true
 }

@@ -155,6 +155,36 @@ func prefixes(ss ...string) []netip.Prefix {
 	return out
 }
 
+// SplitList is a comma-separated list's items, trimmed, empty ones
+// dropped: how the flags of the server and the enforcer take lists.
+func SplitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// ParseAllowPrivate reads a comma-separated list of CIDRs an operator
+// allows back out of the private ranges, each checked with
+// CheckAllowPrivate.
+func ParseAllowPrivate(list string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range SplitList(list) {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("%q: want a CIDR", s)
+		}
+		out = append(out, p.Masked())
+	}
+	if err := CheckAllowPrivate(out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CheckAllowPrivate refuses a range an operator wants to allow back that
 // is not inside a private range, or that holds a metadata address.
 func CheckAllowPrivate(allow []netip.Prefix) error {

@@ -1,7 +1,7 @@
 // Copyright 2026 The corral Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package launch
+package dnsproxy
 
 import (
 	"bufio"
@@ -12,9 +12,8 @@ import (
 )
 
 // SystemResolvers are the nameservers of this machine's
-// /etc/resolv.conf, as ip:port; without loopback, only those a resolver
-// elsewhere (a pod, a remote engine's container) can use too.
-func SystemResolvers(loopback bool) []string {
+// /etc/resolv.conf, as ip:port.
+func SystemResolvers() []string {
 	f, err := os.Open("/etc/resolv.conf")
 	if err != nil {
 		return nil
@@ -27,8 +26,20 @@ func SystemResolvers(loopback bool) []string {
 		if len(fields) < 2 || fields[0] != "nameserver" {
 			continue
 		}
-		if ip, err := netip.ParseAddr(fields[1]); err == nil && (loopback || !ip.IsLoopback()) {
+		if ip, err := netip.ParseAddr(fields[1]); err == nil {
 			out = append(out, net.JoinHostPort(ip.String(), "53"))
+		}
+	}
+	return out
+}
+
+// Reachable are the resolvers of rs that a resolver elsewhere (a pod, a
+// remote engine's container) can use too: those not on loopback.
+func Reachable(rs []string) []string {
+	var out []string
+	for _, r := range rs {
+		if ap, err := netip.ParseAddrPort(r); err == nil && !ap.Addr().IsLoopback() {
+			out = append(out, r)
 		}
 	}
 	return out
