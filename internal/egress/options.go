@@ -135,12 +135,6 @@ func (o Options) Config() (Config, error) {
 			return Config{}, fmt.Errorf("--token-file %s is empty", o.TokenFile)
 		}
 	}
-	if cfg.Token == "" {
-		// A token kept by an earlier run (a replaced one) will do.
-		if b, err := os.ReadFile(cfg.TokenStateFile); cfg.TokenStateFile == "" || err != nil || strings.TrimSpace(string(b)) == "" {
-			return Config{}, errors.New("a token is required (--token, --token-file or $OPENSANDBOX_EGRESS_TOKEN): the API changes the policy")
-		}
-	}
 	var err error
 	if cfg.Initial, err = policy.Decode([]byte(o.Policy)); err != nil {
 		return Config{}, fmt.Errorf("--policy: %w", err)
@@ -202,6 +196,12 @@ func (o Options) Config() (Config, error) {
 	for _, u := range cfg.Upstreams {
 		if _, err := netip.ParseAddrPort(u); err != nil {
 			return Config{}, fmt.Errorf("upstream %q: want ip:port", u)
+		}
+	}
+	if cfg.Token == "" {
+		// A token kept by an earlier run (a replaced one) will do.
+		if b, err := os.ReadFile(cfg.TokenStateFile); cfg.TokenStateFile == "" || err != nil || strings.TrimSpace(string(b)) == "" {
+			return Config{}, errors.New("a token is required (--token, --token-file or $OPENSANDBOX_EGRESS_TOKEN): the API changes the policy")
 		}
 	}
 	return cfg, nil
