@@ -101,35 +101,69 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (*driver.Handle, 
 			return nil, err
 		}
 	}
-	return d.create(ctx, spec, false)
+	return d.create(ctx, spec, runEntrypoint)
 }
 
-// create makes a sandbox from nothing. A warm one (for the pool) runs no
-// entrypoint: PID 1 waits for one on the start FIFO, and execd takes its
-// token and extra environment from files that a claim rewrites.
-func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *driver.Handle, err error) {
+// createMode says what a made sandbox runs.
+type createMode uint8
+
+const (
+	// runEntrypoint starts the request's entrypoint.
+	runEntrypoint createMode = iota
+	// waitForClaim makes a warm sandbox for the pool: PID 1 waits for an
+	// entrypoint on the start FIFO, and execd takes its token and extra
+	// environment from files that a claim rewrites.
+	waitForClaim
+)
+
+// build is a sandbox being made: what each step of create leaves for the
+// next.
+type build struct {
+	spec driver.Spec
+	mode createMode
+	plan *rootfsPlan
+	// bundle is on the runtime tmpfs; disk holds the writable layer and
+	// the console log.
+	bundle, disk        string
+	rootfs, upper, work string
+	// overlay is the root mount's options for the runtime ("" when the
+	// stack was mounted at rootfs here).
+	overlay  string
+	cwd      string
+	uid, gid uint32
+	hostname string
+	// ns holds the sandbox's network namespace; netns names it.
+	ns     *os.File
+	netns  string
+	mounts []specs.Mount
+	mark   func(step string)
+}
+
+// create makes a sandbox from nothing, in named steps: the bundle, the
+// root file system, the identity files, the network, the spec, then the
+// start.
+func (d *Driver) create(ctx context.Context, spec driver.Spec, mode createMode) (_ *driver.Handle, err error) {
 	if err := validID(spec.ID); err != nil {
 		return nil, err
 	}
-	bundle, disk := d.bundleDir(spec.ID), d.diskDir(spec.ID)
-	for _, dir := range []string{bundle, disk} {
+	b := &build{spec: spec, mode: mode, bundle: d.bundleDir(spec.ID), disk: d.diskDir(spec.ID)}
+	for _, dir := range []string{b.bundle, b.disk} {
 		if _, err := os.Stat(dir); err == nil {
 			return nil, fmt.Errorf("sandbox %s: %w", spec.ID, errdefs.ErrAlreadyExists)
 		}
 	}
-	if len(spec.Entrypoint) == 0 && !warm {
+	if len(spec.Entrypoint) == 0 && mode == runEntrypoint {
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "SANDBOX::INVALID_PARAMETER", "entrypoint is empty")
 	}
 	t0 := time.Now()
-	mark := func(step string) {
+	b.mark = func(step string) {
 		d.log.DebugContext(ctx, "create step", "step", step, "ms", float64(time.Since(t0).Microseconds())/1000)
 	}
-	plan, err := d.plan(ctx, spec)
-	mark("plan")
-	if err != nil {
+	if b.plan, err = d.plan(ctx, spec); err != nil {
 		return nil, err
 	}
-	if err := os.Mkdir(bundle, 0o700); err != nil {
+	b.mark("plan")
+	if err := os.Mkdir(b.bundle, 0o700); err != nil {
 		if errors.Is(err, os.ErrExist) {
 			return nil, fmt.Errorf("sandbox %s: %w", spec.ID, errdefs.ErrAlreadyExists)
 		}
@@ -137,6 +171,9 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *dr
 	}
 	defer func() {
 		if err != nil {
+			if b.ns != nil {
+				b.ns.Close()
+			}
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 			defer cancel()
 			if derr := d.Destroy(cctx, spec.ID); derr != nil {
@@ -144,167 +181,217 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *dr
 			}
 		}
 	}()
-	labels := driver.BackendLabels(spec)
-	meta, _ := json.Marshal(bundleMeta{ID: spec.ID, Tenant: spec.Tenant, Labels: labels, Created: time.Now().UTC(), Layers: plan.layers})
-	if err := os.WriteFile(filepath.Join(bundle, "meta.json"), meta, 0o600); err != nil {
+	if err := d.prepareBundle(ctx, b); err != nil {
 		return nil, err
 	}
-	if err := os.Mkdir(filepath.Join(bundle, "status"), 0o755); err != nil {
+	if err := mountRootfs(ctx, b); err != nil {
 		return nil, err
 	}
-	if warm {
-		if err := os.WriteFile(filepath.Join(bundle, "pool"), nil, 0o600); err != nil {
-			return nil, err
+	if err := writeIdentity(b); err != nil {
+		return nil, err
+	}
+	if err := d.attachNetwork(ctx, b); err != nil {
+		return nil, err
+	}
+	if err := d.writeSpec(b); err != nil {
+		return nil, err
+	}
+	return d.start(ctx, b)
+}
+
+// prepareBundle writes the bundle's metadata and status directory (a warm
+// sandbox's hand-over files too) and makes the disk directory, with its
+// own file system when the sandbox has a disk limit.
+func (d *Driver) prepareBundle(ctx context.Context, b *build) error {
+	meta, _ := json.Marshal(bundleMeta{ID: b.spec.ID, Tenant: b.spec.Tenant, Labels: driver.BackendLabels(b.spec), Created: time.Now().UTC(), Layers: b.plan.layers})
+	if err := os.WriteFile(filepath.Join(b.bundle, "meta.json"), meta, 0o600); err != nil {
+		return err
+	}
+	if err := os.Mkdir(filepath.Join(b.bundle, "status"), 0o755); err != nil {
+		return err
+	}
+	if b.mode == waitForClaim {
+		if err := os.WriteFile(filepath.Join(b.bundle, "pool"), nil, 0o600); err != nil {
+			return err
 		}
-		if err := syscall.Mkfifo(filepath.Join(bundle, "status", "start"), 0o600); err != nil {
-			return nil, err
+		if err := syscall.Mkfifo(filepath.Join(b.bundle, "status", "start"), 0o600); err != nil {
+			return err
 		}
-		for name, body := range map[string]string{"token": verifier.Of(spec.ExecdToken) + "\n", "env": ""} {
-			if err := os.WriteFile(filepath.Join(bundle, "status", name), []byte(body), 0o600); err != nil {
-				return nil, err
+		for name, body := range map[string]string{"token": verifier.Of(b.spec.ExecdToken) + "\n", "env": ""} {
+			if err := os.WriteFile(filepath.Join(b.bundle, "status", name), []byte(body), 0o600); err != nil {
+				return err
 			}
 		}
 	}
-	if err := os.Mkdir(disk, 0o700); err != nil {
-		return nil, err
+	if err := os.Mkdir(b.disk, 0o700); err != nil {
+		return err
 	}
-	rootfs := filepath.Join(disk, "rootfs")
-	upper, work := filepath.Join(disk, "upper"), filepath.Join(disk, "work")
+	b.rootfs = filepath.Join(b.disk, "rootfs")
+	b.upper, b.work = filepath.Join(b.disk, "upper"), filepath.Join(b.disk, "work")
 	dirs := []string{"rootfs", "upper", "work"}
-	if spec.Resources.DiskBytes > 0 {
+	if b.spec.Resources.DiskBytes > 0 {
 		dirs = dirs[:1]
 	}
 	for _, dir := range dirs {
-		if err := os.Mkdir(filepath.Join(disk, dir), 0o755); err != nil {
-			return nil, err
+		if err := os.Mkdir(filepath.Join(b.disk, dir), 0o755); err != nil {
+			return err
 		}
 	}
-	if spec.Resources.DiskBytes > 0 {
-		if upper, work, err = mountDisk(ctx, disk, spec.Resources.DiskBytes); err != nil {
-			return nil, err
+	if b.spec.Resources.DiskBytes > 0 {
+		var err error
+		if b.upper, b.work, err = mountDisk(ctx, b.disk, b.spec.Resources.DiskBytes); err != nil {
+			return err
 		}
-		mark("disk")
+		b.mark("disk")
 	}
-	mark("bundle")
-	// The root file system is mounted by the runtime, inside the
-	// sandbox's own mount namespace: the server's holds no mount of it,
-	// so it costs no later create anything and goes with the sandbox.
-	// A stack too long for one mount call is mounted here instead.
-	overlay, fits := overlayOptions(plan.lowers, upper, work)
+	b.mark("bundle")
+	return nil
+}
+
+// mountRootfs prepares the root file system. It is mounted by the
+// runtime, inside the sandbox's own mount namespace: the server's holds no
+// mount of it, so it costs no later create anything and goes with the
+// sandbox. A stack too long for one mount call is mounted here instead.
+// The image's user is resolved and its working directory made in it.
+func mountRootfs(ctx context.Context, b *build) error {
+	overlay, fits := overlayOptions(b.plan.lowers, b.upper, b.work)
 	if !fits {
 		overlay = ""
-		if err := mountOverlay(plan.lowers, upper, work, rootfs); err != nil {
-			return nil, err
+		if err := mountOverlay(b.plan.lowers, b.upper, b.work, b.rootfs); err != nil {
+			return err
 		}
 	}
+	b.overlay = overlay
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return err
 	}
-	cwd, err := workingDir(plan.config.WorkingDir)
-	if err != nil {
-		return nil, err
+	var err error
+	if b.cwd, err = workingDir(b.plan.config.WorkingDir); err != nil {
+		return err
 	}
-	uid, gid, err := prepareRoot(plan, upper, work, rootfs, cwd, !fits)
-	if err != nil {
-		return nil, err
+	if b.uid, b.gid, err = prepareRoot(b.plan, b.upper, b.work, b.rootfs, b.cwd, !fits); err != nil {
+		return err
 	}
-	mark("overlay")
-	hostname := "sandbox-" + strings.ReplaceAll(spec.ID, "-", "")[:min(12, len(strings.ReplaceAll(spec.ID, "-", "")))]
-	if err := os.WriteFile(filepath.Join(bundle, "hostname"), []byte(hostname+"\n"), 0o644); err != nil {
-		return nil, err
+	b.mark("overlay")
+	return nil
+}
+
+// writeIdentity writes the sandbox's hostname and hosts files.
+func writeIdentity(b *build) error {
+	hex := strings.ReplaceAll(b.spec.ID, "-", "")
+	b.hostname = "sandbox-" + hex[:min(12, len(hex))]
+	if err := os.WriteFile(filepath.Join(b.bundle, "hostname"), []byte(b.hostname+"\n"), 0o644); err != nil {
+		return err
 	}
-	hosts := "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + hostname + "\n"
-	if err := os.WriteFile(filepath.Join(bundle, "hosts"), []byte(hosts), 0o644); err != nil {
-		return nil, err
+	hosts := "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + b.hostname + "\n"
+	if err := os.WriteFile(filepath.Join(b.bundle, "hosts"), []byte(hosts), 0o644); err != nil {
+		return err
 	}
-	mark("files")
+	b.mark("files")
+	return nil
+}
+
+// attachNetwork makes the sandbox's network namespace and, for a policed
+// sandbox, starts its enforcer before anything can leave; it also sets
+// the mounts that go with them.
+func (d *Driver) attachNetwork(ctx context.Context, b *build) error {
 	ns, err := newNetns()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	defer func() {
-		if err != nil {
-			ns.Close()
-		}
-	}()
 	// This process's descriptor holds the namespace until the sandbox's
 	// processes do; runc opens it by this process's /proc.
-	netns := fdPath(ns)
-	mark("netns")
-	mounts := []specs.Mount{
+	b.ns, b.netns = ns, fdPath(ns)
+	b.mark("netns")
+	b.mounts = []specs.Mount{
 		bindMount(d.cfg.CorralBinary, insandbox.Binary, true),
 		// Read-only: the sandbox can plant nothing there for the host to
 		// read, and cannot fill the tmpfs every bundle shares.
-		bindMount(filepath.Join(bundle, "status"), statusInSandbox, true),
-		bindMount(filepath.Join(bundle, "hosts"), "/etc/hosts", true),
-		bindMount(filepath.Join(bundle, "hostname"), "/etc/hostname", true),
+		bindMount(filepath.Join(b.bundle, "status"), statusInSandbox, true),
+		bindMount(filepath.Join(b.bundle, "hosts"), "/etc/hosts", true),
+		bindMount(filepath.Join(b.bundle, "hostname"), "/etc/hostname", true),
 	}
-	if spec.SecretsDir != "" {
-		mounts = append(mounts, bindMount(spec.SecretsDir, "/run/corral", true))
+	if b.spec.SecretsDir != "" {
+		b.mounts = append(b.mounts, bindMount(b.spec.SecretsDir, "/run/corral", true))
 	}
-	if spec.Policed() {
-		dir := egressDir(bundle)
-		if err := launch.Prepare(dir, launch.Sandbox{ID: spec.ID, Policy: spec.NetworkPolicy, Token: spec.EgressToken, CredentialProxy: spec.CredentialProxy}); err != nil {
-			return nil, err
+	if b.spec.Policed() {
+		dir := egressDir(b.bundle)
+		if err := launch.Prepare(dir, launch.Sandbox{ID: b.spec.ID, Policy: b.spec.NetworkPolicy, Token: b.spec.EgressToken, CredentialProxy: b.spec.CredentialProxy}); err != nil {
+			return err
 		}
-		if err := d.net.Start(ctx, spec.ID, dir, netns); err != nil {
-			return nil, err
+		if err := d.net.Start(ctx, b.spec.ID, dir, b.netns); err != nil {
+			return err
 		}
-		mounts = append(mounts, bindMount(filepath.Join(dir, "resolv.conf"), "/etc/resolv.conf", true))
+		b.mounts = append(b.mounts, bindMount(filepath.Join(dir, "resolv.conf"), "/etc/resolv.conf", true))
 		if ca := launch.CAFile(dir); ca != "" {
-			mounts = append(mounts, bindMount(ca, insandbox.VaultCA, true))
+			b.mounts = append(b.mounts, bindMount(ca, insandbox.VaultCA, true))
 		}
-		mark("egress")
+		b.mark("egress")
 	}
-	if plan.host {
+	return nil
+}
+
+// writeSpec writes the bundle's config.json: the host image's system
+// directories as overlays of their own, PID 1's command line and
+// environment, the limits.
+func (d *Driver) writeSpec(b *build) error {
+	mounts := b.mounts
+	if b.plan.host {
 		for _, dir := range hostSystemDirs() {
 			if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
 				continue
 			}
 			// On the sandbox's own disk when it has a limit.
-			up, wk := filepath.Join(filepath.Dir(upper), "host", dir, "upper"), filepath.Join(filepath.Dir(upper), "host", dir, "work")
+			up, wk := filepath.Join(filepath.Dir(b.upper), "host", dir, "upper"), filepath.Join(filepath.Dir(b.upper), "host", dir, "work")
 			if err := os.MkdirAll(up, 0o755); err != nil {
-				return nil, err
+				return err
 			}
 			if err := os.MkdirAll(wk, 0o755); err != nil {
-				return nil, err
+				return err
 			}
 			mounts = append(mounts, overlayMount(dir, up, wk, dir))
 		}
 	}
-	args, extra := initCommand(spec, initParams{hostname: hostname, uid: uid, gid: gid, warm: warm})
-	env := mergeEnv(plan.config.Env, spec.Env, extra...)
+	args, extra := initCommand(b.spec, initParams{hostname: b.hostname, uid: b.uid, gid: b.gid, warm: b.mode == waitForClaim})
+	env := mergeEnv(b.plan.config.Env, b.spec.Env, extra...)
 	if !hasVar(env, "HOME") {
 		env = append(env, "HOME=/root")
 	}
+	spec := b.spec
 	s, err := buildSpec(specParams{
-		id: spec.ID, rootfs: rootfs, rootOverlay: overlay, hostname: hostname, args: args, env: env, cwd: cwd,
-		netns:       "/proc/" + strconv.Itoa(os.Getpid()) + "/fd/" + strconv.Itoa(int(ns.Fd())),
-		cgroupsPath: cgroupsPath(spec.ID), annotations: labels, mounts: mounts,
+		id: spec.ID, rootfs: b.rootfs, rootOverlay: b.overlay, hostname: b.hostname, args: args, env: env, cwd: b.cwd,
+		netns:       "/proc/" + strconv.Itoa(os.Getpid()) + "/fd/" + strconv.Itoa(int(b.ns.Fd())),
+		cgroupsPath: cgroupsPath(spec.ID), annotations: driver.BackendLabels(spec), mounts: mounts,
 		cpuMillis: spec.Resources.CPUMillis, memoryBytes: spec.Resources.MemoryBytes, pids: spec.Resources.Pids,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	sb, err := json.Marshal(s)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := os.WriteFile(filepath.Join(bundle, "config.json"), sb, 0o600); err != nil {
-		return nil, err
+	if err := os.WriteFile(filepath.Join(b.bundle, "config.json"), sb, 0o600); err != nil {
+		return err
 	}
-	mark("spec")
+	b.mark("spec")
+	return nil
+}
+
+// start runs the bundle and waits until execd answers, then tracks the
+// sandbox and returns its handle.
+func (d *Driver) start(ctx context.Context, b *build) (*driver.Handle, error) {
 	// Readable too: PID 1 keeps the newest output when it trims the log.
 	// On disk beside the writable layer, not on the runtime tmpfs that
 	// every sandbox's small files share.
-	console, err := os.OpenFile(filepath.Join(disk, consoleFile), os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o600)
+	console, err := os.OpenFile(filepath.Join(b.disk, consoleFile), os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
 	defer console.Close()
 	// PID 1 writes its exit code through this descriptor (fd 3) into a
 	// file of the bundle's that no sandbox path leads to.
-	exit, err := os.OpenFile(filepath.Join(bundle, exitFile), os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
+	exit, err := os.OpenFile(filepath.Join(b.bundle, exitFile), os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -317,29 +404,29 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *dr
 		return nil, err
 	}
 	defer ready.Close()
-	pidFile := filepath.Join(bundle, "init.pid")
+	pidFile := filepath.Join(b.bundle, "init.pid")
 	opts := &runc.CreateOpts{IO: fileIO{console}, PidFile: pidFile, Detach: true, ExtraFiles: []*os.File{exit, readyW}}
-	_, err = d.runc.Run(ctx, spec.ID, bundle, opts)
+	_, err = d.runc.Run(ctx, b.spec.ID, b.bundle, opts)
 	readyW.Close()
 	if err != nil {
-		return nil, d.startError(bundle, disk, fmt.Errorf("runc run: %w", err))
+		return nil, d.startError(b.bundle, b.disk, fmt.Errorf("runc run: %w", err))
 	}
-	mark("runc")
+	b.mark("runc")
 	pid, err := readPid(pidFile)
 	if err != nil {
 		return nil, err
 	}
 	start, err := procfs.StartTime(pid)
 	if err != nil {
-		return nil, d.startError(bundle, disk, fmt.Errorf("the sandbox exited at once"))
+		return nil, d.startError(b.bundle, b.disk, fmt.Errorf("the sandbox exited at once"))
 	}
-	if err := d.waitReady(ctx, ready, netns, pid, start); err != nil {
-		return nil, d.startError(bundle, disk, err)
+	if err := d.waitReady(ctx, ready, b.netns, pid, start); err != nil {
+		return nil, d.startError(b.bundle, b.disk, err)
 	}
-	mark("ready")
-	d.track(spec.ID, &instance{bundle: bundle, pid: pid, startTime: start, netns: netns, ns: ns})
-	state, _ := json.Marshal(handleState{Bundle: bundle, Pid: pid, StartTime: start})
-	return &driver.Handle{ID: spec.ID, Driver: Name, Version: 1, State: state}, nil
+	b.mark("ready")
+	d.track(b.spec.ID, &instance{bundle: b.bundle, pid: pid, startTime: start, netns: b.netns, ns: b.ns})
+	state, _ := json.Marshal(handleState{Bundle: b.bundle, Pid: pid, StartTime: start})
+	return &driver.Handle{ID: b.spec.ID, Driver: Name, Version: 1, State: state}, nil
 }
 
 // prepareRoot resolves the image's user and makes its working directory,

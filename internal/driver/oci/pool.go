@@ -216,7 +216,7 @@ func (d *Driver) createWarm(ctx context.Context, image string) (string, error) {
 	_, _ = rand.Read(tok[:])
 	spec := driver.Spec{ID: newWarmID(), Image: driver.Image{URI: image}, Labels: map[string]string{LabelPool: "true"},
 		ExecdToken: hex.EncodeToString(tok[:])}
-	if _, err := d.create(ctx, spec, true); err != nil {
+	if _, err := d.create(ctx, spec, waitForClaim); err != nil {
 		return "", err
 	}
 	return spec.ID, nil
