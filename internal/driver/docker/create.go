@@ -62,13 +62,14 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "SANDBOX::API_NOT_SUPPORTED",
 			"secrets on demand need a local Docker engine (the sandbox reaches the server over a socket it mounts)")
 	}
-	policed := spec.Policed()
+	mode := d.egressModeOf(spec)
+	policed := mode.policed()
 	if policed && d.cfg.StateDir == "" {
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "SANDBOX::API_NOT_SUPPORTED",
 			"network policies need the driver's state directory, which this server does not have")
 	}
 	var upstreams []string
-	if policed && d.cfg.Remote {
+	if mode == sidecarEnforcer {
 		if upstreams, err = d.remoteUpstreams(); err != nil {
 			return nil, err
 		}
@@ -94,36 +95,19 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 			return nil, err
 		}
 	}
-	cfg, host := d.containerConfig(spec, ref, user, policed)
+	cfg, host := d.containerConfig(spec, ref, user, mode)
 	if spec.SecretsDir != "" {
 		host.Binds = append(host.Binds, spec.SecretsDir+":/run/corral:ro")
 	}
 	if policed {
-		dir := d.egressDir(spec.ID)
 		defer func() {
 			if err != nil {
-				_ = os.RemoveAll(dir)
+				_ = os.RemoveAll(d.egressDir(spec.ID))
 			}
 		}()
-		if err := launch.Prepare(dir, launch.Sandbox{ID: spec.ID, Policy: spec.NetworkPolicy, Token: spec.EgressToken, CredentialProxy: spec.CredentialProxy}); err != nil {
+		if err := d.prepareEgress(spec, mode, host); err != nil {
 			return nil, err
 		}
-	}
-	if policed && !d.cfg.Remote {
-		dir := d.egressDir(spec.ID)
-		host.Binds = append(host.Binds, filepath.Join(dir, "resolv.conf")+":/etc/resolv.conf:ro")
-		if ca := launch.CAFile(dir); ca != "" {
-			host.Binds = append(host.Binds, ca+":"+insandbox.VaultCA+":ro")
-		}
-		// PID 1 holds the entrypoint back until the network is policed.
-		gate := filepath.Join(dir, "gate")
-		if err := os.Mkdir(gate, 0o700); err != nil {
-			return nil, err
-		}
-		if err := syscall.Mkfifo(filepath.Join(gate, "start"), 0o600); err != nil {
-			return nil, err
-		}
-		host.Binds = append(host.Binds, gate+":"+gateInSandbox+":ro")
 	}
 	cctx, cancel := d.call(ctx)
 	created, err := d.cli.ContainerCreate(cctx, client.ContainerCreateOptions{Config: cfg, HostConfig: host, Name: containerName(spec.ID)})
@@ -171,37 +155,8 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 	if err != nil {
 		return nil, d.startErr(ctx, spec.ID, err)
 	}
-	if policed && d.cfg.Remote {
-		// PID 1 holds the entrypoint back until the sidecar is ready.
-		if err := d.startSidecar(ctx, spec.ID, created.ID, upstreams); err != nil {
-			return nil, err
-		}
-	} else if policed {
-		// The container starts with loopback only; its way out appears
-		// once the enforcer's rules are in place.
-		c, err := d.inspect(ctx, spec.ID)
-		if err != nil {
-			return nil, err
-		}
-		if !c.State.Running {
-			return nil, d.exitedEarly(ctx, spec.ID, c)
-		}
-		ns, err := d.nsPath(spec.ID, c)
-		if err != nil {
-			return nil, err
-		}
-		if err := d.net.Start(ctx, spec.ID, d.egressDir(spec.ID), ns); err != nil {
-			return nil, err
-		}
-		gate, err := os.OpenRoot(filepath.Join(d.egressDir(spec.ID), "gate"))
-		if err != nil {
-			return nil, err
-		}
-		err = initproc.SendStart(ctx, gate, "start", initproc.Start{Args: spec.Entrypoint})
-		gate.Close()
-		if err != nil {
-			return nil, fmt.Errorf("start the entrypoint of %s: %w", spec.ID, err)
-		}
+	if err := d.startEgress(ctx, spec, mode, created.ID, upstreams); err != nil {
+		return nil, err
 	}
 	if err := d.waitReady(ctx, spec.ID); err != nil {
 		return nil, err
@@ -211,17 +166,117 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 }
 
 // containerConfig is the container a spec asks for.
+// egressMode is how a sandbox's egress is enforced on this engine, chosen
+// once per create.
+type egressMode uint8
+
+const (
+	// noNetwork: no policy on a local engine; the container has loopback
+	// only.
+	noNetwork egressMode = iota
+	// isolatedBridge: no policy on a remote engine; the container is on
+	// the engine's bridge (execd is published), and PID 1 closes the
+	// namespace to all but execd's port.
+	isolatedBridge
+	// localEnforcer: a policy on a local engine; an enforcer process on
+	// this machine polices the container's namespace from outside.
+	localEnforcer
+	// sidecarEnforcer: a policy on a remote engine; an enforcer container
+	// shares the sandbox's namespace.
+	sidecarEnforcer
+)
+
+func (m egressMode) policed() bool { return m == localEnforcer || m == sidecarEnforcer }
+
+// egressModeOf picks spec's egress mode on this driver's engine.
+func (d *Driver) egressModeOf(spec driver.Spec) egressMode {
+	switch {
+	case spec.Policed() && d.cfg.Remote:
+		return sidecarEnforcer
+	case spec.Policed():
+		return localEnforcer
+	case d.cfg.Remote:
+		return isolatedBridge
+	}
+	return noNetwork
+}
+
+// prepareEgress writes a policed sandbox's enforcer directory and, for a
+// local enforcer, binds its resolv.conf, CA and start gate into host.
+func (d *Driver) prepareEgress(spec driver.Spec, mode egressMode, host *container.HostConfig) error {
+	dir := d.egressDir(spec.ID)
+	if err := launch.Prepare(dir, launch.Sandbox{ID: spec.ID, Policy: spec.NetworkPolicy, Token: spec.EgressToken, CredentialProxy: spec.CredentialProxy}); err != nil {
+		return err
+	}
+	if mode != localEnforcer {
+		return nil
+	}
+	host.Binds = append(host.Binds, filepath.Join(dir, "resolv.conf")+":/etc/resolv.conf:ro")
+	if ca := launch.CAFile(dir); ca != "" {
+		host.Binds = append(host.Binds, ca+":"+insandbox.VaultCA+":ro")
+	}
+	// PID 1 holds the entrypoint back until the network is policed.
+	gate := filepath.Join(dir, "gate")
+	if err := os.Mkdir(gate, 0o700); err != nil {
+		return err
+	}
+	if err := syscall.Mkfifo(filepath.Join(gate, "start"), 0o600); err != nil {
+		return err
+	}
+	host.Binds = append(host.Binds, gate+":"+gateInSandbox+":ro")
+	return nil
+}
+
+// startEgress polices a started container: the sidecar on a remote
+// engine (PID 1 waits for it), else the enforcer here, after which PID 1
+// is handed the entrypoint through the gate.
+func (d *Driver) startEgress(ctx context.Context, spec driver.Spec, mode egressMode, containerID string, upstreams []string) error {
+	switch mode {
+	case sidecarEnforcer:
+		return d.startSidecar(ctx, spec.ID, containerID, upstreams)
+	case localEnforcer:
+	default:
+		return nil
+	}
+	// The container starts with loopback only; its way out appears once
+	// the enforcer's rules are in place.
+	c, err := d.inspect(ctx, spec.ID)
+	if err != nil {
+		return err
+	}
+	if !c.State.Running {
+		return d.exitedEarly(ctx, spec.ID, c)
+	}
+	ns, err := d.nsPath(spec.ID, c)
+	if err != nil {
+		return err
+	}
+	if err := d.net.Start(ctx, spec.ID, d.egressDir(spec.ID), ns); err != nil {
+		return err
+	}
+	gate, err := os.OpenRoot(filepath.Join(d.egressDir(spec.ID), "gate"))
+	if err != nil {
+		return err
+	}
+	err = initproc.SendStart(ctx, gate, "start", initproc.Start{Args: spec.Entrypoint})
+	gate.Close()
+	if err != nil {
+		return fmt.Errorf("start the entrypoint of %s: %w", spec.ID, err)
+	}
+	return nil
+}
+
 // gateInSandbox holds the FIFO a policed sandbox's PID 1 waits on.
 const gateInSandbox = "/.corral-gate"
 
-// containerConfig is the container a spec asks for; a gated one's PID 1
-// waits for its entrypoint on a FIFO.
-func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, gated bool) (*container.Config, *container.HostConfig) {
+// containerConfig is the container a spec asks for; a policed one's PID 1
+// holds its entrypoint back until the enforcer's rules are in.
+func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, mode egressMode) (*container.Config, *container.HostConfig) {
 	hex := strings.ReplaceAll(spec.ID, "-", "")
 	hostname := "sandbox-" + hex[:min(12, len(hex))]
 	o := initproc.DefaultOptions()
 	caps := capabilities
-	if d.cfg.Remote && !gated {
+	if mode == isolatedBridge {
 		// On the engine's bridge without a policy: PID 1 closes the
 		// namespace to all but execd's port, then gives NET_ADMIN up.
 		o.IsolateNetwork = strconv.Itoa(insandbox.ExecdPort)
@@ -236,9 +291,9 @@ func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, gated 
 		}
 	}
 	switch {
-	case gated && d.cfg.Remote:
+	case mode == sidecarEnforcer:
 		o.WaitURL, o.WaitTimeout, o.Entrypoint = waitURL, d.cfg.ReadyTimeout+30*time.Second, spec.Entrypoint
-	case gated:
+	case mode == localEnforcer:
 		// The entrypoint comes through the FIFO once the rules are in.
 		o.WaitStart = gateInSandbox + "/start"
 	default:
@@ -300,7 +355,7 @@ func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, gated 
 		// policed one publishes its sidecar's egress API too, and
 		// resolves through it.
 		ports := []int{insandbox.ExecdPort}
-		if gated {
+		if mode == sidecarEnforcer {
 			ports = append(ports, insandbox.EgressPort)
 			host.DNS = []netip.Addr{netip.MustParseAddr("127.0.0.1")}
 			host.DNSOptions = []string{"ndots:0"}

@@ -39,7 +39,15 @@ func TestInitCommandIsWhatInitParses(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := &Driver{cfg: Config{Remote: tc.remote, ReadyTimeout: 20 * time.Second, CorralBinary: "/usr/bin/corral"}}
-			cfg, _ := d.containerConfig(spec, "img", "app", tc.gated)
+			sp := spec
+			if !tc.gated {
+				sp.NetworkPolicy = nil
+			}
+			mode := d.egressModeOf(sp)
+			if mode.policed() != tc.gated {
+				t.Fatalf("mode %d for a policy %v", mode, tc.gated)
+			}
+			cfg, _ := d.containerConfig(sp, "img", "app", mode)
 			args := append(slices.Clone(cfg.Entrypoint), cfg.Cmd...)
 			if args[0] != insandbox.Binary || args[1] != "init" {
 				t.Fatalf("argv %q", args)
@@ -48,7 +56,7 @@ func TestInitCommandIsWhatInitParses(t *testing.T) {
 			if err != nil {
 				t.Fatalf("corral init refuses %q: %v", args, err)
 			}
-			if o.User != "app" || o.TrustCA != insandbox.VaultCA || o.ExecdStateDir != insandbox.ExecdStateDir || !tc.check(o) {
+			if o.User != "app" || (o.TrustCA == insandbox.VaultCA) != tc.gated || o.ExecdStateDir != insandbox.ExecdStateDir || !tc.check(o) {
 				t.Fatalf("argv %q parses to %+v", args, o)
 			}
 		})
