@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/corral-dev/corral/internal/cmdline"
 	"github.com/corral-dev/corral/internal/egress/dnsproxy"
 	"github.com/corral-dev/corral/internal/egress/nft"
 	"github.com/corral-dev/corral/internal/egress/policy"
@@ -90,18 +91,8 @@ func (o *Options) Register(fs *flag.FlagSet) {
 // Argv is the command line that runs binary as `corral egress` with o:
 // the flags that differ from DefaultOptions, each followed by its value.
 func (o Options) Argv(binary string) []string {
-	want := flag.NewFlagSet("egress", flag.ContinueOnError)
-	o.Register(want)
 	base := DefaultOptions()
-	def := flag.NewFlagSet("egress", flag.ContinueOnError)
-	base.Register(def)
-	args := []string{binary, "egress"}
-	want.VisitAll(func(f *flag.Flag) {
-		if f.DefValue != def.Lookup(f.Name).DefValue {
-			args = append(args, "--"+f.Name, f.DefValue)
-		}
-	})
-	return args
+	return cmdline.Argv(binary, "egress", o.Register, base.Register)
 }
 
 // ParseArgs parses a command line Argv built (without the binary and

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"time"
 
+	"github.com/corral-dev/corral/internal/cmdline"
 	"github.com/corral-dev/corral/internal/insandbox"
 )
 
@@ -80,21 +81,8 @@ func (o *Options) Register(fs *flag.FlagSet) {
 // Argv is the command line that runs binary as `corral init` with o:
 // the flags that differ from DefaultOptions, "--", then the entrypoint.
 func (o Options) Argv(binary string) []string {
-	want := flag.NewFlagSet("init", flag.ContinueOnError)
-	o.Register(want)
 	base := DefaultOptions()
-	def := flag.NewFlagSet("init", flag.ContinueOnError)
-	base.Register(def)
-	args := []string{binary, "init"}
-	want.VisitAll(func(f *flag.Flag) {
-		switch b, ok := f.Value.(interface{ IsBoolFlag() bool }); {
-		case f.DefValue == def.Lookup(f.Name).DefValue:
-		case ok && b.IsBoolFlag():
-			args = append(args, "--"+f.Name+"="+f.DefValue)
-		default:
-			args = append(args, "--"+f.Name, f.DefValue)
-		}
-	})
+	args := cmdline.Argv(binary, "init", o.Register, base.Register)
 	return append(append(args, "--"), o.Entrypoint...)
 }
 
