@@ -308,23 +308,6 @@ func (d *Driver) egressDir(id string) string {
 	return filepath.Join(d.cfg.StateDir, "egress", id)
 }
 
-// EgressPid returns the pid of sandbox id's egress enforcer.
-// On a remote engine that shares this machine's PID namespace (tests),
-// it is the sidecar's.
-func (d *Driver) EgressPid(id string) (int, error) {
-	if d.cfg.Remote {
-		sc, ok, err := d.sidecar(context.Background(), id)
-		if err != nil {
-			return 0, err
-		}
-		if !ok || !sc.State.Running || sc.State.Pid <= 0 {
-			return 0, fmt.Errorf("sandbox %s has no running egress sidecar: %w", id, errdefs.ErrNotFound)
-		}
-		return sc.State.Pid, nil
-	}
-	return launch.Pid(d.egressDir(id))
-}
-
 // stopNetwork ends sandbox id's enforcer and removes its files.
 func (d *Driver) stopNetwork(ctx context.Context, id string) error {
 	dir := d.egressDir(id)

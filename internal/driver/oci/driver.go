@@ -246,9 +246,6 @@ func (d *Driver) netnsPath(id string) string { return filepath.Join(runDir(d.cfg
 // egressDir holds a sandbox's egress enforcer's files.
 func egressDir(bundle string) string { return filepath.Join(bundle, "egress") }
 
-// EgressPid returns the pid of sandbox id's egress enforcer.
-func (d *Driver) EgressPid(id string) (int, error) { return launch.Pid(egressDir(d.bundleDir(id))) }
-
 // Close destroys the warm pool and stops the port forwarders; sandboxes
 // and their egress enforcers keep running.
 func (d *Driver) Close() error {
