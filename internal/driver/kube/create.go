@@ -25,7 +25,6 @@ import (
 	"github.com/corral-dev/corral/internal/hostnet/forward"
 	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
-	"github.com/corral-dev/corral/internal/kube/controller"
 	"github.com/corral-dev/corral/internal/sandbox"
 )
 
@@ -69,7 +68,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 	}()
 	owned := make(chan error, 1)
 	go func() {
-		owner := controller.OwnerRef(sbx, "Sandbox")
+		owner := v1alpha1.OwnerRef(sbx, "Sandbox")
 		for _, sec := range secrets {
 			patch := client.MergeFrom(sec.DeepCopy())
 			sec.OwnerReferences = []metav1.OwnerReference{owner}
@@ -183,7 +182,7 @@ func (d *Driver) poolFor(ctx context.Context, sbx *v1alpha1.Sandbox) (string, er
 	best := ""
 	var ready int32
 	for _, p := range pools.Items {
-		if controller.SameTemplate(&p.Spec.Template, sbx) && p.Status.Ready > ready {
+		if p.Spec.Template.Matches(sbx) && p.Status.Ready > ready {
 			best, ready = p.Name, p.Status.Ready
 		}
 	}
@@ -214,10 +213,10 @@ func (d *Driver) secretsFor(spec driver.Spec) []*corev1.Secret {
 	out := []*corev1.Secret{{
 		ObjectMeta: meta(accessSecret(spec.ID)),
 		Type:       corev1.SecretTypeOpaque,
-		Data:       map[string][]byte{controller.TokenKey: []byte(spec.ExecdToken)},
+		Data:       map[string][]byte{v1alpha1.TokenKey: []byte(spec.ExecdToken)},
 	}}
 	if spec.Policed() {
-		out[0].Data[controller.EgressTokenKey] = []byte(spec.EgressToken)
+		out[0].Data[v1alpha1.EgressTokenKey] = []byte(spec.EgressToken)
 	}
 	if spec.Image.Username != "" || spec.Image.Password != "" {
 		auth := base64.StdEncoding.EncodeToString([]byte(spec.Image.Username + ":" + spec.Image.Password))

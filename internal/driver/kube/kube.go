@@ -39,7 +39,6 @@ import (
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/kube/apierr"
 	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
-	"github.com/corral-dev/corral/internal/kube/controller"
 	"github.com/corral-dev/corral/internal/kube/kubeconfig"
 	"github.com/corral-dev/corral/internal/sandbox"
 )
@@ -150,7 +149,7 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	scheme, err := controller.Scheme()
+	scheme, err := v1alpha1.Scheme()
 	if err != nil {
 		return nil, err
 	}
@@ -532,7 +531,7 @@ func (d *Driver) Import(ctx context.Context, id string) (*driver.Imported, error
 	}
 	spec := driver.Spec{
 		ID: id, Tenant: sbx.Spec.Tenant, Image: driver.Image{URI: sbx.Spec.Image}, Entrypoint: sbx.Spec.Entrypoint,
-		Labels: userLabels(sbx), ExecdToken: string(sec.Data[controller.TokenKey]),
+		Labels: userLabels(sbx), ExecdToken: string(sec.Data[v1alpha1.TokenKey]),
 	}
 	if len(spec.Labels) == 0 {
 		spec.Labels = nil

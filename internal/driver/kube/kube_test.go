@@ -449,7 +449,7 @@ func TestWarmPoolHandsOverSecretEnv(t *testing.T) {
 	waitPoolReady(t, d, "env", 1, time.Minute)
 	id := "henv" + randID()
 	token := "tok" + randID()
-	access := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "acc-" + id, Namespace: w.ns}, Data: map[string][]byte{controller.TokenKey: []byte(token)}}
+	access := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "acc-" + id, Namespace: w.ns}, Data: map[string][]byte{v1alpha1.TokenKey: []byte(token)}}
 	if err := w.c.Client.Create(ctx, access); err != nil {
 		t.Fatal(err)
 	}

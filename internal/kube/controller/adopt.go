@@ -119,7 +119,7 @@ func (r *sandboxReconciler) claim(ctx context.Context, sbx *v1alpha1.Sandbox) (*
 		}
 		return nil, err
 	}
-	if !SameTemplate(&pool.Spec.Template, sbx) {
+	if !pool.Spec.Template.Matches(sbx) {
 		return nil, errNoWarmPod
 	}
 	var pods corev1.PodList
@@ -133,7 +133,7 @@ func (r *sandboxReconciler) claim(ctx context.Context, sbx *v1alpha1.Sandbox) (*
 			continue
 		}
 		p.Labels = sandboxLabels(sbx)
-		p.OwnerReferences = []metav1.OwnerReference{OwnerRef(sbx, "Sandbox")}
+		p.OwnerReferences = []metav1.OwnerReference{v1alpha1.OwnerRef(sbx, "Sandbox")}
 		err := r.client.Update(ctx, p)
 		switch {
 		case err == nil:
@@ -145,20 +145,6 @@ func (r *sandboxReconciler) claim(ctx context.Context, sbx *v1alpha1.Sandbox) (*
 		}
 	}
 	return nil, errNoWarmPod
-}
-
-// SameTemplate reports whether sbx asks for what a pool of template t
-// runs: the pods it could adopt.
-func SameTemplate(t *v1alpha1.SandboxTemplate, sbx *v1alpha1.Sandbox) bool {
-	s := &sbx.Spec
-	return t.Image == s.Image && equalPtr(t.RuntimeClassName, s.RuntimeClassName) && t.Egress == (s.Egress != nil) &&
-		slices.Equal(t.ImagePullSecrets, s.ImagePullSecrets) &&
-		t.Resources.Limits.Cpu().Equal(*s.Resources.Limits.Cpu()) && t.Resources.Limits.Memory().Equal(*s.Resources.Limits.Memory()) &&
-		t.Resources.Requests.Cpu().Equal(*s.Resources.Requests.Cpu()) && t.Resources.Requests.Memory().Equal(*s.Resources.Requests.Memory())
-}
-
-func equalPtr[T comparable](a, b *T) bool {
-	return a == nil && b == nil || a != nil && b != nil && *a == *b
 }
 
 // adopt hands the claimed pod over to sbx (access is sbx's access
@@ -189,7 +175,7 @@ func (r *sandboxReconciler) handOver(ctx context.Context, sbx *v1alpha1.Sandbox,
 	}
 	if sbx.Spec.Egress != nil {
 		egressAddr := net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(insandbox.EgressPort))
-		if err := handOverEgress(ctx, egressAddr, string(warm.Data[EgressTokenKey]), string(access.Data[EgressTokenKey]), sbx.Spec.Egress.Policy); err != nil {
+		if err := handOverEgress(ctx, egressAddr, string(warm.Data[v1alpha1.EgressTokenKey]), string(access.Data[v1alpha1.EgressTokenKey]), sbx.Spec.Egress.Policy); err != nil {
 			return err
 		}
 	}
@@ -197,7 +183,7 @@ func (r *sandboxReconciler) handOver(ctx context.Context, sbx *v1alpha1.Sandbox,
 	if err != nil {
 		return err
 	}
-	token := string(access.Data[TokenKey])
+	token := string(access.Data[v1alpha1.TokenKey])
 	// The pod gets the token's verifier: nothing in it holds the token.
 	a := initproc.Adoption{Token: verifier.Of(token), Args: sbx.Spec.Entrypoint, Env: env}
 	spec, _ := json.Marshal(a)
@@ -206,7 +192,7 @@ func (r *sandboxReconciler) handOver(ctx context.Context, sbx *v1alpha1.Sandbox,
 		Envs:    map[string]string{"CORRAL_ADOPT": string(spec)},
 	}
 	addr := net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(insandbox.ExecdPort))
-	err = runInPod(ctx, addr, string(warm.Data[TokenKey]), req)
+	err = runInPod(ctx, addr, string(warm.Data[v1alpha1.TokenKey]), req)
 	if errors.Is(err, errUnauthorized) {
 		// The warm token no longer works: an earlier reconcile handed the
 		// pod over already (its mark not in the cache yet). Running the
@@ -221,7 +207,7 @@ func (r *sandboxReconciler) handOver(ctx context.Context, sbx *v1alpha1.Sandbox,
 // token refused and checks the policy with the sandbox's.
 func handOverEgress(ctx context.Context, addr, warmToken, token, policy string) error {
 	if len(token) < api.EgressTokenMinLen {
-		return fmt.Errorf("the sandbox's access Secret has no usable %s", EgressTokenKey)
+		return fmt.Errorf("the sandbox's access Secret has no usable %s", v1alpha1.EgressTokenKey)
 	}
 	err := egressCall(ctx, addr, warmToken, http.MethodPut, "/policy", policy)
 	if errors.Is(err, errUnauthorized) {

@@ -70,7 +70,7 @@ func apiServer(t *testing.T) (client.Client, string) {
 	if apiEnv.err != nil {
 		t.Fatalf("%s=1 but the API server does not start: %v", testutil.EnvKube, apiEnv.err)
 	}
-	scheme, err := Scheme()
+	scheme, err := v1alpha1.Scheme()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestSandboxFollowsItsPod(t *testing.T) {
 	c, ns := apiServer(t)
 	ctx := context.Background()
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "corral-s1", Namespace: ns, Labels: map[string]string{LabelSandboxID: "s1", LabelManaged: "true"}},
-		Data: map[string][]byte{TokenKey: []byte("t")}}
+		Data: map[string][]byte{v1alpha1.TokenKey: []byte("t")}}
 	if err := c.Create(ctx, sec); err != nil {
 		t.Fatal(err)
 	}
@@ -269,13 +269,13 @@ func TestPoolKeepsItsSize(t *testing.T) {
 	tokens := map[string]bool{}
 	for _, p := range ps {
 		var sec corev1.Secret
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: warmSecret(p.Name)}, &sec); err != nil || len(sec.Data[TokenKey]) < 32 {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: warmSecret(p.Name)}, &sec); err != nil || len(sec.Data[v1alpha1.TokenKey]) < 32 {
 			t.Fatalf("token Secret of %s: %v", p.Name, err)
 		}
-		if e := p.Spec.Containers[0].Env[0]; e.Name != "EXECD_ACCESS_TOKEN" || e.Value != verifier.Of(string(sec.Data[TokenKey])) {
+		if e := p.Spec.Containers[0].Env[0]; e.Name != "EXECD_ACCESS_TOKEN" || e.Value != verifier.Of(string(sec.Data[v1alpha1.TokenKey])) {
 			t.Errorf("pod %s has not its own token's verifier: %+v", p.Name, e)
 		}
-		tokens[string(sec.Data[TokenKey])] = true
+		tokens[string(sec.Data[v1alpha1.TokenKey])] = true
 	}
 	if len(tokens) != len(ps) {
 		t.Errorf("%d pods share %d tokens", len(ps), len(tokens))
@@ -322,7 +322,7 @@ func TestPoolKeepsItsSize(t *testing.T) {
 func TestEgressInputIsChecked(t *testing.T) {
 	c, ns := apiServer(t)
 	ctx := context.Background()
-	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "acc", Namespace: ns}, Data: map[string][]byte{TokenKey: []byte("t")}}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "acc", Namespace: ns}, Data: map[string][]byte{v1alpha1.TokenKey: []byte("t")}}
 	if err := c.Create(ctx, sec); err != nil {
 		t.Fatal(err)
 	}
@@ -332,7 +332,7 @@ func TestEgressInputIsChecked(t *testing.T) {
 		{"bad-action", `{"defaultAction":"maybe"}`, v1alpha1.ConditionFailed, "InvalidEgressPolicy", "maybe"},
 		{"bad-json", `{"defaultAction":`, v1alpha1.ConditionFailed, "InvalidEgressPolicy", ""},
 		{"bad-target", `{"defaultAction":"deny","egress":[{"action":"allow","target":"exa mple.com"}]}`, v1alpha1.ConditionFailed, "InvalidEgressPolicy", ""},
-		{"no-egress-token", `{"defaultAction":"deny"}`, v1alpha1.ConditionReady, "WaitingForAccessSecret", EgressTokenKey},
+		{"no-egress-token", `{"defaultAction":"deny"}`, v1alpha1.ConditionReady, "WaitingForAccessSecret", v1alpha1.EgressTokenKey},
 	} {
 		sbx := &v1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: tc.name, Namespace: ns},
 			Spec: v1alpha1.SandboxSpec{Image: "img", Entrypoint: []string{"sleep", "1"}, AccessSecretName: "acc",

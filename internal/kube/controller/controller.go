@@ -24,7 +24,6 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -89,19 +88,6 @@ type Config struct {
 	Now func() time.Time
 }
 
-// Scheme returns the scheme of everything the controller and the kube
-// driver read and write: the core types they use and corral's CRDs.
-func Scheme() (*runtime.Scheme, error) {
-	s := runtime.NewScheme()
-	if err := corev1.AddToScheme(s); err != nil {
-		return nil, err
-	}
-	if err := v1alpha1.AddToScheme(s); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
 // Run runs the controller until ctx ends.
 func Run(ctx context.Context, rc *rest.Config, cfg Config) error {
 	mgr, err := NewManager(rc, cfg)
@@ -129,7 +115,7 @@ func NewManager(rc *rest.Config, cfg Config) (ctrl.Manager, error) {
 	if cfg.MetricsAddr == "" {
 		cfg.MetricsAddr = "0"
 	}
-	scheme, err := Scheme()
+	scheme, err := v1alpha1.Scheme()
 	if err != nil {
 		return nil, err
 	}

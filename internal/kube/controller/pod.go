@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/corral-dev/corral/internal/egress"
 	"github.com/corral-dev/corral/internal/initproc"
@@ -27,11 +26,6 @@ const (
 	// InstallContainerName copies the corral binary into binVolume.
 	InstallContainerName = "corral-install"
 	binVolume            = "corral-bin"
-	// TokenKey is the key of the access Secret holding execd's token.
-	TokenKey = "execd-token"
-	// EgressTokenKey is the key of the access Secret holding the egress
-	// API's token (Sandboxes with an egress policy).
-	EgressTokenKey = "egress-token"
 	// EgressContainerName is the egress sidecar.
 	EgressContainerName = "corral-egress"
 	// EgressMark is the socket mark of the sidecar's own DNS queries.
@@ -85,7 +79,7 @@ func (r *sandboxReconciler) podFor(sbx *v1alpha1.Sandbox, token string) *corev1.
 	})
 	p.Name, p.Namespace = sbx.Name, sbx.Namespace
 	p.Labels = sandboxLabels(sbx)
-	p.OwnerReferences = []metav1.OwnerReference{OwnerRef(sbx, "Sandbox")}
+	p.OwnerReferences = []metav1.OwnerReference{v1alpha1.OwnerRef(sbx, "Sandbox")}
 	p.Spec.Hostname = hostname(sbx.Name)
 	if sbx.Spec.Egress != nil {
 		addEgress(r.cfg, p, sbx.Name, sbx.Spec.Egress.Policy, sbx.Spec.AccessSecretName)
@@ -125,7 +119,7 @@ func addEgress(cfg Config, p *corev1.Pod, name, policy, tokenSecret string) {
 		// left in its state file.
 		Env: []corev1.EnvVar{{Name: "OPENSANDBOX_EGRESS_TOKEN", ValueFrom: &corev1.EnvVarSource{
 			SecretKeyRef: &corev1.SecretKeySelector{
-				LocalObjectReference: corev1.LocalObjectReference{Name: tokenSecret}, Key: EgressTokenKey, Optional: &yes,
+				LocalObjectReference: corev1.LocalObjectReference{Name: tokenSecret}, Key: v1alpha1.EgressTokenKey, Optional: &yes,
 			},
 		}}},
 		Ports:        []corev1.ContainerPort{{Name: "egress", ContainerPort: insandbox.EgressPort, Protocol: corev1.ProtocolTCP}},
@@ -168,7 +162,7 @@ func (r *poolReconciler) warmPodFor(pool *v1alpha1.SandboxPool, name, token stri
 	})
 	p.Name, p.Namespace = name, pool.Namespace
 	p.Labels = map[string]string{LabelManaged: "true", LabelPool: pool.Name}
-	p.OwnerReferences = []metav1.OwnerReference{OwnerRef(pool, "SandboxPool")}
+	p.OwnerReferences = []metav1.OwnerReference{v1alpha1.OwnerRef(pool, "SandboxPool")}
 	if t.Egress {
 		addEgress(r.cfg, p, name, warmPolicy, warmSecret(name))
 	}
@@ -201,16 +195,6 @@ func sandboxLabels(sbx *v1alpha1.Sandbox) map[string]string {
 	lbl[LabelManaged] = "true"
 	lbl[LabelTenant] = sbx.Spec.Tenant
 	return lbl
-}
-
-// OwnerRef is the controller reference of o (a corral.dev object of kind)
-// on the objects made for it.
-func OwnerRef(o client.Object, kind string) metav1.OwnerReference {
-	t := true
-	return metav1.OwnerReference{
-		APIVersion: v1alpha1.GroupVersion.String(), Kind: kind, Name: o.GetName(), UID: o.GetUID(),
-		Controller: &t, BlockOwnerDeletion: &t,
-	}
 }
 
 // sandboxCapabilities are what a sandbox's container keeps of the

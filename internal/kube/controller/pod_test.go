@@ -45,7 +45,7 @@ func TestEgressSidecar(t *testing.T) {
 			t.Errorf("sidecar %v lacks %s %s", args, want[0], want[1])
 		}
 	}
-	if len(eg.Env) != 1 || eg.Env[0].ValueFrom.SecretKeyRef.Name != "corral-s1" || eg.Env[0].ValueFrom.SecretKeyRef.Key != EgressTokenKey {
+	if len(eg.Env) != 1 || eg.Env[0].ValueFrom.SecretKeyRef.Name != "corral-s1" || eg.Env[0].ValueFrom.SecretKeyRef.Key != v1alpha1.EgressTokenKey {
 		t.Errorf("sidecar token: %+v", eg.Env)
 	}
 	sb := p.Spec.Containers[0]
@@ -66,7 +66,7 @@ func TestEgressSidecar(t *testing.T) {
 		}
 	}
 	for _, e := range sb.Env {
-		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Key == EgressTokenKey {
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Key == v1alpha1.EgressTokenKey {
 			t.Error("the sandbox gets the egress token")
 		}
 	}
@@ -96,11 +96,11 @@ func TestEgressSidecar(t *testing.T) {
 		Template: v1alpha1.SandboxTemplate{Image: "busybox"}}}
 	confined := plain.DeepCopy()
 	confined.Spec.Template.Egress = true
-	if SameTemplate(&plain.Spec.Template, sbx) || !SameTemplate(&confined.Spec.Template, sbx) {
+	if plain.Spec.Template.Matches(sbx) || !confined.Spec.Template.Matches(sbx) {
 		t.Error("a Sandbox with a policy matches the wrong pools")
 	}
 	sbx.Spec.Egress = nil
-	if !SameTemplate(&plain.Spec.Template, sbx) || SameTemplate(&confined.Spec.Template, sbx) {
+	if !plain.Spec.Template.Matches(sbx) || confined.Spec.Template.Matches(sbx) {
 		t.Error("a Sandbox without a policy matches the wrong pools")
 	}
 	pr := &poolReconciler{cfg: r.cfg}

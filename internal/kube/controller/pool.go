@@ -183,15 +183,15 @@ func (r *poolReconciler) startWarmPod(ctx context.Context, pool *v1alpha1.Sandbo
 		ObjectMeta: metav1.ObjectMeta{
 			Name: warmSecret(pod.Name), Namespace: pool.Namespace,
 			Labels:          map[string]string{LabelManaged: "true", LabelPool: pool.Name},
-			OwnerReferences: []metav1.OwnerReference{OwnerRef(pool, "SandboxPool")},
+			OwnerReferences: []metav1.OwnerReference{v1alpha1.OwnerRef(pool, "SandboxPool")},
 		},
 		Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{TokenKey: []byte(token)},
+		Data: map[string][]byte{v1alpha1.TokenKey: []byte(token)},
 	}
 	if pool.Spec.Template.Egress {
 		var e [24]byte
 		_, _ = rand.Read(e[:])
-		sec.Data[EgressTokenKey] = []byte(base64.RawURLEncoding.EncodeToString(e[:]))
+		sec.Data[v1alpha1.EgressTokenKey] = []byte(base64.RawURLEncoding.EncodeToString(e[:]))
 	}
 	if err := r.client.Create(ctx, sec); err != nil {
 		return err

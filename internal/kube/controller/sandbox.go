@@ -142,9 +142,9 @@ func (r *sandboxReconciler) noPod(ctx context.Context, sbx *v1alpha1.Sandbox, st
 		}
 	}
 	sec, err := r.accessSecret(ctx, sbx)
-	keys := []string{TokenKey}
+	keys := []string{v1alpha1.TokenKey}
 	if sbx.Spec.Egress != nil {
-		keys = append(keys, EgressTokenKey)
+		keys = append(keys, v1alpha1.EgressTokenKey)
 	}
 	for _, key := range keys {
 		if _, ok := sec.Data[key]; apierrors.IsNotFound(err) || err == nil && !ok {
@@ -186,7 +186,7 @@ func (r *sandboxReconciler) noPod(ctx context.Context, sbx *v1alpha1.Sandbox, st
 	if fresh.UID != sbx.UID || !fresh.DeletionTimestamp.IsZero() {
 		return nil
 	}
-	pod := r.podFor(sbx, string(sec.Data[TokenKey]))
+	pod := r.podFor(sbx, string(sec.Data[v1alpha1.TokenKey]))
 	if err := r.client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
 		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
 			setCondition(status, v1alpha1.ConditionFailed, true, "PodRejected", err.Error())

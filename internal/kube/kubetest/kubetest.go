@@ -47,6 +47,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/corral-dev/corral/api"
+	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
 	"github.com/corral-dev/corral/internal/kube/controller"
 	"github.com/corral-dev/corral/internal/testutil"
 	"github.com/corral-dev/corral/sse"
@@ -115,7 +116,7 @@ func connect(root string) (*Cluster, error) {
 		return nil, err
 	}
 	c.REST.QPS, c.REST.Burst = 200, 400
-	scheme, err := controller.Scheme()
+	scheme, err := v1alpha1.Scheme()
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,8 @@
 // deploy/kubernetes/crd and zz_generated.deepcopy.go are generated from
 // these types by controller-gen (`go generate ./internal/kube/...`); a test
 // regenerates them and fails on any difference. Imported by the controller
-// and by the kube driver.
+// and by the kube driver, which meet here (contract.go) rather than the
+// driver importing the controller.
 //
 // +kubebuilder:object:generate=true
 // +groupName=corral.dev
