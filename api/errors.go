@@ -36,3 +36,53 @@ const (
 	CodeHostNotAllowed         = "HOST_NOT_ALLOWED"
 	CodeOriginNotAllowed       = "ORIGIN_NOT_ALLOWED"
 )
+
+// More error codes of the lifecycle API and of corral mcp's tools, by
+// area. Every code a response can carry is a constant here (or one of
+// errhttp's generic ones); internal/archtest refuses a code literal
+// anywhere else. The convention is the contract's AREA::NAME; the
+// un-namespaced ones above are OpenSandbox's own spellings.
+const (
+	CodeBudgetSandboxes = "BUDGET::SANDBOXES"
+	CodeBudgetToolCalls = "BUDGET::TOOL_CALLS"
+	CodeBudgetWallTime  = "BUDGET::WALL_TIME"
+
+	CodeGeneralUnknownError = "GENERAL::UNKNOWN_ERROR"
+
+	CodeImageBadUser             = "IMAGE::BAD_USER"
+	CodeImageBadWorkdir          = "IMAGE::BAD_WORKDIR"
+	CodeImageEmpty               = "IMAGE::EMPTY"
+	CodeImageHostImageDisabled   = "IMAGE::HOST_IMAGE_DISABLED"
+	CodeImageInvalidArchive      = "IMAGE::INVALID_ARCHIVE"
+	CodeImageInvalidPlatform     = "IMAGE::INVALID_PLATFORM"
+	CodeImageInvalidReference    = "IMAGE::INVALID_REFERENCE"
+	CodeImageLayerMismatch       = "IMAGE::LAYER_MISMATCH"
+	CodeImageNotFound            = "IMAGE::NOT_FOUND"
+	CodeImagePlatformUnavailable = "IMAGE::PLATFORM_UNAVAILABLE"
+	CodeImagePullFailed          = "IMAGE::PULL_FAILED"
+	CodeImageRegistryUnreachable = "IMAGE::REGISTRY_UNREACHABLE"
+	CodeImageTooLarge            = "IMAGE::TOO_LARGE"
+	CodeImageUnauthorized        = "IMAGE::UNAUTHORIZED"
+
+	CodeKeyInvalidName   = "KEY::INVALID_NAME"
+	CodeKeyInvalidTenant = "KEY::INVALID_TENANT"
+	CodeKeyLastAdmin     = "KEY::LAST_ADMIN"
+	CodeKeyTooShort      = "KEY::TOO_SHORT"
+
+	CodeSandboxAlreadyExists        = "SANDBOX::ALREADY_EXISTS"
+	CodeSandboxConflict             = "SANDBOX::CONFLICT"
+	CodeSandboxDiskLimitUnsupported = "SANDBOX::DISK_LIMIT_UNSUPPORTED"
+	CodeSandboxEgressFailed         = "SANDBOX::EGRESS_FAILED"
+	CodeSandboxImageNotFound        = "SANDBOX::IMAGE_NOT_FOUND"
+	CodeSandboxInvalidPort          = "SANDBOX::INVALID_PORT"
+	CodeSandboxNotRunning           = "SANDBOX::NOT_RUNNING"
+	CodeSandboxPortForwardFailed    = "SANDBOX::PORT_FORWARD_FAILED"
+	CodeSandboxRuntimeForbidden     = "SANDBOX::RUNTIME_FORBIDDEN"
+	CodeSandboxRuntimeUnavailable   = "SANDBOX::RUNTIME_UNAVAILABLE"
+	CodeSandboxTooManyEndpoints     = "SANDBOX::TOO_MANY_ENDPOINTS"
+
+	CodeSecretForbidden    = "SECRET::FORBIDDEN"
+	CodeSecretInvalidName  = "SECRET::INVALID_NAME"
+	CodeSecretInvalidValue = "SECRET::INVALID_VALUE"
+	CodeSecretRateLimited  = "SECRET::RATE_LIMITED"
+)

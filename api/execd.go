@@ -230,6 +230,12 @@ const (
 	CodeExecdContextBusy        = "CONTEXT_BUSY"
 	CodeExecdContextDead        = "CONTEXT_DEAD"
 	CodeExecdKernelFailed       = "KERNEL_FAILED"
+	CodeExecdRouteNotFound      = "NOT_FOUND"
+	CodeExecdPermissionDenied   = "PERMISSION_DENIED"
+	CodeExecdNoSpace            = "NO_SPACE"
+	CodeExecdReadOnly           = "READ_ONLY"
+	CodeExecdFileExists         = "FILE_EXISTS"
+	CodeExecdProxyUpstream      = "PROXY_UPSTREAM_UNREACHABLE"
 )
 
 // AppendJSON appends the event's JSON to b, as encoding/json would write

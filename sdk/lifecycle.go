@@ -64,7 +64,7 @@ func (c *Client) WaitRunning(ctx context.Context, id string) error {
 			}
 			return s.WaitReady(ctx)
 		case api.StateFailed, api.StateTerminated:
-			return &APIError{Status: http.StatusConflict, Code: "SANDBOX::NOT_RUNNING", kind: ErrFailedPrecondition,
+			return &APIError{Status: http.StatusConflict, Code: api.CodeSandboxNotRunning, kind: ErrFailedPrecondition,
 				Message: "sandbox " + id + " is " + sb.Status.State + ": " + sb.Status.Message}
 		}
 		select {

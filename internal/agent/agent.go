@@ -523,13 +523,13 @@ func (r *run) callTool(ctx context.Context, turn int, tc toolCall) (string, erro
 		ev["error"] = terr
 		r.rep.ToolErrors++
 		switch {
-		case terr["class"] == mcp.ClassBudget && terr["code"] == "BUDGET::WALL_TIME":
+		case terr["class"] == mcp.ClassBudget && terr["code"] == api.CodeBudgetWallTime:
 			return toJSON(out), stopf(StopTimeBudget, "%v", terr["message"])
 		case terr["class"] == mcp.ClassBudget:
 			return toJSON(out), stopf(StopToolBudget, "%v", terr["message"])
 		case ctx.Err() != nil:
 			return toJSON(out), stopf(StopTimeBudget, "the wall-time budget ran out during %s", name)
-		case terr["class"] == mcp.ClassPlatform || terr["code"] == "SANDBOX::NOT_FOUND" || terr["code"] == "SANDBOX::NOT_RUNNING":
+		case terr["class"] == mcp.ClassPlatform || terr["code"] == api.CodeSandboxNotFound || terr["code"] == api.CodeSandboxNotRunning:
 			if !r.sandboxAlive(ctx) {
 				return toJSON(out), stopf(StopSandboxError, "the sandbox or corral stopped answering: %v", terr["message"])
 			}

@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 )
 
@@ -121,7 +122,7 @@ func (k *Keyring) Authenticate(key string) (Principal, error) {
 	rec, ok := k.byHash[h]
 	k.mu.RUnlock()
 	if !ok || subtle.ConstantTimeCompare([]byte(rec.Hash), []byte(h)) != 1 {
-		return Principal{}, errdefs.New(errdefs.ErrUnauthenticated, "INVALID_API_KEY",
+		return Principal{}, errdefs.New(errdefs.ErrUnauthenticated, api.CodeInvalidAPIKey,
 			"Authentication credentials are invalid. Check your API key and try again.")
 	}
 	return Principal{Tenant: rec.Tenant, KeyID: rec.ID, Admin: rec.Admin}, nil
@@ -138,12 +139,12 @@ func (k *Keyring) Empty() bool {
 // a letter or digit.
 func ValidateTenant(t string) error {
 	if t == "" || len(t) > 63 {
-		return errdefs.New(errdefs.ErrInvalidArgument, "KEY::INVALID_TENANT", "tenant must be 1 to 63 characters")
+		return errdefs.New(errdefs.ErrInvalidArgument, api.CodeKeyInvalidTenant, "tenant must be 1 to 63 characters")
 	}
 	for i, c := range t {
 		ok := c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || i > 0 && (c == '-' || c == '_' || c == '.')
 		if !ok {
-			return errdefs.Newf(errdefs.ErrInvalidArgument, "KEY::INVALID_TENANT",
+			return errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeKeyInvalidTenant,
 				"tenant %q: use lower-case letters, digits, '-', '_' and '.', starting with a letter or digit", t)
 		}
 	}
@@ -157,7 +158,7 @@ func (k *Keyring) Create(ctx context.Context, tenant, name string, admin bool) (
 		return "", nil, err
 	}
 	if len(name) > 200 {
-		return "", nil, errdefs.New(errdefs.ErrInvalidArgument, "KEY::INVALID_NAME", "name is longer than 200 characters")
+		return "", nil, errdefs.New(errdefs.ErrInvalidArgument, api.CodeKeyInvalidName, "name is longer than 200 characters")
 	}
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -172,7 +173,7 @@ func (k *Keyring) Create(ctx context.Context, tenant, name string, admin bool) (
 // tenant if it is not known yet. It is idempotent.
 func (k *Keyring) Seed(ctx context.Context, key string) error {
 	if len(key) < 16 {
-		return errdefs.New(errdefs.ErrInvalidArgument, "KEY::TOO_SHORT", "an API key must be at least 16 characters")
+		return errdefs.New(errdefs.ErrInvalidArgument, api.CodeKeyTooShort, "an API key must be at least 16 characters")
 	}
 	k.mu.RLock()
 	_, known := k.byHash[Hash(key)]
@@ -263,12 +264,12 @@ func (k *Keyring) Revoke(ctx context.Context, id string) error {
 		}
 	}
 	if target != nil && target.Admin && admins == 1 {
-		return errdefs.New(errdefs.ErrFailedPrecondition, "KEY::LAST_ADMIN",
+		return errdefs.New(errdefs.ErrFailedPrecondition, api.CodeKeyLastAdmin,
 			"this is the last active admin key; create another admin key before revoking it")
 	}
 	if err := k.st.RevokeKey(ctx, id, time.Now().UTC()); err != nil {
 		if errors.Is(err, errdefs.ErrNotFound) {
-			return errdefs.Wrap(errdefs.ErrNotFound, "KEY::NOT_FOUND", fmt.Sprintf("key %s not found", id), err)
+			return errdefs.Wrap(errdefs.ErrNotFound, api.CodeKeyNotFound, fmt.Sprintf("key %s not found", id), err)
 		}
 		return err
 	}

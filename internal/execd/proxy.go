@@ -52,7 +52,7 @@ func newLocalProxy(s *Server) *localProxy {
 			if r.Context().Err() != nil {
 				return
 			}
-			writeJSON(w, http.StatusBadGateway, api.ErrorResponse{Code: "PROXY_UPSTREAM_UNREACHABLE",
+			writeJSON(w, http.StatusBadGateway, api.ErrorResponse{Code: api.CodeExecdProxyUpstream,
 				Message: "nothing answered on 127.0.0.1:" + r.PathValue("port") + " inside the sandbox"})
 		},
 	}

@@ -59,7 +59,7 @@ func (s *Server) routes() {
 	m.HandleFunc("/proxy/{port}/{path...}", s.proxy.serve)
 
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, errdefs.Newf(errdefs.ErrNotFound, "NOT_FOUND", "no route for %s %s", r.Method, r.URL.Path))
+		writeError(w, errdefs.Newf(errdefs.ErrNotFound, api.CodeExecdRouteNotFound, "no route for %s %s", r.Method, r.URL.Path))
 	})
 	_ = api.ExecdPort
 }
@@ -74,6 +74,6 @@ func (s *Server) commandRead(w http.ResponseWriter, r *http.Request) {
 	case b == "stream":
 		s.resumeCommand(w, r, a)
 	default:
-		writeError(w, errdefs.Newf(errdefs.ErrNotFound, "NOT_FOUND", "no route for %s %s", r.Method, r.URL.Path))
+		writeError(w, errdefs.Newf(errdefs.ErrNotFound, api.CodeExecdRouteNotFound, "no route for %s %s", r.Method, r.URL.Path))
 	}
 }

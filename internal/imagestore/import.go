@@ -17,11 +17,12 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 )
 
 func importError(format string, args ...any) error {
-	return errdefs.Newf(errdefs.ErrInvalidArgument, "IMAGE::INVALID_ARCHIVE", format, args...)
+	return errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeImageInvalidArchive, format, args...)
 }
 
 // ImportOptions tune an import.

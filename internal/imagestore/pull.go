@@ -24,6 +24,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 )
 
@@ -67,7 +68,7 @@ func parsePlatform(p string) (v1.Platform, error) {
 	}
 	osName, arch, ok := strings.Cut(p, "/")
 	if !ok || osName == "" || arch == "" {
-		return v1.Platform{}, errdefs.Newf(errdefs.ErrInvalidArgument, "IMAGE::INVALID_PLATFORM", "platform %q: want os/arch such as linux/amd64", p)
+		return v1.Platform{}, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeImageInvalidPlatform, "platform %q: want os/arch such as linux/amd64", p)
 	}
 	return v1.Platform{OS: osName, Architecture: arch}, nil
 }
@@ -85,7 +86,7 @@ func (s *Store) Resolve(ctx context.Context, ref string, opts PullOptions) (*Ima
 	if err == nil && img.Repository != "" {
 		r, perr := name.ParseReference(ref)
 		if perr != nil {
-			return nil, errdefs.Newf(errdefs.ErrInvalidArgument, "IMAGE::INVALID_REFERENCE", "image %q is not a valid reference: %v", ref, perr)
+			return nil, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeImageInvalidReference, "image %q is not a valid reference: %v", ref, perr)
 		}
 		desc, herr := remote.Head(r, s.remoteOptions(ctx, opts)...)
 		if herr != nil {
@@ -121,7 +122,7 @@ func (s *Store) remoteOptions(ctx context.Context, opts PullOptions) []remote.Op
 func (s *Store) Pull(ctx context.Context, ref string, opts PullOptions) (*Image, error) {
 	r, err := name.ParseReference(ref)
 	if err != nil {
-		return nil, errdefs.Newf(errdefs.ErrInvalidArgument, "IMAGE::INVALID_REFERENCE", "image %q is not a valid reference: %v", ref, err)
+		return nil, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeImageInvalidReference, "image %q is not a valid reference: %v", ref, err)
 	}
 	plat, err := parsePlatform(opts.Platform)
 	if err != nil {
@@ -161,15 +162,15 @@ func registryError(ref string, err error) error {
 	if errors.As(err, &te) {
 		switch te.StatusCode {
 		case http.StatusUnauthorized, http.StatusForbidden:
-			return errdefs.Wrap(errdefs.ErrInvalidArgument, "IMAGE::UNAUTHORIZED",
+			return errdefs.Wrap(errdefs.ErrInvalidArgument, api.CodeImageUnauthorized,
 				fmt.Sprintf("the registry refused access to image %q: check image.auth", ref), err)
 		case http.StatusNotFound:
-			return errdefs.Wrap(errdefs.ErrInvalidArgument, "IMAGE::NOT_FOUND",
+			return errdefs.Wrap(errdefs.ErrInvalidArgument, api.CodeImageNotFound,
 				fmt.Sprintf("image %q was not found in its registry", ref), err)
 		}
 		for _, d := range te.Errors {
 			if d.Code == transport.ManifestUnknownErrorCode || d.Code == transport.NameUnknownErrorCode {
-				return errdefs.Wrap(errdefs.ErrInvalidArgument, "IMAGE::NOT_FOUND",
+				return errdefs.Wrap(errdefs.ErrInvalidArgument, api.CodeImageNotFound,
 					fmt.Sprintf("image %q was not found in its registry", ref), err)
 			}
 		}
@@ -177,11 +178,11 @@ func registryError(ref string, err error) error {
 	var ne net.Error
 	var oe *net.OpError
 	if errors.As(err, &oe) || errors.As(err, &ne) {
-		return errdefs.Wrap(errdefs.ErrUnavailable, "IMAGE::REGISTRY_UNREACHABLE",
+		return errdefs.Wrap(errdefs.ErrUnavailable, api.CodeImageRegistryUnreachable,
 			fmt.Sprintf("the registry of image %q could not be reached", ref), err)
 	}
 	if strings.Contains(err.Error(), "no child with platform") {
-		return errdefs.Wrap(errdefs.ErrInvalidArgument, "IMAGE::PLATFORM_UNAVAILABLE",
+		return errdefs.Wrap(errdefs.ErrInvalidArgument, api.CodeImagePlatformUnavailable,
 			fmt.Sprintf("image %q has no variant for the requested platform", ref), err)
 	}
 	return fmt.Errorf("pull %s: %w", ref, err)
@@ -202,7 +203,7 @@ func (s *Store) add(ctx context.Context, imgName string, img v1.Image, plat v1.P
 		return nil, fmt.Errorf("image %s: manifest: %w", imgName, err)
 	}
 	if m.Config.Size > MaxConfigBytes || len(m.Layers) > MaxLayers {
-		return nil, errdefs.Newf(errdefs.ErrInvalidArgument, "IMAGE::TOO_LARGE",
+		return nil, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeImageTooLarge,
 			"image %s has a %d-byte config and %d layers; at most %d bytes and %d layers are taken", imgName, m.Config.Size, len(m.Layers), MaxConfigBytes, MaxLayers)
 	}
 	cf, err := img.ConfigFile()
@@ -331,7 +332,7 @@ func (s *Store) ensureLayer(ctx context.Context, repository, diffID string, l v1
 // layerMismatch is the error of a layer whose bytes are not what its
 // image's config says: the image's fault, never reused.
 func layerMismatch(got, diffID string) error {
-	return errdefs.Newf(errdefs.ErrInvalidArgument, "IMAGE::LAYER_MISMATCH",
+	return errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeImageLayerMismatch,
 		"a layer's content hashes to %s, not to the DiffID %s its image's config gives", got, diffID)
 }
 

@@ -31,6 +31,7 @@ import (
 	"golang.org/x/sync/singleflight"
 	"golang.org/x/sys/unix"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/logctx"
 )
@@ -218,11 +219,11 @@ func (s *Store) Get(ref string) (*Image, error) {
 		return nil, err
 	}
 	if found == nil {
-		return nil, errdefs.Newf(errdefs.ErrNotFound, "IMAGE::NOT_FOUND", "image %q is not in the store", ref)
+		return nil, errdefs.Newf(errdefs.ErrNotFound, api.CodeImageNotFound, "image %q is not in the store", ref)
 	}
 	for _, l := range found.Layers {
 		if !s.layerPresent(l) {
-			return nil, errdefs.Newf(errdefs.ErrNotFound, "IMAGE::NOT_FOUND", "image %q is missing layer %s; pull or import it again", ref, l)
+			return nil, errdefs.Newf(errdefs.ErrNotFound, api.CodeImageNotFound, "image %q is missing layer %s; pull or import it again", ref, l)
 		}
 	}
 	return found, nil

@@ -12,6 +12,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/errdefs/errhttp"
 	"github.com/corral-dev/corral/internal/driver"
@@ -56,10 +57,10 @@ type CreateRequest struct {
 func (m *Manager) Create(ctx context.Context, req CreateRequest) (*sandbox.Sandbox, error) {
 	if m.cfg.MaxTimeout > 0 && (req.Timeout == 0 || req.Timeout > m.cfg.MaxTimeout) {
 		if req.Timeout == 0 {
-			return nil, errdefs.Newf(errdefs.ErrInvalidArgument, "SANDBOX::INVALID_PARAMETER",
+			return nil, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeInvalidParameter,
 				"timeout is required: this server limits sandboxes to %d seconds", int64(m.cfg.MaxTimeout/time.Second))
 		}
-		return nil, errdefs.Newf(errdefs.ErrInvalidArgument, "SANDBOX::INVALID_PARAMETER",
+		return nil, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeInvalidParameter,
 			"timeout %d exceeds the configured maximum of %d seconds", int64(req.Timeout/time.Second), int64(m.cfg.MaxTimeout/time.Second))
 	}
 	res, err := m.cfg.Limits.Apply(req.Resources)
@@ -104,7 +105,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*sandbox.Sandb
 		return nil, err
 	} else if len(grants) > 0 {
 		if m.cfg.Secrets == nil {
-			return nil, errdefs.Newf(errdefs.ErrInvalidArgument, "SANDBOX::API_NOT_SUPPORTED", "extensions[%s]: this server does not serve secrets", secrets.Extension)
+			return nil, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeAPINotSupported, "extensions[%s]: this server does not serve secrets", secrets.Extension)
 		}
 		spec.SecretsDir = m.cfg.Secrets.Dir()
 	}
@@ -164,7 +165,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*sandbox.Sandb
 			// A concurrent request with the same key won the race.
 			sb, found, err := m.replay(ctx, req)
 			if !found {
-				return nil, errdefs.Newf(errdefs.ErrUnavailable, "SANDBOX::RUNTIME_UNAVAILABLE",
+				return nil, errdefs.Newf(errdefs.ErrUnavailable, api.CodeSandboxRuntimeUnavailable,
 					"a concurrent create with Idempotency-Key %q could not reach the runtime; retry", req.IdempotencyKey)
 			}
 			return sb, err
@@ -220,7 +221,7 @@ func (m *Manager) failCreate(ctx context.Context, e *entry, cause error) error {
 			msg = "the runtime did not start the sandbox in time"
 		}
 	}
-	return &errdefs.Error{Kind: kind, Code: errCode(cause, "SANDBOX::START_FAILED"),
+	return &errdefs.Error{Kind: kind, Code: errCode(cause, api.CodeSandboxStartFailed),
 		Message: fmt.Sprintf("sandbox %s failed to start: %s", sb.ID, msg), Cause: cause}
 }
 
@@ -257,7 +258,7 @@ func (m *Manager) replay(ctx context.Context, req CreateRequest) (_ *sandbox.San
 		return nil, true, err
 	}
 	if prev.RequestHash != req.RequestHash {
-		return nil, true, errdefs.Newf(errdefs.ErrInvalidArgument, "SANDBOX::IDEMPOTENCY_KEY_MISMATCH",
+		return nil, true, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeIdempotencyKeyMismatch,
 			"Idempotency-Key %q was used for a different request", req.IdempotencyKey)
 	}
 	e, err := m.lookup(ctx, req.Tenant, prev.SandboxID)
@@ -267,7 +268,7 @@ func (m *Manager) replay(ctx context.Context, req CreateRequest) (_ *sandbox.San
 		e, err = m.awaitRecord(ctx, req.Tenant, prev.SandboxID)
 	}
 	if err != nil {
-		return nil, true, errdefs.Newf(errdefs.ErrFailedPrecondition, "SANDBOX::INVALID_STATE",
+		return nil, true, errdefs.Newf(errdefs.ErrFailedPrecondition, api.CodeSandboxInvalidState,
 			"the sandbox %s created with Idempotency-Key %q no longer exists", prev.SandboxID, req.IdempotencyKey)
 	}
 	// Give the same answer as the first request: wait for it to finish
@@ -291,7 +292,7 @@ func (m *Manager) replay(ctx context.Context, req CreateRequest) (_ *sandbox.San
 		return nil, false, nil
 	}
 	if sb.Status.State == sandbox.StateFailed && sb.Status.Reason == sandbox.ReasonStartFailed {
-		return nil, true, errdefs.Newf(errdefs.ErrFailedPrecondition, "SANDBOX::START_FAILED",
+		return nil, true, errdefs.Newf(errdefs.ErrFailedPrecondition, api.CodeSandboxStartFailed,
 			"sandbox %s failed to start: %s", sb.ID, sb.Status.Message)
 	}
 	return sb, true, nil

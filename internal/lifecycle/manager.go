@@ -23,6 +23,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/logctx"
@@ -177,7 +178,7 @@ func (m *Manager) Capabilities() (pause, snapshot bool) {
 }
 
 func notFound(id string) error {
-	return errdefs.Newf(errdefs.ErrNotFound, "SANDBOX::NOT_FOUND", "sandbox %s not found", id)
+	return errdefs.Newf(errdefs.ErrNotFound, api.CodeSandboxNotFound, "sandbox %s not found", id)
 }
 
 // lookup returns the entry of a tenant's sandbox. Another tenant's sandbox

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/sandbox"
@@ -19,7 +20,7 @@ import (
 const opTimeout = 2 * time.Minute
 
 func invalidState(sb *sandbox.Sandbox, want string) error {
-	return errdefs.Newf(errdefs.ErrFailedPrecondition, "SANDBOX::INVALID_STATE",
+	return errdefs.Newf(errdefs.ErrFailedPrecondition, api.CodeSandboxInvalidState,
 		"sandbox %s is %s; %s", sb.ID, sb.Status.State, want)
 }
 
@@ -37,7 +38,7 @@ func (m *Manager) Pause(ctx context.Context, tenant, id string) error {
 		return invalidState(sb, "only a Running sandbox can be paused")
 	}
 	if !ok {
-		return errdefs.Newf(errdefs.ErrFailedPrecondition, "SANDBOX::API_NOT_SUPPORTED", "the %s runtime cannot pause sandboxes", m.cfg.DriverName)
+		return errdefs.Newf(errdefs.ErrFailedPrecondition, api.CodeAPINotSupported, "the %s runtime cannot pause sandboxes", m.cfg.DriverName)
 	}
 	return m.flip(ctx, e, sb, flipper{
 		via: sandbox.StatePausing, to: sandbox.StatePaused, back: sandbox.StateRunning,
@@ -59,7 +60,7 @@ func (m *Manager) Resume(ctx context.Context, tenant, id string) error {
 		return invalidState(sb, "only a Paused sandbox can be resumed")
 	}
 	if !ok {
-		return errdefs.Newf(errdefs.ErrFailedPrecondition, "SANDBOX::API_NOT_SUPPORTED", "the %s runtime cannot resume sandboxes", m.cfg.DriverName)
+		return errdefs.Newf(errdefs.ErrFailedPrecondition, api.CodeAPINotSupported, "the %s runtime cannot resume sandboxes", m.cfg.DriverName)
 	}
 	return m.flip(ctx, e, sb, flipper{
 		via: sandbox.StateResuming, to: sandbox.StateRunning, back: sandbox.StatePaused,
@@ -116,13 +117,13 @@ func (m *Manager) renew(ctx context.Context, tenant, id string, at time.Time) (t
 	case sb.Status.State.Terminal() || sb.Status.State == sandbox.StateStopping:
 		return time.Time{}, invalidState(sb, "its expiration can no longer change")
 	case sb.ExpiresAt.IsZero():
-		return time.Time{}, errdefs.Newf(errdefs.ErrFailedPrecondition, "SANDBOX::INVALID_EXPIRATION",
+		return time.Time{}, errdefs.Newf(errdefs.ErrFailedPrecondition, api.CodeInvalidExpiration,
 			"sandbox %s does not have automatic expiration enabled (it was created without a timeout)", id)
 	case !at.After(now):
-		return time.Time{}, errdefs.New(errdefs.ErrInvalidArgument, "SANDBOX::INVALID_EXPIRATION",
+		return time.Time{}, errdefs.New(errdefs.ErrInvalidArgument, api.CodeInvalidExpiration,
 			"New expiration time must be in the future.")
 	case m.cfg.MaxTimeout > 0 && at.Sub(now) > m.cfg.MaxTimeout:
-		return time.Time{}, errdefs.Newf(errdefs.ErrInvalidArgument, "SANDBOX::INVALID_EXPIRATION",
+		return time.Time{}, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeInvalidExpiration,
 			"new expiration is more than the configured maximum of %d seconds away", int64(m.cfg.MaxTimeout/time.Second))
 	}
 	next := sb.Clone()

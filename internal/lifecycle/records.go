@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/sandbox"
 )
@@ -75,7 +76,7 @@ type SharedRecords interface {
 // conflict is the error a user sees when another server changed the
 // sandbox in the middle of an operation that could not simply be retried.
 func conflict(id string) error {
-	return errdefs.Wrap(errdefs.ErrFailedPrecondition, "SANDBOX::CONFLICT",
+	return errdefs.Wrap(errdefs.ErrFailedPrecondition, api.CodeSandboxConflict,
 		"sandbox "+id+" was changed by another server at the same moment; retry", sandbox.ErrConflict)
 }
 
@@ -230,7 +231,7 @@ func (m *Manager) awaitSettled(ctx context.Context, id string) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return errdefs.Newf(errdefs.ErrUnavailable, "SANDBOX::RUNTIME_UNAVAILABLE", "sandbox %s is still being created; retry", id)
+			return errdefs.Newf(errdefs.ErrUnavailable, api.CodeSandboxRuntimeUnavailable, "sandbox %s is still being created; retry", id)
 		}
 		select {
 		case <-ctx.Done():

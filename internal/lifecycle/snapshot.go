@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/sandbox"
@@ -20,13 +21,13 @@ import (
 const snapshotTimeout = 15 * time.Minute
 
 func snapshotNotFound(id string) error {
-	return errdefs.Newf(errdefs.ErrNotFound, "SNAPSHOT::NOT_FOUND", "snapshot %s not found", id)
+	return errdefs.Newf(errdefs.ErrNotFound, api.CodeSnapshotNotFound, "snapshot %s not found", id)
 }
 
 func (m *Manager) snapshotter() (driver.Snapshotter, error) {
 	s, ok := m.d.(driver.Snapshotter)
 	if !ok {
-		return nil, errdefs.Newf(errdefs.ErrFailedPrecondition, "SANDBOX::API_NOT_SUPPORTED", "the %s runtime cannot take snapshots", m.cfg.DriverName)
+		return nil, errdefs.Newf(errdefs.ErrFailedPrecondition, api.CodeAPINotSupported, "the %s runtime cannot take snapshots", m.cfg.DriverName)
 	}
 	return s, nil
 }
@@ -56,7 +57,7 @@ func (m *Manager) CreateSnapshot(ctx context.Context, tenant, sandboxID, name st
 	}
 	sb := m.current(e)
 	if sb.Status.State != sandbox.StateRunning {
-		return nil, errdefs.Newf(errdefs.ErrFailedPrecondition, "SNAPSHOT::INVALID_SOURCE_STATE",
+		return nil, errdefs.Newf(errdefs.ErrFailedPrecondition, api.CodeSnapshotInvalidSource,
 			"sandbox %s is %s; only a Running sandbox can be snapshotted", sandboxID, sb.Status.State)
 	}
 	now := time.Now().UTC()
@@ -146,7 +147,7 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, tenant, id string) error {
 		return err
 	}
 	if sn.State == sandbox.SnapshotCreating {
-		return errdefs.Newf(errdefs.ErrFailedPrecondition, "SNAPSHOT::NOT_READY", "snapshot %s is still being created", id)
+		return errdefs.Newf(errdefs.ErrFailedPrecondition, api.CodeSnapshotNotReady, "snapshot %s is still being created", id)
 	}
 	sn.State, sn.Reason, sn.LastTransitionAt = sandbox.SnapshotDeleting, "snapshot_deleting", time.Now().UTC()
 	if err := m.putSnapshot(ctx, sn, "snapshot_deleting"); err != nil {
@@ -190,10 +191,10 @@ func (m *Manager) restorable(tenant, id string) (*driver.SnapshotRef, error) {
 	if !ok || sn.Tenant != tenant {
 		// A bad reference in a create is the request's fault: 400, as the
 		// contract lists no 404 for POST /sandboxes.
-		return nil, errdefs.Newf(errdefs.ErrInvalidArgument, "SNAPSHOT::NOT_FOUND", "snapshot %s not found", id)
+		return nil, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeSnapshotNotFound, "snapshot %s not found", id)
 	}
 	if sn.State != sandbox.SnapshotReady {
-		return nil, errdefs.Newf(errdefs.ErrFailedPrecondition, "SNAPSHOT::NOT_READY", "snapshot %s is %s, not Ready", id, sn.State)
+		return nil, errdefs.Newf(errdefs.ErrFailedPrecondition, api.CodeSnapshotNotReady, "snapshot %s is %s, not Ready", id, sn.State)
 	}
 	var ref driver.SnapshotRef
 	if err := json.Unmarshal(sn.Ref, &ref); err != nil {

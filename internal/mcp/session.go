@@ -27,6 +27,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	sdkmcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/sdk"
 )
 
@@ -244,10 +245,10 @@ func (s *Session) charge() *ToolError {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if el := time.Since(s.start); el > s.pol.Budget.WallTime.Duration {
-		return budgetSpent("BUDGET::WALL_TIME", "the session's wall-time budget (%v) is spent", s.pol.Budget.WallTime)
+		return budgetSpent(api.CodeBudgetWallTime, "the session's wall-time budget (%v) is spent", s.pol.Budget.WallTime)
 	}
 	if s.calls >= s.pol.Budget.ToolCalls {
-		return budgetSpent("BUDGET::TOOL_CALLS", "the session's budget of %d tool calls is spent", s.pol.Budget.ToolCalls)
+		return budgetSpent(api.CodeBudgetToolCalls, "the session's budget of %d tool calls is spent", s.pol.Budget.ToolCalls)
 	}
 	s.calls++
 	return nil
@@ -258,7 +259,7 @@ func (s *Session) chargeSandbox() *ToolError {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.created >= s.pol.Budget.Sandboxes {
-		return budgetSpent("BUDGET::SANDBOXES", "the session's budget of %d sandboxes is spent", s.pol.Budget.Sandboxes)
+		return budgetSpent(api.CodeBudgetSandboxes, "the session's budget of %d sandboxes is spent", s.pol.Budget.Sandboxes)
 	}
 	s.created++
 	return nil

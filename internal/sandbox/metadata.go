@@ -9,12 +9,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
-)
-
-const (
-	codeInvalidLabel          = "SANDBOX::INVALID_METADATA_LABEL"
-	codeInvalidMetadataFormat = "INVALID_METADATA_FORMAT"
 )
 
 // Labels stamped on every backend object a driver creates (and on the
@@ -44,7 +40,7 @@ func ValidateMetadata(md map[string]string) error {
 			return err
 		}
 		if err := validateLabelValue(md[k]); err != nil {
-			return errdefs.Newf(errdefs.ErrInvalidArgument, codeInvalidLabel, "metadata value for %q: %v", k, err)
+			return errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeInvalidMetadataLabel, "metadata value for %q: %v", k, err)
 		}
 	}
 	return nil
@@ -54,21 +50,21 @@ func ValidateMetadata(md map[string]string) error {
 func ValidateMetadataKey(k string) error {
 	for _, p := range ReservedPrefixes() {
 		if strings.HasPrefix(k, p) {
-			return errdefs.Newf(errdefs.ErrInvalidArgument, codeInvalidLabel, "metadata key %q: the prefix %q is reserved", k, p)
+			return errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeInvalidMetadataLabel, "metadata key %q: the prefix %q is reserved", k, p)
 		}
 	}
 	name := k
 	if prefix, rest, ok := strings.Cut(k, "/"); ok {
 		if err := validateDNSSubdomain(prefix); err != nil {
-			return errdefs.Newf(errdefs.ErrInvalidArgument, codeInvalidLabel, "metadata key %q: prefix: %v", k, err)
+			return errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeInvalidMetadataLabel, "metadata key %q: prefix: %v", k, err)
 		}
 		name = rest
 	}
 	if name == "" {
-		return errdefs.Newf(errdefs.ErrInvalidArgument, codeInvalidLabel, "metadata key %q: the name part is empty", k)
+		return errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeInvalidMetadataLabel, "metadata key %q: the name part is empty", k)
 	}
 	if err := validateLabelValue(name); err != nil {
-		return errdefs.Newf(errdefs.ErrInvalidArgument, codeInvalidLabel, "metadata key %q: %v", k, err)
+		return errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeInvalidMetadataLabel, "metadata key %q: %v", k, err)
 	}
 	return nil
 }
@@ -141,7 +137,7 @@ func MergePatch(md map[string]string, patch map[string]*string) (map[string]stri
 			continue
 		}
 		if err := validateLabelValue(*v); err != nil {
-			return nil, errdefs.Newf(errdefs.ErrInvalidArgument, codeInvalidLabel, "metadata value for %q: %v", k, err)
+			return nil, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeInvalidMetadataLabel, "metadata value for %q: %v", k, err)
 		}
 		out[k] = *v
 	}
@@ -159,17 +155,17 @@ func ParseMetadataQuery(q string) (map[string]string, error) {
 	for _, pair := range strings.Split(q, "&") {
 		rawK, rawV, ok := strings.Cut(pair, "=")
 		if !ok || rawK == "" {
-			return nil, errdefs.Newf(errdefs.ErrInvalidArgument, codeInvalidMetadataFormat,
+			return nil, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeInvalidMetadataFormat,
 				"metadata filter %q: each pair must look like key=value", pair)
 		}
 		k, err1 := url.QueryUnescape(rawK)
 		v, err2 := url.QueryUnescape(rawV)
 		if err1 != nil || err2 != nil {
-			return nil, errdefs.Newf(errdefs.ErrInvalidArgument, codeInvalidMetadataFormat,
+			return nil, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeInvalidMetadataFormat,
 				"metadata filter %q: bad percent-encoding", pair)
 		}
 		if _, dup := out[k]; dup {
-			return nil, errdefs.Newf(errdefs.ErrInvalidArgument, codeInvalidMetadataFormat,
+			return nil, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeInvalidMetadataFormat,
 				"metadata filter: key %q appears twice", k)
 		}
 		out[k] = v

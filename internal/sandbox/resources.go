@@ -11,10 +11,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 )
 
-const codeInvalidResourceLimit = "SANDBOX::INVALID_RESOURCE_LIMIT"
+const codeInvalidResourceLimit = api.CodeInvalidResourceLimit
 
 // Bounds on what a sandbox may ask for.
 const (

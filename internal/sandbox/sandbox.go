@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 )
 
@@ -138,7 +139,7 @@ func (s *Sandbox) Expired(now time.Time) bool {
 // transition to the same state only refreshes reason and message.
 func (s *Sandbox) SetStatus(state State, reason, message string, now time.Time) error {
 	if state != s.Status.State && !CanTransition(s.Status.State, state) {
-		return errdefs.Newf(errdefs.ErrFailedPrecondition, "SANDBOX::INVALID_STATE",
+		return errdefs.Newf(errdefs.ErrFailedPrecondition, api.CodeSandboxInvalidState,
 			"sandbox %s is %s and cannot become %s", s.ID, s.Status.State, state)
 	}
 	if state != s.Status.State || s.Status.LastTransitionAt.IsZero() {

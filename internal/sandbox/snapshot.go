@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 )
 
@@ -44,7 +45,7 @@ func ParseSnapshotState(name string) (SnapshotState, error) {
 			return s, nil
 		}
 	}
-	return 0, errdefs.Newf(errdefs.ErrInvalidArgument, "SANDBOX::INVALID_PARAMETER",
+	return 0, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeInvalidParameter,
 		"unknown snapshot state %q (valid states: Creating, Ready, Failed, Deleting)", name)
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 )
 
@@ -59,7 +60,7 @@ func ParseState(name string) (State, error) {
 			return s, nil
 		}
 	}
-	return 0, errdefs.Newf(errdefs.ErrInvalidArgument, "SANDBOX::INVALID_PARAMETER",
+	return 0, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeInvalidParameter,
 		"unknown state %q (valid states: Pending, Running, Pausing, Paused, Resuming, Stopping, Terminated, Failed)", name)
 }
 

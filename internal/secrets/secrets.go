@@ -31,6 +31,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 
 	"github.com/corral-dev/corral/internal/unixsock"
@@ -72,7 +73,7 @@ func validName(name string) bool {
 // ValidName checks a secret's name.
 func ValidName(name string) error {
 	if !validName(name) {
-		return errdefs.Newf(errdefs.ErrInvalidArgument, "SECRET::INVALID_NAME",
+		return errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeSecretInvalidName,
 			"secret name %q: 1 to 128 letters, digits, '_', '.' or '-', starting with a letter or digit", name)
 	}
 	return nil
@@ -88,7 +89,7 @@ func Grants(ext map[string]string) ([]string, error) {
 	for _, n := range strings.Split(v, ",") {
 		n = strings.TrimSpace(n)
 		if err := ValidName(n); err != nil {
-			return nil, errdefs.Newf(errdefs.ErrInvalidArgument, "SANDBOX::INVALID_PARAMETER", "extensions[%s]: %s", Extension, err.Error())
+			return nil, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeInvalidParameter, "extensions[%s]: %s", Extension, err.Error())
 		}
 		out = append(out, n)
 	}
@@ -175,7 +176,7 @@ func (s *Service) Put(ctx context.Context, tenant, name, value string) (bool, er
 		return false, err
 	}
 	if value == "" || len(value) > MaxValue {
-		return false, errdefs.New(errdefs.ErrInvalidArgument, "SECRET::INVALID_VALUE", "value must be 1 byte to 64 KiB")
+		return false, errdefs.New(errdefs.ErrInvalidArgument, api.CodeSecretInvalidValue, "value must be 1 byte to 64 KiB")
 	}
 	now := time.Now().UTC()
 	return s.st.PutSecret(ctx, Secret{Tenant: tenant, Name: name, Value: value, CreatedAt: now, UpdatedAt: now})
@@ -298,7 +299,7 @@ func (s *Service) Handler(lookup func(id string) (Sandbox, bool), audit func(id,
 		id, name := r.PathValue("id"), r.PathValue("name")
 		deny := func(why string) {
 			audit(id, name, false, why)
-			writeJSON(w, http.StatusForbidden, map[string]string{"code": "SECRET::FORBIDDEN",
+			writeJSON(w, http.StatusForbidden, map[string]string{"code": api.CodeSecretForbidden,
 				"message": "this sandbox may not read secret " + name})
 		}
 		if !s.verify(id, r.Header.Get(HeaderSessionKey)) {
@@ -321,7 +322,7 @@ func (s *Service) Handler(lookup func(id string) (Sandbox, bool), audit func(id,
 		if !reads.allow(id) {
 			// Every read is recorded; a sandbox reading in a loop must not
 			// turn that into a write load on the database every tenant uses.
-			writeJSON(w, http.StatusTooManyRequests, map[string]string{"code": "SECRET::RATE_LIMITED",
+			writeJSON(w, http.StatusTooManyRequests, map[string]string{"code": api.CodeSecretRateLimited,
 				"message": fmt.Sprintf("more than %d secret reads a second from this sandbox; try again shortly", ReadRate)})
 			return
 		}
@@ -334,7 +335,7 @@ func (s *Service) Handler(lookup func(id string) (Sandbox, bool), audit func(id,
 		writeJSON(w, http.StatusOK, map[string]string{"name": name, "value": sec.Value})
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusForbidden, map[string]string{"code": "SECRET::FORBIDDEN", "message": "only GET /v1/sandboxes/{id}/secrets/{name} is served here"})
+		writeJSON(w, http.StatusForbidden, map[string]string{"code": api.CodeSecretForbidden, "message": "only GET /v1/sandboxes/{id}/secrets/{name} is served here"})
 	})
 	return mux
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/errdefs/errhttp"
 	"github.com/corral-dev/corral/internal/auth"
 	"github.com/corral-dev/corral/internal/logctx"
 	"github.com/corral-dev/corral/internal/sandbox"
@@ -103,7 +104,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			s.log.ErrorContext(r.Context(), "handler panicked", "panic", v, "path", r.URL.Path, "request_id", id)
 			if sw.status == 0 {
-				s.writeErrorStatus(sw, r, http.StatusInternalServerError, "GENERAL::UNKNOWN_ERROR",
+				s.writeErrorStatus(sw, r, http.StatusInternalServerError, api.CodeGeneralUnknownError,
 					"An unexpected error occurred. (request id "+id+")")
 			}
 		}
@@ -230,7 +231,7 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, st *reqSta
 func (s *Server) adminOnly(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if p, ok := principalFrom(r.Context()); !ok || !p.Admin {
-			s.writeError(w, r, errdefs.New(errdefs.ErrPermissionDenied, "PERMISSION_DENIED", "this route needs an admin API key"))
+			s.writeError(w, r, errdefs.New(errdefs.ErrPermissionDenied, errhttp.CodePermissionDenied, "this route needs an admin API key"))
 			return
 		}
 		h(w, r)

@@ -218,7 +218,7 @@ func (p *sandboxProxy) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if sb.Status.State != sandbox.StateRunning {
-		s.writeError(w, r, errdefs.Newf(errdefs.ErrFailedPrecondition, "SANDBOX::INVALID_STATE",
+		s.writeError(w, r, errdefs.Newf(errdefs.ErrFailedPrecondition, api.CodeSandboxInvalidState,
 			"sandbox %s is %s; resume it to reach its ports", id, sb.Status.State))
 		return
 	}

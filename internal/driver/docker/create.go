@@ -37,6 +37,7 @@ import (
 	"github.com/moby/moby/api/types/registry"
 	"github.com/moby/moby/client"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/egress/launch"
@@ -59,13 +60,13 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 		return nil, fmt.Errorf("entrypoint is empty: %w", errdefs.ErrInvalidArgument)
 	}
 	if spec.SecretsDir != "" && d.cfg.Remote {
-		return nil, errdefs.New(errdefs.ErrInvalidArgument, "SANDBOX::API_NOT_SUPPORTED",
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, api.CodeAPINotSupported,
 			"secrets on demand need a local Docker engine (the sandbox reaches the server over a socket it mounts)")
 	}
 	mode := d.egressModeOf(spec)
 	policed := mode.policed()
 	if policed && d.cfg.StateDir == "" {
-		return nil, errdefs.New(errdefs.ErrInvalidArgument, "SANDBOX::API_NOT_SUPPORTED",
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, api.CodeAPINotSupported,
 			"network policies need the driver's state directory, which this server does not have")
 	}
 	var upstreams []string
@@ -117,7 +118,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 			return nil, fmt.Errorf("sandbox %s exists: %w", spec.ID, errdefs.ErrAlreadyExists)
 		}
 		if spec.Resources.DiskBytes > 0 && strings.Contains(err.Error(), "storage-opt") {
-			return nil, errdefs.Wrap(errdefs.ErrNotImplemented, "SANDBOX::DISK_LIMIT_UNSUPPORTED",
+			return nil, errdefs.Wrap(errdefs.ErrNotImplemented, api.CodeSandboxDiskLimitUnsupported,
 				"this Docker engine cannot limit a sandbox's disk (its overlay2 storage needs xfs with project quotas)", err)
 		}
 		return nil, d.engineErr("create "+spec.ID, err)
@@ -389,7 +390,7 @@ func (d *Driver) labels(spec driver.Spec) map[string]string {
 func (d *Driver) startErr(ctx context.Context, id string, err error) error {
 	msg := err.Error()
 	if strings.Contains(msg, "executable file not found") || strings.Contains(msg, "no such file or directory") {
-		return errdefs.Wrap(errdefs.ErrInvalidArgument, "START_FAILED", fmt.Sprintf("sandbox %s did not start: %s", id, msg), err)
+		return errdefs.Wrap(errdefs.ErrInvalidArgument, api.CodeSandboxStartFailed, fmt.Sprintf("sandbox %s did not start: %s", id, msg), err)
 	}
 	return d.engineErr("start "+id, err)
 }
@@ -429,7 +430,7 @@ func (d *Driver) waitReady(ctx context.Context, id string) error {
 			}
 		}
 		if time.Now().After(deadline) {
-			return errdefs.Newf(errdefs.ErrUnavailable, "START_FAILED", "sandbox %s: execd did not answer within %v", id, d.cfg.ReadyTimeout)
+			return errdefs.Newf(errdefs.ErrUnavailable, api.CodeSandboxStartFailed, "sandbox %s: execd did not answer within %v", id, d.cfg.ReadyTimeout)
 		}
 		select {
 		case <-ctx.Done():
@@ -458,7 +459,7 @@ func (d *Driver) exitedEarly(ctx context.Context, id string, c container.Inspect
 	if out != "" {
 		msg += ": " + out
 	}
-	return errdefs.New(errdefs.ErrInvalidArgument, "START_FAILED", msg)
+	return errdefs.New(errdefs.ErrInvalidArgument, api.CodeSandboxStartFailed, msg)
 }
 
 // demux strips the 8-byte frame headers of a non-TTY log stream.
@@ -492,15 +493,15 @@ func (d *Driver) ensureImage(ctx context.Context, ref string, spec driver.Spec) 
 	if imageIDLike(ref) {
 		// The engine would take it for (a prefix of) a local image's ID:
 		// another tenant's snapshot, say.
-		return "", errdefs.Newf(errdefs.ErrInvalidArgument, "IMAGE_REFERENCE",
+		return "", errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeImageInvalidReference,
 			"image %q looks like an image ID: give a name (repository[:tag] or repository@sha256:...)", ref)
 	}
 	named, err := reference.ParseNormalizedNamed(ref)
 	if err != nil {
-		return "", errdefs.Newf(errdefs.ErrInvalidArgument, "IMAGE_REFERENCE", "image %q is not a valid reference", ref)
+		return "", errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeImageInvalidReference, "image %q is not a valid reference", ref)
 	}
 	if reference.Path(named) == snapshotRepo || reference.FamiliarName(named) == snapshotRepo {
-		return "", errdefs.Newf(errdefs.ErrInvalidArgument, "IMAGE_NOT_FOUND", "image %s was not found (a snapshot is restored with snapshotId)", ref)
+		return "", errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeImageNotFound, "image %s was not found (a snapshot is restored with snapshotId)", ref)
 	}
 	cctx, cancel := d.call(ctx)
 	res, err := d.cli.ImageInspect(cctx, ref)
@@ -510,7 +511,7 @@ func (d *Driver) ensureImage(ctx context.Context, ref string, spec driver.Spec) 
 		err = cerrdefs.ErrNotFound
 	}
 	if err == nil && res.Config != nil && res.Config.Labels[LabelSnapshotID] != "" {
-		return "", errdefs.Newf(errdefs.ErrInvalidArgument, "IMAGE_NOT_FOUND", "image %s was not found (a snapshot is restored with snapshotId)", ref)
+		return "", errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeImageNotFound, "image %s was not found (a snapshot is restored with snapshotId)", ref)
 	}
 	if err == nil {
 		if len(res.RepoDigests) == 0 || d.imageAllowed(spec.Tenant, res.ID) {
@@ -569,7 +570,7 @@ func knownAs(img image.InspectResponse, named reference.Named) bool {
 func proveLayers(ctx context.Context, ref string, img image.InspectResponse, auth driver.Image) error {
 	r, err := name.ParseReference(ref)
 	if err != nil {
-		return errdefs.Newf(errdefs.ErrInvalidArgument, "IMAGE_REFERENCE", "image %q is not a valid reference", ref)
+		return errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeImageInvalidReference, "image %q is not a valid reference", ref)
 	}
 	ropts := []remote.Option{remote.WithContext(ctx), remote.WithUserAgent("corral"),
 		remote.WithPlatform(v1.Platform{OS: img.Os, Architecture: img.Architecture, Variant: img.Variant})}
@@ -578,23 +579,23 @@ func proveLayers(ctx context.Context, ref string, img image.InspectResponse, aut
 	}
 	remoteImg, err := remote.Image(r, ropts...)
 	if err != nil {
-		return errdefs.Wrap(errdefs.ErrInvalidArgument, "IMAGE_LAYER_MISMATCH",
+		return errdefs.Wrap(errdefs.ErrInvalidArgument, api.CodeImageLayerMismatch,
 			fmt.Sprintf("image %s: its layers could not be checked with its registry", ref), err)
 	}
 	layers, err := remoteImg.Layers()
 	if err != nil || img.RootFS.Layers == nil || len(layers) != len(img.RootFS.Layers) {
-		return errdefs.Newf(errdefs.ErrInvalidArgument, "IMAGE_LAYER_MISMATCH", "image %s: its registry's layers are not the image's", ref)
+		return errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeImageLayerMismatch, "image %s: its registry's layers are not the image's", ref)
 	}
 	for i, l := range layers {
 		rc, err := l.Uncompressed()
 		if err != nil {
-			return errdefs.Wrap(errdefs.ErrInvalidArgument, "IMAGE_LAYER_MISMATCH", fmt.Sprintf("image %s: layer %d could not be fetched", ref, i), err)
+			return errdefs.Wrap(errdefs.ErrInvalidArgument, api.CodeImageLayerMismatch, fmt.Sprintf("image %s: layer %d could not be fetched", ref, i), err)
 		}
 		h := sha256.New()
 		_, err = io.Copy(h, rc)
 		rc.Close()
 		if err != nil || "sha256:"+hex.EncodeToString(h.Sum(nil)) != img.RootFS.Layers[i] {
-			return errdefs.Newf(errdefs.ErrInvalidArgument, "IMAGE_LAYER_MISMATCH",
+			return errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeImageLayerMismatch,
 				"image %s: layer %d from its registry is not the layer its config names", ref, i)
 		}
 	}
@@ -729,16 +730,16 @@ func (d *Driver) pullErr(ref string, err error) error {
 	case client.IsErrConnectionFailed(err):
 		return d.engineErr("pull "+ref, err)
 	case cerrdefs.IsNotFound(err) || strings.Contains(msg, "not found") || strings.Contains(msg, "manifest unknown"):
-		return errdefs.Wrap(errdefs.ErrInvalidArgument, "IMAGE_NOT_FOUND", fmt.Sprintf("image %s was not found", ref), err)
+		return errdefs.Wrap(errdefs.ErrInvalidArgument, api.CodeImageNotFound, fmt.Sprintf("image %s was not found", ref), err)
 	case cerrdefs.IsUnauthorized(err) || strings.Contains(msg, "unauthorized") || strings.Contains(msg, "denied") ||
 		strings.Contains(msg, "no basic auth credentials") || strings.Contains(msg, "authentication required"):
-		return errdefs.Wrap(errdefs.ErrInvalidArgument, "IMAGE_AUTH", fmt.Sprintf("image %s: the registry refused the credentials", ref), err)
+		return errdefs.Wrap(errdefs.ErrInvalidArgument, api.CodeImageUnauthorized, fmt.Sprintf("image %s: the registry refused the credentials", ref), err)
 	case strings.Contains(msg, "don't match image configuration"):
-		return errdefs.Wrap(errdefs.ErrInvalidArgument, "IMAGE_LAYER_MISMATCH", fmt.Sprintf("image %s: its layers are not the ones its config names", ref), err)
+		return errdefs.Wrap(errdefs.ErrInvalidArgument, api.CodeImageLayerMismatch, fmt.Sprintf("image %s: its layers are not the ones its config names", ref), err)
 	case cerrdefs.IsInvalidArgument(err) || strings.Contains(msg, "invalid reference"):
-		return errdefs.Wrap(errdefs.ErrInvalidArgument, "IMAGE_REFERENCE", fmt.Sprintf("image %q is not a valid reference", ref), err)
+		return errdefs.Wrap(errdefs.ErrInvalidArgument, api.CodeImageInvalidReference, fmt.Sprintf("image %q is not a valid reference", ref), err)
 	}
-	return errdefs.Wrap(errdefs.ErrUnavailable, "IMAGE_PULL", fmt.Sprintf("pull %s: %s", ref, msg), err)
+	return errdefs.Wrap(errdefs.ErrUnavailable, api.CodeImagePullFailed, fmt.Sprintf("pull %s: %s", ref, msg), err)
 }
 
 // inFile is a file copied into a container before it starts.

@@ -32,6 +32,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/egress/launch"
@@ -214,7 +215,7 @@ func (d *Driver) engineErr(op string, err error) error {
 	case err == nil:
 		return nil
 	case client.IsErrConnectionFailed(err) || errors.Is(err, context.DeadlineExceeded):
-		return errdefs.Wrap(errdefs.ErrUnavailable, "RUNTIME_UNAVAILABLE",
+		return errdefs.Wrap(errdefs.ErrUnavailable, api.CodeSandboxRuntimeUnavailable,
 			fmt.Sprintf("the Docker engine at %s did not answer (%s); sandboxes come back when it does", d.cli.DaemonHost(), op), err)
 	case cerrdefs.IsNotFound(err):
 		return fmt.Errorf("%s: %w: %w", op, errdefs.ErrNotFound, err)

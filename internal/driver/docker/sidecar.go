@@ -29,6 +29,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/egress"
 	"github.com/corral-dev/corral/internal/egress/dnsproxy"
@@ -87,7 +88,7 @@ func (d *Driver) remoteUpstreams() ([]string, error) {
 	}
 	out := dnsproxy.Reachable(dnsproxy.SystemResolvers())
 	if len(out) == 0 {
-		return nil, errdefs.New(errdefs.ErrInvalidArgument, "SANDBOX::API_NOT_SUPPORTED",
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, api.CodeAPINotSupported,
 			"network policies on a remote Docker engine need resolvers its machine reaches: start the server with --egress-upstream IP:PORT")
 	}
 	return out, nil
@@ -237,7 +238,7 @@ func sidecarFiles(dir, upstreamCA string) ([]inFile, bool, error) {
 		roots = append(append(roots, b...), '\n')
 	}
 	if !bytes.Contains(roots, []byte("-----BEGIN CERTIFICATE-----")) {
-		return nil, false, errdefs.New(errdefs.ErrInvalidArgument, "SANDBOX::API_NOT_SUPPORTED",
+		return nil, false, errdefs.New(errdefs.ErrInvalidArgument, api.CodeAPINotSupported,
 			"the credential proxy on a remote Docker engine verifies servers with this machine's CA roots, and it has none: start the server with --egress-upstream-ca")
 	}
 	files = append(files, inFile{Name: strings.TrimPrefix(sidecarDir, "/") + "/upstream-ca.pem", Mode: 0o644, Data: roots})
@@ -275,10 +276,10 @@ func (d *Driver) waitSidecar(ctx context.Context, id string, sb container.Inspec
 			return d.lastLog(ctx, res.Container.ID)
 		}
 		if st := res.Container.State; err == nil && st != nil && !st.Running && (st.Status == container.StateExited || st.Restarting && !recovering) {
-			return errdefs.New(errdefs.ErrUnavailable, "SANDBOX::EGRESS_FAILED", "the egress sidecar exited during start: "+last())
+			return errdefs.New(errdefs.ErrUnavailable, api.CodeSandboxEgressFailed, "the egress sidecar exited during start: "+last())
 		}
 		if time.Now().After(deadline) {
-			return errdefs.Newf(errdefs.ErrUnavailable, "SANDBOX::EGRESS_FAILED", "the egress sidecar of %s did not become ready within %v: %s",
+			return errdefs.Newf(errdefs.ErrUnavailable, api.CodeSandboxEgressFailed, "the egress sidecar of %s did not become ready within %v: %s",
 				id, d.cfg.ReadyTimeout, last())
 		}
 		select {

@@ -28,6 +28,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/sandbox"
@@ -202,16 +203,16 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 	if spec.Snapshot == nil {
 		switch {
 		case uri == "":
-			return nil, errdefs.New(errdefs.ErrInvalidArgument, "SANDBOX::INVALID_PARAMETER", "image.uri is empty")
+			return nil, errdefs.New(errdefs.ErrInvalidArgument, api.CodeInvalidParameter, "image.uri is empty")
 		case strings.HasPrefix(uri, "fake:missing"):
-			return nil, errdefs.Newf(errdefs.ErrInvalidArgument, "SANDBOX::IMAGE_NOT_FOUND", "image %q not found", uri)
+			return nil, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeSandboxImageNotFound, "image %q not found", uri)
 		}
 	}
 	d.mu.Lock()
 	if spec.Snapshot != nil {
 		if _, err := os.Stat(d.snapshotPath(spec.Snapshot.ID)); err != nil {
 			d.mu.Unlock()
-			return nil, errdefs.Newf(errdefs.ErrNotFound, "SNAPSHOT::NOT_FOUND", "snapshot %s not found", spec.Snapshot.ID)
+			return nil, errdefs.Newf(errdefs.ErrNotFound, api.CodeSnapshotNotFound, "snapshot %s not found", spec.Snapshot.ID)
 		}
 	}
 	if _, err := os.Stat(d.objectPath(spec.ID)); err == nil {
@@ -261,7 +262,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 	if code, ok := strings.CutPrefix(uri, "fake:exit="); ok {
 		n, convErr := strconv.Atoi(code)
 		if convErr != nil {
-			return nil, errdefs.Newf(errdefs.ErrInvalidArgument, "SANDBOX::INVALID_PARAMETER", "image %q: bad exit code", uri)
+			return nil, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeInvalidParameter, "image %q: bad exit code", uri)
 		}
 		o.ExitAt, o.ExitCode = o.StartedAt.Add(exitAfter), n
 	}

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/hostnet/forward"
@@ -94,22 +95,22 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 func (d *Driver) supports(spec driver.Spec) error {
 	switch {
 	case len(spec.Entrypoint) == 0:
-		return errdefs.Invalid("INVALID_ENTRYPOINT", "the entrypoint is empty")
+		return errdefs.Invalid(api.CodeInvalidParameter, "the entrypoint is empty")
 	case spec.Image.URI == "":
-		return errdefs.Invalid("INVALID_IMAGE", "the image is empty")
+		return errdefs.Invalid(api.CodeImageInvalidReference, "the image is empty")
 	case spec.Snapshot != nil:
-		return errdefs.New(errdefs.ErrNotImplemented, "NOT_SUPPORTED", "the kubernetes runtime cannot start from snapshots")
+		return errdefs.New(errdefs.ErrNotImplemented, api.CodeAPINotSupported, "the kubernetes runtime cannot start from snapshots")
 	case spec.CredentialProxy:
-		return errdefs.New(errdefs.ErrNotImplemented, "NOT_SUPPORTED",
+		return errdefs.New(errdefs.ErrNotImplemented, api.CodeAPINotSupported,
 			"the kubernetes runtime has no credential vault yet")
 	case spec.Policed() && spec.EgressToken == "":
-		return errdefs.Invalid("INVALID_SPEC", "a network policy needs an egress token")
+		return errdefs.Invalid(api.CodeInvalidParameter, "a network policy needs an egress token")
 	case spec.SecretsDir != "":
-		return errdefs.New(errdefs.ErrNotImplemented, "NOT_SUPPORTED", "the kubernetes runtime does not serve secrets on demand yet")
+		return errdefs.New(errdefs.ErrNotImplemented, api.CodeAPINotSupported, "the kubernetes runtime does not serve secrets on demand yet")
 	case spec.Resources.Pids > 0:
 		// Limits are never dropped: a pod has no limit of its own on
 		// processes; the node's kubelet sets one for every pod.
-		return errdefs.Invalid("SANDBOX::INVALID_RESOURCE_LIMIT",
+		return errdefs.Invalid(api.CodeInvalidResourceLimit,
 			"resourceLimits.pids: the kubernetes runtime cannot limit one sandbox's processes; the nodes' kubelet limits every pod's (podPidsLimit)")
 	}
 	return nil
@@ -257,7 +258,7 @@ func (d *Driver) waitReady(ctx context.Context, id string) error {
 		var phase v1alpha1.SandboxPhase
 		switch {
 		case errors.Is(err, errdefs.ErrNotFound) && seen:
-			return errdefs.Newf(errdefs.ErrUnavailable, "START_FAILED", "sandbox %s was deleted while it started", id)
+			return errdefs.Newf(errdefs.ErrUnavailable, api.CodeSandboxStartFailed, "sandbox %s was deleted while it started", id)
 		case errors.Is(err, errdefs.ErrNotFound):
 			// The cache has not seen the Sandbox just written yet.
 		case err != nil:
@@ -271,7 +272,7 @@ func (d *Driver) waitReady(ctx context.Context, id string) error {
 			return startFailure(id, sbx)
 		case v1alpha1.SandboxExited:
 			e := exitOf(sbx)
-			return errdefs.Newf(errdefs.ErrInvalidArgument, "START_FAILED",
+			return errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeSandboxStartFailed,
 				"sandbox %s: the entrypoint exited with status %d (%s) before execd answered", id, e.Code, e.Reason)
 		case v1alpha1.SandboxRunning:
 			// execd starts within milliseconds of the container; no event
@@ -295,7 +296,7 @@ func (d *Driver) waitReady(ctx context.Context, id string) error {
 		case <-wait:
 		case <-ctx.Done():
 			if parent := context.Cause(ctx); errors.Is(parent, context.DeadlineExceeded) && time.Since(start) >= d.cfg.ReadyTimeout {
-				return errdefs.Newf(errdefs.ErrUnavailable, "START_FAILED", "sandbox %s: not ready within %v", id, d.cfg.ReadyTimeout)
+				return errdefs.Newf(errdefs.ErrUnavailable, api.CodeSandboxStartFailed, "sandbox %s: not ready within %v", id, d.cfg.ReadyTimeout)
 			}
 			return ctx.Err()
 		}
@@ -315,7 +316,7 @@ func startFailure(id string, sbx *v1alpha1.Sandbox) error {
 	if c := meta.FindStatusCondition(sbx.Status.Conditions, v1alpha1.ConditionFailed); c != nil && userFailures[c.Reason] {
 		kind = errdefs.ErrInvalidArgument
 	}
-	return errdefs.Newf(kind, "START_FAILED", "sandbox %s did not start: %s", id, failure(sbx))
+	return errdefs.Newf(kind, api.CodeSandboxStartFailed, "sandbox %s did not start: %s", id, failure(sbx))
 }
 
 func sortEnv(env []corev1.EnvVar) {

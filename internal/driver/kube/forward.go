@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 )
 
@@ -93,18 +94,18 @@ func (d *Driver) portForward(ctx context.Context, id, pod string, port int) (net
 	case <-ready:
 	case err := <-failed:
 		cancel()
-		return netip.AddrPort{}, errdefs.Newf(errdefs.ErrUnavailable, "PORT_FORWARD_FAILED", "port-forward to sandbox %s port %d: %v", id, port, err)
+		return netip.AddrPort{}, errdefs.Newf(errdefs.ErrUnavailable, api.CodeSandboxPortForwardFailed, "port-forward to sandbox %s port %d: %v", id, port, err)
 	case <-ctx.Done():
 		cancel()
 		return netip.AddrPort{}, ctx.Err()
 	case <-time.After(30 * time.Second):
 		cancel()
-		return netip.AddrPort{}, errdefs.Newf(errdefs.ErrUnavailable, "PORT_FORWARD_FAILED", "port-forward to sandbox %s port %d: not ready in 30 s", id, port)
+		return netip.AddrPort{}, errdefs.Newf(errdefs.ErrUnavailable, api.CodeSandboxPortForwardFailed, "port-forward to sandbox %s port %d: not ready in 30 s", id, port)
 	}
 	ports, err := pf.GetPorts()
 	if err != nil || len(ports) == 0 {
 		cancel()
-		return netip.AddrPort{}, errdefs.Newf(errdefs.ErrUnavailable, "PORT_FORWARD_FAILED", "port-forward to sandbox %s port %d: %v", id, port, err)
+		return netip.AddrPort{}, errdefs.Newf(errdefs.ErrUnavailable, api.CodeSandboxPortForwardFailed, "port-forward to sandbox %s port %d: %v", id, port, err)
 	}
 	f.addr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), ports[0].Local)
 	if d.fwd.m == nil {

@@ -35,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/kube/apierr"
@@ -252,7 +253,7 @@ func (d *Driver) read(ctx context.Context, id string, orAPI bool) (*v1alpha1.San
 		return nil, apiErr("get sandbox "+id, err)
 	}
 	if !sbx.DeletionTimestamp.IsZero() {
-		return nil, errdefs.Newf(errdefs.ErrNotFound, "SANDBOX_NOT_FOUND", "sandbox %s is being deleted", id)
+		return nil, errdefs.Newf(errdefs.ErrNotFound, api.CodeSandboxNotFound, "sandbox %s is being deleted", id)
 	}
 	return &sbx, nil
 }
@@ -285,7 +286,7 @@ func (d *Driver) Recover(ctx context.Context, h *driver.Handle) error {
 		return fmt.Errorf("kube: handle of %s: %w", h.ID, err)
 	}
 	if st.Namespace != d.cfg.Namespace {
-		return errdefs.Newf(errdefs.ErrNotFound, "SANDBOX_NOT_FOUND",
+		return errdefs.Newf(errdefs.ErrNotFound, api.CodeSandboxNotFound,
 			"sandbox %s is in namespace %s, this server uses %s", h.ID, st.Namespace, d.cfg.Namespace)
 	}
 	sbx, err := d.get(ctx, h.ID)
@@ -293,7 +294,7 @@ func (d *Driver) Recover(ctx context.Context, h *driver.Handle) error {
 		return err
 	}
 	if sbx.UID != st.UID {
-		return errdefs.Newf(errdefs.ErrNotFound, "SANDBOX_NOT_FOUND", "sandbox %s was replaced by another of the same name", h.ID)
+		return errdefs.Newf(errdefs.ErrNotFound, api.CodeSandboxNotFound, "sandbox %s was replaced by another of the same name", h.ID)
 	}
 	return nil
 }
@@ -363,7 +364,7 @@ func (d *Driver) Wait(ctx context.Context, id string) (driver.Exit, error) {
 	var exit driver.Exit
 	err := d.await(ctx, id, func(sbx *v1alpha1.Sandbox) (bool, error) {
 		if sbx == nil {
-			return false, errdefs.Newf(errdefs.ErrNotFound, "SANDBOX_NOT_FOUND", "sandbox %s not found", id)
+			return false, errdefs.Newf(errdefs.ErrNotFound, api.CodeSandboxNotFound, "sandbox %s not found", id)
 		}
 		if st := statusOf(sbx); st.Phase == driver.PhaseExited {
 			exit = *st.Exit
@@ -456,10 +457,10 @@ func (d *Driver) Endpoint(ctx context.Context, id string, port int) (netip.AddrP
 		return netip.AddrPort{}, err
 	}
 	if statusOf(sbx).Phase == driver.PhaseExited {
-		return netip.AddrPort{}, errdefs.Newf(errdefs.ErrFailedPrecondition, "SANDBOX_NOT_RUNNING", "sandbox %s is not running", id)
+		return netip.AddrPort{}, errdefs.Newf(errdefs.ErrFailedPrecondition, api.CodeSandboxNotRunning, "sandbox %s is not running", id)
 	}
 	if port <= 0 || port > 65535 {
-		return netip.AddrPort{}, errdefs.Invalid("INVALID_PORT", "port %d is out of range", port)
+		return netip.AddrPort{}, errdefs.Invalid(api.CodeSandboxInvalidPort, "port %d is out of range", port)
 	}
 	return d.endpoint(ctx, sbx, port)
 }
@@ -468,7 +469,7 @@ func (d *Driver) Endpoint(ctx context.Context, id string, port int) (netip.AddrP
 func (d *Driver) endpoint(ctx context.Context, sbx *v1alpha1.Sandbox, port int) (netip.AddrPort, error) {
 	ip, err := netip.ParseAddr(sbx.Status.PodIP)
 	if err != nil || sbx.Status.PodName == "" {
-		return netip.AddrPort{}, errdefs.Newf(errdefs.ErrFailedPrecondition, "SANDBOX_NOT_RUNNING", "sandbox %s has no pod address yet", sbx.Name)
+		return netip.AddrPort{}, errdefs.Newf(errdefs.ErrFailedPrecondition, api.CodeSandboxNotRunning, "sandbox %s has no pod address yet", sbx.Name)
 	}
 	if d.cfg.Endpoints == EndpointsPortForward {
 		return d.portForward(ctx, sbx.Name, sbx.Status.PodName, port)
@@ -523,7 +524,7 @@ func (d *Driver) Import(ctx context.Context, id string) (*driver.Imported, error
 		return nil, err
 	}
 	if statusOf(sbx).Phase != driver.PhaseRunning {
-		return nil, errdefs.Newf(errdefs.ErrNotFound, "SANDBOX_NOT_FOUND", "sandbox %s is not running", id)
+		return nil, errdefs.Newf(errdefs.ErrNotFound, api.CodeSandboxNotFound, "sandbox %s is not running", id)
 	}
 	var sec corev1.Secret
 	if err := d.c.Get(ctx, types.NamespacedName{Namespace: d.cfg.Namespace, Name: sbx.Spec.AccessSecretName}, &sec); err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/egress/launch"
@@ -47,11 +48,11 @@ type rootfsPlan struct {
 
 func (d *Driver) plan(ctx context.Context, spec driver.Spec) (*rootfsPlan, error) {
 	if spec.Snapshot != nil {
-		return nil, errdefs.New(errdefs.ErrInvalidArgument, "SANDBOX::API_NOT_SUPPORTED", "the oci runtime cannot restore snapshots yet")
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, api.CodeAPINotSupported, "the oci runtime cannot restore snapshots yet")
 	}
 	if spec.Image.URI == HostImage {
 		if !d.cfg.AllowHostImage {
-			return nil, errdefs.New(errdefs.ErrInvalidArgument, "IMAGE::HOST_IMAGE_DISABLED", `the "host" image is disabled on this server`)
+			return nil, errdefs.New(errdefs.ErrInvalidArgument, api.CodeImageHostImageDisabled, `the "host" image is disabled on this server`)
 		}
 		return &rootfsPlan{lowers: []string{d.hostRoot}, host: true,
 			config: imagestore.Config{Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root"}, WorkingDir: "/root"}}, nil
@@ -60,7 +61,7 @@ func (d *Driver) plan(ctx context.Context, spec driver.Spec) (*rootfsPlan, error
 	if spec.Platform.OS != "" {
 		platform = spec.Platform.OS + "/" + spec.Platform.Arch
 		if platform != imagestore.HostPlatform() {
-			return nil, errdefs.Newf(errdefs.ErrInvalidArgument, "SANDBOX::INVALID_PARAMETER",
+			return nil, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeInvalidParameter,
 				"platform %s cannot run on this machine (%s)", platform, imagestore.HostPlatform())
 		}
 	}
@@ -83,7 +84,7 @@ func (d *Driver) plan(ctx context.Context, spec driver.Spec) (*rootfsPlan, error
 		p.lowers = append(p.lowers, d.images.LayerDir(img.Layers[i]))
 	}
 	if len(p.lowers) == 0 {
-		return nil, errdefs.Newf(errdefs.ErrInvalidArgument, "IMAGE::EMPTY", "image %q has no layers", spec.Image.URI)
+		return nil, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeImageEmpty, "image %q has no layers", spec.Image.URI)
 	}
 	return p, nil
 }
@@ -153,7 +154,7 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, mode createMode) 
 		}
 	}
 	if len(spec.Entrypoint) == 0 && mode == runEntrypoint {
-		return nil, errdefs.New(errdefs.ErrInvalidArgument, "SANDBOX::INVALID_PARAMETER", "entrypoint is empty")
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, api.CodeInvalidParameter, "entrypoint is empty")
 	}
 	t0 := time.Now()
 	b.mark = func(step string) {
@@ -452,12 +453,12 @@ func prepareRoot(plan *rootfsPlan, upper, work, rootfs, cwd string, mounted bool
 	}
 	defer root.Close()
 	if uid, gid, err = resolveUser(root, plan.config.User); err != nil {
-		return 0, 0, errdefs.Wrap(errdefs.ErrInvalidArgument, "IMAGE::BAD_USER", err.Error(), err)
+		return 0, 0, errdefs.Wrap(errdefs.ErrInvalidArgument, api.CodeImageBadUser, err.Error(), err)
 	}
 	// runc creates the mount points it needs; only a missing working
 	// directory must be made here.
 	if _, err := safefile.MkdirAllInRootAt(root, cwd, 0o755); err != nil {
-		return 0, 0, errdefs.Wrap(errdefs.ErrInvalidArgument, "IMAGE::BAD_WORKDIR",
+		return 0, 0, errdefs.Wrap(errdefs.ErrInvalidArgument, api.CodeImageBadWorkdir,
 			fmt.Sprintf("the image's working directory %q cannot be made: %v", cwd, err), err)
 	}
 	return uid, gid, nil
@@ -496,13 +497,13 @@ func (d *Driver) startError(bundle, disk string, cause error) error {
 		if tail != "" {
 			msg += ": " + tail
 		}
-		return errdefs.Wrap(errdefs.ErrUnavailable, "SANDBOX::START_FAILED", msg, cause)
+		return errdefs.Wrap(errdefs.ErrUnavailable, api.CodeSandboxStartFailed, msg, cause)
 	}
 	msg := fmt.Sprintf("the entrypoint exited during start with code %d", ex.Code)
 	if tail != "" {
 		msg += ": " + tail
 	}
-	return errdefs.Wrap(errdefs.ErrInvalidArgument, "SANDBOX::START_FAILED", msg, cause)
+	return errdefs.Wrap(errdefs.ErrInvalidArgument, api.CodeSandboxStartFailed, msg, cause)
 }
 
 // initParams are what initCommand needs besides the spec.
@@ -572,7 +573,7 @@ func workingDir(dir string) (string, error) {
 		return "/", nil
 	}
 	if !path.IsAbs(dir) || slices.Contains(strings.Split(dir, "/"), "..") || strings.ContainsRune(dir, 0) {
-		return "", errdefs.Newf(errdefs.ErrInvalidArgument, "IMAGE::BAD_WORKDIR",
+		return "", errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeImageBadWorkdir,
 			"the image's working directory %q is not an absolute path without \"..\"", dir)
 	}
 	return path.Clean(dir), nil

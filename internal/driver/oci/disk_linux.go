@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 )
 
@@ -42,7 +43,7 @@ func mountDisk(ctx context.Context, dir string, size int64) (upper, work string,
 	out, err := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1", img).CombinedOutput()
 	if err != nil {
 		if errors.Is(err, exec.ErrNotFound) {
-			return "", "", errdefs.New(errdefs.ErrNotImplemented, "SANDBOX::DISK_LIMIT_UNSUPPORTED",
+			return "", "", errdefs.New(errdefs.ErrNotImplemented, api.CodeSandboxDiskLimitUnsupported,
 				"this server cannot limit a sandbox's disk: mkfs.ext4 (e2fsprogs) is not installed")
 		}
 		return "", "", fmt.Errorf("mkfs.ext4: %v: %s", err, out)

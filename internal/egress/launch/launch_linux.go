@@ -33,6 +33,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/egress"
 	"github.com/corral-dev/corral/internal/egress/audit"
@@ -168,7 +169,7 @@ type Sandbox struct {
 func Prepare(dir string, sb Sandbox) error {
 	pol, err := policy.Decode(sb.Policy)
 	if err != nil {
-		return errdefs.Wrap(errdefs.ErrInvalidArgument, "SANDBOX::INVALID_PARAMETER", "networkPolicy: "+err.Error(), err)
+		return errdefs.Wrap(errdefs.ErrInvalidArgument, api.CodeInvalidParameter, "networkPolicy: "+err.Error(), err)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
@@ -410,7 +411,7 @@ func (n *Enforcers) waitReady(ctx context.Context, dir string, st state) error {
 			}
 		}
 		if !procfs.Alive(st.Pid, st.StartTime) {
-			return errdefs.New(errdefs.ErrUnavailable, "SANDBOX::EGRESS_FAILED", "the egress enforcer exited during start: "+lastLine(logPath))
+			return errdefs.New(errdefs.ErrUnavailable, api.CodeSandboxEgressFailed, "the egress enforcer exited during start: "+lastLine(logPath))
 		}
 		select {
 		case <-ctx.Done():

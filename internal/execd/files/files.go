@@ -70,15 +70,15 @@ func FSError(p string, err error) error {
 	case errors.Is(err, fs.ErrNotExist):
 		return notFound(p)
 	case errors.Is(err, fs.ErrPermission):
-		return errdefs.Newf(errdefs.ErrPermissionDenied, "PERMISSION_DENIED", "%s: permission denied", p)
+		return errdefs.Newf(errdefs.ErrPermissionDenied, api.CodeExecdPermissionDenied, "%s: permission denied", p)
 	case errors.Is(err, syscall.ENOTDIR):
 		return errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeExecdInvalidPath, "%s: a parent is not a directory", p)
 	case errors.Is(err, syscall.EISDIR):
 		return errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeExecdInvalidPath, "%s: is a directory", p)
 	case errors.Is(err, syscall.ENOSPC):
-		return errdefs.Newf(errdefs.ErrResourceExhausted, "NO_SPACE", "%s: no space left on device", p)
+		return errdefs.Newf(errdefs.ErrResourceExhausted, api.CodeExecdNoSpace, "%s: no space left on device", p)
 	case errors.Is(err, syscall.EROFS):
-		return errdefs.Newf(errdefs.ErrFailedPrecondition, "READ_ONLY", "%s: read-only file system", p)
+		return errdefs.Newf(errdefs.ErrFailedPrecondition, api.CodeExecdReadOnly, "%s: read-only file system", p)
 	}
 	return fmt.Errorf("%s: %w", p, err)
 }
@@ -320,7 +320,7 @@ func Move(items []api.RenameFileItem) error {
 			return FSError(it.Src, err)
 		}
 		if _, err := os.Lstat(dest); err == nil {
-			return errdefs.Newf(errdefs.ErrInvalidArgument, "FILE_EXISTS", "%s already exists", it.Dest)
+			return errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeExecdFileExists, "%s already exists", it.Dest)
 		}
 		if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
 			return FSError(it.Dest, err)

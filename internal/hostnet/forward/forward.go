@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 )
 
@@ -139,7 +140,7 @@ func (s *Set) Addr(id string, port int, dial Dialer) (netip.AddrPort, error) {
 	if len(s.fs[id]) >= MaxPerSandbox {
 		// Each holds a host port and descriptors: a tenant asking for
 		// every port of a sandbox must not take this machine's.
-		return netip.AddrPort{}, errdefs.Newf(errdefs.ErrResourceExhausted, "SANDBOX::TOO_MANY_ENDPOINTS",
+		return netip.AddrPort{}, errdefs.Newf(errdefs.ErrResourceExhausted, api.CodeSandboxTooManyEndpoints,
 			"a sandbox has endpoints for at most %d ports at a time", MaxPerSandbox)
 	}
 	f, err := newForwarder(dial)

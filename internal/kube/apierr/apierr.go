@@ -11,6 +11,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 )
 
@@ -24,15 +25,15 @@ func Classify(op string, err error) error {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	case apierrors.IsNotFound(err):
-		return errdefs.Wrap(errdefs.ErrNotFound, "SANDBOX_NOT_FOUND", op+": not found", err)
+		return errdefs.Wrap(errdefs.ErrNotFound, api.CodeSandboxNotFound, op+": not found", err)
 	case apierrors.IsAlreadyExists(err):
-		return errdefs.Wrap(errdefs.ErrAlreadyExists, "SANDBOX_EXISTS", op+": already exists", err)
+		return errdefs.Wrap(errdefs.ErrAlreadyExists, api.CodeSandboxAlreadyExists, op+": already exists", err)
 	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
-		return errdefs.Wrap(errdefs.ErrInvalidArgument, "INVALID_SANDBOX", op+": "+err.Error(), err)
+		return errdefs.Wrap(errdefs.ErrInvalidArgument, api.CodeInvalidParameter, op+": "+err.Error(), err)
 	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
-		return errdefs.Wrap(errdefs.ErrUnavailable, "KUBE_FORBIDDEN", op+": the cluster refused this server: "+err.Error(), err)
+		return errdefs.Wrap(errdefs.ErrUnavailable, api.CodeSandboxRuntimeForbidden, op+": the cluster refused this server: "+err.Error(), err)
 	case apierrors.IsConflict(err):
-		return errdefs.Wrap(errdefs.ErrFailedPrecondition, "KUBE_CONFLICT", op+": "+err.Error(), err)
+		return errdefs.Wrap(errdefs.ErrFailedPrecondition, api.CodeSandboxConflict, op+": "+err.Error(), err)
 	}
-	return errdefs.Wrap(errdefs.ErrUnavailable, "KUBE_UNAVAILABLE", op+": "+err.Error(), err)
+	return errdefs.Wrap(errdefs.ErrUnavailable, api.CodeSandboxRuntimeUnavailable, op+": "+err.Error(), err)
 }

@@ -10,6 +10,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 )
 
@@ -30,7 +31,7 @@ func StartCache(ctx context.Context, ca cache.Cache, log *slog.Logger, hint stri
 	defer cancelSync()
 	if !ca.WaitForCacheSync(syncCtx) {
 		stop()
-		return nil, errdefs.New(errdefs.ErrUnavailable, "KUBE_UNAVAILABLE", hint)
+		return nil, errdefs.New(errdefs.ErrUnavailable, api.CodeSandboxRuntimeUnavailable, hint)
 	}
 	return stop, nil
 }
