@@ -10,9 +10,6 @@ import (
 	"strings"
 )
 
-// idCommands take sandbox ids, which completion fetches with 'corral ls -q'.
-var idCommands = []string{"exec", "code", "shell", "get", "kill", "pause", "resume", "renew", "endpoint", "logs", "cp"}
-
 const bashCompletion = `# bash completion for corral; load with: source <(corral completion bash)
 _corral() {
   local cur=${COMP_WORDS[COMP_CWORD]}
@@ -60,29 +57,25 @@ complete -c corral -n "__fish_use_subcommand" -a "%[1]s"
 complete -c corral -n "__fish_seen_subcommand_from %[2]s" -a "(corral ls -q 2>/dev/null)"
 %[3]s`
 
-// subcommands of the commands that have them.
-var subcommands = map[string][]string{
-	"config":     {"set", "use", "ls", "rm", "init"},
-	"image":      {"import", "pull", "ls", "rm", "gc"},
-	"keys":       {"create", "ls", "revoke"},
-	"snapshot":   {"create", "ls", "rm"},
-	"completion": {"bash", "zsh", "fish"},
-}
-
 func runCompletion(_ context.Context, e *env, args []string) int {
 	if len(args) != 1 {
 		fmt.Fprintln(e.stderr, "Usage: corral completion bash|zsh|fish\n\n  bash: source <(corral completion bash)\n  zsh:  source <(corral completion zsh)\n  fish: corral completion fish | source")
 		return 2
 	}
-	var names []string
+	// From the command table: the ids are fetched with 'corral ls -q'.
+	var names, idCommands, withSubs []string
+	subcommands := map[string][]string{}
 	for _, c := range commands() {
 		names = append(names, c.name)
+		if c.takesID {
+			idCommands = append(idCommands, c.name)
+		}
+		if len(c.sub) > 0 {
+			withSubs = append(withSubs, c.name)
+			subcommands[c.name] = c.sub
+		}
 	}
 	sort.Strings(names)
-	var withSubs []string
-	for k := range subcommands {
-		withSubs = append(withSubs, k)
-	}
 	sort.Strings(withSubs)
 	switch args[0] {
 	case "bash":

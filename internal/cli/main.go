@@ -25,42 +25,49 @@ type env struct {
 	getenv         func(string) string
 }
 
+// command is one entry of the one command table, which dispatch, usage
+// and shell completion all read.
 type command struct {
 	name    string
 	summary string
 	run     func(ctx context.Context, e *env, args []string) int
+	// takesID: its arguments are sandbox ids (completion offers them).
+	takesID bool
+	// sub are its subcommands, for completion (the command dispatches
+	// them itself).
+	sub []string
 }
 
 func commands() []command {
 	return []command{
-		{"create", "create a sandbox and print its id", runCreate},
-		{"ls", "list sandboxes", runList},
-		{"get", "show a sandbox", runGet},
-		{"exec", "run a command in a sandbox (output streamed, exit code kept)", runExec},
-		{"mcp", "serve sandbox tools to AI agents over MCP (stdio or streamable HTTP), under a tool policy", runMCP},
-		{"agent", "run a task with an LLM on one sandbox, under the tool policy (a restricted-execution agent)", runAgent},
-		{"code", "run code in a sandbox's code interpreter (Python by default; state kept between runs)", runCode},
-		{"shell", "open an interactive shell in a sandbox", runShell},
-		{"logs", "print the output of a background command", runLogs},
-		{"cp", "copy files and directories into or out of a sandbox", runCp},
-		{"endpoint", "print the address of a sandbox port", runEndpoint},
-		{"pause", "freeze sandboxes", runPause},
-		{"resume", "thaw paused sandboxes", runResume},
-		{"renew", "extend a sandbox's time to live", runRenew},
-		{"kill", "delete sandboxes", runKill},
-		{"snapshot", "create, list and delete snapshots", runSnapshot},
-		{"serve", "run the lifecycle API server (the control plane)", runServe},
-		{"keys", "create, list and revoke API keys", runKeys},
-		{"config", "manage connection profiles; write a server configuration", runConfig},
-		{"image", "import, pull, list and remove images of the native runtime", runImage},
-		{"completion", "print a bash, zsh or fish completion script", runCompletion},
-		{"execd", "run the in-sandbox daemon (the execd API on :44772)", runExecd},
-		{"egress", "enforce a sandbox's egress policy (DNS, nftables, the policy API on :18080)", runEgress},
-		{"controller", "run the Kubernetes controller for Sandbox resources", runController},
-		{"install-binary", "copy this corral binary to a path (the Kubernetes pod's init container)", runInstallBinary},
-		{"adopt", "hand a warm sandbox its token, environment and entrypoint (run inside it by the Kubernetes controller)", runAdopt},
-		{"init", "run as PID 1 of a sandbox: the entrypoint, execd, reaping and signals", runInit},
-		{"version", "print the version", runVersion},
+		{name: "create", summary: "create a sandbox and print its id", run: runCreate},
+		{name: "ls", summary: "list sandboxes", run: runList},
+		{name: "get", summary: "show a sandbox", run: runGet, takesID: true},
+		{name: "exec", summary: "run a command in a sandbox (output streamed, exit code kept)", run: runExec, takesID: true},
+		{name: "mcp", summary: "serve sandbox tools to AI agents over MCP (stdio or streamable HTTP), under a tool policy", run: runMCP},
+		{name: "agent", summary: "run a task with an LLM on one sandbox, under the tool policy (a restricted-execution agent)", run: runAgent},
+		{name: "code", summary: "run code in a sandbox's code interpreter (Python by default; state kept between runs)", run: runCode, takesID: true},
+		{name: "shell", summary: "open an interactive shell in a sandbox", run: runShell, takesID: true},
+		{name: "logs", summary: "print the output of a background command", run: runLogs, takesID: true},
+		{name: "cp", summary: "copy files and directories into or out of a sandbox", run: runCp, takesID: true},
+		{name: "endpoint", summary: "print the address of a sandbox port", run: runEndpoint, takesID: true},
+		{name: "pause", summary: "freeze sandboxes", run: runPause, takesID: true},
+		{name: "resume", summary: "thaw paused sandboxes", run: runResume, takesID: true},
+		{name: "renew", summary: "extend a sandbox's time to live", run: runRenew, takesID: true},
+		{name: "kill", summary: "delete sandboxes", run: runKill, takesID: true},
+		{name: "snapshot", summary: "create, list and delete snapshots", run: runSnapshot, sub: []string{"create", "ls", "rm"}},
+		{name: "serve", summary: "run the lifecycle API server (the control plane)", run: runServe},
+		{name: "keys", summary: "create, list and revoke API keys", run: runKeys, sub: []string{"create", "ls", "revoke"}},
+		{name: "config", summary: "manage connection profiles; write a server configuration", run: runConfig, sub: []string{"set", "use", "ls", "rm", "init"}},
+		{name: "image", summary: "import, pull, list and remove images of the native runtime", run: runImage, sub: []string{"import", "pull", "ls", "rm", "gc"}},
+		{name: "completion", summary: "print a bash, zsh or fish completion script", run: runCompletion, sub: []string{"bash", "zsh", "fish"}},
+		{name: "execd", summary: "run the in-sandbox daemon (the execd API on :44772)", run: runExecd},
+		{name: "egress", summary: "enforce a sandbox's egress policy (DNS, nftables, the policy API on :18080)", run: runEgress},
+		{name: "controller", summary: "run the Kubernetes controller for Sandbox resources", run: runController},
+		{name: "install-binary", summary: "copy this corral binary to a path (the Kubernetes pod's init container)", run: runInstallBinary},
+		{name: "adopt", summary: "hand a warm sandbox its token, environment and entrypoint (run inside it by the Kubernetes controller)", run: runAdopt},
+		{name: "init", summary: "run as PID 1 of a sandbox: the entrypoint, execd, reaping and signals", run: runInit},
+		{name: "version", summary: "print the version", run: runVersion},
 	}
 }
 
