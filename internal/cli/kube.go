@@ -95,25 +95,25 @@ func runController(ctx context.Context, e *env, args []string) int {
 // kubeCheckFlags reports a mistaken --kube-* flag before anything dials
 // the cluster.
 func kubeCheckFlags(cfg *serveConfig) error {
-	if _, err := kubeconfig.PullPolicy(cfg.kubePullPolicy); err != nil {
+	if _, err := kubeconfig.PullPolicy(cfg.kube.pullPolicy); err != nil {
 		return fmt.Errorf("--kube-image-pull-policy: %w", err)
 	}
-	switch cfg.kubeEndpoints {
+	switch cfg.kube.endpoints {
 	case "", kube.EndpointsAuto, kube.EndpointsPod, kube.EndpointsPortForward:
 		return nil
 	}
-	return fmt.Errorf("--kube-endpoints %q: want %s, %s or %s", cfg.kubeEndpoints, kube.EndpointsAuto, kube.EndpointsPod, kube.EndpointsPortForward)
+	return fmt.Errorf("--kube-endpoints %q: want %s, %s or %s", cfg.kube.endpoints, kube.EndpointsAuto, kube.EndpointsPod, kube.EndpointsPortForward)
 }
 
 // kubeStores opens the sandbox records and API keys of `serve --runtime
 // kubernetes` in the cluster, shared by the replicas with this server ID.
 func kubeStores(ctx context.Context, cfg *serveConfig, log *slog.Logger) (kubeRecordStore, kubeKeyStore, error) {
 	kubeconfig.SetGlobalLoggers(log)
-	rc, err := kubeconfig.Load(cfg.kubeconfig)
+	rc, err := kubeconfig.Load(cfg.kube.kubeconfig)
 	if err != nil {
 		return nil, nil, err
 	}
-	rcfg := records.Config{REST: rc, Namespace: cfg.kubeNamespace, ServerID: cfg.serverID, Logger: log}
+	rcfg := records.Config{REST: rc, Namespace: cfg.kube.namespace, ServerID: cfg.serverID, Logger: log}
 	keys, err := records.NewKeys(ctx, rcfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("API keys: %w", err)
@@ -123,21 +123,21 @@ func kubeStores(ctx context.Context, cfg *serveConfig, log *slog.Logger) (kubeRe
 		keys.Close()
 		return nil, nil, fmt.Errorf("records: %w", err)
 	}
-	log.InfoContext(ctx, "sandbox records and API keys are kept in the cluster", "namespace", cfg.kubeNamespace, "server_id", cfg.serverID)
+	log.InfoContext(ctx, "sandbox records and API keys are kept in the cluster", "namespace", cfg.kube.namespace, "server_id", cfg.serverID)
 	return recs, keys, nil
 }
 
 // kubeDriver is the kubernetes runtime of `serve`.
 func kubeDriver(cfg *serveConfig, log *slog.Logger) (driver.Driver, error) {
-	policy, err := kubeconfig.PullPolicy(cfg.kubePullPolicy)
+	policy, err := kubeconfig.PullPolicy(cfg.kube.pullPolicy)
 	if err != nil {
 		return nil, fmt.Errorf("--kube-image-pull-policy: %w", err)
 	}
 	kubeconfig.SetGlobalLoggers(log)
-	rc, err := kubeconfig.Load(cfg.kubeconfig)
+	rc, err := kubeconfig.Load(cfg.kube.kubeconfig)
 	if err != nil {
 		return nil, err
 	}
-	return kube.New(context.Background(), kube.Config{REST: rc, Namespace: cfg.kubeNamespace, ImagePullPolicy: policy,
-		Endpoints: cfg.kubeEndpoints, ServerID: cfg.serverID, Logger: log})
+	return kube.New(context.Background(), kube.Config{REST: rc, Namespace: cfg.kube.namespace, ImagePullPolicy: policy,
+		Endpoints: cfg.kube.endpoints, ServerID: cfg.serverID, Logger: log})
 }

@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -30,9 +29,7 @@ import (
 	"github.com/corral-dev/corral/internal/driver/fakedriver"
 	"github.com/corral-dev/corral/internal/driver/oci"
 	"github.com/corral-dev/corral/internal/egress/audit"
-	"github.com/corral-dev/corral/internal/egress/launch"
 	"github.com/corral-dev/corral/internal/egress/policy"
-	"github.com/corral-dev/corral/internal/hostnet/uplink"
 	"github.com/corral-dev/corral/internal/lifecycle"
 	corralsb "github.com/corral-dev/corral/internal/sandbox"
 	model "github.com/corral-dev/corral/internal/sandbox"
@@ -43,14 +40,15 @@ import (
 
 // serveConfig is everything `corral serve` can be told.
 type serveConfig struct {
+	// Each runtime's flags, and the egress network's (oci and docker).
+	oci                  ociFlags
+	docker               dockerFlags
+	kube                 kubeFlags
+	fake                 fakeFlags
+	egress               egressFlags
 	listen               string
 	dataDir              string
 	runtime              string
-	kubeconfig           string
-	kubeNamespace        string
-	kubePullPolicy       string
-	kubeEndpoints        string
-	kubeRecords          string
 	configFile           string
 	apiKey               string
 	insecureNoAuth       bool
@@ -65,21 +63,6 @@ type serveConfig struct {
 	shutdownTimeout      time.Duration
 	logFormat            string
 	logLevel             string
-	fakeCreateDelay      time.Duration
-	ociRuntime           string
-	hostImage            bool
-	warmPool             string
-	dockerHost           string
-	dockerRuntime        string
-	dockerRemote         bool
-	dockerPublishIP      string
-	egressUplink         string
-	egressBridge         string
-	egressSubnet         string
-	egressUpstream       string
-	egressDeny           string
-	egressAllowPriv      string
-	egressUpstreamCA     string
 	defaultPolicy        string
 	// serverID identifies this data dir's server on shared backends.
 	serverID string
@@ -98,18 +81,18 @@ const kubeRuntime = "kubernetes"
 func drivers() map[string]driverFactory {
 	return map[string]driverFactory{
 		fakedriver.Name: func(cfg *serveConfig, _ *slog.Logger) (driver.Driver, error) {
-			return fakedriver.New(fakedriver.Config{Dir: filepath.Join(cfg.dataDir, "fake"), CreateDelay: cfg.fakeCreateDelay})
+			return fakedriver.New(fakedriver.Config{Dir: filepath.Join(cfg.dataDir, "fake"), CreateDelay: cfg.fake.createDelay})
 		},
 		oci.Name: func(cfg *serveConfig, log *slog.Logger) (driver.Driver, error) {
-			pool, err := oci.ParsePool(cfg.warmPool)
+			pool, err := oci.ParsePool(cfg.oci.warmPool)
 			if err != nil {
 				return nil, err
 			}
-			network, err := cfg.network()
+			network, err := cfg.egress.network(cfg.audit)
 			if err != nil {
 				return nil, err
 			}
-			return oci.New(oci.Config{Root: filepath.Join(cfg.dataDir, "oci"), Runtime: cfg.ociRuntime, AllowHostImage: cfg.hostImage,
+			return oci.New(oci.Config{Root: filepath.Join(cfg.dataDir, "oci"), Runtime: cfg.oci.runtime, AllowHostImage: cfg.oci.hostImage,
 				HostCredentials: cfg.imageHostCredentials, Pool: pool, Network: network, Logger: log})
 		},
 		kubeRuntime: kubeDriver,
@@ -118,57 +101,15 @@ func drivers() map[string]driverFactory {
 			if err != nil {
 				return nil, err
 			}
-			network, err := cfg.network()
+			network, err := cfg.egress.network(cfg.audit)
 			if err != nil {
 				return nil, err
 			}
-			return docker.New(context.Background(), docker.Config{Host: cfg.dockerHost, Runtime: cfg.dockerRuntime,
+			return docker.New(context.Background(), docker.Config{Host: cfg.docker.host, Runtime: cfg.docker.runtime,
 				StateDir: filepath.Join(cfg.dataDir, "docker"), Network: network, ServerID: cfg.serverID,
-				Remote: cfg.dockerRemote, PublishIP: cfg.dockerPublishIP, CorralBinary: bin, Logger: log})
+				Remote: cfg.docker.remote, PublishIP: cfg.docker.publishIP, CorralBinary: bin, Logger: log})
 		},
 	}
-}
-
-// network turns the --egress-* flags into the native runtime's network
-// configuration.
-func (cfg *serveConfig) network() (launch.Config, error) {
-	n := launch.Config{Uplink: uplink.Config{Netns: cfg.egressUplink, Bridge: cfg.egressBridge}, Audit: cfg.audit}
-	if cfg.egressSubnet != "" {
-		p, err := netip.ParsePrefix(cfg.egressSubnet)
-		if err != nil || !p.Addr().Is4() || p.Bits() > 28 {
-			return n, fmt.Errorf("--egress-subnet %q: want an IPv4 CIDR of /28 or wider", cfg.egressSubnet)
-		}
-		n.Uplink.Subnet = p
-	}
-	for _, u := range policy.SplitList(cfg.egressUpstream) {
-		if _, err := netip.ParseAddrPort(u); err != nil {
-			return n, fmt.Errorf("--egress-upstream %q: want ip:port", u)
-		}
-		n.Upstreams = append(n.Upstreams, u)
-	}
-	for _, d := range policy.SplitList(cfg.egressDeny) {
-		p, err := netip.ParsePrefix(d)
-		if err != nil {
-			return n, fmt.Errorf("--egress-deny %q: want a CIDR", d)
-		}
-		n.Deny = append(n.Deny, p)
-	}
-	var err error
-	if n.AllowPrivate, err = policy.ParseAllowPrivate(cfg.egressAllowPriv); err != nil {
-		return n, fmt.Errorf("--egress-allow-private: %w", err)
-	}
-	if cfg.egressUpstreamCA != "" {
-		if _, err := os.Stat(cfg.egressUpstreamCA); err != nil {
-			return n, fmt.Errorf("--egress-upstream-ca: %w", err)
-		}
-		n.UpstreamCA = cfg.egressUpstreamCA
-	}
-	if cfg.egressUplink != "" {
-		if _, err := os.Stat(cfg.egressUplink); err != nil {
-			return n, fmt.Errorf("--egress-uplink-netns: %w", err)
-		}
-	}
-	return n, nil
 }
 
 // validServerID reports whether id can be a label value on every backend.
@@ -263,29 +204,14 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to let requests finish on shutdown")
 	fs.StringVar(&cfg.logFormat, "log-format", "auto", "log format: json, text, or auto (text on a terminal)")
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	fs.StringVar(&cfg.ociRuntime, "oci-runtime", "runc", "runtime oci: the OCI runtime binary (runc, crun, runsc)")
 	fs.BoolVar(&cfg.imageHostCredentials, "image-host-credentials", false, "let tenants' pulls without image.auth use this machine's registry logins (~/.docker/config.json); default: such pulls are anonymous")
-	fs.BoolVar(&cfg.hostImage, "host-image", true, `runtime oci: allow image.uri "host" (a read-only view of this machine's /usr; turn off for multi-tenant use)`)
-	fs.StringVar(&cfg.warmPool, "warm-pool", "", `runtime oci: keep sandboxes of these images started ahead of time, claimed by creates ("host=2,python:3.12=1")`)
-	fs.StringVar(&cfg.egressUplink, "egress-uplink-netns", "", "network namespace (a path) where sandboxes' bridge and NAT live (default: this machine's)")
-	fs.StringVar(&cfg.egressBridge, "egress-bridge", uplink.DefaultBridge, "the bridge sandboxes with a network policy are attached to")
-	fs.StringVar(&cfg.egressSubnet, "egress-subnet", uplink.DefaultSubnet.String(), "the IPv4 subnet of that bridge")
-	fs.StringVar(&cfg.egressUpstream, "egress-upstream", "", "DNS resolvers sandboxes' allowed names are resolved with, ip:port comma-separated (default: /etc/resolv.conf's)")
-	fs.StringVar(&cfg.egressDeny, "egress-deny", "", "CIDRs no sandbox may reach whatever its policy, comma-separated (added to metadata, link-local, private ranges, this host and the sandboxes' subnet)")
-	fs.StringVar(&cfg.egressAllowPriv, "egress-allow-private", "", "parts of the private ranges (RFC 1918, 100.64.0.0/10, 198.18.0.0/15, fc00::/7) sandboxes may reach when their policy allows, comma-separated CIDRs (default: none)")
+	cfg.oci.register(fs)
+	cfg.egress.register(fs)
+	cfg.docker.register(fs)
+	cfg.kube.register(fs)
+	cfg.fake.register(fs)
 	fs.StringVar(&cfg.defaultPolicy, "network-default-policy", "", `networkPolicy for creates that give none, as JSON (such as '{"defaultAction":"allow"}', OpenSandbox's meaning of no policy); default: such sandboxes have no network`)
-	fs.StringVar(&cfg.egressUpstreamCA, "egress-upstream-ca", "", "PEM file of CAs the credential proxy trusts, besides the system's, when it verifies the servers it injects credentials for")
-	fs.StringVar(&cfg.dockerHost, "docker-host", "", "runtime docker: the engine's address (default $DOCKER_HOST, else unix:///var/run/docker.sock)")
-	fs.StringVar(&cfg.dockerRuntime, "docker-runtime", "", "runtime docker: OCI runtime name for containers, such as runsc (default: the engine's)")
-	fs.BoolVar(&cfg.dockerRemote, "docker-remote", false, "runtime docker: the engine is on another machine (implied by a tcp:// or ssh:// host): copy the corral binary in, publish execd")
-	fs.StringVar(&cfg.dockerPublishIP, "docker-publish-ip", "127.0.0.1", "runtime docker, remote engines: the address execd ports are published on")
 	fs.StringVar(&cfg.serverID, "server-id", "", "this server's identity on a shared backend (its Docker containers and Kubernetes Sandboxes carry it; default: one made at the first start and kept in the data dir). Give it explicitly to keep it when the data dir is lost")
-	fs.StringVar(&cfg.kubeconfig, "kubeconfig", "", "runtime kubernetes: kubeconfig file (default $KUBECONFIG, ~/.kube/config, or the pod's service account)")
-	fs.StringVar(&cfg.kubeNamespace, "kube-namespace", "default", "runtime kubernetes: the namespace of the Sandbox resources")
-	fs.StringVar(&cfg.kubeRecords, "kube-records", "cluster", "runtime kubernetes: where sandbox records are kept: cluster (Secrets in --kube-namespace; replicas with one --server-id share them and the server is stateless) or local (this data dir)")
-	fs.StringVar(&cfg.kubeEndpoints, "kube-endpoints", "auto", "runtime kubernetes: how sandbox ports are reached: pod (addresses; in the cluster or on a node), port-forward (through the API server), auto (pod in a cluster, else port-forward)")
-	fs.StringVar(&cfg.kubePullPolicy, "kube-image-pull-policy", "", "runtime kubernetes: pull policy of sandbox images (Always, IfNotPresent, Never; default: the cluster's)")
-	fs.DurationVar(&cfg.fakeCreateDelay, "fake-create-delay", 0, "runtime fake only: how long each create takes (for tests)")
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code
 	}
@@ -308,8 +234,8 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	if cfg.runtime == kubeRuntime && cfg.limits.Default.Pids > 0 {
 		return fail(e, "--default-pids: the kubernetes runtime cannot limit one sandbox's processes; the nodes' kubelet limits every pod's (podPidsLimit)")
 	}
-	if cfg.kubeRecords != "cluster" && cfg.kubeRecords != "local" {
-		return fail(e, "--kube-records %q: want cluster or local", cfg.kubeRecords)
+	if cfg.kube.records != "cluster" && cfg.kube.records != "local" {
+		return fail(e, "--kube-records %q: want cluster or local", cfg.kube.records)
 	}
 	cfg.origins = origins
 	log, err := newLogger(e.stderr, cfg.logFormat, cfg.logLevel)
@@ -366,7 +292,7 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, log *slog.Logger) (err
 		if err := kubeCheckFlags(cfg); err != nil {
 			return fmt.Errorf("runtime %s: %w", cfg.runtime, err)
 		}
-		if cfg.kubeRecords == "cluster" {
+		if cfg.kube.records == "cluster" {
 			r, ks, err := kubeStores(ctx, cfg, log)
 			if err != nil {
 				return fmt.Errorf("runtime %s: %w", cfg.runtime, err)
