@@ -78,7 +78,8 @@ type Snapshotter interface {
 // only personalises the waiting sandbox (tenant, labels, environment,
 // entrypoint, limits, access token). ok is false when none suits, and the
 // caller creates as usual. A claimed ID that Create is never called for
-// is destroyed when the driver closes.
+// is destroyed when the driver closes. Claim only takes from the driver's
+// memory and never blocks, so it takes no context.
 type Pooler interface {
 	Claim(spec Spec) (id string, ok bool)
 }
