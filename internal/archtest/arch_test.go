@@ -116,6 +116,33 @@ func TestLayering(t *testing.T) {
 	}
 }
 
+// TestTheClientLinksNoServer: the user's commands import the SDK and a
+// few leaves, and nothing they link is the server, a runtime or an
+// in-sandbox role, so that corral on a laptop is only the client.
+func TestTheClientLinksNoServer(t *testing.T) {
+	allowed := []string{"api", "errdefs", "sdk", "sse", "internal/agent", "internal/mcp", "internal/tarfs", "internal/version", "internal/logctx"}
+	banned := []string{"internal/driver", "internal/lifecycle", "internal/server", "internal/store", "internal/egress", "internal/hostnet",
+		"internal/initproc", "internal/execd", "internal/imagestore", "internal/kube", "internal/auth", "internal/secrets", "internal/cli"}
+	pkgs := list(t)
+	p, ok := pkgs[module+"/internal/cli/client"]
+	if !ok {
+		t.Fatal("no internal/cli/client")
+	}
+	for _, d := range p.imports {
+		if rel, ours := strings.CutPrefix(d, module+"/"); ours && !slices.Contains(allowed, rel) {
+			t.Errorf("internal/cli/client imports %s", rel)
+		}
+	}
+	for _, d := range p.deps {
+		rel, ours := strings.CutPrefix(d, module+"/")
+		for _, b := range banned {
+			if ours && (rel == b || strings.HasPrefix(rel, b+"/")) {
+				t.Errorf("internal/cli/client links %s", rel)
+			}
+		}
+	}
+}
+
 // TestOnlyTheCompositionRootOpensTheStore: the SQLite store implements
 // the contracts of lifecycle, auth and secrets in their own types, so no
 // package but corral serve's needs to import it.

@@ -5,7 +5,11 @@
 
 package cli
 
-import "context"
+import (
+	"context"
+
+	"github.com/corral-dev/corral/internal/cli/client"
+)
 
 // Off Linux, corral is the client: the server, the native runtime's
 // images and the in-sandbox and host roles need Linux's namespaces,
@@ -19,5 +23,5 @@ func runAdopt(_ context.Context, e *env, _ []string) int      { return linuxOnly
 func runInit(_ context.Context, e *env, _ []string) int       { return linuxOnly(e, "init") }
 
 func linuxOnly(e *env, name string) int {
-	return fail(e, "%s runs on Linux only; this build of corral is the client (create, exec, cp, mcp, agent, ...)", name)
+	return client.Fail(e, "%s runs on Linux only; this build of corral is the client (create, exec, cp, mcp, agent, ...)", name)
 }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/corral-dev/corral/internal/cli/client"
 )
 
 const bashCompletion = `# bash completion for corral; load with: source <(corral completion bash)
@@ -59,20 +61,20 @@ complete -c corral -n "__fish_seen_subcommand_from %[2]s" -a "(corral ls -q 2>/d
 
 func runCompletion(_ context.Context, e *env, args []string) int {
 	if len(args) != 1 {
-		fmt.Fprintln(e.stderr, "Usage: corral completion bash|zsh|fish\n\n  bash: source <(corral completion bash)\n  zsh:  source <(corral completion zsh)\n  fish: corral completion fish | source")
+		fmt.Fprintln(e.Stderr, "Usage: corral completion bash|zsh|fish\n\n  bash: source <(corral completion bash)\n  zsh:  source <(corral completion zsh)\n  fish: corral completion fish | source")
 		return 2
 	}
 	// From the command table: the ids are fetched with 'corral ls -q'.
 	var names, idCommands, withSubs []string
 	subcommands := map[string][]string{}
 	for _, c := range commands() {
-		names = append(names, c.name)
-		if c.takesID {
-			idCommands = append(idCommands, c.name)
+		names = append(names, c.Name)
+		if c.TakesID {
+			idCommands = append(idCommands, c.Name)
 		}
-		if len(c.sub) > 0 {
-			withSubs = append(withSubs, c.name)
-			subcommands[c.name] = c.sub
+		if len(c.Sub) > 0 {
+			withSubs = append(withSubs, c.Name)
+			subcommands[c.Name] = c.Sub
 		}
 	}
 	sort.Strings(names)
@@ -83,21 +85,21 @@ func runCompletion(_ context.Context, e *env, args []string) int {
 		for _, k := range withSubs {
 			fmt.Fprintf(&cases, "    %s) echo %q ;;\n", k, strings.Join(subcommands[k], " "))
 		}
-		fmt.Fprintf(e.stdout, bashCompletion, strings.Join(names, " "), strings.Join(idCommands, "|"), strings.Join(withSubs, "|"), strings.TrimRight(cases.String(), "\n"))
+		fmt.Fprintf(e.Stdout, bashCompletion, strings.Join(names, " "), strings.Join(idCommands, "|"), strings.Join(withSubs, "|"), strings.TrimRight(cases.String(), "\n"))
 	case "zsh":
 		var cases strings.Builder
 		for _, k := range withSubs {
 			fmt.Fprintf(&cases, "    %s) (( CURRENT == 3 )) && compadd -- %s ;;\n", k, strings.Join(subcommands[k], " "))
 		}
-		fmt.Fprintf(e.stdout, zshCompletion, strings.Join(names, " "), strings.Join(idCommands, "|"), strings.TrimRight(cases.String(), "\n"))
+		fmt.Fprintf(e.Stdout, zshCompletion, strings.Join(names, " "), strings.Join(idCommands, "|"), strings.TrimRight(cases.String(), "\n"))
 	case "fish":
 		var subs strings.Builder
 		for _, k := range withSubs {
 			fmt.Fprintf(&subs, "complete -c corral -n \"__fish_seen_subcommand_from %s\" -a %q\n", k, strings.Join(subcommands[k], " "))
 		}
-		fmt.Fprintf(e.stdout, fishCompletion, strings.Join(names, " "), strings.Join(idCommands, " "), subs.String())
+		fmt.Fprintf(e.Stdout, fishCompletion, strings.Join(names, " "), strings.Join(idCommands, " "), subs.String())
 	default:
-		return fail(e, "completion: unknown shell %q (bash, zsh, fish)", args[0])
+		return client.Fail(e, "completion: unknown shell %q (bash, zsh, fish)", args[0])
 	}
 	return 0
 }

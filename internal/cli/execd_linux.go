@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/corral-dev/corral/internal/cli/client"
 	"github.com/corral-dev/corral/internal/execd"
 	"github.com/corral-dev/corral/internal/execd/process"
 	"github.com/corral-dev/corral/internal/memtrim"
@@ -24,13 +25,13 @@ var defaultRetention = process.Retention{MaxCommands: 1000, MaxBytes: 1 << 30, M
 // runExecd is `corral execd`: the daemon on its own, outside a sandbox's
 // PID 1 (which runs it in-process; see runInit).
 func runExecd(ctx context.Context, e *env, args []string) int {
-	fs := newFlagSet(e, "execd", "execd [flags]")
+	fs := client.NewFlagSet(e, "execd", "execd [flags]")
 	listen := fs.String("listen", execd.DefaultListen, "address to serve the execd API on")
 	listenFD := fs.Int("listen-fd", 0, "serve on this inherited listening socket (3 or more) instead of --listen")
-	token := fs.String("access-token", e.getenv("EXECD_ACCESS_TOKEN"), "token required in X-EXECD-ACCESS-TOKEN, or its verifier sha256:HEX (default $EXECD_ACCESS_TOKEN; empty: no auth)")
+	token := fs.String("access-token", e.Getenv("EXECD_ACCESS_TOKEN"), "token required in X-EXECD-ACCESS-TOKEN, or its verifier sha256:HEX (default $EXECD_ACCESS_TOKEN; empty: no auth)")
 	tokenFile := fs.String("access-token-file", "", "read the access token (or its verifier) from this file instead, re-read when it changes (empty file: nothing passes)")
 	stateDir := fs.String("state-dir", "", "where command output is retained (default: a directory under $TMPDIR)")
-	envFile := fs.String("env-file", e.getenv("EXECD_ENVS"), "file of KEY=VALUE lines added to every command's environment (default $EXECD_ENVS)")
+	envFile := fs.String("env-file", e.Getenv("EXECD_ENVS"), "file of KEY=VALUE lines added to every command's environment (default $EXECD_ENVS)")
 	retainN := fs.Int("retain-commands", defaultRetention.MaxCommands, "finished commands kept for status and logs")
 	retainBytes := fs.Int64("retain-bytes", defaultRetention.MaxBytes, "output bytes kept for finished commands")
 	retainAge := fs.Duration("retain-age", defaultRetention.MaxAge, "finished commands older than this are removed")
@@ -43,12 +44,12 @@ func runExecd(ctx context.Context, e *env, args []string) int {
 	codeInterrupt := fs.Duration("code-interrupt-timeout", 10*time.Second, "how long an interrupted execution may go on before its kernel is stopped")
 	logFormat := fs.String("log-format", "json", "log format: json or text")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
-	if ok, code := parseFlags(fs, e, args); !ok {
+	if ok, code := client.ParseFlags(fs, e, args); !ok {
 		return code
 	}
-	log, err := newLogger(e.stderr, *logFormat, *logLevel)
+	log, err := client.NewLogger(e.Stderr, *logFormat, *logLevel)
 	if err != nil {
-		return fail(e, "%v", err)
+		return client.Fail(e, "%v", err)
 	}
 	srv, err := execd.New(execd.Config{
 		Listen: *listen, AccessToken: *token, AccessTokenFile: *tokenFile, StateDir: *stateDir, EnvFile: *envFile, Logger: log,
@@ -56,7 +57,7 @@ func runExecd(ctx context.Context, e *env, args []string) int {
 		Retention: process.Retention{MaxCommands: *retainN, MaxBytes: *retainBytes, MaxAge: *retainAge},
 	})
 	if err != nil {
-		return fail(e, "%v", err)
+		return client.Fail(e, "%v", err)
 	}
 	// Code in the sandbox runs as the same user: it must not be able to
 	// read the tokens that requests carry out of this process's memory.
@@ -65,16 +66,16 @@ func runExecd(ctx context.Context, e *env, args []string) int {
 	if *listenFD != 0 {
 		ln, err := inheritedListener(*listenFD)
 		if err != nil {
-			return fail(e, "execd: --listen-fd %d: %v", *listenFD, err)
+			return client.Fail(e, "execd: --listen-fd %d: %v", *listenFD, err)
 		}
 		err = srv.Serve(ctx, ln)
 		if err != nil {
-			return fail(e, "%v", err)
+			return client.Fail(e, "%v", err)
 		}
 		return 0
 	}
 	if err := srv.Run(ctx); err != nil {
-		return fail(e, "%v", err)
+		return client.Fail(e, "%v", err)
 	}
 	return 0
 }

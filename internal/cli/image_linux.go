@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 
+	"github.com/corral-dev/corral/internal/cli/client"
 	"github.com/corral-dev/corral/internal/driver/oci"
 	"github.com/corral-dev/corral/internal/imagestore"
 )
@@ -34,70 +35,70 @@ Images you import or pull are for every tenant, unless --tenant makes them one
 tenant's. A pull without --username uses this machine's registry logins
 (~/.docker/config.json). All take --data-dir (default: the server's).`
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintln(e.stderr, usage)
+		fmt.Fprintln(e.Stderr, usage)
 		if len(args) == 0 {
 			return 2
 		}
 		return 0
 	}
 	sub := args[0]
-	fs := newFlagSet(e, "image "+sub, "image "+sub+" [flags]")
-	dataDir := fs.String("data-dir", defaultDataDir(e.getenv), "the server's data directory")
+	fs := client.NewFlagSet(e, "image "+sub, "image "+sub+" [flags]")
+	dataDir := fs.String("data-dir", defaultDataDir(e.Getenv), "the server's data directory")
 	asName := fs.String("name", "", "import: the name to give the image")
 	user := fs.String("username", "", "pull: registry user")
 	pass := fs.String("password", "", "pull: registry password (or token)")
 	platform := fs.String("platform", "", "pull: os/arch (default: this machine's)")
 	tenant := fs.String("tenant", "", "import, pull: only this tenant may use the image (default: every tenant)")
 	output := fs.String("o", "table", "ls: output format, table or json")
-	if ok, code := parseFlags(fs, e, reorder(args[1:])); !ok {
+	if ok, code := client.ParseFlags(fs, e, reorder(args[1:])); !ok {
 		return code
 	}
 	root := filepath.Join(*dataDir, "oci")
 	store, err := imagestore.Open(filepath.Join(root, "images"), nil)
 	if err != nil {
-		return fail(e, "%v", err)
+		return client.Fail(e, "%v", err)
 	}
 	progress := func(p imagestore.Progress) {
-		if isTerminal(e.stderr) {
-			fmt.Fprintf(e.stderr, "\r%s: %d/%d layers, %.1f MiB written", p.Image, p.LayersDone, p.LayersTotal, float64(p.BytesWritten)/(1<<20))
+		if client.IsTerminal(e.Stderr) {
+			fmt.Fprintf(e.Stderr, "\r%s: %d/%d layers, %.1f MiB written", p.Image, p.LayersDone, p.LayersTotal, float64(p.BytesWritten)/(1<<20))
 			if p.LayersDone == p.LayersTotal {
-				fmt.Fprintln(e.stderr)
+				fmt.Fprintln(e.Stderr)
 			}
 		}
 	}
 	switch sub {
 	case "import":
 		if fs.NArg() != 1 {
-			return fail(e, "image import: give one file or directory")
+			return client.Fail(e, "image import: give one file or directory")
 		}
 		imgs, err := store.Import(ctx, fs.Arg(0), imagestore.ImportOptions{Name: *asName, Tenant: *tenant, Progress: progress})
 		if err != nil {
-			return fail(e, "%v", err)
+			return client.Fail(e, "%v", err)
 		}
 		for _, img := range imgs {
-			fmt.Fprintln(e.stdout, img.Name)
+			fmt.Fprintln(e.Stdout, img.Name)
 		}
 	case "pull":
 		if fs.NArg() != 1 {
-			return fail(e, "image pull: give one image reference")
+			return client.Fail(e, "image pull: give one image reference")
 		}
 		img, err := store.Pull(ctx, fs.Arg(0), imagestore.PullOptions{Tenant: *tenant, Username: *user, Password: *pass,
 			Keychain: authn.DefaultKeychain, Platform: *platform, Progress: progress})
 		if err != nil {
-			return fail(e, "%v", err)
+			return client.Fail(e, "%v", err)
 		}
-		fmt.Fprintln(e.stdout, img.Name)
+		fmt.Fprintln(e.Stdout, img.Name)
 	case "ls", "list":
 		imgs, err := store.List()
 		if err != nil {
-			return fail(e, "%v", err)
+			return client.Fail(e, "%v", err)
 		}
 		if *output == "json" {
 			b, _ := json.MarshalIndent(imgs, "", "  ")
-			fmt.Fprintln(e.stdout, string(b))
+			fmt.Fprintln(e.Stdout, string(b))
 			return 0
 		}
-		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "NAME\tDIGEST\tLAYERS\tSIZE\tADDED\tTENANTS")
 		for _, img := range imgs {
 			who := "all"
@@ -109,26 +110,26 @@ tenant's. A pull without --username uses this machine's registry logins
 		_ = tw.Flush()
 	case "rm":
 		if fs.NArg() == 0 {
-			return fail(e, "image rm: give at least one image")
+			return client.Fail(e, "image rm: give at least one image")
 		}
 		for _, ref := range fs.Args() {
 			if err := store.Remove(ref); err != nil {
-				return fail(e, "%v", err)
+				return client.Fail(e, "%v", err)
 			}
-			fmt.Fprintln(e.stdout, ref)
+			fmt.Fprintln(e.Stdout, ref)
 		}
 		// Layers no other image and no sandbox uses go with the image.
 		if _, err := store.GC(oci.LayersInUse(root)); err != nil {
-			return fail(e, "%v", err)
+			return client.Fail(e, "%v", err)
 		}
 	case "gc":
 		n, err := store.GC(oci.LayersInUse(root))
 		if err != nil {
-			return fail(e, "%v", err)
+			return client.Fail(e, "%v", err)
 		}
-		fmt.Fprintf(e.stdout, "removed %d layers\n", n)
+		fmt.Fprintf(e.Stdout, "removed %d layers\n", n)
 	default:
-		return fail(e, "image: unknown subcommand %q (import, pull, ls, rm, gc)", sub)
+		return client.Fail(e, "image: unknown subcommand %q (import, pull, ls, rm, gc)", sub)
 	}
 	return 0
 }

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/corral-dev/corral/internal/cli/client"
 	"github.com/corral-dev/corral/internal/egress/nft"
 	"github.com/corral-dev/corral/internal/execd"
 	"github.com/corral-dev/corral/internal/initproc"
@@ -28,10 +29,10 @@ func runInit(_ context.Context, e *env, args []string) int {
 	// plenty, and each P costs an idle sandbox memory and threads (about
 	// 200 KiB and two of its tasks; see docs/benchmarks.md#density).
 	runtime.GOMAXPROCS(1)
-	fs := newFlagSet(e, "init", "init [flags] -- PROGRAM [ARGS...]")
+	fs := client.NewFlagSet(e, "init", "init [flags] -- PROGRAM [ARGS...]")
 	o := initproc.DefaultOptions()
 	o.Register(fs)
-	if ok, code := parseFlags(fs, e, args); !ok {
+	if ok, code := client.ParseFlags(fs, e, args); !ok {
 		return code
 	}
 	if o.IsolateNetwork != "" {
@@ -43,15 +44,15 @@ func runInit(_ context.Context, e *env, args []string) int {
 		} else {
 			ports, ok := nft.ParsePorts(o.IsolateNetwork)
 			if !ok {
-				return fail(e, "init: --isolate-network %q: want ports from 1 to 65535, comma-separated, or any", o.IsolateNetwork)
+				return client.Fail(e, "init: --isolate-network %q: want ports from 1 to 65535, comma-separated, or any", o.IsolateNetwork)
 			}
 			err = nft.Isolate(ports)
 		}
 		if err != nil {
-			return fail(e, "init: --isolate-network: %v", err)
+			return client.Fail(e, "init: --isolate-network: %v", err)
 		}
 		if err := initproc.DropCapability(unix.CAP_NET_ADMIN); err != nil {
-			return fail(e, "init: --isolate-network: give up CAP_NET_ADMIN: %v", err)
+			return client.Fail(e, "init: --isolate-network: give up CAP_NET_ADMIN: %v", err)
 		}
 	}
 	entryEnv := initproc.EntrypointEnv(os.Environ())
@@ -59,37 +60,37 @@ func runInit(_ context.Context, e *env, args []string) int {
 		// A sandbox that cannot be made to trust its CA still runs; its
 		// TLS clients will refuse the credential proxy, visibly.
 		if err := initproc.InstallCA(o.TrustCA, insandbox.CABundle); err != nil {
-			fmt.Fprintf(e.stderr, "corral init: %v\n", err)
+			fmt.Fprintf(e.Stderr, "corral init: %v\n", err)
 		}
 	}
-	if err := initproc.PrepareWarm(o.WaitStart, o.ExecdTokenFile, e.getenv("EXECD_ACCESS_TOKEN")); err != nil {
-		return fail(e, "init: %v", err)
+	if err := initproc.PrepareWarm(o.WaitStart, o.ExecdTokenFile, e.Getenv("EXECD_ACCESS_TOKEN")); err != nil {
+		return client.Fail(e, "init: %v", err)
 	}
 	o.Entrypoint = fs.Args()
-	cfg := initproc.Config{Entrypoint: o.Entrypoint, Env: entryEnv, Stderr: e.stderr, StartFIFO: o.WaitStart,
+	cfg := initproc.Config{Entrypoint: o.Entrypoint, Env: entryEnv, Stderr: e.Stderr, StartFIFO: o.WaitStart,
 		WaitURL: o.WaitURL, WaitTimeout: o.WaitTimeout, ConsoleLimit: o.ConsoleLimit}
 	if o.ExitFD != 0 {
 		f, err := initproc.ExitFile(o.ExitFD)
 		if err != nil {
-			return fail(e, "init: --exit-fd %d: %v", o.ExitFD, err)
+			return client.Fail(e, "init: --exit-fd %d: %v", o.ExitFD, err)
 		}
 		cfg.ExitFile = f
 	}
 	if o.ConsoleLimit < 0 {
-		return fail(e, "init: --console-limit %d: want a size in bytes, 0 for none", o.ConsoleLimit)
+		return client.Fail(e, "init: --console-limit %d: want a size in bytes, 0 for none", o.ConsoleLimit)
 	}
 	if o.WaitURL != "" {
 		if u, err := url.Parse(o.WaitURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fail(e, "init: --wait-url %q: want an http:// or https:// URL", o.WaitURL)
+			return client.Fail(e, "init: --wait-url %q: want an http:// or https:// URL", o.WaitURL)
 		}
 		if o.WaitTimeout <= 0 {
-			return fail(e, "init: --wait-timeout %v: want a positive duration", o.WaitTimeout)
+			return client.Fail(e, "init: --wait-timeout %v: want a positive duration", o.WaitTimeout)
 		}
 	}
 	if o.User != "" {
 		cred, err := initproc.LookupCredential(o.User)
 		if err != nil {
-			return fail(e, "init: --user %q: %v", o.User, err)
+			return client.Fail(e, "init: --user %q: %v", o.User, err)
 		}
 		cfg.Credential = cred
 	}
@@ -98,17 +99,17 @@ func runInit(_ context.Context, e *env, args []string) int {
 		// no program in the sandbox can take execd's port.
 		sock, err := listenFile(o.ExecdListen)
 		if err != nil {
-			return fail(e, "init: listen on %s for execd: %v", o.ExecdListen, err)
+			return client.Fail(e, "init: listen on %s for execd: %v", o.ExecdListen, err)
 		}
 		if o.ReadyFD != 0 {
 			if err := initproc.SignalReady(o.ReadyFD); err != nil {
-				return fail(e, "init: --ready-fd %d: %v", o.ReadyFD, err)
+				return client.Fail(e, "init: --ready-fd %d: %v", o.ReadyFD, err)
 			}
 		}
-		ecfg := execd.Config{Listen: o.ExecdListen, AccessToken: e.getenv("EXECD_ACCESS_TOKEN"), AccessTokenFile: o.ExecdTokenFile,
+		ecfg := execd.Config{Listen: o.ExecdListen, AccessToken: e.Getenv("EXECD_ACCESS_TOKEN"), AccessTokenFile: o.ExecdTokenFile,
 			StateDir: o.ExecdStateDir, EnvFile: o.ExecdEnvFile, Retention: defaultRetention}
 		if ecfg.EnvFile == "" {
-			ecfg.EnvFile = e.getenv("EXECD_ENVS")
+			ecfg.EnvFile = e.Getenv("EXECD_ENVS")
 		}
 		cfg.Daemon = func(ctx context.Context, stderr io.Writer) error { return serveExecd(ctx, ecfg, sock, stderr) }
 	}
@@ -118,7 +119,7 @@ func runInit(_ context.Context, e *env, args []string) int {
 // serveExecd is execd inside PID 1, on a duplicate of the listening
 // socket sock (closing it when execd stops leaves the port bound).
 func serveExecd(ctx context.Context, cfg execd.Config, sock *os.File, stderr io.Writer) error {
-	log, err := newLogger(stderr, "json", "info")
+	log, err := client.NewLogger(stderr, "json", "info")
 	if err != nil {
 		return err
 	}

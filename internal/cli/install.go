@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/corral-dev/corral/internal/cli/client"
 )
 
 // runInstallBinary copies the running corral binary to PATH: the init
@@ -15,21 +17,21 @@ import (
 // volume the sandbox container starts from. The copy is written beside
 // PATH and renamed into place, so a reader never sees half a binary.
 func runInstallBinary(_ context.Context, e *env, args []string) int {
-	fs := newFlagSet(e, "install-binary", "install-binary PATH")
-	if ok, code := parseFlags(fs, e, args); !ok {
+	fs := client.NewFlagSet(e, "install-binary", "install-binary PATH")
+	if ok, code := client.ParseFlags(fs, e, args); !ok {
 		return code
 	}
 	if fs.NArg() != 1 {
-		return fail(e, "install-binary takes one PATH (got %d arguments)", fs.NArg())
+		return client.Fail(e, "install-binary takes one PATH (got %d arguments)", fs.NArg())
 	}
 	dst := fs.Arg(0)
 	src, err := os.Open("/proc/self/exe")
 	if err != nil {
-		return fail(e, "install-binary: %v", err)
+		return client.Fail(e, "install-binary: %v", err)
 	}
 	defer src.Close()
 	if err := writeFileAtomic(dst, src, 0o555); err != nil {
-		return fail(e, "install-binary: %v", err)
+		return client.Fail(e, "install-binary: %v", err)
 	}
 	return 0
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/netip"
 
+	"github.com/corral-dev/corral/internal/cli/client"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/driver/kube"
 	"github.com/corral-dev/corral/internal/egress/dnsproxy"
@@ -22,7 +23,7 @@ import (
 )
 
 func runController(ctx context.Context, e *env, args []string) int {
-	fs := newFlagSet(e, "controller", "controller [flags]")
+	fs := client.NewFlagSet(e, "controller", "controller [flags]")
 	kc := fs.String("kubeconfig", "", "kubeconfig file (default $KUBECONFIG, ~/.kube/config, or the pod's service account)")
 	ns := fs.String("namespace", "", "reconcile Sandboxes in this namespace only (default: all)")
 	image := fs.String("corral-image", "", "image whose /corral is this corral binary; sandbox pods copy it in (required)")
@@ -38,20 +39,20 @@ func runController(ctx context.Context, e *env, args []string) int {
 	egressAllowPrivate := fs.String("egress-allow-private", "", "parts of the private ranges (RFC 1918, 100.64.0.0/10, 198.18.0.0/15, fc00::/7) sandboxes may reach when their policy allows, comma-separated CIDRs (default: none)")
 	logFormat := fs.String("log-format", "json", "log format: json or text")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
-	if ok, code := parseFlags(fs, e, args); !ok {
+	if ok, code := client.ParseFlags(fs, e, args); !ok {
 		return code
 	}
 	if *image == "" {
-		return fail(e, "controller: --corral-image is required (an image with this corral binary at /corral)")
+		return client.Fail(e, "controller: --corral-image is required (an image with this corral binary at /corral)")
 	}
 	pullPolicy, err := kubeconfig.PullPolicy(*pull)
 	if err != nil {
-		return fail(e, "controller: --corral-image-pull-policy: %v", err)
+		return client.Fail(e, "controller: --corral-image-pull-policy: %v", err)
 	}
 	upstreams := policy.SplitList(*egressUp)
 	for _, u := range upstreams {
 		if ap, err := netip.ParseAddrPort(u); err != nil || ap.Addr().IsLoopback() {
-			return fail(e, "controller: --egress-upstream %q: want ip:port of a resolver the pods can reach (not loopback)", u)
+			return client.Fail(e, "controller: --egress-upstream %q: want ip:port of a resolver the pods can reach (not loopback)", u)
 		}
 	}
 	if len(upstreams) == 0 {
@@ -61,16 +62,16 @@ func runController(ctx context.Context, e *env, args []string) int {
 	deny := policy.SplitList(*egressDeny)
 	for _, d := range deny {
 		if _, err := netip.ParsePrefix(d); err != nil {
-			return fail(e, "controller: --egress-deny %q: want a CIDR", d)
+			return client.Fail(e, "controller: --egress-deny %q: want a CIDR", d)
 		}
 	}
 	allowPrivate, err := policy.ParseAllowPrivate(*egressAllowPrivate)
 	if err != nil {
-		return fail(e, "controller: --egress-allow-private: %v", err)
+		return client.Fail(e, "controller: --egress-allow-private: %v", err)
 	}
-	log, err := newLogger(e.stderr, *logFormat, *logLevel)
+	log, err := client.NewLogger(e.Stderr, *logFormat, *logLevel)
 	if err != nil {
-		return fail(e, "%v", err)
+		return client.Fail(e, "%v", err)
 	}
 	kubeconfig.SetGlobalLoggers(log)
 	if len(upstreams) == 0 {
@@ -78,7 +79,7 @@ func runController(ctx context.Context, e *env, args []string) int {
 	}
 	rc, err := kubeconfig.Load(*kc)
 	if err != nil {
-		return fail(e, "controller: %v", err)
+		return client.Fail(e, "controller: %v", err)
 	}
 	err = controller.Run(ctx, rc, controller.Config{
 		Namespace: *ns, CorralImage: *image, CorralImagePullPolicy: pullPolicy, LeaderElection: *leader,
@@ -87,7 +88,7 @@ func runController(ctx context.Context, e *env, args []string) int {
 		UserNamespaces: *userNS,
 	})
 	if err != nil {
-		return fail(e, "controller: %v", err)
+		return client.Fail(e, "controller: %v", err)
 	}
 	return 0
 }

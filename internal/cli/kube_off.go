@@ -10,6 +10,7 @@ import (
 	"errors"
 	"log/slog"
 
+	"github.com/corral-dev/corral/internal/cli/client"
 	"github.com/corral-dev/corral/internal/driver"
 )
 
@@ -28,5 +29,5 @@ func kubeStores(context.Context, *serveConfig, *slog.Logger) (kubeRecordStore, k
 }
 
 func runController(_ context.Context, e *env, _ []string) int {
-	return fail(e, "controller: %v", errNoKube)
+	return client.Fail(e, "controller: %v", errNoKube)
 }

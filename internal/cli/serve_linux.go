@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/corral-dev/corral/internal/auth"
+	"github.com/corral-dev/corral/internal/cli/client"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/driver/docker"
 	"github.com/corral-dev/corral/internal/driver/fakedriver"
@@ -180,9 +181,9 @@ func defaultDataDir(getenv func(string) string) string {
 
 func runServe(ctx context.Context, e *env, args []string) int {
 	cfg := serveConfig{}
-	fs := newFlagSet(e, "serve", "serve [flags]")
+	fs := client.NewFlagSet(e, "serve", "serve [flags]")
 	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:8080", "address to serve the API on")
-	fs.StringVar(&cfg.dataDir, "data-dir", defaultDataDir(e.getenv), "directory for the state database and runtime files")
+	fs.StringVar(&cfg.dataDir, "data-dir", defaultDataDir(e.Getenv), "directory for the state database and runtime files")
 	fs.StringVar(&cfg.runtime, "runtime", "oci", "runtime that runs sandboxes ("+driverNames()+")")
 	fs.StringVar(&cfg.configFile, "config", "", "TOML configuration file (keys are flag names with '_' for '-'; see 'corral config init')")
 	fs.StringVar(&cfg.apiKey, "api-key", "", "seed this admin API key (for scripts and CI); also CORRAL_API_KEY")
@@ -212,38 +213,38 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	cfg.fake.register(fs)
 	fs.StringVar(&cfg.defaultPolicy, "network-default-policy", "", `networkPolicy for creates that give none, as JSON (such as '{"defaultAction":"allow"}', OpenSandbox's meaning of no policy); default: such sandboxes have no network`)
 	fs.StringVar(&cfg.serverID, "server-id", "", "this server's identity on a shared backend (its Docker containers and Kubernetes Sandboxes carry it; default: one made at the first start and kept in the data dir). Give it explicitly to keep it when the data dir is lost")
-	if ok, code := parseFlags(fs, e, args); !ok {
+	if ok, code := client.ParseFlags(fs, e, args); !ok {
 		return code
 	}
 	if fs.NArg() > 0 {
-		return fail(e, "serve takes no arguments (got %q)", fs.Args())
+		return client.Fail(e, "serve takes no arguments (got %q)", fs.Args())
 	}
-	if err := applyLayers(fs, e, cfg.configFile, "config"); err != nil {
-		return fail(e, "%v", err)
+	if err := client.ApplyLayers(fs, e, cfg.configFile, "config"); err != nil {
+		return client.Fail(e, "%v", err)
 	}
 	if id := cfg.serverID; id != "" && !validServerID(id) {
-		return fail(e, "--server-id %q: want 1 to 63 lower-case letters, digits and '-', starting and ending with a letter or digit", id)
+		return client.Fail(e, "--server-id %q: want 1 to 63 lower-case letters, digits and '-', starting and ending with a letter or digit", id)
 	}
 	origins, err := parseOrigins(cfg.corsOrigins)
 	if err != nil {
-		return fail(e, "--cors-origins: %v", err)
+		return client.Fail(e, "--cors-origins: %v", err)
 	}
 	if cfg.limits, err = parseLimits(cfg.limitFlags); err != nil {
-		return fail(e, "%v", err)
+		return client.Fail(e, "%v", err)
 	}
 	if cfg.runtime == kubeRuntime && cfg.limits.Default.Pids > 0 {
-		return fail(e, "--default-pids: the kubernetes runtime cannot limit one sandbox's processes; the nodes' kubelet limits every pod's (podPidsLimit)")
+		return client.Fail(e, "--default-pids: the kubernetes runtime cannot limit one sandbox's processes; the nodes' kubelet limits every pod's (podPidsLimit)")
 	}
 	if cfg.kube.records != "cluster" && cfg.kube.records != "local" {
-		return fail(e, "--kube-records %q: want cluster or local", cfg.kube.records)
+		return client.Fail(e, "--kube-records %q: want cluster or local", cfg.kube.records)
 	}
 	cfg.origins = origins
-	log, err := newLogger(e.stderr, cfg.logFormat, cfg.logLevel)
+	log, err := client.NewLogger(e.Stderr, cfg.logFormat, cfg.logLevel)
 	if err != nil {
-		return fail(e, "%v", err)
+		return client.Fail(e, "%v", err)
 	}
 	if err := serve(ctx, e, &cfg, log); err != nil {
-		return fail(e, "%v", err)
+		return client.Fail(e, "%v", err)
 	}
 	return 0
 }
@@ -329,7 +330,7 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, log *slog.Logger) (err
 	}
 	for _, w := range warnings {
 		log.WarnContext(ctx, "the runtime is open to known container escapes", "problem", w)
-		fmt.Fprintln(e.stderr, "corral: WARNING: "+w)
+		fmt.Fprintln(e.Stderr, "corral: WARNING: "+w)
 	}
 	if c, ok := d.(io.Closer); ok {
 		defer c.Close()
@@ -417,7 +418,7 @@ func bootstrapKeys(ctx context.Context, e *env, cfg *serveConfig, keys *auth.Key
 	}
 	if cfg.insecureNoAuth {
 		log.WarnContext(ctx, "AUTHENTICATION IS OFF: every request acts as the admin of the default tenant (--insecure-no-auth)")
-		fmt.Fprintln(e.stderr, "corral: WARNING: authentication is off (--insecure-no-auth). Anyone who can reach this port controls every sandbox.")
+		fmt.Fprintln(e.Stderr, "corral: WARNING: authentication is off (--insecure-no-auth). Anyone who can reach this port controls every sandbox.")
 		return nil
 	}
 	if !keys.Empty() {
@@ -427,7 +428,7 @@ func bootstrapKeys(ctx context.Context, e *env, cfg *serveConfig, keys *auth.Key
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stderr, `
+	fmt.Fprintf(e.Stderr, `
 corral: this server had no API key, so it created an admin key for tenant %q.
         It is stored only as a hash and is shown this once:
 

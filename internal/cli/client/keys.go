@@ -1,7 +1,7 @@
 // Copyright 2026 The corral Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package cli
+package client
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 
 func runKeys(ctx context.Context, e *env, args []string) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintln(e.stderr, `Usage: corral keys <create|ls|revoke> [flags]
+		fmt.Fprintln(e.Stderr, `Usage: corral keys <create|ls|revoke> [flags]
 
   corral keys create --tenant NAME [--name TEXT] [--admin]   mint a key (printed once)
   corral keys ls                                            list keys
@@ -49,11 +49,11 @@ These talk to a running server with an admin key.`)
 			return cf.apiFail(e, err)
 		}
 		if cf.output != "table" {
-			_ = printValue(e.stdout, cf.output, k)
+			_ = printValue(e.Stdout, cf.output, k)
 			return 0
 		}
-		fmt.Fprintf(e.stdout, "%s\n", k.Key)
-		fmt.Fprintf(e.stderr, "created key %s for tenant %s; it is shown only this once\n", k.ID, k.Tenant)
+		fmt.Fprintf(e.Stdout, "%s\n", k.Key)
+		fmt.Fprintf(e.Stderr, "created key %s for tenant %s; it is shown only this once\n", k.ID, k.Tenant)
 		return 0
 	case "ls", "list":
 		fs := newFlagSet(e, "keys ls", "keys ls")
@@ -70,10 +70,10 @@ These talk to a running server with an admin key.`)
 			return cf.apiFail(e, err)
 		}
 		if cf.output != "table" {
-			_ = printValue(e.stdout, cf.output, keys)
+			_ = printValue(e.Stdout, cf.output, keys)
 			return 0
 		}
-		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tTENANT\tPREFIX\tADMIN\tCREATED\tREVOKED\tNAME")
 		for _, k := range keys {
 			revoked := "-"
@@ -100,7 +100,7 @@ These talk to a running server with an admin key.`)
 		if err := c.RevokeAPIKey(ctx, fs.Arg(0)); err != nil {
 			return cf.apiFail(e, err)
 		}
-		fmt.Fprintf(e.stderr, "revoked %s\n", fs.Arg(0))
+		fmt.Fprintf(e.Stderr, "revoked %s\n", fs.Arg(0))
 		return 0
 	}
 	return fail(e, "keys: unknown subcommand %q (create, ls, revoke)", args[0])

@@ -1,7 +1,7 @@
 // Copyright 2026 The corral Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package cli
+package client
 
 import (
 	"context"
@@ -96,7 +96,7 @@ type copier struct {
 }
 
 func (cp *copier) progress(label string, total int64) *progress {
-	w := cp.e.stderr
+	w := cp.e.Stderr
 	if cp.quiet {
 		w = io.Discard
 	}
@@ -124,7 +124,7 @@ func (cp *copier) upload(src, dst string) error {
 	}
 	if src == "-" {
 		p := cp.progress("stdin → "+dst, 0)
-		err := cp.sb.Upload(cp.ctx, dst, &countingReader{r: cp.e.stdin, p: p}, 0o644)
+		err := cp.sb.Upload(cp.ctx, dst, &countingReader{r: cp.e.Stdin, p: p}, 0o644)
 		p.finish()
 		return err
 	}
@@ -193,10 +193,10 @@ func (cp *copier) download(src, dst string) error {
 	isDir := rfi.Type == "directory"
 	if dst == "-" {
 		if isDir {
-			_, err := cp.sb.DownloadArchive(cp.ctx, src, cp.e.stdout)
+			_, err := cp.sb.DownloadArchive(cp.ctx, src, cp.e.Stdout)
 			return err
 		}
-		_, err := cp.sb.Download(cp.ctx, src, cp.e.stdout)
+		_, err := cp.sb.Download(cp.ctx, src, cp.e.Stdout)
 		return err
 	}
 	target := dst

@@ -1,7 +1,7 @@
 // Copyright 2026 The corral Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package cli
+package client
 
 import (
 	"bytes"
@@ -32,7 +32,7 @@ func TestAgentRefusesBadCredentials(t *testing.T) {
 	} {
 		t.Run(tc.cred, func(t *testing.T) {
 			var stderr bytes.Buffer
-			e := &env{stdin: strings.NewReader(""), stdout: &bytes.Buffer{}, stderr: &stderr, getenv: func(k string) string { return vars[k] }}
+			e := &env{Stdin: strings.NewReader(""), Stdout: &bytes.Buffer{}, Stderr: &stderr, Getenv: func(k string) string { return vars[k] }}
 			code := runAgent(context.Background(), e, append(append([]string{}, base...), "--credential", tc.cred))
 			if code != 1 || !strings.Contains(stderr.String(), tc.want) {
 				t.Fatalf("exit %d, stderr %q; want 1 and %q", code, stderr.String(), tc.want)

@@ -1,7 +1,7 @@
 // Copyright 2026 The corral Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package cli
+package client
 
 import (
 	"bytes"
@@ -33,12 +33,12 @@ type profiles struct {
 // profilesPath is $CORRAL_CONFIG, else corral/config.toml in the user's
 // configuration directory ($XDG_CONFIG_HOME, else ~/.config).
 func profilesPath(e *env) (string, error) {
-	if p := e.getenv("CORRAL_CONFIG"); p != "" {
+	if p := e.Getenv("CORRAL_CONFIG"); p != "" {
 		return p, nil
 	}
-	dir := e.getenv("XDG_CONFIG_HOME")
+	dir := e.Getenv("XDG_CONFIG_HOME")
 	if dir == "" {
-		home := e.getenv("HOME")
+		home := e.Getenv("HOME")
 		if home == "" {
 			return "", errors.New("cannot find the configuration directory: set HOME, XDG_CONFIG_HOME or CORRAL_CONFIG")
 		}
@@ -94,7 +94,7 @@ func (ps *profiles) write(path string) error {
 // current one; no file and no name is an empty profile.
 func loadProfile(e *env, name string) (profile, error) {
 	if name == "" {
-		name = e.getenv("CORRAL_PROFILE")
+		name = e.Getenv("CORRAL_PROFILE")
 	}
 	ps, path, err := readProfiles(e)
 	if err != nil {
@@ -126,7 +126,7 @@ Flags and CORRAL_SERVER / CORRAL_API_KEY / OPEN_SANDBOX_* variables override the
 
 func runConfig(_ context.Context, e *env, args []string) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintln(e.stderr, configUsage)
+		fmt.Fprintln(e.Stderr, configUsage)
 		if len(args) == 0 {
 			return 2
 		}
@@ -161,7 +161,7 @@ func runConfig(_ context.Context, e *env, args []string) int {
 		if err := ps.write(path); err != nil {
 			return fail(e, "%v", err)
 		}
-		fmt.Fprintf(e.stderr, "saved profile %s in %s\n", pos[0], path)
+		fmt.Fprintf(e.Stderr, "saved profile %s in %s\n", pos[0], path)
 		return 0
 	case "use", "rm":
 		if len(args) != 2 {
@@ -196,7 +196,7 @@ func runConfig(_ context.Context, e *env, args []string) int {
 			names = append(names, n)
 		}
 		sort.Strings(names)
-		t := newTable(e.stdout, "CURRENT", "NAME", "SERVER", "API KEY")
+		t := newTable(e.Stdout, "CURRENT", "NAME", "SERVER", "API KEY")
 		for _, n := range names {
 			p := ps.Profiles[n]
 			cur, key := "", "-"

@@ -1,7 +1,7 @@
 // Copyright 2026 The corral Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package cli
+package client
 
 import (
 	"context"
@@ -65,7 +65,7 @@ func (f *mcpFlags) setup(e *env) (mcp.Config, func(), error) {
 	if err != nil {
 		return mcp.Config{}, nil, err
 	}
-	var w io.Writer = e.stderr
+	var w io.Writer = e.Stderr
 	closeTrace := func() {}
 	if f.trace != "" {
 		tf, err := os.OpenFile(f.trace, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -110,7 +110,7 @@ func runMCP(ctx context.Context, e *env, args []string) int {
 		return fail(e, "mcp: --transport %q: want stdio or streamable-http", *transport)
 	}
 	if *key == "" {
-		*key = e.getenv("CORRAL_MCP_KEY")
+		*key = e.Getenv("CORRAL_MCP_KEY")
 	}
 	if len(*key) < 16 {
 		return fail(e, "mcp: the HTTP transport needs a key of at least 16 characters: --mcp-key or $CORRAL_MCP_KEY")

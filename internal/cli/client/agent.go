@@ -1,7 +1,7 @@
 // Copyright 2026 The corral Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package cli
+package client
 
 import (
 	"context"
@@ -50,10 +50,10 @@ func runAgent(ctx context.Context, e *env, args []string) int {
 		return fail(e, "agent: give the task with --task TEXT or --task-file FILE")
 	}
 	if *modelURL == "" {
-		*modelURL = e.getenv("CORRAL_MODEL_URL")
+		*modelURL = e.Getenv("CORRAL_MODEL_URL")
 	}
 	if *modelName == "" {
-		*modelName = e.getenv("CORRAL_MODEL")
+		*modelName = e.Getenv("CORRAL_MODEL")
 	}
 	var credentials []agent.Credential
 	for _, c := range creds {
@@ -61,7 +61,7 @@ func runAgent(ctx context.Context, e *env, args []string) int {
 		if !ok || host == "" || name == "" {
 			return fail(e, "agent: --credential %q: give HOST=ENV, such as api.example.com=EXAMPLE_TOKEN", c)
 		}
-		v := e.getenv(name)
+		v := e.Getenv(name)
 		if v == "" {
 			return fail(e, "agent: --credential %s: $%s is empty or not set", host, name)
 		}
@@ -82,7 +82,7 @@ func runAgent(ctx context.Context, e *env, args []string) int {
 	defer traj.Close()
 	rep, err := agent.Run(ctx, agent.Config{
 		Client: cfg.Client, Policy: cfg.Policy, Task: *task, Inputs: inputs, Domains: domains,
-		Credentials: credentials, ModelURL: *modelURL, Model: *modelName, ModelKey: e.getenv(*keyEnv),
+		Credentials: credentials, ModelURL: *modelURL, Model: *modelName, ModelKey: e.Getenv(*keyEnv),
 		OutDir: filepath.Join(*outDir, "artifacts"), Trajectory: traj, Trace: cfg.Trace, Version: cfg.Version,
 	})
 	if err != nil {
@@ -96,7 +96,7 @@ func runAgent(ctx context.Context, e *env, args []string) int {
 	if err := os.WriteFile(filepath.Join(*outDir, "report.md"), []byte(md), 0o644); err != nil {
 		return fail(e, "agent: %v", err)
 	}
-	fmt.Fprint(e.stdout, md)
+	fmt.Fprint(e.Stdout, md)
 	switch rep.StopReason {
 	case agent.StopDone:
 		return 0

@@ -1,7 +1,7 @@
 // Copyright 2026 The corral Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package cli
+package client
 
 import (
 	"context"
@@ -44,7 +44,7 @@ func runCode(ctx context.Context, e *env, args []string) int {
 	}
 	src := *inline
 	if src == "" {
-		var r io.Reader = e.stdin
+		var r io.Reader = e.Stdin
 		if len(inv.pos) == 2 && inv.pos[1] != "-" {
 			f, err := os.Open(inv.pos[1])
 			if err != nil {
@@ -68,11 +68,11 @@ func runCode(ctx context.Context, e *env, args []string) int {
 	}
 	saved := 0
 	h := &sdk.CodeHandlers{
-		Stdout: func(t string) error { _, err := io.WriteString(e.stdout, t); return err },
-		Stderr: func(t string) error { _, err := io.WriteString(e.stderr, t); return err },
+		Stdout: func(t string) error { _, err := io.WriteString(e.Stdout, t); return err },
+		Stderr: func(t string) error { _, err := io.WriteString(e.Stderr, t); return err },
 		Result: func(r sdk.CodeResult) error {
 			for _, f := range r.Files {
-				fmt.Fprintf(e.stderr, "corral: a %s result of %d bytes is in the sandbox at %s\n", f.MIME, f.Size, f.Path)
+				fmt.Fprintf(e.Stderr, "corral: a %s result of %d bytes is in the sandbox at %s\n", f.MIME, f.Size, f.Path)
 			}
 			for _, it := range imageTypes {
 				v, ok := r.Data[it.mime]
@@ -90,11 +90,11 @@ func runCode(ctx context.Context, e *env, args []string) int {
 				if err := os.WriteFile(path, b, 0o644); err != nil {
 					return err
 				}
-				fmt.Fprintf(e.stderr, "corral: saved a %s result to %s\n", it.mime, path)
+				fmt.Fprintf(e.Stderr, "corral: saved a %s result to %s\n", it.mime, path)
 				return nil
 			}
 			if t := r.Text(); t != "" {
-				_, err := fmt.Fprintln(e.stdout, t)
+				_, err := fmt.Fprintln(e.Stdout, t)
 				return err
 			}
 			return nil
@@ -103,7 +103,7 @@ func runCode(ctx context.Context, e *env, args []string) int {
 	x, err := sb.RunCode(ctx, src, sdk.CodeOptions{Context: *cctx, Language: *lang}, h)
 	if err != nil {
 		if ctx.Err() != nil {
-			fmt.Fprintln(e.stderr, "corral: interrupted; the code was interrupted")
+			fmt.Fprintln(e.Stderr, "corral: interrupted; the code was interrupted")
 			return 130
 		}
 		return cf.fail(e, err, exitCLIError)
@@ -116,7 +116,7 @@ func runCode(ctx context.Context, e *env, args []string) int {
 		if tb == "" {
 			tb = x.Error.EName + ": " + x.Error.EValue
 		}
-		fmt.Fprintln(e.stderr, tb)
+		fmt.Fprintln(e.Stderr, tb)
 		return 1
 	}
 	return 0

@@ -3,7 +3,7 @@
 
 //go:build !windows
 
-package cli
+package client
 
 import (
 	"os"

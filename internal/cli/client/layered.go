@@ -1,7 +1,7 @@
 // Copyright 2026 The corral Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package cli
+package client
 
 import (
 	"flag"
@@ -53,7 +53,7 @@ func applyLayers(fs *flag.FlagSet, e *env, path string, skip ...string) error {
 		if err != nil || set[f.Name] || contains(skip, f.Name) {
 			return
 		}
-		if v := e.getenv(envName(f.Name)); v != "" {
+		if v := e.Getenv(envName(f.Name)); v != "" {
 			if serr := f.Value.Set(v); serr != nil {
 				err = fmt.Errorf("%s=%q: %w", envName(f.Name), v, serr)
 			}

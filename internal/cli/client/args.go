@@ -1,7 +1,7 @@
 // Copyright 2026 The corral Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package cli
+package client
 
 import (
 	"errors"
@@ -16,7 +16,7 @@ import (
 // limit) parsing stops and the rest is returned verbatim in tail, as is
 // everything after a "--".
 func parseArgs(fs *flag.FlagSet, e *env, args []string, maxPos int) (pos, tail []string, ok bool, code int) {
-	fs.SetOutput(e.stderr)
+	fs.SetOutput(e.Stderr)
 	head := args
 	if i := indexOf(args, "--"); i >= 0 {
 		head, tail = args[:i], args[i+1:]

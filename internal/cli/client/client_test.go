@@ -1,7 +1,7 @@
 // Copyright 2026 The corral Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package cli
+package client
 
 import (
 	"path/filepath"
@@ -25,7 +25,7 @@ func TestClientPrecedence(t *testing.T) {
 		{"the flag first", "http://f.example:3", map[string]string{"CORRAL_SERVER": "http://a.example:1"}, "http://f.example:3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := &env{getenv: func(k string) string {
+			e := &env{Getenv: func(k string) string {
 				if k == "CORRAL_CONFIG" {
 					return conf
 				}

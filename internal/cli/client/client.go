@@ -1,7 +1,7 @@
 // Copyright 2026 The corral Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package cli
+package client
 
 import (
 	"context"
@@ -49,20 +49,20 @@ func (c *clientFlags) client(e *env) (*sdk.Client, error) {
 	}
 	server, key := c.server, c.apiKey
 	if server == "" {
-		server = e.getenv("CORRAL_SERVER")
+		server = e.Getenv("CORRAL_SERVER")
 	}
-	if server == "" && e.getenv(sdk.EnvDomain) != "" {
-		proto := e.getenv(sdk.EnvProtocol)
+	if server == "" && e.Getenv(sdk.EnvDomain) != "" {
+		proto := e.Getenv(sdk.EnvProtocol)
 		if proto == "" {
 			proto = "http"
 		}
-		server = proto + "://" + e.getenv(sdk.EnvDomain)
+		server = proto + "://" + e.Getenv(sdk.EnvDomain)
 	}
 	if key == "" {
-		key = e.getenv("CORRAL_API_KEY")
+		key = e.Getenv("CORRAL_API_KEY")
 	}
 	if key == "" {
-		key = e.getenv(sdk.EnvAPIKey)
+		key = e.Getenv(sdk.EnvAPIKey)
 	}
 	if server == "" || key == "" {
 		p, err := loadProfile(e, c.profile)

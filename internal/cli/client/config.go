@@ -1,7 +1,7 @@
 // Copyright 2026 The corral Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package cli
+package client
 
 import (
 	"errors"
@@ -53,7 +53,7 @@ insecure_no_auth = false
 // stdout without it.
 func configInit(e *env, args []string) int {
 	if len(args) == 0 || args[0] == "-" {
-		fmt.Fprint(e.stdout, exampleConfig)
+		fmt.Fprint(e.Stdout, exampleConfig)
 		return 0
 	}
 	f, err := os.OpenFile(args[0], os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
@@ -67,6 +67,6 @@ func configInit(e *env, args []string) int {
 	if _, err := f.WriteString(exampleConfig); err != nil {
 		return fail(e, "%v", err)
 	}
-	fmt.Fprintf(e.stderr, "wrote %s\n", args[0])
+	fmt.Fprintf(e.Stderr, "wrote %s\n", args[0])
 	return 0
 }

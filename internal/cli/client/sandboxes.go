@@ -1,7 +1,7 @@
 // Copyright 2026 The corral Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package cli
+package client
 
 import (
 	"context"
@@ -93,12 +93,12 @@ func runCreate(ctx context.Context, e *env, args []string) int {
 		return cf.apiFail(e, err)
 	}
 	if cf.output != "id" {
-		_ = printValue(e.stdout, cf.output, out)
+		_ = printValue(e.Stdout, cf.output, out)
 		return 0
 	}
-	fmt.Fprintln(e.stdout, out.ID)
-	if isTerminal(e.stderr) {
-		fmt.Fprintf(e.stderr, "created %s (%s) in %v\n", out.ID, out.Status.State, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintln(e.Stdout, out.ID)
+	if isTerminal(e.Stderr) {
+		fmt.Fprintf(e.Stderr, "created %s (%s) in %v\n", out.ID, out.Status.State, time.Since(start).Round(time.Millisecond))
 	}
 	return 0
 }
@@ -110,7 +110,7 @@ func parseNoArgs(fs *flag.FlagSet, e *env, args []string, name string) (bool, in
 		return false, code
 	}
 	if len(pos)+len(tail) > 0 {
-		fmt.Fprintf(e.stderr, "corral: %s takes no arguments (got %q)\n", name, append(pos, tail...))
+		fmt.Fprintf(e.Stderr, "corral: %s takes no arguments (got %q)\n", name, append(pos, tail...))
 		return false, 2
 	}
 	return true, 0
@@ -142,13 +142,13 @@ func runList(ctx context.Context, e *env, args []string) int {
 	switch {
 	case *quiet:
 		for _, sb := range items {
-			fmt.Fprintln(e.stdout, sb.ID)
+			fmt.Fprintln(e.Stdout, sb.ID)
 		}
 	case cf.output != "table":
-		_ = printValue(e.stdout, cf.output, items)
+		_ = printValue(e.Stdout, cf.output, items)
 	default:
 		now := time.Now()
-		t := newTable(e.stdout, "ID", "IMAGE", "STATE", "AGE", "EXPIRES", "METADATA")
+		t := newTable(e.Stdout, "ID", "IMAGE", "STATE", "AGE", "EXPIRES", "METADATA")
 		for _, sb := range items {
 			t.row(sb.ID, imageOf(sb), sb.Status.State, age(sb.CreatedAt, now), expiresIn(sb.ExpiresAt, now), labels(sb.Metadata))
 		}
@@ -202,11 +202,11 @@ func runGet(ctx context.Context, e *env, args []string) int {
 	}
 	sb := inv.sb
 	if cf.output != "table" {
-		_ = printValue(e.stdout, cf.output, sb)
+		_ = printValue(e.Stdout, cf.output, sb)
 		return 0
 	}
 	now := time.Now()
-	t := newTable(e.stdout, "FIELD", "VALUE")
+	t := newTable(e.Stdout, "FIELD", "VALUE")
 	t.row("id", sb.ID)
 	t.row("image", imageOf(*sb))
 	t.row("state", sb.Status.State)
@@ -246,7 +246,7 @@ func forEachID(ctx context.Context, e *env, args []string, name, synopsis string
 			status = cf.apiFail(e, err)
 			continue
 		}
-		fmt.Fprintln(e.stdout, id)
+		fmt.Fprintln(e.Stdout, id)
 	}
 	return status
 }
@@ -289,10 +289,10 @@ func runRenew(ctx context.Context, e *env, args []string) int {
 		return cf.apiFail(e, err)
 	}
 	if cf.output != "table" {
-		_ = printValue(e.stdout, cf.output, api.RenewSandboxExpirationResponse{ExpiresAt: at})
+		_ = printValue(e.Stdout, cf.output, api.RenewSandboxExpirationResponse{ExpiresAt: at})
 		return 0
 	}
-	fmt.Fprintf(e.stdout, "%s expires at %s\n", id, at.Local().Format(time.RFC3339))
+	fmt.Fprintf(e.Stdout, "%s expires at %s\n", id, at.Local().Format(time.RFC3339))
 	return 0
 }
 
@@ -321,23 +321,23 @@ func runEndpoint(ctx context.Context, e *env, args []string) int {
 		return cf.apiFail(e, err)
 	}
 	if cf.output != "url" {
-		_ = printValue(e.stdout, cf.output, ep)
+		_ = printValue(e.Stdout, cf.output, ep)
 		return 0
 	}
 	scheme := "http://"
 	if strings.HasPrefix(c.BaseURL(), "https://") {
 		scheme = "https://"
 	}
-	fmt.Fprintln(e.stdout, scheme+ep.Endpoint)
+	fmt.Fprintln(e.Stdout, scheme+ep.Endpoint)
 	for k, v := range ep.Headers {
-		fmt.Fprintf(e.stderr, "send header %s: %s\n", k, v)
+		fmt.Fprintf(e.Stderr, "send header %s: %s\n", k, v)
 	}
 	return 0
 }
 
 func runSnapshot(ctx context.Context, e *env, args []string) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintln(e.stderr, `Usage: corral snapshot <command>
+		fmt.Fprintln(e.Stderr, `Usage: corral snapshot <command>
 
   corral snapshot create ID [--name NAME]   snapshot a running sandbox (prints the snapshot id)
   corral snapshot ls [--sandbox ID]         list snapshots
@@ -364,10 +364,10 @@ Create a sandbox from one with 'corral create --snapshot SNAPSHOT'.`)
 			return cf.apiFail(e, err)
 		}
 		if cf.output != "id" {
-			_ = printValue(e.stdout, cf.output, sn)
+			_ = printValue(e.Stdout, cf.output, sn)
 			return 0
 		}
-		fmt.Fprintln(e.stdout, sn.ID)
+		fmt.Fprintln(e.Stdout, sn.ID)
 		return 0
 	case "ls", "list":
 		fs := newFlagSet(e, "snapshot ls", "snapshot ls [--sandbox ID]")
@@ -392,11 +392,11 @@ Create a sandbox from one with 'corral create --snapshot SNAPSHOT'.`)
 			}
 		}
 		if cf.output != "table" {
-			_ = printValue(e.stdout, cf.output, items)
+			_ = printValue(e.Stdout, cf.output, items)
 			return 0
 		}
 		now := time.Now()
-		t := newTable(e.stdout, "ID", "SANDBOX", "NAME", "STATE", "AGE")
+		t := newTable(e.Stdout, "ID", "SANDBOX", "NAME", "STATE", "AGE")
 		for _, s := range items {
 			t.row(s.ID, s.SandboxID, s.Name, s.Status.State, age(s.CreatedAt, now))
 		}
@@ -416,7 +416,7 @@ Create a sandbox from one with 'corral create --snapshot SNAPSHOT'.`)
 				status = cf.apiFail(e, err)
 				continue
 			}
-			fmt.Fprintln(e.stdout, id)
+			fmt.Fprintln(e.Stdout, id)
 		}
 		return status
 	}

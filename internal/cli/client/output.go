@@ -1,7 +1,7 @@
 // Copyright 2026 The corral Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package cli
+package client
 
 import (
 	"encoding/json"
@@ -90,7 +90,7 @@ func report(e *env, format string, err error, code int) int {
 			out.Error, out.Code, out.Status, out.RequestID = ae.Message, ae.Code, ae.Status, ae.RequestID
 		}
 		b, _ := json.Marshal(out)
-		fmt.Fprintln(e.stderr, string(b))
+		fmt.Fprintln(e.Stderr, string(b))
 		return code
 	}
 	msg := err.Error()
@@ -100,7 +100,7 @@ func report(e *env, format string, err error, code int) int {
 	if errors.Is(err, sdk.ErrUnauthenticated) {
 		msg += " (set --api-key, CORRAL_API_KEY or a profile with 'corral config set')"
 	}
-	fmt.Fprintln(e.stderr, "corral: "+msg)
+	fmt.Fprintln(e.Stderr, "corral: "+msg)
 	return code
 }
 

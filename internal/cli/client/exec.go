@@ -1,7 +1,7 @@
 // Copyright 2026 The corral Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package cli
+package client
 
 import (
 	"context"
@@ -65,7 +65,7 @@ func runExec(ctx context.Context, e *env, args []string) int {
 		if err != nil {
 			return cf.fail(e, err, exitCLIError)
 		}
-		fmt.Fprintln(e.stdout, id)
+		fmt.Fprintln(e.Stdout, id)
 		return 0
 	case *interactive || *tty:
 		if opts.UID != nil || *timeout > 0 {
@@ -77,10 +77,10 @@ func runExec(ctx context.Context, e *env, args []string) int {
 		}
 		return code
 	}
-	code, err = sb.Exec(ctx, script, opts, e.stdout, e.stderr)
+	code, err = sb.Exec(ctx, script, opts, e.Stdout, e.Stderr)
 	if err != nil {
 		if ctx.Err() != nil {
-			fmt.Fprintln(e.stderr, "corral: interrupted; the command was stopped")
+			fmt.Fprintln(e.Stderr, "corral: interrupted; the command was stopped")
 			return 130
 		}
 		return cf.fail(e, err, exitCLIError)
@@ -160,8 +160,8 @@ func terminalSession(ctx context.Context, e *env, sb *sdk.Sandbox, command, work
 	}
 	defer p.Close()
 
-	inFD, inTTY := terminalFD(e.stdin)
-	outFD, outTTY := terminalFD(e.stdout)
+	inFD, inTTY := terminalFD(e.Stdin)
+	outFD, outTTY := terminalFD(e.Stdout)
 	if tty && inTTY {
 		old, err := term.MakeRaw(inFD)
 		if err != nil {
@@ -186,8 +186,8 @@ func terminalSession(ctx context.Context, e *env, sb *sdk.Sandbox, command, work
 		}()
 	}
 	go func() {
-		if e.stdin != nil {
-			_, _ = io.Copy(p, e.stdin)
+		if e.Stdin != nil {
+			_, _ = io.Copy(p, e.Stdin)
 		}
 		_ = p.CloseStdin()
 	}()
@@ -195,12 +195,12 @@ func terminalSession(ctx context.Context, e *env, sb *sdk.Sandbox, command, work
 	go func() {
 		defer close(errDone)
 		if !tty {
-			_, _ = io.Copy(e.stderr, p.Stderr())
+			_, _ = io.Copy(e.Stderr, p.Stderr())
 		}
 	}()
 	copyDone := make(chan error, 1)
 	go func() {
-		_, err := io.Copy(e.stdout, p)
+		_, err := io.Copy(e.Stdout, p)
 		copyDone <- err
 	}()
 	select {
@@ -254,7 +254,7 @@ func runLogs(ctx context.Context, e *env, args []string) int {
 			}
 			return cf.apiFail(e, err)
 		}
-		if _, err := e.stdout.Write(chunk); err != nil {
+		if _, err := e.Stdout.Write(chunk); err != nil {
 			return 1
 		}
 		cursor = next
