@@ -127,21 +127,36 @@ func (r *sandboxReconciler) claim(ctx context.Context, sbx *v1alpha1.Sandbox) (*
 		return nil, err
 	}
 	slices.SortFunc(pods.Items, func(a, b corev1.Pod) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
+	claimable := func(p *corev1.Pod) bool {
+		return p.DeletionTimestamp.IsZero() && podReady(p) && p.Status.PodIP != "" && metav1.IsControlledBy(p, &pool)
+	}
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if !p.DeletionTimestamp.IsZero() || !podReady(p) || p.Status.PodIP == "" || !metav1.IsControlledBy(p, &pool) {
+		if !claimable(p) {
 			continue
 		}
-		p.Labels = sandboxLabels(sbx)
-		p.OwnerReferences = []metav1.OwnerReference{v1alpha1.OwnerRef(sbx, "Sandbox")}
-		err := r.client.Update(ctx, p)
-		switch {
-		case err == nil:
-			return p, nil
-		case apierrors.IsConflict(err), apierrors.IsNotFound(err):
-			continue // another claimer was first
-		default:
-			return nil, err
+		for attempt := 0; ; attempt++ {
+			p.Labels = sandboxLabels(sbx)
+			p.OwnerReferences = []metav1.OwnerReference{v1alpha1.OwnerRef(sbx, "Sandbox")}
+			err := r.client.Update(ctx, p)
+			switch {
+			case err == nil:
+				return p, nil
+			case apierrors.IsConflict(err) && attempt == 0:
+				// The cache's copy may only be stale (the kubelet writes a
+				// starting pod's status): try the newest once, if it is
+				// still the pool's and ready.
+				var live corev1.Pod
+				if gerr := r.api.Get(ctx, client.ObjectKeyFromObject(p), &live); gerr == nil && claimable(&live) {
+					p = &live
+					continue
+				}
+			case apierrors.IsConflict(err), apierrors.IsNotFound(err):
+				// Another claimer was first.
+			default:
+				return nil, err
+			}
+			break
 		}
 	}
 	return nil, errNoWarmPod
