@@ -89,7 +89,8 @@ required=(
   test/e2e.TestChaosSandboxProcessesOCI
   test/e2e.TestChaosSandboxProcessesDocker
   test/e2e.TestChaosDockerEngineKills
-  internal/cli.TestClientPrecedence
+  internal/cli/client.TestClientPrecedence
+  internal/cli/client.TestAgentRefusesBadCredentials
   internal/execd.TestCommandUser
   internal/execd/code/jupyter.TestKernelRoundTripKeepsState
   internal/execd/code/jupyter.TestFirstExecutionLosesNoOutput
