@@ -31,9 +31,9 @@ func TestMain(m *testing.M) {
 			_ = f.Value.Set("^Test")
 			fmt.Fprintf(os.Stderr, "sdk: examples need a runtime: set %s=1 (as root) to run them\n", testutil.EnvRoot)
 		}
-		os.Exit(m.Run())
+		os.Exit(testutil.NoLeaks(m.Run()))
 	}
-	os.Exit(withServer(m))
+	os.Exit(testutil.NoLeaks(withServer(m)))
 }
 
 func withServer(m *testing.M) int {

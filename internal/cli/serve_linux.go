@@ -32,7 +32,6 @@ import (
 	"github.com/corral-dev/corral/internal/egress/audit"
 	"github.com/corral-dev/corral/internal/egress/policy"
 	"github.com/corral-dev/corral/internal/lifecycle"
-	corralsb "github.com/corral-dev/corral/internal/sandbox"
 	model "github.com/corral-dev/corral/internal/sandbox"
 	"github.com/corral-dev/corral/internal/secrets"
 	"github.com/corral-dev/corral/internal/server"
@@ -56,7 +55,7 @@ type serveConfig struct {
 	corsOrigins          string
 	imageHostCredentials bool
 	limitFlags           map[string]*string
-	limits               corralsb.Limits
+	limits               model.Limits
 	origins              []string
 	maxTimeout           time.Duration
 	retainTerminated     time.Duration
@@ -470,14 +469,14 @@ func parseOrigins(list string) ([]string, error) {
 }
 
 // parseLimits reads the --default-* and --max-* resource flags.
-func parseLimits(flags map[string]*string) (corralsb.Limits, error) {
-	var l corralsb.Limits
+func parseLimits(flags map[string]*string) (model.Limits, error) {
+	var l model.Limits
 	for name, v := range flags {
 		if *v == "" {
 			continue
 		}
 		kind, key, _ := strings.Cut(name, "-")
-		r, err := corralsb.ParseResources(map[string]string{key: *v})
+		r, err := model.ParseResources(map[string]string{key: *v})
 		if err != nil {
 			return l, fmt.Errorf("--%s %q: %v", name, *v, err)
 		}

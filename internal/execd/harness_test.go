@@ -43,7 +43,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	return m.Run()
+	return testutil.NoLeaks(m.Run())
 }
 
 const token = "test-token-123"

@@ -117,7 +117,7 @@ func extractPlain(path, dir string) error {
 			if err := os.MkdirAll(target, 0o700); err != nil {
 				return err
 			}
-		case tar.TypeReg, tar.TypeRegA:
+		case tar.TypeReg: // the reader reports the old TypeRegA as TypeReg
 			if err := os.MkdirAll(filepath.Dir(target), 0o700); err != nil {
 				return err
 			}

@@ -85,7 +85,7 @@ func unpack(r io.Reader, dir string) (string, int64, error) {
 				return "", 0, err
 			}
 			dirs = append(dirs, dirTimes{target, hdr.ModTime})
-		case tar.TypeReg, tar.TypeRegA:
+		case tar.TypeReg: // the reader reports the old TypeRegA as TypeReg
 			f, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 			if err != nil {
 				return "", 0, err

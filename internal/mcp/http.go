@@ -49,6 +49,7 @@ type HTTPConfig struct {
 // its own, with its own budget and sandboxes.
 type Hub struct {
 	cfg     HTTPConfig
+	srv     *sdkmcp.Server
 	handler http.Handler
 
 	mu       sync.Mutex
@@ -69,7 +70,7 @@ func NewHub(cfg HTTPConfig) *Hub {
 		SessionTimeout:      cfg.SessionTimeout,
 		MaxRequestBodyBytes: int64(2*pol.Limits.FileBytes + 1<<20), // a base64 file_write and its envelope
 	})
-	h.handler = h.guard(stream)
+	h.srv, h.handler = srv, h.guard(stream)
 	return h
 }
 
@@ -129,16 +130,13 @@ func (h *Hub) end(ss *sdkmcp.ServerSession) {
 	}
 }
 
-// Close ends every session and deletes their sandboxes.
+// Close ends every session, those that never called a tool too, and
+// deletes their sandboxes.
 func (h *Hub) Close() {
 	h.mu.Lock()
 	h.closed = true
-	var open []*sdkmcp.ServerSession
-	for ss := range h.sessions {
-		open = append(open, ss)
-	}
 	h.mu.Unlock()
-	for _, ss := range open {
+	for ss := range h.srv.Sessions() {
 		_ = ss.Close()
 	}
 	h.wg.Wait()

@@ -798,10 +798,6 @@ func TestChaosDockerEngineKills(t *testing.T) {
 	}
 	s.deleteAll(t)
 	testutil.WaitFor(t, 3*time.Minute, "no container of the sandboxes to be left", func() bool {
-		all := make([]string, 0, len(ch.acked))
-		for id := range ch.acked {
-			all = append(all, id)
-		}
 		l, err := eng.client().ContainerList(context.Background(), client.ContainerListOptions{All: true})
 		if err != nil {
 			return false

@@ -153,7 +153,7 @@ type invocation struct {
 // error), connects, and with resolveID turns pos[0] from an id prefix into
 // the full id. When ok is false the command returns code; failures to
 // connect or resolve exit with errCode.
-func (cf *clientFlags) setup(ctx context.Context, e *env, fs *flag.FlagSet, args []string, maxPos int, resolve bool, errCode int,
+func (c *clientFlags) setup(ctx context.Context, e *env, fs *flag.FlagSet, args []string, maxPos int, resolve bool, errCode int,
 	check func(pos, tail []string) string) (inv invocation, ok bool, code int) {
 	pos, tail, ok, code := parseArgs(fs, e, args, maxPos)
 	if !ok {
@@ -162,17 +162,17 @@ func (cf *clientFlags) setup(ctx context.Context, e *env, fs *flag.FlagSet, args
 	if msg := check(pos, tail); msg != "" {
 		return inv, false, fail(e, "%s", msg)
 	}
-	c, err := cf.client(e)
+	sc, err := c.client(e)
 	if err != nil {
-		return inv, false, cf.fail(e, err, errCode)
+		return inv, false, c.fail(e, err, errCode)
 	}
 	if resolve && len(pos) > 0 {
-		if inv.sb, err = findSandbox(ctx, c, pos[0]); err != nil {
-			return inv, false, cf.fail(e, err, errCode)
+		if inv.sb, err = findSandbox(ctx, sc, pos[0]); err != nil {
+			return inv, false, c.fail(e, err, errCode)
 		}
 		pos[0] = inv.sb.ID
 	}
-	inv.c, inv.pos, inv.tail = c, pos, tail
+	inv.c, inv.pos, inv.tail = sc, pos, tail
 	return inv, true, 0
 }
 

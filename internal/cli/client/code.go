@@ -44,7 +44,7 @@ func runCode(ctx context.Context, e *env, args []string) int {
 	}
 	src := *inline
 	if src == "" {
-		var r io.Reader = e.Stdin
+		r := e.Stdin
 		if len(inv.pos) == 2 && inv.pos[1] != "-" {
 			f, err := os.Open(inv.pos[1])
 			if err != nil {

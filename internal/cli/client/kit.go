@@ -55,8 +55,9 @@ func fail(e *env, format string, args ...any) int {
 	return 1
 }
 
-// ParseFlags, NewFlagSet, Fail, NewLogger and ApplyLayers are the
-// helpers above for the composition root's subcommands.
+// ParseFlags parses a subcommand's flags as the client's own commands do.
+// It, NewFlagSet, Fail, NewLogger and ApplyLayers are the helpers above
+// for the composition root's subcommands.
 func ParseFlags(fs *flag.FlagSet, e *Env, args []string) (bool, int) { return parseFlags(fs, e, args) }
 func NewFlagSet(e *Env, name, synopsis string) *flag.FlagSet         { return newFlagSet(e, name, synopsis) }
 func Fail(e *Env, format string, args ...any) int                    { return fail(e, format, args...) }

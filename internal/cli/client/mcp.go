@@ -65,7 +65,7 @@ func (f *mcpFlags) setup(e *env) (mcp.Config, func(), error) {
 	if err != nil {
 		return mcp.Config{}, nil, err
 	}
-	var w io.Writer = e.Stderr
+	w := e.Stderr
 	closeTrace := func() {}
 	if f.trace != "" {
 		tf, err := os.OpenFile(f.trace, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)

@@ -51,7 +51,7 @@ func TestLeastPrivilege(t *testing.T) {
 			if o.GetNamespace() != "" {
 				o.SetNamespace(ns)
 			}
-			if err := c.Client.Patch(ctx, o, client.Apply, client.FieldOwner("corral-tests"), client.ForceOwnership, client.DryRunAll); err != nil {
+			if err := c.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner("corral-tests"), client.ForceOwnership, client.DryRunAll); err != nil {
 				t.Errorf("%s: %s %s: %v", filepath.Base(f), o.GetKind(), o.GetName(), err)
 			}
 		}

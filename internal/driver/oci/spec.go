@@ -63,7 +63,6 @@ type specParams struct {
 	args        []string
 	env         []string
 	cwd         string
-	uid, gid    uint32
 	netns       string
 	cgroupsPath string
 	annotations map[string]string

@@ -96,6 +96,8 @@ func newRig(t testing.TB, trustUpstream bool) *rig {
 		},
 		TLSClientConfig: &tls.Config{RootCAs: clientRoots},
 	}}
+	// The relays end when the client's connections do.
+	t.Cleanup(r.client.CloseIdleConnections)
 	return r
 }
 

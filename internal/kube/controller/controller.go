@@ -175,7 +175,8 @@ func NewManager(rc *rest.Config, cfg Config) (ctrl.Manager, error) {
 		})).
 		WithOptions(copts).
 		Complete(&sandboxReconciler{client: mgr.GetClient(), api: mgr.GetAPIReader(),
-			events: mgr.GetEventRecorderFor("corral-controller"), cfg: cfg}) //nolint:staticcheck // core/v1 Events: what kubectl describe shows
+			//lint:ignore SA1019 core/v1 Events are what kubectl describe shows for a pod's owner
+			events: mgr.GetEventRecorderFor("corral-controller"), cfg: cfg})
 	if err != nil {
 		return nil, fmt.Errorf("controller: %w", err)
 	}

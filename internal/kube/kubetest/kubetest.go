@@ -186,7 +186,7 @@ func Manifests(file string) ([]*unstructured.Unstructured, error) {
 
 // Apply creates or updates obj (server-side apply).
 func (c *Cluster) Apply(ctx context.Context, obj *unstructured.Unstructured) error {
-	return c.Client.Patch(ctx, obj, client.Apply, client.FieldOwner("corral-tests"), client.ForceOwnership)
+	return c.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner("corral-tests"), client.ForceOwnership)
 }
 
 // installCRDs applies every manifest in dir and waits until each CRD is
