@@ -21,7 +21,7 @@ import (
 
 var corralBin string
 
-func TestMain(m *testing.M) { os.Exit(testutil.RunWithCorral(m, &corralBin)) }
+func TestMain(m *testing.M) { os.Exit(testutil.NoLeaks(testutil.RunWithCorral(m, &corralBin))) }
 
 // requireRunc gates the tier and fails when runc is missing in CI.
 func requireRunc(t *testing.T) {
