@@ -33,12 +33,14 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"go.uber.org/goleak"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -93,6 +95,21 @@ func RequireKube(t testing.TB) *Cluster {
 		t.Fatalf("%s=1 but the test cluster cannot be used (scripts/k8s.sh up): %v", testutil.EnvKube, clusterErr)
 	}
 	return cluster
+}
+
+// VerifyTestMain is testutil.VerifyTestMain for a package of the kube
+// tier. client-go keeps one transport per client configuration for the
+// whole process, and the cluster's is shared by every test, so its idle
+// connections (each an HTTP/2 read loop) are closed first: what is left
+// after that is a goroutine a test did not end.
+func VerifyTestMain(m *testing.M, opts ...goleak.Option) {
+	code := m.Run()
+	if cluster != nil {
+		if rt, err := rest.TransportFor(cluster.REST); err == nil {
+			utilnet.CloseIdleConnectionsFor(rt)
+		}
+	}
+	os.Exit(testutil.NoLeaks(code, opts...))
 }
 
 func connect(root string) (*Cluster, error) {

@@ -6,8 +6,9 @@ package records_test
 import (
 	"testing"
 
-	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/kube/kubetest"
 )
 
-// The package's tests end every goroutine they start.
-func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
+// The package's tests end every goroutine they start (the shared
+// cluster client's idle connections aside).
+func TestMain(m *testing.M) { kubetest.VerifyTestMain(m) }
