@@ -11,6 +11,7 @@ package errdefs
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // The kinds. Cancellation and deadlines are context.Canceled and
@@ -86,4 +87,35 @@ func Wrap(kind error, code, message string, cause error) error {
 // Invalid is shorthand for a user-facing ErrInvalidArgument with a formatted message.
 func Invalid(code, format string, args ...any) error {
 	return Newf(ErrInvalidArgument, code, format, args...)
+}
+
+// Detail is err's text for logs. An *Error's Error() is its user-facing
+// message only, so Detail adds every cause such errors keep, however deep
+// in err's tree they are.
+func Detail(err error) string {
+	if err == nil {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(err.Error())
+	var visit func(error)
+	visit = func(e error) {
+		if pe, ok := e.(*Error); ok && pe.Cause != nil {
+			b.WriteString(" [cause: ")
+			b.WriteString(pe.Cause.Error())
+			b.WriteString("]")
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			if next := u.Unwrap(); next != nil {
+				visit(next)
+			}
+		case interface{ Unwrap() []error }:
+			for _, next := range u.Unwrap() {
+				visit(next)
+			}
+		}
+	}
+	visit(err)
+	return b.String()
 }

@@ -41,22 +41,23 @@ const HeaderKind = "Corral-Error-Kind"
 const InternalMessage = "An unexpected error occurred."
 
 type mapping struct {
-	kind   error
-	status int
-	code   string
+	kind    error
+	status  int
+	code    string
+	message string // what an error of the kind without a user-facing message says
 }
 
 func table() []mapping {
 	return []mapping{
-		{errdefs.ErrNotFound, http.StatusNotFound, CodeNotFound},
-		{errdefs.ErrAlreadyExists, http.StatusConflict, CodeAlreadyExists},
-		{errdefs.ErrInvalidArgument, http.StatusBadRequest, CodeInvalidArgument},
-		{errdefs.ErrFailedPrecondition, http.StatusConflict, CodeFailedPrecondition},
-		{errdefs.ErrUnavailable, http.StatusServiceUnavailable, CodeUnavailable},
-		{errdefs.ErrNotImplemented, http.StatusNotImplemented, CodeNotImplemented},
-		{errdefs.ErrPermissionDenied, http.StatusForbidden, CodePermissionDenied},
-		{errdefs.ErrUnauthenticated, http.StatusUnauthorized, CodeUnauthenticated},
-		{errdefs.ErrResourceExhausted, http.StatusTooManyRequests, CodeResourceExhausted},
+		{errdefs.ErrNotFound, http.StatusNotFound, CodeNotFound, "The resource was not found."},
+		{errdefs.ErrAlreadyExists, http.StatusConflict, CodeAlreadyExists, "The resource already exists."},
+		{errdefs.ErrInvalidArgument, http.StatusBadRequest, CodeInvalidArgument, "The request is not valid."},
+		{errdefs.ErrFailedPrecondition, http.StatusConflict, CodeFailedPrecondition, "The resource is not in a state that allows this request."},
+		{errdefs.ErrUnavailable, http.StatusServiceUnavailable, CodeUnavailable, "The service is unavailable; try again later."},
+		{errdefs.ErrNotImplemented, http.StatusNotImplemented, CodeNotImplemented, "This operation is not supported here."},
+		{errdefs.ErrPermissionDenied, http.StatusForbidden, CodePermissionDenied, "Permission denied."},
+		{errdefs.ErrUnauthenticated, http.StatusUnauthorized, CodeUnauthenticated, "Authentication is required."},
+		{errdefs.ErrResourceExhausted, http.StatusTooManyRequests, CodeResourceExhausted, "A limit was reached; try again later."},
 	}
 }
 
@@ -66,9 +67,11 @@ func Status(err error) int {
 	return s
 }
 
-// FromError returns the status, code and message to answer err with. The
-// message of a 5xx error is generic unless the error is an *errdefs.Error,
-// whose message is written for users; the caller logs the cause.
+// FromError returns the status, code and message to answer err with. Only
+// an *errdefs.Error's message, which is written for users, is ever shown:
+// any other error gets its kind's sentence (or InternalMessage without
+// one), because its text may be a backend's (an engine's, the cluster's,
+// a file path) and the caller logs it instead.
 func FromError(err error) (status int, code, message string) {
 	status, code = http.StatusInternalServerError, CodeInternal
 	message = InternalMessage
@@ -80,10 +83,7 @@ func FromError(err error) (status int, code, message string) {
 	}
 	for _, m := range table() {
 		if errors.Is(err, m.kind) {
-			status, code = m.status, m.code
-			if status < 500 {
-				message = err.Error()
-			}
+			status, code, message = m.status, m.code, m.message
 			break
 		}
 	}
@@ -100,8 +100,23 @@ func FromError(err error) (status int, code, message string) {
 	return status, code, message
 }
 
+// UserFacing reports whether err carries a message written for users (an
+// *errdefs.Error); FromError shows no other error's text.
+func UserFacing(err error) bool {
+	var pe *errdefs.Error
+	return errors.As(err, &pe)
+}
+
 // KindName returns the name of err's kind for HeaderKind ("" if none).
+// As in FromError, an *errdefs.Error's own kind decides, not its cause's.
 func KindName(err error) string {
+	var pe *errdefs.Error
+	if errors.As(err, &pe) {
+		if pe.Kind == nil {
+			return ""
+		}
+		err = pe.Kind
+	}
 	for _, m := range table() {
 		if errors.Is(err, m.kind) {
 			return strings.ToLower(m.code)

@@ -42,11 +42,13 @@ func TestFromError(t *testing.T) {
 		wantMsg    string
 	}{
 		{"plain error hides its text", errors.New("dial unix /var/run/x.sock: refused"), 500, errhttp.CodeInternal, errhttp.InternalMessage},
-		{"unavailable hides its text", fmt.Errorf("docker: %w", errdefs.ErrUnavailable), 503, errhttp.CodeUnavailable, errhttp.InternalMessage},
-		{"client error shows its text", fmt.Errorf("sandbox x: %w", errdefs.ErrNotFound), 404, errhttp.CodeNotFound, "sandbox x: not found"},
+		{"unavailable hides its text", fmt.Errorf("docker: %w", errdefs.ErrUnavailable), 503, errhttp.CodeUnavailable, "The service is unavailable; try again later."},
+		{"client error hides its text too", fmt.Errorf("open /var/lib/corral/x: %w", errdefs.ErrNotFound), 404, errhttp.CodeNotFound, "The resource was not found."},
+		{"engine text under a kind is hidden", fmt.Errorf("create: %w: %w", errdefs.ErrInvalidArgument, errors.New("engine: invalid mount /secret")), 400, errhttp.CodeInvalidArgument, "The request is not valid."},
 		{"user-facing error keeps code and message", errdefs.New(errdefs.ErrUnavailable, "X::Y", "try later"), 503, "X::Y", "try later"},
 		{"deadline", context.DeadlineExceeded, 504, errhttp.CodeDeadlineExceeded, "The operation did not finish in time."},
-		{"already exists", fmt.Errorf("key: %w", errdefs.ErrAlreadyExists), 409, errhttp.CodeAlreadyExists, "key: already exists"},
+		{"already exists", fmt.Errorf("key: %w", errdefs.ErrAlreadyExists), 409, errhttp.CodeAlreadyExists, "The resource already exists."},
+		{"a user-facing error wrapped keeps its message", fmt.Errorf("op: %w", errdefs.New(errdefs.ErrNotFound, "X::Z", "no such sandbox")), 404, "X::Z", "no such sandbox"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

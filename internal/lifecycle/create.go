@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/corral-dev/corral/api"
@@ -206,6 +207,11 @@ func (m *Manager) failCreate(ctx context.Context, e *entry, cause error) error {
 		m.log.WarnContext(ctx, "destroy after failed start", "sandbox_id", sb.ID, "err", err)
 	}
 	kind := errdefs.KindOf(cause)
+	if k, _, _, ok := refuse(cause, createKinds); ok && !errhttp.UserFacing(cause) {
+		kind = k
+	} else if !slices.Contains(createKinds, kind) {
+		kind = nil
+	}
 	reason := sandbox.ReasonStartFailed
 	if kind == errdefs.ErrUnavailable {
 		reason = sandbox.ReasonRuntimeUnavailable
@@ -223,28 +229,6 @@ func (m *Manager) failCreate(ctx context.Context, e *entry, cause error) error {
 	}
 	return &errdefs.Error{Kind: kind, Code: errCode(cause, api.CodeSandboxStartFailed),
 		Message: fmt.Sprintf("sandbox %s failed to start: %s", sb.ID, msg), Cause: cause}
-}
-
-// userMessage is what a user may read about err: the message of a
-// user-facing error, the text of a client error, and a generic sentence for
-// anything else (whose detail goes to the log).
-func userMessage(err error) string {
-	var pe *errdefs.Error
-	if errors.As(err, &pe) {
-		return pe.Message
-	}
-	if status := errhttp.Status(err); status >= 400 && status < 500 {
-		return err.Error()
-	}
-	return "the runtime reported an error (details are in the server log)"
-}
-
-func errCode(err error, fallback string) string {
-	var pe *errdefs.Error
-	if errors.As(err, &pe) && pe.Code != "" {
-		return pe.Code
-	}
-	return fallback
 }
 
 // replay answers a create whose Idempotency-Key is known. found is false

@@ -42,7 +42,7 @@ func (m *Manager) Pause(ctx context.Context, tenant, id string) error {
 	}
 	return m.flip(ctx, e, sb, flipper{
 		via: sandbox.StatePausing, to: sandbox.StatePaused, back: sandbox.StateRunning,
-		ok: sandbox.ReasonPaused, failed: sandbox.ReasonPauseFailed, do: p.Pause, event: "paused",
+		ok: sandbox.ReasonPaused, failed: sandbox.ReasonPauseFailed, verb: "pause", do: p.Pause, event: "paused",
 	})
 }
 
@@ -64,7 +64,7 @@ func (m *Manager) Resume(ctx context.Context, tenant, id string) error {
 	}
 	return m.flip(ctx, e, sb, flipper{
 		via: sandbox.StateResuming, to: sandbox.StateRunning, back: sandbox.StatePaused,
-		ok: sandbox.ReasonResumed, failed: sandbox.ReasonResumeFailed, do: p.Resume, event: "resumed",
+		ok: sandbox.ReasonResumed, failed: sandbox.ReasonResumeFailed, verb: "resume", do: p.Resume, event: "resumed",
 	})
 }
 
@@ -72,6 +72,7 @@ func (m *Manager) Resume(ctx context.Context, tenant, id string) error {
 type flipper struct {
 	via, to, back sandbox.State
 	ok, failed    string
+	verb          string // what the API says could not be done
 	do            func(context.Context, string) error
 	event         string
 }
@@ -87,6 +88,7 @@ func (m *Manager) flip(ctx context.Context, e *entry, sb *sandbox.Sandbox, f fli
 		return err
 	}
 	if err := f.do(dctx, sb.ID); err != nil {
+		err = runtimeError(f.verb, err, changeKinds)
 		back := mid.Clone()
 		_ = back.SetStatus(f.back, f.failed, userMessage(err), time.Now().UTC())
 		if cerr := m.commit(dctx, e, back, f.failed); cerr != nil {
@@ -220,7 +222,7 @@ func (m *Manager) stop(ctx context.Context, e *entry, reason, message string) er
 	}
 	if err := m.d.Destroy(ctx, sb.ID); err != nil {
 		m.log.WarnContext(ctx, "destroy failed; will retry", "sandbox_id", sb.ID, "err", err)
-		return fmt.Errorf("sandbox %s: destroy: %w", sb.ID, err)
+		return runtimeError("delete", fmt.Errorf("sandbox %s: destroy: %w", sb.ID, err), changeKinds)
 	}
 	if reason == sandbox.ReasonUserDelete {
 		return m.remove(ctx, e, "deleted")
@@ -248,7 +250,7 @@ func (m *Manager) Endpoint(ctx context.Context, tenant, id string, port int) (ne
 	}
 	addr, err := m.d.Endpoint(ctx, id, port)
 	if err != nil {
-		return netip.AddrPort{}, nil, fmt.Errorf("sandbox %s port %d: %w", id, port, err)
+		return netip.AddrPort{}, nil, runtimeError(fmt.Sprintf("reach port %d of", port), fmt.Errorf("sandbox %s port %d: %w", id, port, err), endpointKind)
 	}
 	return addr, sb, nil
 }

@@ -167,7 +167,7 @@ func (m *Manager) removeSnapshot(ctx context.Context, sn *sandbox.Snapshot) erro
 			}
 		}
 		if err := s.RemoveSnapshot(ctx, ref); err != nil {
-			return fmt.Errorf("snapshot %s: %w", sn.ID, err)
+			return runtimeError("delete the snapshot of", fmt.Errorf("snapshot %s: %w", sn.ID, err), changeKinds)
 		}
 	}
 	ev := &sandbox.Event{At: time.Now().UTC(), Tenant: sn.Tenant, SandboxID: sn.SandboxID, Type: "snapshot_deleted"}

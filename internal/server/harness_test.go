@@ -18,6 +18,7 @@ import (
 
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/internal/auth"
+	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/driver/fakedriver"
 	"github.com/corral-dev/corral/internal/lifecycle"
 	"github.com/corral-dev/corral/internal/store"
@@ -66,7 +67,10 @@ func newTS(t *testing.T) *ts { return newTSForBench(t) }
 func newTSForBench(t testing.TB) *ts { return newTSWith(t, nil) }
 
 // newTSWith is newTS with the server's configuration changed by edit.
-func newTSWith(t testing.TB, edit func(*Config)) *ts {
+func newTSWith(t testing.TB, edit func(*Config)) *ts { return newTSDriver(t, edit, nil) }
+
+// newTSDriver is newTSWith with the fake driver wrapped by wrap (nil: not).
+func newTSDriver(t testing.TB, edit func(*Config), wrap func(*fakedriver.Driver) driver.Driver) *ts {
 	t.Helper()
 	dir := t.TempDir()
 	st, err := store.Open(t.Context(), filepath.Join(dir, "corral.db"))
@@ -77,7 +81,11 @@ func newTSWith(t testing.TB, edit func(*Config)) *ts {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := lifecycle.New(lifecycle.Config{Driver: d, DriverName: fakedriver.Name, Store: st, MaintainInterval: time.Hour})
+	var drv driver.Driver = d
+	if wrap != nil {
+		drv = wrap(d)
+	}
+	mgr, err := lifecycle.New(lifecycle.Config{Driver: drv, DriverName: fakedriver.Name, Store: st, MaintainInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

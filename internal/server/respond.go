@@ -25,15 +25,19 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// writeError answers err in the contract's error shape. 5xx causes are
-// logged here, once, with the request id; users see a generic sentence.
+// writeError answers err in the contract's error shape. Only a
+// user-facing error's text reaches the body; any other is logged here,
+// once, with the request id, which the generic sentence users see names.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, code, msg := errhttp.FromError(err)
-	if status >= 500 {
+	switch {
+	case status >= 500:
 		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
-		if msg == errhttp.InternalMessage {
-			msg = fmt.Sprintf("%s (request id %s)", msg, w.Header().Get(api.HeaderRequestID))
-		}
+	case !errhttp.UserFacing(err):
+		s.log.InfoContext(r.Context(), "request refused", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
+	}
+	if !errhttp.UserFacing(err) {
+		msg = fmt.Sprintf("%s (request id %s)", msg, w.Header().Get(api.HeaderRequestID))
 	}
 	if k := errhttp.KindName(err); k != "" {
 		w.Header().Set(errhttp.HeaderKind, k)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/logctx"
 )
 
@@ -18,7 +19,7 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("log level %q: want debug, info, warn or error", level)
 	}
-	opts := &slog.HandlerOptions{Level: lv}
+	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: errorDetail}
 	if format == "auto" {
 		format = "json"
 		if isTerminal(w) {
@@ -35,6 +36,16 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 		return nil, fmt.Errorf("log format %q: want json, text or auto", format)
 	}
 	return slog.New(logctx.NewHandler(h)), nil
+}
+
+// errorDetail logs an error with the causes that user-facing errors keep
+// out of their message (errdefs.Detail): a log line is where the detail
+// a response leaves out is found.
+func errorDetail(_ []string, a slog.Attr) slog.Attr {
+	if err, ok := a.Value.Any().(error); ok && a.Value.Kind() == slog.KindAny {
+		return slog.String(a.Key, errdefs.Detail(err))
+	}
+	return a
 }
 
 // isTerminal reports whether w is a terminal.

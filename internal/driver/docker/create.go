@@ -390,7 +390,8 @@ func (d *Driver) labels(spec driver.Spec) map[string]string {
 func (d *Driver) startErr(ctx context.Context, id string, err error) error {
 	msg := err.Error()
 	if strings.Contains(msg, "executable file not found") || strings.Contains(msg, "no such file or directory") {
-		return errdefs.Wrap(errdefs.ErrInvalidArgument, api.CodeSandboxStartFailed, fmt.Sprintf("sandbox %s did not start: %s", id, msg), err)
+		return errdefs.Wrap(errdefs.ErrInvalidArgument, api.CodeSandboxStartFailed,
+			fmt.Sprintf("sandbox %s did not start: a program it runs was not found in the image (details are in the server log)", id), err)
 	}
 	return d.engineErr("start "+id, err)
 }
@@ -739,7 +740,7 @@ func (d *Driver) pullErr(ref string, err error) error {
 	case cerrdefs.IsInvalidArgument(err) || strings.Contains(msg, "invalid reference"):
 		return errdefs.Wrap(errdefs.ErrInvalidArgument, api.CodeImageInvalidReference, fmt.Sprintf("image %q is not a valid reference", ref), err)
 	}
-	return errdefs.Wrap(errdefs.ErrUnavailable, api.CodeImagePullFailed, fmt.Sprintf("pull %s: %s", ref, msg), err)
+	return errdefs.Wrap(errdefs.ErrUnavailable, api.CodeImagePullFailed, fmt.Sprintf("image %s could not be pulled (details are in the server log)", ref), err)
 }
 
 // inFile is a file copied into a container before it starts.

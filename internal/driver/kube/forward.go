@@ -94,7 +94,7 @@ func (d *Driver) portForward(ctx context.Context, id, pod string, port int) (net
 	case <-ready:
 	case err := <-failed:
 		cancel()
-		return netip.AddrPort{}, errdefs.Newf(errdefs.ErrUnavailable, api.CodeSandboxPortForwardFailed, "port-forward to sandbox %s port %d: %v", id, port, err)
+		return netip.AddrPort{}, forwardErr(id, port, err)
 	case <-ctx.Done():
 		cancel()
 		return netip.AddrPort{}, ctx.Err()
@@ -105,7 +105,7 @@ func (d *Driver) portForward(ctx context.Context, id, pod string, port int) (net
 	ports, err := pf.GetPorts()
 	if err != nil || len(ports) == 0 {
 		cancel()
-		return netip.AddrPort{}, errdefs.Newf(errdefs.ErrUnavailable, api.CodeSandboxPortForwardFailed, "port-forward to sandbox %s port %d: %v", id, port, err)
+		return netip.AddrPort{}, forwardErr(id, port, err)
 	}
 	f.addr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), ports[0].Local)
 	if d.fwd.m == nil {
@@ -126,4 +126,11 @@ func (d *Driver) stopForwards(id string) {
 			delete(d.fwd.m, k)
 		}
 	}
+}
+
+// forwardErr is a failed port-forward; the cluster's words stay in the
+// log.
+func forwardErr(id string, port int, err error) error {
+	return errdefs.Wrap(errdefs.ErrUnavailable, api.CodeSandboxPortForwardFailed,
+		fmt.Sprintf("port-forward to sandbox %s port %d failed (details are in the server log)", id, port), err)
 }
