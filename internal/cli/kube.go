@@ -8,7 +8,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/netip"
 
 	"github.com/corral-dev/corral/internal/cli/client"
@@ -22,7 +21,7 @@ import (
 	"github.com/corral-dev/corral/internal/kube/records"
 )
 
-func runController(ctx context.Context, e *env, args []string) int {
+func runKubeController(ctx context.Context, e *env, args []string) int {
 	fs := client.NewFlagSet(e, "controller", "controller [flags]")
 	kc := fs.String("kubeconfig", "", "kubeconfig file (default $KUBECONFIG, ~/.kube/config, or the pod's service account)")
 	ns := fs.String("namespace", "", "reconcile Sandboxes in this namespace only (default: all)")
@@ -93,28 +92,31 @@ func runController(ctx context.Context, e *env, args []string) int {
 	return 0
 }
 
-// kubeCheckFlags reports a mistaken --kube-* flag before anything dials
-// the cluster.
-func kubeCheckFlags(cfg *serveConfig) error {
-	if _, err := kubeconfig.PullPolicy(cfg.kube.pullPolicy); err != nil {
+// kubeBuild is what this build adds for the kubernetes runtime.
+var kubeBuild = kubeSupport{check: kubeCheck, driver: kubeDriver, stores: kubeStores, controller: runKubeController}
+
+// kubeCheck reports a mistaken --kube-* flag before anything dials the
+// cluster.
+func kubeCheck(f *kubeFlags) error {
+	if _, err := kubeconfig.PullPolicy(f.pullPolicy); err != nil {
 		return fmt.Errorf("--kube-image-pull-policy: %w", err)
 	}
-	switch cfg.kube.endpoints {
+	switch f.endpoints {
 	case "", kube.EndpointsAuto, kube.EndpointsPod, kube.EndpointsPortForward:
 		return nil
 	}
-	return fmt.Errorf("--kube-endpoints %q: want %s, %s or %s", cfg.kube.endpoints, kube.EndpointsAuto, kube.EndpointsPod, kube.EndpointsPortForward)
+	return fmt.Errorf("--kube-endpoints %q: want %s, %s or %s", f.endpoints, kube.EndpointsAuto, kube.EndpointsPod, kube.EndpointsPortForward)
 }
 
 // kubeStores opens the sandbox records and API keys of `serve --runtime
 // kubernetes` in the cluster, shared by the replicas with this server ID.
-func kubeStores(ctx context.Context, cfg *serveConfig, log *slog.Logger) (kubeRecordStore, kubeKeyStore, error) {
-	kubeconfig.SetGlobalLoggers(log)
-	rc, err := kubeconfig.Load(cfg.kube.kubeconfig)
+func kubeStores(ctx context.Context, f *kubeFlags, h runtimeHost) (sharedRecords, sharedKeys, error) {
+	kubeconfig.SetGlobalLoggers(h.log)
+	rc, err := kubeconfig.Load(f.kubeconfig)
 	if err != nil {
 		return nil, nil, err
 	}
-	rcfg := records.Config{REST: rc, Namespace: cfg.kube.namespace, ServerID: cfg.serverID, Logger: log}
+	rcfg := records.Config{REST: rc, Namespace: f.namespace, ServerID: h.serverID, Logger: h.log}
 	keys, err := records.NewKeys(ctx, rcfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("API keys: %w", err)
@@ -124,21 +126,21 @@ func kubeStores(ctx context.Context, cfg *serveConfig, log *slog.Logger) (kubeRe
 		keys.Close()
 		return nil, nil, fmt.Errorf("records: %w", err)
 	}
-	log.InfoContext(ctx, "sandbox records and API keys are kept in the cluster", "namespace", cfg.kube.namespace, "server_id", cfg.serverID)
+	h.log.InfoContext(ctx, "sandbox records and API keys are kept in the cluster", "namespace", f.namespace, "server_id", h.serverID)
 	return recs, keys, nil
 }
 
 // kubeDriver is the kubernetes runtime of `serve`.
-func kubeDriver(cfg *serveConfig, log *slog.Logger) (driver.Driver, error) {
-	policy, err := kubeconfig.PullPolicy(cfg.kube.pullPolicy)
+func kubeDriver(f *kubeFlags, h runtimeHost) (driver.Driver, error) {
+	policy, err := kubeconfig.PullPolicy(f.pullPolicy)
 	if err != nil {
 		return nil, fmt.Errorf("--kube-image-pull-policy: %w", err)
 	}
-	kubeconfig.SetGlobalLoggers(log)
-	rc, err := kubeconfig.Load(cfg.kube.kubeconfig)
+	kubeconfig.SetGlobalLoggers(h.log)
+	rc, err := kubeconfig.Load(f.kubeconfig)
 	if err != nil {
 		return nil, err
 	}
-	return kube.New(context.Background(), kube.Config{REST: rc, Namespace: cfg.kube.namespace, ImagePullPolicy: policy,
-		Endpoints: cfg.kube.endpoints, ServerID: cfg.serverID, Logger: log})
+	return kube.New(context.Background(), kube.Config{REST: rc, Namespace: f.namespace, ImagePullPolicy: policy,
+		Endpoints: f.endpoints, ServerID: h.serverID, Logger: h.log})
 }

@@ -5,26 +5,95 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"time"
 
+	"github.com/corral-dev/corral/internal/auth"
+	"github.com/corral-dev/corral/internal/cli/client"
+	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/driver/docker"
+	"github.com/corral-dev/corral/internal/driver/fakedriver"
+	"github.com/corral-dev/corral/internal/driver/oci"
 	"github.com/corral-dev/corral/internal/egress/audit"
 	"github.com/corral-dev/corral/internal/egress/launch"
 	"github.com/corral-dev/corral/internal/egress/policy"
 	"github.com/corral-dev/corral/internal/hostnet/uplink"
+	"github.com/corral-dev/corral/internal/lifecycle"
+	model "github.com/corral-dev/corral/internal/sandbox"
 )
 
-// Each runtime's flags of `corral serve`, registered by the runtime's
-// own struct, so that serve names no runtime's details.
+// Each runtime's part of `corral serve` is its flags' struct: it
+// registers them, checks them and makes the driver, so that serve names
+// no runtime's details. The kubernetes runtime's code is in builds with
+// -tags kube only; kubeBuild is the one value that differs between them.
+
+// runtimeFlags is one runtime's part of `corral serve`.
+type runtimeFlags interface {
+	register(fs *flag.FlagSet)
+	// check reports a mistaken flag, or limits the runtime cannot keep,
+	// before anything is opened.
+	check(l model.Limits) error
+	driver(h runtimeHost) (driver.Driver, error)
+}
+
+// runtimeHost is what serve gives every runtime's driver.
+type runtimeHost struct {
+	dataDir, serverID string
+	// hostCredentials lets pulls without credentials use this machine's.
+	hostCredentials bool
+	// egress is the policed sandboxes' network, for the runtimes whose
+	// enforcers run on this machine; audit receives their decisions.
+	egress *egressFlags
+	audit  func(ctx context.Context, sandboxID string, evs []audit.Event) error
+	log    *slog.Logger
+}
+
+// storesProvider is a runtime that keeps sandbox records and API keys on
+// its backend rather than in the data dir (kubernetes, by default); ok is
+// false when it is told not to.
+type storesProvider interface {
+	stores(ctx context.Context, h runtimeHost) (recs sharedRecords, keys sharedKeys, ok bool, err error)
+}
+
+// sharedRecords is a record store that replicas share.
+type sharedRecords interface {
+	lifecycle.SharedRecords
+	io.Closer
+}
+
+// sharedKeys is an API key store that replicas share.
+type sharedKeys interface {
+	auth.SharedKeyStore
+	io.Closer
+}
 
 // ociFlags are the native runtime's.
 type ociFlags struct {
 	runtime   string
 	hostImage bool
 	warmPool  string
+}
+
+func (f *ociFlags) check(model.Limits) error { return nil }
+
+func (f *ociFlags) driver(h runtimeHost) (driver.Driver, error) {
+	pool, err := oci.ParsePool(f.warmPool)
+	if err != nil {
+		return nil, err
+	}
+	network, err := h.egress.network(h.audit)
+	if err != nil {
+		return nil, err
+	}
+	return oci.New(oci.Config{Root: filepath.Join(h.dataDir, "oci"), Runtime: f.runtime, AllowHostImage: f.hostImage,
+		HostCredentials: h.hostCredentials, Pool: pool, Network: network, Logger: h.log})
 }
 
 func (f *ociFlags) register(fs *flag.FlagSet) {
@@ -38,6 +107,22 @@ type dockerFlags struct {
 	host, runtime string
 	remote        bool
 	publishIP     string
+}
+
+func (f *dockerFlags) check(model.Limits) error { return nil }
+
+func (f *dockerFlags) driver(h runtimeHost) (driver.Driver, error) {
+	bin, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	network, err := h.egress.network(h.audit)
+	if err != nil {
+		return nil, err
+	}
+	return docker.New(context.Background(), docker.Config{Host: f.host, Runtime: f.runtime,
+		StateDir: filepath.Join(h.dataDir, "docker"), Network: network, ServerID: h.serverID,
+		Remote: f.remote, PublishIP: f.publishIP, CorralBinary: bin, Logger: h.log})
 }
 
 func (f *dockerFlags) register(fs *flag.FlagSet) {
@@ -60,9 +145,72 @@ func (f *kubeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.pullPolicy, "kube-image-pull-policy", "", "runtime kubernetes: pull policy of sandbox images (Always, IfNotPresent, Never; default: the cluster's)")
 }
 
+// kubeRuntime is the kubernetes runtime's name (kube.Name), known also
+// in builds without it, so that asking for it explains itself.
+const kubeRuntime = "kubernetes"
+
+func (f *kubeFlags) check(l model.Limits) error {
+	if f.records != "cluster" && f.records != "local" {
+		return fmt.Errorf("--kube-records %q: want cluster or local", f.records)
+	}
+	if l.Default.Pids > 0 {
+		return errors.New("--default-pids: the kubernetes runtime cannot limit one sandbox's processes; the nodes' kubelet limits every pod's (podPidsLimit)")
+	}
+	if kubeBuild.check == nil {
+		return errNoKube
+	}
+	return kubeBuild.check(f)
+}
+
+func (f *kubeFlags) driver(h runtimeHost) (driver.Driver, error) {
+	if kubeBuild.driver == nil {
+		return nil, errNoKube
+	}
+	return kubeBuild.driver(f, h)
+}
+
+func (f *kubeFlags) stores(ctx context.Context, h runtimeHost) (sharedRecords, sharedKeys, bool, error) {
+	if f.records != "cluster" {
+		return nil, nil, false, nil
+	}
+	if kubeBuild.stores == nil {
+		return nil, nil, false, errNoKube
+	}
+	r, k, err := kubeBuild.stores(ctx, f, h)
+	return r, k, err == nil, err
+}
+
+// kubeSupport is what a build with -tags kube adds (kube.go); in other
+// builds it is the zero value, and each use explains why it is missing.
+type kubeSupport struct {
+	check      func(*kubeFlags) error
+	driver     func(*kubeFlags, runtimeHost) (driver.Driver, error)
+	stores     func(context.Context, *kubeFlags, runtimeHost) (sharedRecords, sharedKeys, error)
+	controller func(ctx context.Context, e *env, args []string) int
+}
+
+// errNoKube explains why this build has no Kubernetes support: linking
+// client-go and controller-runtime costs every corral process about 14 ms
+// and 20 MB at start, sandboxes' init and execd included
+// (docs/architecture.md, "Two builds").
+var errNoKube = errors.New("this corral was built without Kubernetes support; build it with 'go build -tags kube ./cmd/corral' (or use the corral-kube image)")
+
+func runController(ctx context.Context, e *env, args []string) int {
+	if kubeBuild.controller == nil {
+		return client.Fail(e, "controller: %v", errNoKube)
+	}
+	return kubeBuild.controller(ctx, e, args)
+}
+
 // fakeFlags are the fake runtime's (tests).
 type fakeFlags struct {
 	createDelay time.Duration
+}
+
+func (f *fakeFlags) check(model.Limits) error { return nil }
+
+func (f *fakeFlags) driver(h runtimeHost) (driver.Driver, error) {
+	return fakedriver.New(fakedriver.Config{Dir: filepath.Join(h.dataDir, "fake"), CreateDelay: f.createDelay})
 }
 
 func (f *fakeFlags) register(fs *flag.FlagSet) {

@@ -66,49 +66,14 @@ type serveConfig struct {
 	defaultPolicy        string
 	// serverID identifies this data dir's server on shared backends.
 	serverID string
-	// audit receives the egress enforcers' decisions (set by serve).
-	audit func(ctx context.Context, sandboxID string, evs []audit.Event) error
 }
 
-// driverFactory builds a driver from the serve configuration.
-type driverFactory func(cfg *serveConfig, log *slog.Logger) (driver.Driver, error)
-
-// drivers is the explicit table of runtimes this binary can drive.
-// kubeRuntime is the name of the kubernetes runtime (kube.Name), known
-// here also in builds without it so that asking for it explains itself.
-const kubeRuntime = "kubernetes"
-
-func drivers() map[string]driverFactory {
-	return map[string]driverFactory{
-		fakedriver.Name: func(cfg *serveConfig, _ *slog.Logger) (driver.Driver, error) {
-			return fakedriver.New(fakedriver.Config{Dir: filepath.Join(cfg.dataDir, "fake"), CreateDelay: cfg.fake.createDelay})
-		},
-		oci.Name: func(cfg *serveConfig, log *slog.Logger) (driver.Driver, error) {
-			pool, err := oci.ParsePool(cfg.oci.warmPool)
-			if err != nil {
-				return nil, err
-			}
-			network, err := cfg.egress.network(cfg.audit)
-			if err != nil {
-				return nil, err
-			}
-			return oci.New(oci.Config{Root: filepath.Join(cfg.dataDir, "oci"), Runtime: cfg.oci.runtime, AllowHostImage: cfg.oci.hostImage,
-				HostCredentials: cfg.imageHostCredentials, Pool: pool, Network: network, Logger: log})
-		},
-		kubeRuntime: kubeDriver,
-		docker.Name: func(cfg *serveConfig, log *slog.Logger) (driver.Driver, error) {
-			bin, err := os.Executable()
-			if err != nil {
-				return nil, err
-			}
-			network, err := cfg.egress.network(cfg.audit)
-			if err != nil {
-				return nil, err
-			}
-			return docker.New(context.Background(), docker.Config{Host: cfg.docker.host, Runtime: cfg.docker.runtime,
-				StateDir: filepath.Join(cfg.dataDir, "docker"), Network: network, ServerID: cfg.serverID,
-				Remote: cfg.docker.remote, PublishIP: cfg.docker.publishIP, CorralBinary: bin, Logger: log})
-		},
+// runtimes is the explicit table of runtimes this binary can drive, each
+// with its flags (kubernetes is listed in every build, so that asking
+// for it in one without it explains itself).
+func (c *serveConfig) runtimes() map[string]runtimeFlags {
+	return map[string]runtimeFlags{
+		fakedriver.Name: &c.fake, oci.Name: &c.oci, docker.Name: &c.docker, kubeRuntime: &c.kube,
 	}
 }
 
@@ -157,7 +122,7 @@ func auditRecords(id string, evs []audit.Event) []model.Event {
 
 func driverNames() string {
 	var names []string
-	for n := range drivers() {
+	for n := range (&serveConfig{}).runtimes() {
 		names = append(names, n)
 	}
 	sort.Strings(names)
@@ -205,11 +170,10 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	fs.StringVar(&cfg.logFormat, "log-format", "auto", "log format: json, text, or auto (text on a terminal)")
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.BoolVar(&cfg.imageHostCredentials, "image-host-credentials", false, "let tenants' pulls without image.auth use this machine's registry logins (~/.docker/config.json); default: such pulls are anonymous")
-	cfg.oci.register(fs)
 	cfg.egress.register(fs)
-	cfg.docker.register(fs)
-	cfg.kube.register(fs)
-	cfg.fake.register(fs)
+	for _, rt := range cfg.runtimes() {
+		rt.register(fs)
+	}
 	fs.StringVar(&cfg.defaultPolicy, "network-default-policy", "", `networkPolicy for creates that give none, as JSON (such as '{"defaultAction":"allow"}', OpenSandbox's meaning of no policy); default: such sandboxes have no network`)
 	fs.StringVar(&cfg.serverID, "server-id", "", "this server's identity on a shared backend (its Docker containers and Kubernetes Sandboxes carry it; default: one made at the first start and kept in the data dir). Give it explicitly to keep it when the data dir is lost")
 	if ok, code := client.ParseFlags(fs, e, args); !ok {
@@ -231,39 +195,31 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	if cfg.limits, err = parseLimits(cfg.limitFlags); err != nil {
 		return client.Fail(e, "%v", err)
 	}
-	if cfg.runtime == kubeRuntime && cfg.limits.Default.Pids > 0 {
-		return client.Fail(e, "--default-pids: the kubernetes runtime cannot limit one sandbox's processes; the nodes' kubelet limits every pod's (podPidsLimit)")
+	rt, ok := cfg.runtimes()[cfg.runtime]
+	if !ok {
+		return client.Fail(e, "unknown runtime %q (this build has: %s)", cfg.runtime, driverNames())
 	}
-	if cfg.kube.records != "cluster" && cfg.kube.records != "local" {
-		return client.Fail(e, "--kube-records %q: want cluster or local", cfg.kube.records)
+	if err := rt.check(cfg.limits); err != nil {
+		return client.Fail(e, "runtime %s: %v", cfg.runtime, err)
 	}
 	cfg.origins = origins
 	log, err := client.NewLogger(e.Stderr, cfg.logFormat, cfg.logLevel)
 	if err != nil {
 		return client.Fail(e, "%v", err)
 	}
-	if err := serve(ctx, e, &cfg, log); err != nil {
+	if err := serve(ctx, e, &cfg, rt, log); err != nil {
 		return client.Fail(e, "%v", err)
 	}
 	return 0
 }
 
-func serve(ctx context.Context, e *env, cfg *serveConfig, log *slog.Logger) (err error) {
-	factory, ok := drivers()[cfg.runtime]
-	if !ok {
-		return fmt.Errorf("unknown runtime %q (this build has: %s)", cfg.runtime, driverNames())
-	}
-	var defaultPolicy json.RawMessage
-	if cfg.defaultPolicy != "" {
-		p, err := policy.Decode([]byte(cfg.defaultPolicy))
-		if err == nil {
-			// Compiling checks actions and targets, as a create's policy is.
-			_, err = policy.Compile(p, policy.Options{})
-		}
-		if err != nil {
-			return fmt.Errorf("--network-default-policy: %w", err)
-		}
-		defaultPolicy, _ = json.Marshal(p)
+// serve runs the server until ctx ends: the data dir and its stores, the
+// runtime, the lifecycle Manager (which recovers what the last run left
+// before anything is served), the secrets socket, the API.
+func serve(ctx context.Context, e *env, cfg *serveConfig, rt runtimeFlags, log *slog.Logger) (err error) {
+	defaultPolicy, err := parseDefaultPolicy(cfg.defaultPolicy)
+	if err != nil {
+		return err
 	}
 	if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
@@ -273,7 +229,6 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, log *slog.Logger) (err
 		return err
 	}
 	defer unlock()
-
 	st, err := store.Open(ctx, filepath.Join(cfg.dataDir, "corral.db"))
 	if err != nil {
 		return err
@@ -284,52 +239,25 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, log *slog.Logger) (err
 			return err
 		}
 	}
-	// The stores: this data dir's, or on Kubernetes by default the
-	// cluster's, which every replica shares.
-	var keyStore auth.KeyStore = st
-	var recs lifecycle.Records
-	if cfg.runtime == kubeRuntime {
-		if err := kubeCheckFlags(cfg); err != nil {
-			return fmt.Errorf("runtime %s: %w", cfg.runtime, err)
-		}
-		if cfg.kube.records == "cluster" {
-			r, ks, err := kubeStores(ctx, cfg, log)
-			if err != nil {
-				return fmt.Errorf("runtime %s: %w", cfg.runtime, err)
-			}
-			defer r.Close()
-			defer ks.Close()
-			recs, keyStore = r, ks
-		}
-	}
-	keys, err := auth.Open(ctx, keyStore)
+	host := runtimeHost{dataDir: cfg.dataDir, serverID: cfg.serverID, hostCredentials: cfg.imageHostCredentials, egress: &cfg.egress, log: log}
+	recs, keys, closeStores, err := openStores(ctx, e, cfg, rt, host, st)
 	if err != nil {
 		return err
 	}
-	if err := bootstrapKeys(ctx, e, cfg, keys, log); err != nil {
-		return err
-	}
+	defer closeStores()
 	// The runtime reports its enforcers' decisions to the Manager, the
 	// event log's one writer, which exists only once the runtime does.
 	var manager atomic.Pointer[lifecycle.Manager]
-	cfg.audit = func(ctx context.Context, id string, evs []audit.Event) error {
+	host.audit = func(ctx context.Context, id string, evs []audit.Event) error {
 		m := manager.Load()
 		if m == nil {
 			return errors.New("the server is starting")
 		}
 		return m.AppendAudit(ctx, auditRecords(id, evs))
 	}
-	d, err := factory(cfg, log)
+	d, warnings, err := startRuntime(ctx, e, cfg.runtime, rt, host)
 	if err != nil {
-		return fmt.Errorf("runtime %s: %w", cfg.runtime, err)
-	}
-	var warnings []string
-	if w, ok := d.(interface{ Warnings() []string }); ok {
-		warnings = w.Warnings()
-	}
-	for _, w := range warnings {
-		log.WarnContext(ctx, "the runtime is open to known container escapes", "problem", w)
-		fmt.Fprintln(e.Stderr, "corral: WARNING: "+w)
+		return err
 	}
 	if c, ok := d.(io.Closer); ok {
 		defer c.Close()
@@ -357,13 +285,84 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, log *slog.Logger) (err
 		ln.Close()
 		return fmt.Errorf("recovery: %w", err)
 	}
-	srv := server.New(server.Config{Manager: mgr, Keys: keys, Logger: log, InsecureNoAuth: cfg.insecureNoAuth, CORSOrigins: cfg.origins, Secrets: sec,
-		HealthWarnings: warnings})
-	hs := srv.NewHTTPServer(cfg.listen)
-	secLn, err := sec.Listen()
+	stopSecrets, err := serveSecrets(ctx, sec, mgr, log)
 	if err != nil {
 		ln.Close()
 		return err
+	}
+	defer stopSecrets()
+	srv := server.New(server.Config{Manager: mgr, Keys: keys, Logger: log, InsecureNoAuth: cfg.insecureNoAuth, CORSOrigins: cfg.origins, Secrets: sec,
+		HealthWarnings: warnings})
+	return runUntilDone(ctx, cfg, log, mgr, srv.NewHTTPServer(cfg.listen), ln)
+}
+
+// parseDefaultPolicy checks --network-default-policy as a create's policy
+// is checked and returns it as JSON (nil when it is not set).
+func parseDefaultPolicy(flagValue string) (json.RawMessage, error) {
+	if flagValue == "" {
+		return nil, nil
+	}
+	p, err := policy.Decode([]byte(flagValue))
+	if err == nil {
+		_, err = policy.Compile(p, policy.Options{})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--network-default-policy: %w", err)
+	}
+	return json.Marshal(p)
+}
+
+// openStores opens the API keys (seeding or minting the first one) and,
+// when the runtime keeps them on its backend, the sandbox records: the
+// data dir's otherwise (recs nil).
+func openStores(ctx context.Context, e *env, cfg *serveConfig, rt runtimeFlags, host runtimeHost, st *store.Store) (
+	recs lifecycle.Records, keys *auth.Keyring, closeStores func(), err error) {
+	var keyStore auth.KeyStore = st
+	closeStores = func() {}
+	if p, ok := rt.(storesProvider); ok {
+		r, ks, shared, err := p.stores(ctx, host)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("runtime %s: %w", cfg.runtime, err)
+		}
+		if shared {
+			recs, keyStore = r, ks
+			closeStores = func() { ks.Close(); r.Close() }
+		}
+	}
+	if keys, err = auth.Open(ctx, keyStore); err == nil {
+		err = bootstrapKeys(ctx, e, cfg, keys, host.log)
+	}
+	if err != nil {
+		closeStores()
+		return nil, nil, nil, err
+	}
+	return recs, keys, closeStores, nil
+}
+
+// startRuntime makes the runtime's driver and reports the container
+// escapes it is known to be open to, on stderr and in the log.
+func startRuntime(ctx context.Context, e *env, name string, rt runtimeFlags, host runtimeHost) (driver.Driver, []string, error) {
+	d, err := rt.driver(host)
+	if err != nil {
+		return nil, nil, fmt.Errorf("runtime %s: %w", name, err)
+	}
+	var warnings []string
+	if w, ok := d.(interface{ Warnings() []string }); ok {
+		warnings = w.Warnings()
+	}
+	for _, w := range warnings {
+		host.log.WarnContext(ctx, "the runtime is open to known container escapes", "problem", w)
+		fmt.Fprintln(e.Stderr, "corral: WARNING: "+w)
+	}
+	return d, warnings, nil
+}
+
+// serveSecrets serves the sandboxes' secrets socket; reads and (up to a
+// rate) denials go to the event log.
+func serveSecrets(ctx context.Context, sec *secrets.Service, mgr *lifecycle.Manager, log *slog.Logger) (stop func(), err error) {
+	secLn, err := sec.Listen()
+	if err != nil {
+		return nil, err
 	}
 	denials := secrets.NewRate(20, 100)
 	secServer := sec.Server(sec.Handler(mgr.SecretGrants, func(id, name string, ok bool, why string) {
@@ -372,22 +371,26 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, log *slog.Logger) (err
 			typ = "secret.denied"
 		}
 		log.Info("secret requested from a sandbox", "sandbox_id", id, "secret", name, "granted", ok, "why", why)
-		// Denials are recorded up to a rate: a sandbox hammering the
-		// socket must not grow the database without bound.
+		// A sandbox hammering the socket must not grow the database
+		// without bound.
 		if ok || denials.Allow() {
 			_ = mgr.AppendAudit(context.WithoutCancel(ctx), []model.Event{{At: time.Now().UTC(), SandboxID: id, Type: typ, Reason: why, Message: name}})
 		}
 	}))
-	defer secServer.Close()
 	go func() { _ = secServer.Serve(secrets.LimitListener(secLn, secrets.MaxConns)) }()
+	return func() { _ = secServer.Close() }, nil
+}
 
+// runUntilDone runs the Manager and serves the API on ln until ctx ends
+// or serving fails, then lets requests finish (--shutdown-timeout); the
+// sandboxes keep running.
+func runUntilDone(ctx context.Context, cfg *serveConfig, log *slog.Logger, mgr *lifecycle.Manager, hs *http.Server, ln net.Listener) (err error) {
 	mctx, stopManager := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = mgr.Run(mctx) })
 	serveErr := make(chan error, 1)
 	wg.Go(func() { serveErr <- hs.Serve(ln) })
 	log.InfoContext(ctx, "serving", "listen", "http://"+ln.Addr().String(), "runtime", cfg.runtime, "data_dir", cfg.dataDir)
-
 	select {
 	case <-ctx.Done():
 		log.InfoContext(ctx, "shutting down; sandboxes keep running")
@@ -438,19 +441,6 @@ corral: this server had no API key, so it created an admin key for tenant %q.
 
 `, rec.Tenant, key, key)
 	return nil
-}
-
-// kubeRecordStore is the cluster-backed record store of the kubernetes
-// runtime (internal/kube/records in builds with -tags kube).
-type kubeRecordStore interface {
-	lifecycle.SharedRecords
-	io.Closer
-}
-
-// kubeKeyStore is its API key store.
-type kubeKeyStore interface {
-	auth.SharedKeyStore
-	io.Closer
 }
 
 // parseOrigins reads --cors-origins: each a scheme (http or https) and a

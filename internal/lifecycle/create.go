@@ -207,8 +207,8 @@ func (m *Manager) failCreate(ctx context.Context, e *entry, cause error) error {
 		m.log.WarnContext(ctx, "destroy after failed start", "sandbox_id", sb.ID, "err", err)
 	}
 	kind := errdefs.KindOf(cause)
-	if k, _, _, ok := refuse(cause, createKinds); ok && !errhttp.UserFacing(cause) {
-		kind = k
+	if r, ok := refuse(cause, createKinds); ok && !errhttp.UserFacing(cause) {
+		kind = r.kind
 	} else if !slices.Contains(createKinds, kind) {
 		kind = nil
 	}

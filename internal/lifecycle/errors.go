@@ -45,16 +45,13 @@ var (
 
 // refuse is how a route that may answer the kinds in answerable answers
 // a runtime's error err: the API's kind (nil: a 500), code and reason.
-// ok is false for an error that is not a runtime's bare kind.
-func refuse(err error, answerable []error) (kind error, code, reason string, ok bool) {
-	r, ok := refusals[errdefs.KindOf(err)]
-	if !ok {
-		return nil, "", "", false
+// ok is false for an error of no kind.
+func refuse(err error, answerable []error) (r refusal, ok bool) {
+	r, ok = refusals[errdefs.KindOf(err)]
+	if ok && !slices.Contains(answerable, r.kind) {
+		r.kind = nil
 	}
-	if !slices.Contains(answerable, r.kind) {
-		return nil, r.code, r.reason, true
-	}
-	return r.kind, r.code, r.reason, true
+	return r, ok
 }
 
 // runtimeError is what a request is answered when the runtime fails op
@@ -68,11 +65,11 @@ func runtimeError(op string, err error, answerable []error) error {
 	if err == nil || errhttp.UserFacing(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	kind, code, reason, ok := refuse(err, answerable)
+	r, ok := refuse(err, answerable)
 	if !ok {
 		return err
 	}
-	return &errdefs.Error{Kind: kind, Code: code, Message: fmt.Sprintf("could not %s the sandbox: %s (details are in the server log)", op, reason), Cause: err}
+	return &errdefs.Error{Kind: r.kind, Code: r.code, Message: fmt.Sprintf("could not %s the sandbox: %s (details are in the server log)", op, r.reason), Cause: err}
 }
 
 // userMessage is what a response or a sandbox's status may say about err:
@@ -83,8 +80,8 @@ func userMessage(err error) string {
 		_, _, msg := errhttp.FromError(err)
 		return msg
 	}
-	if _, _, reason, ok := refuse(err, nil); ok {
-		return reason + " (details are in the server log)"
+	if r, ok := refuse(err, nil); ok {
+		return r.reason + " (details are in the server log)"
 	}
 	return "the runtime reported an error (details are in the server log)"
 }
