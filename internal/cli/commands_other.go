@@ -15,12 +15,15 @@ import (
 // images and the in-sandbox and host roles need Linux's namespaces,
 // cgroups and netlink.
 func runServe(_ context.Context, e *env, _ []string) int      { return linuxOnly(e, "serve") }
-func runImage(_ context.Context, e *env, _ []string) int      { return linuxOnly(e, "image") }
 func runExecd(_ context.Context, e *env, _ []string) int      { return linuxOnly(e, "execd") }
 func runEgress(_ context.Context, e *env, _ []string) int     { return linuxOnly(e, "egress") }
 func runController(_ context.Context, e *env, _ []string) int { return linuxOnly(e, "controller") }
 func runAdopt(_ context.Context, e *env, _ []string) int      { return linuxOnly(e, "adopt") }
 func runInit(_ context.Context, e *env, _ []string) int       { return linuxOnly(e, "init") }
+
+func imageCommand() command {
+	return command{Name: "image", Summary: imageSummary, Run: func(_ context.Context, e *env, _ []string) int { return linuxOnly(e, "image") }}
+}
 
 func linuxOnly(e *env, name string) int {
 	return client.Fail(e, "%s runs on Linux only; this build of corral is the client (create, exec, cp, mcp, agent, ...)", name)

@@ -59,47 +59,58 @@ complete -c corral -n "__fish_use_subcommand" -a "%[1]s"
 complete -c corral -n "__fish_seen_subcommand_from %[2]s" -a "(corral ls -q 2>/dev/null)"
 %[3]s`
 
-func runCompletion(_ context.Context, e *env, args []string) int {
-	if len(args) != 1 {
-		fmt.Fprintln(e.Stderr, "Usage: corral completion bash|zsh|fish\n\n  bash: source <(corral completion bash)\n  zsh:  source <(corral completion zsh)\n  fish: corral completion fish | source")
-		return 2
+func completionCommand() command {
+	return command{
+		Name: "completion", Summary: "print a bash, zsh or fish completion script", Noun: "shell",
+		Subs: []client.Subcommand{
+			{Name: "bash", Usage: "bash", Summary: "load with: source <(corral completion bash)", Run: completionScript("bash")},
+			{Name: "zsh", Usage: "zsh", Summary: "load with: source <(corral completion zsh)", Run: completionScript("zsh")},
+			{Name: "fish", Usage: "fish", Summary: "load with: corral completion fish | source", Run: completionScript("fish")},
+		},
 	}
-	// From the command table: the ids are fetched with 'corral ls -q'.
-	var names, idCommands, withSubs []string
-	subcommands := map[string][]string{}
-	for _, c := range commands() {
-		names = append(names, c.Name)
-		if c.TakesID {
-			idCommands = append(idCommands, c.Name)
+}
+
+// completionScript prints shell's completion script, made from the
+// command table: the ids are fetched with 'corral ls -q'.
+func completionScript(shell string) func(context.Context, *env, []string) int {
+	return func(_ context.Context, e *env, args []string) int {
+		if len(args) != 0 {
+			return client.Fail(e, "completion %s takes no arguments (got %q)", shell, args)
 		}
-		if len(c.Sub) > 0 {
-			withSubs = append(withSubs, c.Name)
-			subcommands[c.Name] = c.Sub
+		var names, idCommands, withSubs []string
+		subcommands := map[string][]string{}
+		for _, c := range commands() {
+			names = append(names, c.Name)
+			if c.TakesID {
+				idCommands = append(idCommands, c.Name)
+			}
+			if len(c.Subs) > 0 {
+				withSubs = append(withSubs, c.Name)
+				subcommands[c.Name] = c.SubNames()
+			}
 		}
+		sort.Strings(names)
+		sort.Strings(withSubs)
+		switch shell {
+		case "bash":
+			var cases strings.Builder
+			for _, k := range withSubs {
+				fmt.Fprintf(&cases, "    %s) echo %q ;;\n", k, strings.Join(subcommands[k], " "))
+			}
+			fmt.Fprintf(e.Stdout, bashCompletion, strings.Join(names, " "), strings.Join(idCommands, "|"), strings.Join(withSubs, "|"), strings.TrimRight(cases.String(), "\n"))
+		case "zsh":
+			var cases strings.Builder
+			for _, k := range withSubs {
+				fmt.Fprintf(&cases, "    %s) (( CURRENT == 3 )) && compadd -- %s ;;\n", k, strings.Join(subcommands[k], " "))
+			}
+			fmt.Fprintf(e.Stdout, zshCompletion, strings.Join(names, " "), strings.Join(idCommands, "|"), strings.TrimRight(cases.String(), "\n"))
+		case "fish":
+			var subs strings.Builder
+			for _, k := range withSubs {
+				fmt.Fprintf(&subs, "complete -c corral -n \"__fish_seen_subcommand_from %s\" -a %q\n", k, strings.Join(subcommands[k], " "))
+			}
+			fmt.Fprintf(e.Stdout, fishCompletion, strings.Join(names, " "), strings.Join(idCommands, " "), subs.String())
+		}
+		return 0
 	}
-	sort.Strings(names)
-	sort.Strings(withSubs)
-	switch args[0] {
-	case "bash":
-		var cases strings.Builder
-		for _, k := range withSubs {
-			fmt.Fprintf(&cases, "    %s) echo %q ;;\n", k, strings.Join(subcommands[k], " "))
-		}
-		fmt.Fprintf(e.Stdout, bashCompletion, strings.Join(names, " "), strings.Join(idCommands, "|"), strings.Join(withSubs, "|"), strings.TrimRight(cases.String(), "\n"))
-	case "zsh":
-		var cases strings.Builder
-		for _, k := range withSubs {
-			fmt.Fprintf(&cases, "    %s) (( CURRENT == 3 )) && compadd -- %s ;;\n", k, strings.Join(subcommands[k], " "))
-		}
-		fmt.Fprintf(e.Stdout, zshCompletion, strings.Join(names, " "), strings.Join(idCommands, "|"), strings.TrimRight(cases.String(), "\n"))
-	case "fish":
-		var subs strings.Builder
-		for _, k := range withSubs {
-			fmt.Fprintf(&subs, "complete -c corral -n \"__fish_seen_subcommand_from %s\" -a %q\n", k, strings.Join(subcommands[k], " "))
-		}
-		fmt.Fprintf(e.Stdout, fishCompletion, strings.Join(names, " "), strings.Join(idCommands, " "), subs.String())
-	default:
-		return client.Fail(e, "completion: unknown shell %q (bash, zsh, fish)", args[0])
-	}
-	return 0
 }

@@ -6,6 +6,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -19,46 +20,54 @@ import (
 	"github.com/corral-dev/corral/internal/imagestore"
 )
 
-// runImage manages the native runtime's image store on this machine. It
-// works on the data directory directly (with a file lock), so it needs no
-// running server and a running server sees its changes at once.
-func runImage(ctx context.Context, e *env, args []string) int {
-	usage := `Usage: corral image <import|pull|ls|rm|gc> [flags]
-
-  corral image import FILE [--name NAME] [--tenant T]   add images from a docker save tarball or an OCI layout (dir or tar)
-  corral image pull REF [--username U --password P] [--platform os/arch] [--tenant T]
-  corral image ls [-o json]
-  corral image rm REF...
-  corral image gc                          remove layers no image and no sandbox uses
-
-Images you import or pull are for every tenant, unless --tenant makes them one
+// imageCommand manages the native runtime's image store on this machine.
+// It works on the data directory directly (with a file lock), so it needs
+// no running server and a running server sees its changes at once.
+func imageCommand() command {
+	return command{
+		Name: "image", Summary: imageSummary,
+		Subs: []client.Subcommand{
+			{Name: "import", Usage: "import FILE [--name NAME] [--tenant T]", Summary: "add images from a docker save tarball or an OCI layout (dir or tar)", Run: runImageImport},
+			{Name: "pull", Usage: "pull REF [--username U --password P] [--platform P] [--tenant T]", Summary: "pull an image from a registry", Run: runImagePull},
+			{Name: "ls", Aliases: []string{"list"}, Usage: "ls [-o json]", Summary: "list images", Run: runImageList},
+			{Name: "rm", Usage: "rm REF...", Summary: "remove images, and the layers no other image or sandbox uses", Run: runImageRemove},
+			{Name: "gc", Usage: "gc", Summary: "remove layers no image and no sandbox uses", Run: runImageGC},
+		},
+		Note: `Images you import or pull are for every tenant, unless --tenant makes them one
 tenant's. A pull without --username uses this machine's registry logins
-(~/.docker/config.json). All take --data-dir (default: the server's).`
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintln(e.Stderr, usage)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
+(~/.docker/config.json). All take --data-dir (default: the server's).`,
 	}
-	sub := args[0]
-	fs := client.NewFlagSet(e, "image "+sub, "image "+sub+" [flags]")
-	dataDir := fs.String("data-dir", defaultDataDir(e.Getenv), "the server's data directory")
-	asName := fs.String("name", "", "import: the name to give the image")
-	user := fs.String("username", "", "pull: registry user")
-	pass := fs.String("password", "", "pull: registry password (or token)")
-	platform := fs.String("platform", "", "pull: os/arch (default: this machine's)")
-	tenant := fs.String("tenant", "", "import, pull: only this tenant may use the image (default: every tenant)")
-	output := fs.String("o", "table", "ls: output format, table or json")
-	if ok, code := client.ParseFlags(fs, e, reorder(args[1:])); !ok {
-		return code
+}
+
+// imageCmd is one image subcommand's flags and, once parsed, its store.
+type imageCmd struct {
+	fs      *flag.FlagSet
+	dataDir *string
+	store   *imagestore.Store
+	root    string // the native runtime's directory
+}
+
+func newImageCmd(e *env, sub, usage string) *imageCmd {
+	fs := client.NewFlagSet(e, "image "+sub, "image "+usage)
+	return &imageCmd{fs: fs, dataDir: fs.String("data-dir", defaultDataDir(e.Getenv), "the server's data directory")}
+}
+
+// open parses args (flags may follow the arguments) and opens the store.
+func (c *imageCmd) open(e *env, args []string) (ok bool, code int) {
+	if ok, code := client.ParseFlags(c.fs, e, reorder(args)); !ok {
+		return false, code
 	}
-	root := filepath.Join(*dataDir, "oci")
-	store, err := imagestore.Open(filepath.Join(root, "images"), nil)
-	if err != nil {
-		return client.Fail(e, "%v", err)
+	c.root = filepath.Join(*c.dataDir, "oci")
+	var err error
+	if c.store, err = imagestore.Open(filepath.Join(c.root, "images"), nil); err != nil {
+		return false, client.Fail(e, "%v", err)
 	}
-	progress := func(p imagestore.Progress) {
+	return true, 0
+}
+
+// imageProgress draws a pull's or an import's progress on a terminal.
+func imageProgress(e *env) func(imagestore.Progress) {
+	return func(p imagestore.Progress) {
 		if client.IsTerminal(e.Stderr) {
 			fmt.Fprintf(e.Stderr, "\r%s: %d/%d layers, %.1f MiB written", p.Image, p.LayersDone, p.LayersTotal, float64(p.BytesWritten)/(1<<20))
 			if p.LayersDone == p.LayersTotal {
@@ -66,71 +75,114 @@ tenant's. A pull without --username uses this machine's registry logins
 			}
 		}
 	}
-	switch sub {
-	case "import":
-		if fs.NArg() != 1 {
-			return client.Fail(e, "image import: give one file or directory")
-		}
-		imgs, err := store.Import(ctx, fs.Arg(0), imagestore.ImportOptions{Name: *asName, Tenant: *tenant, Progress: progress})
-		if err != nil {
-			return client.Fail(e, "%v", err)
-		}
-		for _, img := range imgs {
-			fmt.Fprintln(e.Stdout, img.Name)
-		}
-	case "pull":
-		if fs.NArg() != 1 {
-			return client.Fail(e, "image pull: give one image reference")
-		}
-		img, err := store.Pull(ctx, fs.Arg(0), imagestore.PullOptions{Tenant: *tenant, Username: *user, Password: *pass,
-			Keychain: authn.DefaultKeychain, Platform: *platform, Progress: progress})
-		if err != nil {
-			return client.Fail(e, "%v", err)
-		}
-		fmt.Fprintln(e.Stdout, img.Name)
-	case "ls", "list":
-		imgs, err := store.List()
-		if err != nil {
-			return client.Fail(e, "%v", err)
-		}
-		if *output == "json" {
-			b, _ := json.MarshalIndent(imgs, "", "  ")
-			fmt.Fprintln(e.Stdout, string(b))
-			return 0
-		}
-		tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tDIGEST\tLAYERS\tSIZE\tADDED\tTENANTS")
-		for _, img := range imgs {
-			who := "all"
-			if !img.Public {
-				who = strings.Join(img.Tenants, ",")
-			}
-			fmt.Fprintf(tw, "%s\t%.19s\t%d\t%.1f MiB\t%s\t%s\n", img.Name, img.Digest, len(img.Layers), float64(img.Size)/(1<<20), img.Added.Format(time.RFC3339), who)
-		}
-		_ = tw.Flush()
-	case "rm":
-		if fs.NArg() == 0 {
-			return client.Fail(e, "image rm: give at least one image")
-		}
-		for _, ref := range fs.Args() {
-			if err := store.Remove(ref); err != nil {
-				return client.Fail(e, "%v", err)
-			}
-			fmt.Fprintln(e.Stdout, ref)
-		}
-		// Layers no other image and no sandbox uses go with the image.
-		if _, err := store.GC(oci.LayersInUse(root)); err != nil {
-			return client.Fail(e, "%v", err)
-		}
-	case "gc":
-		n, err := store.GC(oci.LayersInUse(root))
-		if err != nil {
-			return client.Fail(e, "%v", err)
-		}
-		fmt.Fprintf(e.Stdout, "removed %d layers\n", n)
-	default:
-		return client.Fail(e, "image: unknown subcommand %q (import, pull, ls, rm, gc)", sub)
+}
+
+func runImageImport(ctx context.Context, e *env, args []string) int {
+	c := newImageCmd(e, "import", "import FILE [--name NAME] [--tenant T]")
+	asName := c.fs.String("name", "", "the name to give the image")
+	tenant := c.fs.String("tenant", "", "only this tenant may use the image (default: every tenant)")
+	if ok, code := c.open(e, args); !ok {
+		return code
 	}
+	if c.fs.NArg() != 1 {
+		return client.Fail(e, "image import: give one file or directory")
+	}
+	imgs, err := c.store.Import(ctx, c.fs.Arg(0), imagestore.ImportOptions{Name: *asName, Tenant: *tenant, Progress: imageProgress(e)})
+	if err != nil {
+		return client.Fail(e, "%v", err)
+	}
+	for _, img := range imgs {
+		fmt.Fprintln(e.Stdout, img.Name)
+	}
+	return 0
+}
+
+func runImagePull(ctx context.Context, e *env, args []string) int {
+	c := newImageCmd(e, "pull", "pull REF [--username U --password P] [--platform os/arch] [--tenant T]")
+	user := c.fs.String("username", "", "registry user")
+	pass := c.fs.String("password", "", "registry password (or token)")
+	platform := c.fs.String("platform", "", "os/arch (default: this machine's)")
+	tenant := c.fs.String("tenant", "", "only this tenant may use the image (default: every tenant)")
+	if ok, code := c.open(e, args); !ok {
+		return code
+	}
+	if c.fs.NArg() != 1 {
+		return client.Fail(e, "image pull: give one image reference")
+	}
+	img, err := c.store.Pull(ctx, c.fs.Arg(0), imagestore.PullOptions{Tenant: *tenant, Username: *user, Password: *pass,
+		Keychain: authn.DefaultKeychain, Platform: *platform, Progress: imageProgress(e)})
+	if err != nil {
+		return client.Fail(e, "%v", err)
+	}
+	fmt.Fprintln(e.Stdout, img.Name)
+	return 0
+}
+
+func runImageList(_ context.Context, e *env, args []string) int {
+	c := newImageCmd(e, "ls", "ls [-o json]")
+	output := c.fs.String("o", "table", "output format, table or json")
+	if ok, code := c.open(e, args); !ok {
+		return code
+	}
+	if *output != "table" && *output != "json" {
+		return client.Fail(e, "image ls: -o %q: want table or json", *output)
+	}
+	imgs, err := c.store.List()
+	if err != nil {
+		return client.Fail(e, "%v", err)
+	}
+	if *output == "json" {
+		b, _ := json.MarshalIndent(imgs, "", "  ")
+		fmt.Fprintln(e.Stdout, string(b))
+		return 0
+	}
+	tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tDIGEST\tLAYERS\tSIZE\tADDED\tTENANTS")
+	for _, img := range imgs {
+		who := "all"
+		if !img.Public {
+			who = strings.Join(img.Tenants, ",")
+		}
+		fmt.Fprintf(tw, "%s\t%.19s\t%d\t%.1f MiB\t%s\t%s\n", img.Name, img.Digest, len(img.Layers), float64(img.Size)/(1<<20), img.Added.Format(time.RFC3339), who)
+	}
+	_ = tw.Flush()
+	return 0
+}
+
+func runImageRemove(_ context.Context, e *env, args []string) int {
+	c := newImageCmd(e, "rm", "rm REF...")
+	if ok, code := c.open(e, args); !ok {
+		return code
+	}
+	if c.fs.NArg() == 0 {
+		return client.Fail(e, "image rm: give at least one image")
+	}
+	for _, ref := range c.fs.Args() {
+		if err := c.store.Remove(ref); err != nil {
+			return client.Fail(e, "%v", err)
+		}
+		fmt.Fprintln(e.Stdout, ref)
+	}
+	// Layers no other image and no sandbox uses go with the image.
+	if _, err := c.store.GC(oci.LayersInUse(c.root)); err != nil {
+		return client.Fail(e, "%v", err)
+	}
+	return 0
+}
+
+func runImageGC(_ context.Context, e *env, args []string) int {
+	c := newImageCmd(e, "gc", "gc")
+	if ok, code := c.open(e, args); !ok {
+		return code
+	}
+	if c.fs.NArg() != 0 {
+		return client.Fail(e, "image gc takes no arguments (got %q)", c.fs.Args())
+	}
+	n, err := c.store.GC(oci.LayersInUse(c.root))
+	if err != nil {
+		return client.Fail(e, "%v", err)
+	}
+	fmt.Fprintf(e.Stdout, "removed %d layers\n", n)
 	return 0
 }
 

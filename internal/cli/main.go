@@ -24,6 +24,9 @@ type command = client.Command
 // env is what a subcommand may touch of the process.
 type env = client.Env
 
+// imageSummary is the image command's line in usage, in every build.
+const imageSummary = "import, pull, list and remove images of the native runtime"
+
 // commands is corral's command table: the user's commands (package
 // client, which uses only the SDK) and the server's, the runtimes' and
 // the in-sandbox roles' (here), in the order usage lists them.
@@ -49,8 +52,8 @@ func commands() []command {
 		{Name: "serve", Summary: "run the lifecycle API server (the control plane)", Run: runServe},
 		c["keys"],
 		c["config"],
-		{Name: "image", Summary: "import, pull, list and remove images of the native runtime", Run: runImage, Sub: []string{"import", "pull", "ls", "rm", "gc"}},
-		{Name: "completion", Summary: "print a bash, zsh or fish completion script", Run: runCompletion, Sub: []string{"bash", "zsh", "fish"}},
+		imageCommand(),
+		completionCommand(),
 		{Name: "execd", Summary: "run the in-sandbox daemon (the execd API on :44772)", Run: runExecd},
 		{Name: "egress", Summary: "enforce a sandbox's egress policy (DNS, nftables, the policy API on :18080)", Run: runEgress},
 		{Name: "controller", Summary: "run the Kubernetes controller for Sandbox resources", Run: runController},
@@ -76,7 +79,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	}
 	for _, c := range commands() {
 		if c.Name == args[0] {
-			return c.Run(ctx, e, args[1:])
+			return c.Dispatch(ctx, e, args[1:])
 		}
 	}
 	fmt.Fprintf(e.Stderr, "corral: unknown command %q (run 'corral help' for the list)\n", args[0])

@@ -9,19 +9,88 @@
 // configuration) are here too, for the composition root's commands.
 package client
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+)
 
 // Command is one entry of corral's command table, which dispatch, usage
 // and shell completion all read.
 type Command struct {
 	Name    string
 	Summary string
-	Run     func(ctx context.Context, e *Env, args []string) int
+	// Run runs a command without subcommands.
+	Run func(ctx context.Context, e *Env, args []string) int
 	// TakesID: its arguments are sandbox ids (completion offers them).
 	TakesID bool
-	// Sub are its subcommands, for completion (the command dispatches
-	// them itself).
-	Sub []string
+	// Subs are the subcommands of a command that has them (Run is then
+	// nil): Dispatch picks one, and its help and completion list them.
+	Subs []Subcommand
+	// Noun is what a subcommand is called in messages ("subcommand").
+	Noun string
+	// Note ends its help, after the subcommands.
+	Note string
+}
+
+// Subcommand is one verb of a command that has several.
+type Subcommand struct {
+	Name    string
+	Aliases []string
+	// Usage is what follows "corral NAME " in its help line.
+	Usage   string
+	Summary string
+	Run     func(ctx context.Context, e *Env, args []string) int
+}
+
+// Dispatch runs c with args: for a command with subcommands, the one
+// args[0] names (its help without one: exit 2, or 0 when asked for).
+func (c Command) Dispatch(ctx context.Context, e *Env, args []string) int {
+	if len(c.Subs) == 0 {
+		return c.Run(ctx, e, args)
+	}
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		c.help(e.Stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, s := range c.Subs {
+		if s.Name == args[0] || slices.Contains(s.Aliases, args[0]) {
+			return s.Run(ctx, e, args[1:])
+		}
+	}
+	noun := c.Noun
+	if noun == "" {
+		noun = "subcommand"
+	}
+	return fail(e, "%s: unknown %s %q (%s)", c.Name, noun, args[0], strings.Join(c.SubNames(), ", "))
+}
+
+// SubNames are the names of c's subcommands, in the table's order.
+func (c Command) SubNames() []string {
+	names := make([]string, len(c.Subs))
+	for i, s := range c.Subs {
+		names[i] = s.Name
+	}
+	return names
+}
+
+func (c Command) help(w io.Writer) {
+	fmt.Fprintf(w, "Usage: corral %s <%s> [flags]\n\n", c.Name, strings.Join(c.SubNames(), "|"))
+	width := 0
+	for _, s := range c.Subs {
+		width = max(width, len(s.Usage))
+	}
+	for _, s := range c.Subs {
+		fmt.Fprintf(w, "  corral %s %-*s   %s\n", c.Name, width, s.Usage, s.Summary)
+	}
+	if c.Note != "" {
+		fmt.Fprintf(w, "\n%s\n", c.Note)
+	}
 }
 
 // Commands are the user's commands, by name.
@@ -43,9 +112,9 @@ func Commands() map[string]Command {
 		{Name: "resume", Summary: "thaw paused sandboxes", Run: runResume, TakesID: true},
 		{Name: "renew", Summary: "extend a sandbox's time to live", Run: runRenew, TakesID: true},
 		{Name: "kill", Summary: "delete sandboxes", Run: runKill, TakesID: true},
-		{Name: "snapshot", Summary: "create, list and delete snapshots", Run: runSnapshot, Sub: []string{"create", "ls", "rm"}},
-		{Name: "keys", Summary: "create, list and revoke API keys", Run: runKeys, Sub: []string{"create", "ls", "revoke"}},
-		{Name: "config", Summary: "manage connection profiles; write a server configuration", Run: runConfig, Sub: []string{"set", "use", "ls", "rm", "init"}},
+		snapshotCommand,
+		keysCommand,
+		configCommand,
 	} {
 		m[c.Name] = c
 	}

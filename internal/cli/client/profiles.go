@@ -113,103 +113,103 @@ func loadProfile(e *env, name string) (profile, error) {
 	return p, nil
 }
 
-const configUsage = `Usage: corral config <command>
+var configCommand = Command{
+	Name: "config", Summary: "manage connection profiles; write a server configuration",
+	Subs: []Subcommand{
+		{Name: "set", Usage: "set NAME --server URL [--api-key KEY]", Summary: "save a connection profile (the first becomes current)", Run: runConfigSet},
+		{Name: "use", Usage: "use NAME", Summary: "make NAME the current profile", Run: runConfigUse},
+		{Name: "ls", Aliases: []string{"list"}, Usage: "ls", Summary: "list profiles", Run: runConfigList},
+		{Name: "rm", Usage: "rm NAME", Summary: "delete a profile", Run: runConfigRemove},
+		{Name: "init", Usage: "init [PATH]", Summary: "write a commented 'corral serve' configuration", Run: func(_ context.Context, e *env, args []string) int { return configInit(e, args) }},
+	},
+	Note: `Profiles live in $CORRAL_CONFIG, else ~/.config/corral/config.toml (mode 0600).
+Flags and CORRAL_SERVER / CORRAL_API_KEY / OPEN_SANDBOX_* variables override them.`,
+}
 
-  corral config set NAME --server URL [--api-key KEY]   save a connection profile (the first becomes current)
-  corral config use NAME                               make NAME the current profile
-  corral config ls                                     list profiles
-  corral config rm NAME                                delete a profile
-  corral config init [PATH]                            write a commented 'corral serve' configuration
-
-Profiles live in $CORRAL_CONFIG, else ~/.config/corral/config.toml (mode 0600).
-Flags and CORRAL_SERVER / CORRAL_API_KEY / OPEN_SANDBOX_* variables override them.`
-
-func runConfig(_ context.Context, e *env, args []string) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintln(e.Stderr, configUsage)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
+func runConfigSet(_ context.Context, e *env, args []string) int {
+	fs := newFlagSet(e, "config set", "config set NAME --server URL [--api-key KEY]")
+	server := fs.String("server", "", "server address, such as http://127.0.0.1:8080 (required)")
+	key := fs.String("api-key", "", "API key")
+	use := fs.Bool("use", false, "also make it the current profile")
+	pos, _, ok, code := parseArgs(fs, e, args, -1)
+	if !ok {
+		return code
 	}
-	switch args[0] {
-	case "init":
-		return configInit(e, args[1:])
-	case "set":
-		fs := newFlagSet(e, "config set", "config set NAME --server URL [--api-key KEY]")
-		server := fs.String("server", "", "server address, such as http://127.0.0.1:8080 (required)")
-		key := fs.String("api-key", "", "API key")
-		use := fs.Bool("use", false, "also make it the current profile")
-		pos, _, ok, code := parseArgs(fs, e, args[1:], -1)
-		if !ok {
-			return code
-		}
-		if len(pos) != 1 || *server == "" {
-			return fail(e, "config set: give one profile name and --server")
-		}
-		if _, err := sdk.New(sdk.WithBaseURL(*server)); err != nil {
-			return fail(e, "config set: %v", err)
-		}
-		ps, path, err := readProfiles(e)
-		if err != nil {
-			return fail(e, "%v", err)
-		}
-		ps.Profiles[pos[0]] = profile{Server: *server, APIKey: *key}
-		if *use || ps.Current == "" {
-			ps.Current = pos[0]
-		}
-		if err := ps.write(path); err != nil {
-			return fail(e, "%v", err)
-		}
-		fmt.Fprintf(e.Stderr, "saved profile %s in %s\n", pos[0], path)
-		return 0
-	case "use", "rm":
-		if len(args) != 2 {
-			return fail(e, "config %s: give one profile name", args[0])
-		}
-		ps, path, err := readProfiles(e)
-		if err != nil {
-			return fail(e, "%v", err)
-		}
-		if _, ok := ps.Profiles[args[1]]; !ok {
-			return fail(e, "no profile %q in %s", args[1], path)
-		}
-		if args[0] == "use" {
-			ps.Current = args[1]
-		} else {
-			delete(ps.Profiles, args[1])
-			if ps.Current == args[1] {
-				ps.Current = ""
-			}
-		}
-		if err := ps.write(path); err != nil {
-			return fail(e, "%v", err)
-		}
-		return 0
-	case "ls", "list":
-		ps, _, err := readProfiles(e)
-		if err != nil {
-			return fail(e, "%v", err)
-		}
-		names := make([]string, 0, len(ps.Profiles))
-		for n := range ps.Profiles {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		t := newTable(e.Stdout, "CURRENT", "NAME", "SERVER", "API KEY")
-		for _, n := range names {
-			p := ps.Profiles[n]
-			cur, key := "", "-"
-			if n == ps.Current {
-				cur = "*"
-			}
-			if len(p.APIKey) > 8 {
-				key = p.APIKey[:8] + "…"
-			}
-			t.row(cur, n, p.Server, key)
-		}
-		t.flush()
-		return 0
+	if len(pos) != 1 || *server == "" {
+		return fail(e, "config set: give one profile name and --server")
 	}
-	return fail(e, "config: unknown command %q (set, use, ls, rm, init)", args[0])
+	if _, err := sdk.New(sdk.WithBaseURL(*server)); err != nil {
+		return fail(e, "config set: %v", err)
+	}
+	ps, path, err := readProfiles(e)
+	if err != nil {
+		return fail(e, "%v", err)
+	}
+	ps.Profiles[pos[0]] = profile{Server: *server, APIKey: *key}
+	if *use || ps.Current == "" {
+		ps.Current = pos[0]
+	}
+	if err := ps.write(path); err != nil {
+		return fail(e, "%v", err)
+	}
+	fmt.Fprintf(e.Stderr, "saved profile %s in %s\n", pos[0], path)
+	return 0
+}
+
+func runConfigUse(_ context.Context, e *env, args []string) int {
+	return editProfile(e, "use", args, func(ps *profiles, name string) { ps.Current = name })
+}
+
+func runConfigRemove(_ context.Context, e *env, args []string) int {
+	return editProfile(e, "rm", args, func(ps *profiles, name string) {
+		delete(ps.Profiles, name)
+		if ps.Current == name {
+			ps.Current = ""
+		}
+	})
+}
+
+// editProfile applies edit to the one existing profile args names.
+func editProfile(e *env, verb string, args []string, edit func(ps *profiles, name string)) int {
+	if len(args) != 1 {
+		return fail(e, "config %s: give one profile name", verb)
+	}
+	ps, path, err := readProfiles(e)
+	if err != nil {
+		return fail(e, "%v", err)
+	}
+	if _, ok := ps.Profiles[args[0]]; !ok {
+		return fail(e, "no profile %q in %s", args[0], path)
+	}
+	edit(ps, args[0])
+	if err := ps.write(path); err != nil {
+		return fail(e, "%v", err)
+	}
+	return 0
+}
+
+func runConfigList(_ context.Context, e *env, _ []string) int {
+	ps, _, err := readProfiles(e)
+	if err != nil {
+		return fail(e, "%v", err)
+	}
+	names := make([]string, 0, len(ps.Profiles))
+	for n := range ps.Profiles {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	t := newTable(e.Stdout, "CURRENT", "NAME", "SERVER", "API KEY")
+	for _, n := range names {
+		p := ps.Profiles[n]
+		cur, key := "", "-"
+		if n == ps.Current {
+			cur = "*"
+		}
+		if len(p.APIKey) > 8 {
+			key = p.APIKey[:8] + "…"
+		}
+		t.row(cur, n, p.Server, key)
+	}
+	t.flush()
+	return 0
 }

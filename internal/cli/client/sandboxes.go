@@ -335,90 +335,88 @@ func runEndpoint(ctx context.Context, e *env, args []string) int {
 	return 0
 }
 
-func runSnapshot(ctx context.Context, e *env, args []string) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintln(e.Stderr, `Usage: corral snapshot <command>
+var snapshotCommand = Command{
+	Name: "snapshot", Summary: "create, list and delete snapshots",
+	Subs: []Subcommand{
+		{Name: "create", Usage: "create ID [--name NAME]", Summary: "snapshot a running sandbox (prints the snapshot id)", Run: runSnapshotCreate},
+		{Name: "ls", Aliases: []string{"list"}, Usage: "ls [--sandbox ID]", Summary: "list snapshots", Run: runSnapshotList},
+		{Name: "rm", Usage: "rm SNAPSHOT...", Summary: "delete snapshots", Run: runSnapshotRemove},
+	},
+	Note: "Create a sandbox from one with 'corral create --snapshot SNAPSHOT'.",
+}
 
-  corral snapshot create ID [--name NAME]   snapshot a running sandbox (prints the snapshot id)
-  corral snapshot ls [--sandbox ID]         list snapshots
-  corral snapshot rm SNAPSHOT...            delete snapshots
-
-Create a sandbox from one with 'corral create --snapshot SNAPSHOT'.`)
-		if len(args) == 0 {
-			return 2
-		}
+func runSnapshotCreate(ctx context.Context, e *env, args []string) int {
+	var cf clientFlags
+	fs := newFlagSet(e, "snapshot create", "snapshot create ID [--name NAME]")
+	cf.register(fs, "id", "json", "yaml")
+	name := fs.String("name", "", "a name to recognise it by")
+	inv, ok, code := cf.setup(ctx, e, fs, args, -1, true, 1, nArgs(1, "snapshot create: give one sandbox id"))
+	if !ok {
+		return code
+	}
+	sn, err := inv.c.CreateSnapshot(ctx, inv.pos[0], *name)
+	if err != nil {
+		return cf.apiFail(e, err)
+	}
+	if cf.output != "id" {
+		_ = printValue(e.Stdout, cf.output, sn)
 		return 0
 	}
+	fmt.Fprintln(e.Stdout, sn.ID)
+	return 0
+}
+
+func runSnapshotList(ctx context.Context, e *env, args []string) int {
 	var cf clientFlags
-	switch args[0] {
-	case "create":
-		fs := newFlagSet(e, "snapshot create", "snapshot create ID [--name NAME]")
-		cf.register(fs, "id", "json", "yaml")
-		name := fs.String("name", "", "a name to recognise it by")
-		inv, ok, code := cf.setup(ctx, e, fs, args[1:], -1, true, 1, nArgs(1, "snapshot create: give one sandbox id"))
-		if !ok {
-			return code
-		}
-		sn, err := inv.c.CreateSnapshot(ctx, inv.pos[0], *name)
+	fs := newFlagSet(e, "snapshot ls", "snapshot ls [--sandbox ID]")
+	cf.register(fs)
+	of := fs.String("sandbox", "", "only snapshots of this sandbox")
+	if ok, code := parseNoArgs(fs, e, args, "snapshot ls"); !ok {
+		return code
+	}
+	c, err := cf.client(e)
+	if err != nil {
+		return cf.fail(e, err, 1)
+	}
+	items := []api.Snapshot{}
+	for page := 1; ; page++ {
+		res, err := c.ListSnapshots(ctx, sdk.ListSnapshotsOptions{SandboxID: *of, Page: page, PageSize: 100})
 		if err != nil {
 			return cf.apiFail(e, err)
 		}
-		if cf.output != "id" {
-			_ = printValue(e.Stdout, cf.output, sn)
-			return 0
+		items = append(items, res.Items...)
+		if !res.Pagination.HasNextPage {
+			break
 		}
-		fmt.Fprintln(e.Stdout, sn.ID)
-		return 0
-	case "ls", "list":
-		fs := newFlagSet(e, "snapshot ls", "snapshot ls [--sandbox ID]")
-		cf.register(fs)
-		of := fs.String("sandbox", "", "only snapshots of this sandbox")
-		if ok, code := parseNoArgs(fs, e, args[1:], "snapshot ls"); !ok {
-			return code
-		}
-		c, err := cf.client(e)
-		if err != nil {
-			return cf.fail(e, err, 1)
-		}
-		items := []api.Snapshot{}
-		for page := 1; ; page++ {
-			res, err := c.ListSnapshots(ctx, sdk.ListSnapshotsOptions{SandboxID: *of, Page: page, PageSize: 100})
-			if err != nil {
-				return cf.apiFail(e, err)
-			}
-			items = append(items, res.Items...)
-			if !res.Pagination.HasNextPage {
-				break
-			}
-		}
-		if cf.output != "table" {
-			_ = printValue(e.Stdout, cf.output, items)
-			return 0
-		}
-		now := time.Now()
-		t := newTable(e.Stdout, "ID", "SANDBOX", "NAME", "STATE", "AGE")
-		for _, s := range items {
-			t.row(s.ID, s.SandboxID, s.Name, s.Status.State, age(s.CreatedAt, now))
-		}
-		t.flush()
-		return 0
-	case "rm":
-		fs := newFlagSet(e, "snapshot rm", "snapshot rm SNAPSHOT...")
-		cf.register(fs)
-		inv, ok, code := cf.setup(ctx, e, fs, args[1:], -1, false, 1, someArgs("snapshot rm: give at least one snapshot id"))
-		if !ok {
-			return code
-		}
-		c, pos := inv.c, inv.pos
-		status := 0
-		for _, id := range pos {
-			if err := c.DeleteSnapshot(ctx, id); err != nil {
-				status = cf.apiFail(e, err)
-				continue
-			}
-			fmt.Fprintln(e.Stdout, id)
-		}
-		return status
 	}
-	return fail(e, "snapshot: unknown command %q (create, ls, rm)", args[0])
+	if cf.output != "table" {
+		_ = printValue(e.Stdout, cf.output, items)
+		return 0
+	}
+	now := time.Now()
+	t := newTable(e.Stdout, "ID", "SANDBOX", "NAME", "STATE", "AGE")
+	for _, s := range items {
+		t.row(s.ID, s.SandboxID, s.Name, s.Status.State, age(s.CreatedAt, now))
+	}
+	t.flush()
+	return 0
+}
+
+func runSnapshotRemove(ctx context.Context, e *env, args []string) int {
+	var cf clientFlags
+	fs := newFlagSet(e, "snapshot rm", "snapshot rm SNAPSHOT...")
+	cf.register(fs)
+	inv, ok, code := cf.setup(ctx, e, fs, args, -1, false, 1, someArgs("snapshot rm: give at least one snapshot id"))
+	if !ok {
+		return code
+	}
+	status := 0
+	for _, id := range inv.pos {
+		if err := inv.c.DeleteSnapshot(ctx, id); err != nil {
+			status = cf.apiFail(e, err)
+			continue
+		}
+		fmt.Fprintln(e.Stdout, id)
+	}
+	return status
 }
