@@ -56,27 +56,59 @@ type CreateRequest struct {
 // A client that goes away mid-create does not abort it: a retry with the
 // same Idempotency-Key finds the result.
 func (m *Manager) Create(ctx context.Context, req CreateRequest) (*sandbox.Sandbox, error) {
-	if m.cfg.MaxTimeout > 0 && (req.Timeout == 0 || req.Timeout > m.cfg.MaxTimeout) {
-		if req.Timeout == 0 {
-			return nil, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeInvalidParameter,
-				"timeout is required: this server limits sandboxes to %d seconds", int64(m.cfg.MaxTimeout/time.Second))
-		}
-		return nil, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeInvalidParameter,
-			"timeout %d exceeds the configured maximum of %d seconds", int64(req.Timeout/time.Second), int64(m.cfg.MaxTimeout/time.Second))
-	}
-	res, err := m.cfg.Limits.Apply(req.Resources)
+	req, err := m.admit(req)
 	if err != nil {
 		return nil, err
-	}
-	req.Resources = res
-	if len(req.NetworkPolicy) == 0 && len(m.cfg.DefaultNetworkPolicy) > 0 {
-		req.NetworkPolicy = m.cfg.DefaultNetworkPolicy
 	}
 	if req.IdempotencyKey != "" {
 		if sb, found, err := m.replay(ctx, req); found {
 			return sb, err
 		}
 	}
+	spec, err := m.specFor(req)
+	if err != nil {
+		return nil, err
+	}
+	sb := m.newRecord(req, &spec)
+	ctx = logctx.With(ctx, slog.String("sandbox_id", sb.ID))
+	e := &entry{sb: sb, created: make(chan struct{})}
+	// The entry is locked before anyone can see it, so operations on the new
+	// sandbox wait until Create is done with it.
+	e.op.Lock()
+	defer e.op.Unlock()
+	defer close(e.created)
+	if won, err := m.insert(ctx, req, e); won != nil || err != nil {
+		return won, err
+	}
+	m.wakeReaper()
+	return m.start(ctx, e, spec)
+}
+
+// admit applies the server's limits and defaults to a create: the longest
+// time to live, the resource defaults and maxima, the network policy of
+// creates that give none.
+func (m *Manager) admit(req CreateRequest) (CreateRequest, error) {
+	if limit := m.cfg.MaxTimeout; limit > 0 && req.Timeout == 0 {
+		return req, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeInvalidParameter,
+			"timeout is required: this server limits sandboxes to %d seconds", int64(limit/time.Second))
+	} else if limit > 0 && req.Timeout > limit {
+		return req, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeInvalidParameter,
+			"timeout %d exceeds the configured maximum of %d seconds", int64(req.Timeout/time.Second), int64(limit/time.Second))
+	}
+	res, err := m.cfg.Limits.Apply(req.Resources)
+	if err != nil {
+		return req, err
+	}
+	req.Resources = res
+	if len(req.NetworkPolicy) == 0 && len(m.cfg.DefaultNetworkPolicy) > 0 {
+		req.NetworkPolicy = m.cfg.DefaultNetworkPolicy
+	}
+	return req, nil
+}
+
+// specFor is what the driver is asked to run for req, but for the
+// sandbox's identity and tokens (newRecord).
+func (m *Manager) specFor(req CreateRequest) (driver.Spec, error) {
 	spec := driver.Spec{
 		Tenant: req.Tenant, Platform: driver.Platform{}, Entrypoint: req.Entrypoint, Env: req.Env,
 		Resources: driver.Resources(req.Resources), Labels: req.Metadata, NetworkPolicy: req.NetworkPolicy,
@@ -94,28 +126,34 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*sandbox.Sandb
 	if req.SnapshotID != "" {
 		ref, err := m.restorable(req.Tenant, req.SnapshotID)
 		if err != nil {
-			return nil, err
+			return spec, err
 		}
 		spec.Snapshot = ref
 	}
 	if len(spec.Entrypoint) == 0 {
 		spec.Entrypoint = DefaultEntrypoint()
 	}
-
-	if grants, err := secrets.Grants(req.Extensions); err != nil {
-		return nil, err
-	} else if len(grants) > 0 {
+	grants, err := secrets.Grants(req.Extensions)
+	if err != nil {
+		return spec, err
+	}
+	if len(grants) > 0 {
 		if m.cfg.Secrets == nil {
-			return nil, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeAPINotSupported, "extensions[%s]: this server does not serve secrets", secrets.Extension)
+			return spec, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeAPINotSupported, "extensions[%s]: this server does not serve secrets", secrets.Extension)
 		}
 		spec.SecretsDir = m.cfg.Secrets.Dir()
 	}
+	return spec, nil
+}
 
+// newRecord is the new sandbox's record, Pending, with a new ID (or the
+// warm sandbox's the driver hands this create) and new tokens, which it
+// also writes into spec.
+func (m *Manager) newRecord(req CreateRequest, spec *driver.Spec) *sandbox.Sandbox {
 	now := time.Now().UTC()
 	id := sandbox.NewID()
 	if p, ok := m.d.(driver.Pooler); ok {
-		// A warm sandbox, if one suits, becomes this one: its ID is used.
-		if pid, ok := p.Claim(spec); ok {
+		if pid, ok := p.Claim(*spec); ok {
 			id = pid
 		}
 	}
@@ -138,52 +176,60 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*sandbox.Sandb
 		maps.Copy(env, m.cfg.Secrets.Env(sb.ID))
 		spec.Env = env
 	}
-	ctx = logctx.With(ctx, slog.String("sandbox_id", sb.ID))
+	return sb
+}
 
+// insert makes e's sandbox known: in the table, then in the records with
+// the request's Idempotency-Key. When a concurrent create with the same
+// key won, won is what that create made.
+func (m *Manager) insert(ctx context.Context, req CreateRequest, e *entry) (won *sandbox.Sandbox, err error) {
+	sb := e.sb
 	var idem *sandbox.Idempotency
 	if req.IdempotencyKey != "" {
-		idem = &sandbox.Idempotency{Tenant: req.Tenant, Key: req.IdempotencyKey, RequestHash: req.RequestHash, SandboxID: sb.ID, CreatedAt: now}
+		idem = &sandbox.Idempotency{Tenant: req.Tenant, Key: req.IdempotencyKey, RequestHash: req.RequestHash, SandboxID: sb.ID, CreatedAt: sb.CreatedAt}
 	}
-	e := &entry{sb: sb, created: make(chan struct{})}
-	// The entry is locked before anyone can see it, so operations on the new
-	// sandbox wait until Create is done with it.
-	e.op.Lock()
-	defer e.op.Unlock()
-	defer close(e.created)
 	// In the table before the record is: a concurrent create with the
 	// same key that finds the key in the store must find the sandbox here
 	// too (it then waits on the entry until this create is done).
 	m.mu.Lock()
 	m.sandboxes[sb.ID] = e
 	m.mu.Unlock()
-	if prev, err := m.rec.InsertSandbox(ctx, sb, idem, eventFor(sb, "created")); err != nil {
-		m.mu.Lock()
-		if m.sandboxes[sb.ID] == e {
-			delete(m.sandboxes, sb.ID)
-		}
-		m.mu.Unlock()
-		if prev != nil {
-			// A concurrent request with the same key won the race.
-			sb, found, err := m.replay(ctx, req)
-			if !found {
-				return nil, errdefs.Newf(errdefs.ErrUnavailable, api.CodeSandboxRuntimeUnavailable,
-					"a concurrent create with Idempotency-Key %q could not reach the runtime; retry", req.IdempotencyKey)
-			}
-			return sb, err
-		}
+	prev, err := m.rec.InsertSandbox(ctx, sb, idem, eventFor(sb, "created"))
+	if err == nil {
+		return nil, nil
+	}
+	m.mu.Lock()
+	if m.sandboxes[sb.ID] == e {
+		delete(m.sandboxes, sb.ID)
+	}
+	m.mu.Unlock()
+	if prev == nil {
 		return nil, err
 	}
-	m.wakeReaper()
+	// A concurrent request with the same key won the race.
+	won, found, err := m.replay(ctx, req)
+	if !found {
+		return nil, errdefs.Newf(errdefs.ErrUnavailable, api.CodeSandboxRuntimeUnavailable,
+			"a concurrent create with Idempotency-Key %q could not reach the runtime; retry", req.IdempotencyKey)
+	}
+	if won == nil && err == nil {
+		return nil, errdefs.Newf(errdefs.ErrUnavailable, api.CodeSandboxRuntimeUnavailable,
+			"a concurrent create with Idempotency-Key %q left nothing; retry", req.IdempotencyKey)
+	}
+	return won, err
+}
 
-	// The driver runs on a context of its own: a client that disconnects
-	// must not leave a half-made sandbox.
+// start has the driver run e's sandbox and records it Running, or Failed
+// with what went wrong. The driver runs on a context of its own: a client
+// that disconnects must not leave a half-made sandbox.
+func (m *Manager) start(ctx context.Context, e *entry, spec driver.Spec) (*sandbox.Sandbox, error) {
 	dctx, cancel := backgroundCtx(ctx, m.cfg.CreateTimeout)
 	defer cancel()
 	h, err := m.d.Create(dctx, spec)
 	if err == nil {
 		var hb []byte
 		if hb, err = json.Marshal(h); err == nil {
-			next := sb.Clone()
+			next := e.sb.Clone()
 			next.Handle = hb
 			_ = next.SetStatus(sandbox.StateRunning, sandbox.ReasonStarted, "", time.Now().UTC())
 			if err = m.commit(dctx, e, next, "started"); err == nil {
