@@ -41,110 +41,18 @@ func hasControl(s string) bool {
 
 // createRequest validates a create body and turns it into a lifecycle
 // request. Every rule that a user can break is checked here, with a
-// message that says what to change.
+// message that says what to change: one step per part of the body, in
+// the body's order.
 func createRequest(tenant string, in *api.CreateSandboxRequest, body []byte, idemKey string) (lifecycle.CreateRequest, error) {
 	out := lifecycle.CreateRequest{Tenant: tenant}
-	if _, ok := in.Extensions["poolRef"]; ok {
-		return out, errdefs.New(errdefs.ErrInvalidArgument, api.CodeUnsupportedPoolRef, "extensions.poolRef needs the kubernetes runtime with pools")
-	}
-	switch {
-	case in.Image != nil && in.SnapshotID != "":
-		return out, invalid("give either image or snapshotId, not both")
-	case in.Image == nil && in.SnapshotID == "":
-		return out, invalid("image (or snapshotId) is required")
-	case in.Image != nil:
-		uri := strings.TrimSpace(in.Image.URI)
-		if uri == "" || uri != in.Image.URI || hasControl(uri) || strings.ContainsAny(uri, " \t") || len(uri) > 1024 {
-			return out, invalid("image.uri %q is not a valid image reference", in.Image.URI)
-		}
-		out.Image = &sandbox.Image{URI: uri}
-		if in.Image.Auth != nil {
-			out.ImageAuth = &driver.Image{URI: uri, Username: in.Image.Auth.Username, Password: in.Image.Auth.Password}
-		}
-	default:
-		out.SnapshotID = in.SnapshotID
-	}
-	if in.Platform != nil {
-		os, arch := strings.ToLower(in.Platform.OS), strings.ToLower(in.Platform.Arch)
-		if os != "linux" && os != "windows" {
-			return out, invalid("platform.os %q: must be linux or windows", in.Platform.OS)
-		}
-		if arch != "amd64" && arch != "arm64" {
-			return out, invalid("platform.arch %q: must be amd64 or arm64", in.Platform.Arch)
-		}
-		if os == "windows" {
-			return out, errdefs.New(errdefs.ErrInvalidArgument, api.CodeAPINotSupported, "windows sandboxes are not supported")
-		}
-		out.Platform = &sandbox.Platform{OS: os, Arch: arch}
-	}
-	if in.Timeout != nil {
-		t := *in.Timeout
-		if t < minTimeout || t > maxTimeout {
-			return out, invalid("timeout %d: must be at least %d seconds (omit it for a sandbox you delete yourself)", t, minTimeout)
-		}
-		out.Timeout = time.Duration(t) * time.Second
-	}
-	res, err := sandbox.ParseResources(in.ResourceLimits)
-	if err != nil {
-		return out, err
-	}
-	out.Resources = res
-	if len(in.Env) > 0 {
-		out.Env = make(map[string]string, len(in.Env))
-		for k, v := range in.Env {
-			if k == "" || strings.ContainsAny(k, "=\x00") {
-				return out, invalid("env key %q: must be non-empty and contain no '=' or NUL", k)
-			}
-			if v == nil {
-				continue
-			}
-			if strings.ContainsRune(*v, 0) {
-				return out, invalid("env %s: the value contains a NUL byte", k)
-			}
-			out.Env[k] = *v
-		}
-	}
-	if err := sandbox.ValidateMetadata(in.Metadata); err != nil {
-		return out, err
-	}
-	out.Metadata = in.Metadata
-	if in.Entrypoint != nil {
-		if len(in.Entrypoint) == 0 || in.Entrypoint[0] == "" {
-			return out, invalid("entrypoint must have at least one element, the program to run")
-		}
-		for _, a := range in.Entrypoint {
-			if strings.ContainsRune(a, 0) {
-				return out, invalid("entrypoint contains a NUL byte")
-			}
-		}
-		out.Entrypoint = in.Entrypoint
-	}
-	if in.NetworkPolicy != nil {
-		if err := validatePolicy(in.NetworkPolicy); err != nil {
+	for _, step := range []func(*api.CreateSandboxRequest, *lifecycle.CreateRequest) error{
+		createPool, createSource, createPlatform, createTimeout, createResources, createEnv, createMetadata,
+		createEntrypoint, createNetwork, createUnsupported, createExtensions,
+	} {
+		if err := step(in, &out); err != nil {
 			return out, err
 		}
-		out.NetworkPolicy, _ = json.Marshal(in.NetworkPolicy)
 	}
-	if in.CredentialProxy != nil && in.CredentialProxy.Enabled {
-		if in.NetworkPolicy == nil {
-			return out, invalid("credentialProxy.enabled needs a networkPolicy")
-		}
-		out.CredentialProxy = true
-	}
-	if in.SecureAccess {
-		return out, errdefs.New(errdefs.ErrInvalidArgument, api.CodeAPINotSupported,
-			"secureAccess needs an ingress gateway; corral authenticates every endpoint with per-sandbox tokens instead")
-	}
-	if len(in.Volumes) > 0 {
-		return out, errdefs.New(errdefs.ErrInvalidArgument, api.CodeAPINotSupported, "volumes are not supported by this server yet")
-	}
-	if v, ok := in.Extensions["access.renew.extend.seconds"]; ok {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 300 || n > 86400 {
-			return out, invalid("extensions[access.renew.extend.seconds] %q: must be a whole number from 300 to 86400", v)
-		}
-	}
-	out.Extensions = in.Extensions
 	if idemKey != "" {
 		if len(idemKey) > 255 || hasControl(idemKey) {
 			return out, invalid("Idempotency-Key must be 1 to 255 printable characters")
@@ -153,6 +61,154 @@ func createRequest(tenant string, in *api.CreateSandboxRequest, body []byte, ide
 		out.IdempotencyKey, out.RequestHash = idemKey, hex.EncodeToString(sum[:])
 	}
 	return out, nil
+}
+
+func createPool(in *api.CreateSandboxRequest, _ *lifecycle.CreateRequest) error {
+	if _, ok := in.Extensions["poolRef"]; ok {
+		return errdefs.New(errdefs.ErrInvalidArgument, api.CodeUnsupportedPoolRef, "extensions.poolRef needs the kubernetes runtime with pools")
+	}
+	return nil
+}
+
+// createSource: an image, or a snapshot to restore.
+func createSource(in *api.CreateSandboxRequest, out *lifecycle.CreateRequest) error {
+	switch {
+	case in.Image != nil && in.SnapshotID != "":
+		return invalid("give either image or snapshotId, not both")
+	case in.Image == nil && in.SnapshotID == "":
+		return invalid("image (or snapshotId) is required")
+	case in.Image == nil:
+		out.SnapshotID = in.SnapshotID
+		return nil
+	}
+	uri := strings.TrimSpace(in.Image.URI)
+	if uri == "" || uri != in.Image.URI || hasControl(uri) || strings.ContainsAny(uri, " \t") || len(uri) > 1024 {
+		return invalid("image.uri %q is not a valid image reference", in.Image.URI)
+	}
+	out.Image = &sandbox.Image{URI: uri}
+	if in.Image.Auth != nil {
+		out.ImageAuth = &driver.Image{URI: uri, Username: in.Image.Auth.Username, Password: in.Image.Auth.Password}
+	}
+	return nil
+}
+
+func createPlatform(in *api.CreateSandboxRequest, out *lifecycle.CreateRequest) error {
+	if in.Platform == nil {
+		return nil
+	}
+	os, arch := strings.ToLower(in.Platform.OS), strings.ToLower(in.Platform.Arch)
+	if os != "linux" && os != "windows" {
+		return invalid("platform.os %q: must be linux or windows", in.Platform.OS)
+	}
+	if arch != "amd64" && arch != "arm64" {
+		return invalid("platform.arch %q: must be amd64 or arm64", in.Platform.Arch)
+	}
+	if os == "windows" {
+		return errdefs.New(errdefs.ErrInvalidArgument, api.CodeAPINotSupported, "windows sandboxes are not supported")
+	}
+	out.Platform = &sandbox.Platform{OS: os, Arch: arch}
+	return nil
+}
+
+func createTimeout(in *api.CreateSandboxRequest, out *lifecycle.CreateRequest) error {
+	if in.Timeout == nil {
+		return nil
+	}
+	t := *in.Timeout
+	if t < minTimeout || t > maxTimeout {
+		return invalid("timeout %d: must be at least %d seconds (omit it for a sandbox you delete yourself)", t, minTimeout)
+	}
+	out.Timeout = time.Duration(t) * time.Second
+	return nil
+}
+
+func createResources(in *api.CreateSandboxRequest, out *lifecycle.CreateRequest) (err error) {
+	out.Resources, err = sandbox.ParseResources(in.ResourceLimits)
+	return err
+}
+
+func createEnv(in *api.CreateSandboxRequest, out *lifecycle.CreateRequest) error {
+	if len(in.Env) == 0 {
+		return nil
+	}
+	out.Env = make(map[string]string, len(in.Env))
+	for k, v := range in.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return invalid("env key %q: must be non-empty and contain no '=' or NUL", k)
+		}
+		if v == nil {
+			continue
+		}
+		if strings.ContainsRune(*v, 0) {
+			return invalid("env %s: the value contains a NUL byte", k)
+		}
+		out.Env[k] = *v
+	}
+	return nil
+}
+
+func createMetadata(in *api.CreateSandboxRequest, out *lifecycle.CreateRequest) error {
+	if err := sandbox.ValidateMetadata(in.Metadata); err != nil {
+		return err
+	}
+	out.Metadata = in.Metadata
+	return nil
+}
+
+func createEntrypoint(in *api.CreateSandboxRequest, out *lifecycle.CreateRequest) error {
+	if in.Entrypoint == nil {
+		return nil
+	}
+	if len(in.Entrypoint) == 0 || in.Entrypoint[0] == "" {
+		return invalid("entrypoint must have at least one element, the program to run")
+	}
+	for _, a := range in.Entrypoint {
+		if strings.ContainsRune(a, 0) {
+			return invalid("entrypoint contains a NUL byte")
+		}
+	}
+	out.Entrypoint = in.Entrypoint
+	return nil
+}
+
+// createNetwork: the egress policy, and the credential proxy it carries.
+func createNetwork(in *api.CreateSandboxRequest, out *lifecycle.CreateRequest) error {
+	if in.NetworkPolicy != nil {
+		if err := validatePolicy(in.NetworkPolicy); err != nil {
+			return err
+		}
+		out.NetworkPolicy, _ = json.Marshal(in.NetworkPolicy)
+	}
+	if in.CredentialProxy != nil && in.CredentialProxy.Enabled {
+		if in.NetworkPolicy == nil {
+			return invalid("credentialProxy.enabled needs a networkPolicy")
+		}
+		out.CredentialProxy = true
+	}
+	return nil
+}
+
+// createUnsupported refuses what the contract has and corral does not.
+func createUnsupported(in *api.CreateSandboxRequest, _ *lifecycle.CreateRequest) error {
+	if in.SecureAccess {
+		return errdefs.New(errdefs.ErrInvalidArgument, api.CodeAPINotSupported,
+			"secureAccess needs an ingress gateway; corral authenticates every endpoint with per-sandbox tokens instead")
+	}
+	if len(in.Volumes) > 0 {
+		return errdefs.New(errdefs.ErrInvalidArgument, api.CodeAPINotSupported, "volumes are not supported by this server yet")
+	}
+	return nil
+}
+
+func createExtensions(in *api.CreateSandboxRequest, out *lifecycle.CreateRequest) error {
+	if v, ok := in.Extensions["access.renew.extend.seconds"]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 300 || n > 86400 {
+			return invalid("extensions[access.renew.extend.seconds] %q: must be a whole number from 300 to 86400", v)
+		}
+	}
+	out.Extensions = in.Extensions
+	return nil
 }
 
 // validatePolicy compiles the policy the way the egress enforcer will, so
