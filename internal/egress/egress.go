@@ -234,109 +234,12 @@ const (
 // Run serves DNS and the API inside the namespace until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
 	defer s.enf.Close()
-	var pc net.PacketConn
-	var dnsLn, apiLn, vaultLn, gateLn, gate6Ln net.Listener
-	inNetns := func(fn func() error) error { return fn() }
-	if s.cfg.Netns != "" {
-		inNetns = func(fn func() error) error { return netns.Do(s.cfg.Netns, fn) }
-	}
-	err := inNetns(func() error {
-		var err error
-		if pc, err = net.ListenPacket("udp", s.cfg.DNSListen); err != nil {
-			return err
-		}
-		if dnsLn, err = net.Listen("tcp", s.cfg.DNSListen); err != nil {
-			return err
-		}
-		if s.ca != nil {
-			if vaultLn, err = net.Listen("tcp", s.cfg.VaultListen); err != nil {
-				return err
-			}
-		}
-		if s.cfg.GateListen != "none" {
-			if gateLn, err = net.Listen("tcp", s.cfg.GateListen); err != nil {
-				return err
-			}
-			_, port, _ := net.SplitHostPort(s.cfg.GateListen)
-			// Without IPv6 in the namespace there is nothing to redirect.
-			gate6Ln, _ = net.Listen("tcp6", net.JoinHostPort("::1", port))
-		}
-		if s.cfg.APIListen != "none" {
-			apiLn, err = net.Listen("tcp", s.cfg.APIListen)
-		}
-		if err == nil && apiLn != nil {
-			// Bounded, so connections from the sandbox cannot exhaust the
-			// enforcer's memory; TLS when asked.
-			apiLn = netutil.LimitListener(apiLn, maxAPIConns)
-			if s.cfg.APITLS != nil {
-				apiLn = tls.NewListener(apiLn, s.cfg.APITLS)
-			}
-		}
-		if err == nil {
-			dnsLn = netutil.LimitListener(dnsLn, maxDNSConns)
-		}
-		return err
-	})
+	ls, err := s.listen()
 	if err != nil {
-		if pc != nil {
-			pc.Close()
-		}
-		for _, ln := range []net.Listener{dnsLn, apiLn, vaultLn, gateLn, gate6Ln} {
-			if ln != nil {
-				ln.Close()
-			}
-		}
-		return fmt.Errorf("egress: listen in the sandbox's namespace: %w", err)
+		return err
 	}
-	var sockLn net.Listener
-	if s.cfg.APISocket != "" {
-		_ = os.Remove(s.cfg.APISocket)
-		if sockLn, err = unixsock.Listen(s.cfg.APISocket); err != nil {
-			pc.Close()
-			for _, ln := range []net.Listener{dnsLn, apiLn, vaultLn, gateLn, gate6Ln} {
-				if ln != nil {
-					ln.Close()
-				}
-			}
-			return fmt.Errorf("egress: API socket: %w", err)
-		}
-		if err := os.Chmod(s.cfg.APISocket, 0o600); err != nil {
-			sockLn.Close()
-			return fmt.Errorf("egress: API socket: %w", err)
-		}
-	}
-	var dial func(ctx context.Context, network, addr string) (net.Conn, error)
-	if s.cfg.ExemptMark != 0 {
-		// Inside the namespace it confines, the proxies' connections to
-		// the real hosts leave by the exempt mark.
-		d := &net.Dialer{Control: dnsproxy.MarkSocket(s.cfg.ExemptMark)}
-		dial = d.DialContext
-	}
-	resolvedFor := func(addr netip.Addr, host string) bool {
-		return slices.Contains(s.enf.ResolvedNames(addr), policy.NormalizeTarget(host))
-	}
-	for _, ln := range []net.Listener{gateLn, gate6Ln} {
-		if ln == nil {
-			continue
-		}
-		defer ln.Close()
-		gate := namegate.New(namegate.Config{OriginalDst: mitm.OriginalDst, Policy: s.cur.Load, ResolvedFor: resolvedFor,
-			Dial: dial, Audit: s.record, Logger: s.log})
-		go func() { _ = gate.Serve(ln) }()
-	}
-	if vaultLn != nil {
-		defer vaultLn.Close()
-		proxy := mitm.New(mitm.Config{CA: s.ca, Roots: s.cfg.UpstreamRoots, Vault: s.currentVault, Logger: s.log, Dial: dial,
-			Allowed: func(host string) bool { return s.cur.Load().DecideName(host).Allow },
-			Reachable: func(addr netip.Addr) bool {
-				d := s.cur.Load().DecideIP(addr)
-				return d.Rule != policy.ByAlwaysDeny && (d.Rule < 0 || d.Allow)
-			},
-			ResolvedFor: resolvedFor,
-			Audit:       s.record,
-		})
-		go func() { _ = proxy.Serve(vaultLn) }()
-	}
+	defer ls.close()
+	s.serveProxies(ls)
 	hs := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
 	if rd, err := nflog.Listen(s.cfg.Netns, nft.AuditGroup); err != nil {
 		s.log.Warn("connections will not be audited (DNS answers still are)", "err", err)
@@ -346,8 +249,8 @@ func (s *Service) Run(ctx context.Context) error {
 		go s.auditConnections(actx, rd)
 	}
 	errc := make(chan error, 3)
-	go func() { errc <- s.dns.Serve(ctx, pc, dnsLn) }()
-	for _, ln := range []net.Listener{apiLn, sockLn} {
+	go func() { errc <- s.dns.Serve(ctx, ls.dnsUDP, ls.dns) }()
+	for _, ln := range []net.Listener{ls.api, ls.sock} {
 		if ln != nil {
 			go func() { errc <- hs.Serve(ln) }()
 		}
@@ -372,6 +275,123 @@ func (s *Service) Run(ctx context.Context) error {
 		err = nil
 	}
 	return err
+}
+
+// listeners are the enforcer's sockets: DNS, the policy API, the
+// credential proxy and the name gate in the sandbox's namespace (those
+// not configured are nil), and the API's unix socket on the host.
+type listeners struct {
+	dnsUDP                       net.PacketConn
+	dns, api, vault, gate, gate6 net.Listener
+	sock                         net.Listener
+}
+
+func (ls *listeners) close() {
+	if ls.dnsUDP != nil {
+		ls.dnsUDP.Close()
+	}
+	for _, ln := range []net.Listener{ls.dns, ls.api, ls.vault, ls.gate, ls.gate6, ls.sock} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+}
+
+// listen opens the listeners, or none.
+func (s *Service) listen() (*listeners, error) {
+	ls := &listeners{}
+	inNetns := func(fn func() error) error { return fn() }
+	if s.cfg.Netns != "" {
+		inNetns = func(fn func() error) error { return netns.Do(s.cfg.Netns, fn) }
+	}
+	if err := inNetns(func() error { return s.listenInNetns(ls) }); err != nil {
+		ls.close()
+		return nil, fmt.Errorf("egress: listen in the sandbox's namespace: %w", err)
+	}
+	if s.cfg.APISocket != "" {
+		_ = os.Remove(s.cfg.APISocket)
+		var err error
+		if ls.sock, err = unixsock.Listen(s.cfg.APISocket); err == nil {
+			err = os.Chmod(s.cfg.APISocket, 0o600)
+		}
+		if err != nil {
+			ls.close()
+			return nil, fmt.Errorf("egress: API socket: %w", err)
+		}
+	}
+	return ls, nil
+}
+
+// listenInNetns opens what listens in the sandbox's namespace; the caller
+// is in it.
+func (s *Service) listenInNetns(ls *listeners) (err error) {
+	if ls.dnsUDP, err = net.ListenPacket("udp", s.cfg.DNSListen); err != nil {
+		return err
+	}
+	if ls.dns, err = net.Listen("tcp", s.cfg.DNSListen); err != nil {
+		return err
+	}
+	ls.dns = netutil.LimitListener(ls.dns, maxDNSConns)
+	if s.ca != nil {
+		if ls.vault, err = net.Listen("tcp", s.cfg.VaultListen); err != nil {
+			return err
+		}
+	}
+	if s.cfg.GateListen != "none" {
+		if ls.gate, err = net.Listen("tcp", s.cfg.GateListen); err != nil {
+			return err
+		}
+		_, port, _ := net.SplitHostPort(s.cfg.GateListen)
+		// Without IPv6 in the namespace there is nothing to redirect.
+		ls.gate6, _ = net.Listen("tcp6", net.JoinHostPort("::1", port))
+	}
+	if s.cfg.APIListen != "none" {
+		if ls.api, err = net.Listen("tcp", s.cfg.APIListen); err != nil {
+			return err
+		}
+		// Bounded, so connections from the sandbox cannot exhaust the
+		// enforcer's memory; TLS when asked.
+		ls.api = netutil.LimitListener(ls.api, maxAPIConns)
+		if s.cfg.APITLS != nil {
+			ls.api = tls.NewListener(ls.api, s.cfg.APITLS)
+		}
+	}
+	return nil
+}
+
+// serveProxies serves the name gate and the credential proxy on their
+// listeners (when they have them); ls.close ends them.
+func (s *Service) serveProxies(ls *listeners) {
+	var dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	if s.cfg.ExemptMark != 0 {
+		// Inside the namespace it confines, the proxies' connections to
+		// the real hosts leave by the exempt mark.
+		d := &net.Dialer{Control: dnsproxy.MarkSocket(s.cfg.ExemptMark)}
+		dial = d.DialContext
+	}
+	resolvedFor := func(addr netip.Addr, host string) bool {
+		return slices.Contains(s.enf.ResolvedNames(addr), policy.NormalizeTarget(host))
+	}
+	for _, ln := range []net.Listener{ls.gate, ls.gate6} {
+		if ln == nil {
+			continue
+		}
+		gate := namegate.New(namegate.Config{OriginalDst: mitm.OriginalDst, Policy: s.cur.Load, ResolvedFor: resolvedFor,
+			Dial: dial, Audit: s.record, Logger: s.log})
+		go func() { _ = gate.Serve(ln) }()
+	}
+	if ls.vault != nil {
+		proxy := mitm.New(mitm.Config{CA: s.ca, Roots: s.cfg.UpstreamRoots, Vault: s.currentVault, Logger: s.log, Dial: dial,
+			Allowed: func(host string) bool { return s.cur.Load().DecideName(host).Allow },
+			Reachable: func(addr netip.Addr) bool {
+				d := s.cur.Load().DecideIP(addr)
+				return d.Rule != policy.ByAlwaysDeny && (d.Rule < 0 || d.Allow)
+			},
+			ResolvedFor: resolvedFor,
+			Audit:       s.record,
+		})
+		go func() { _ = proxy.Serve(ls.vault) }()
+	}
 }
 
 func decision(allow bool) string {
