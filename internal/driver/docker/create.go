@@ -53,48 +53,20 @@ import (
 // start, and execd answering. Whatever fails, or a cancelled ctx, leaves
 // no container behind.
 func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle, err error) {
-	if err := validID(spec.ID); err != nil {
+	mode, err := d.admit(spec)
+	if err != nil {
 		return nil, err
 	}
-	if len(spec.Entrypoint) == 0 {
-		return nil, fmt.Errorf("entrypoint is empty: %w", errdefs.ErrInvalidArgument)
-	}
-	if spec.SecretsDir != "" && d.cfg.Remote {
-		return nil, errdefs.New(errdefs.ErrInvalidArgument, api.CodeAPINotSupported,
-			"secrets on demand need a local Docker engine (the sandbox reaches the server over a socket it mounts)")
-	}
-	mode := d.egressModeOf(spec)
 	policed := mode.policed()
-	if policed && d.cfg.StateDir == "" {
-		return nil, errdefs.New(errdefs.ErrInvalidArgument, api.CodeAPINotSupported,
-			"network policies need the driver's state directory, which this server does not have")
-	}
 	var upstreams []string
 	if mode == sidecarEnforcer {
 		if upstreams, err = d.remoteUpstreams(); err != nil {
 			return nil, err
 		}
 	}
-	var ref, user string
-	if spec.Snapshot != nil {
-		// The manager checked that the snapshot is this tenant's.
-		var ss snapState
-		if err := json.Unmarshal(spec.Snapshot.State, &ss); err != nil || ss.Image == "" {
-			return nil, fmt.Errorf("snapshot %s: bad reference: %w", spec.Snapshot.ID, errdefs.ErrInvalidArgument)
-		}
-		ref = ss.Image
-		cctx, cancel := d.call(ctx)
-		res, err := d.cli.ImageInspect(cctx, ref)
-		cancel()
-		if err != nil {
-			return nil, d.engineErr("inspect snapshot "+ref, err)
-		}
-		user = userOf(res)
-	} else {
-		ref = spec.Image.URI
-		if user, err = d.ensureImage(ctx, ref, spec); err != nil {
-			return nil, err
-		}
+	ref, user, err := d.imageOf(ctx, spec)
+	if err != nil {
+		return nil, err
 	}
 	cfg, host := d.containerConfig(spec, ref, user, mode)
 	if spec.SecretsDir != "" {
@@ -110,60 +82,124 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 			return nil, err
 		}
 	}
-	cctx, cancel := d.call(ctx)
-	created, err := d.cli.ContainerCreate(cctx, client.ContainerCreateOptions{Config: cfg, HostConfig: host, Name: containerName(spec.ID)})
-	cancel()
+	id, err := d.createContainer(ctx, spec, cfg, host)
 	if err != nil {
-		if cerrdefs.IsConflict(err) {
-			return nil, fmt.Errorf("sandbox %s exists: %w", spec.ID, errdefs.ErrAlreadyExists)
-		}
-		if spec.Resources.DiskBytes > 0 && strings.Contains(err.Error(), "storage-opt") {
-			return nil, errdefs.Wrap(errdefs.ErrNotImplemented, api.CodeSandboxDiskLimitUnsupported,
-				"this Docker engine cannot limit a sandbox's disk (its overlay2 storage needs xfs with project quotas)", err)
-		}
-		return nil, d.engineErr("create "+spec.ID, err)
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
-			// Cleanup must run even when ctx is what ended the create.
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.CallTimeout)
-			if policed {
-				if nerr := errors.Join(d.removeSidecar(rctx, spec.ID), d.stopNetwork(rctx, spec.ID)); nerr != nil {
-					d.cfg.Logger.WarnContext(ctx, "clean up the egress of a failed create", "sandbox_id", spec.ID, "err", nerr)
-				}
-			}
-			_, _ = d.cli.ContainerRemove(rctx, created.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-			cancel()
-			d.dropNetns(spec.ID)
+			d.removeFailed(ctx, spec.ID, id, policed)
 		}
 	}()
 	if d.cfg.Remote {
-		var files []inFile
-		if ca := launch.CAFile(d.egressDir(spec.ID)); policed && ca != "" {
-			b, err := os.ReadFile(ca)
-			if err != nil {
-				return nil, err
-			}
-			files = append(files, inFile{Name: strings.TrimPrefix(insandbox.VaultCA, "/"), Mode: 0o644, Data: b})
-		}
-		if err := d.copyIn(ctx, created.ID, true, files...); err != nil {
+		if err := d.copyInRemote(ctx, spec.ID, id, policed); err != nil {
 			return nil, err
 		}
 	}
-	cctx, cancel = d.call(ctx)
-	_, err = d.cli.ContainerStart(cctx, created.ID, client.ContainerStartOptions{})
+	cctx, cancel := d.call(ctx)
+	_, err = d.cli.ContainerStart(cctx, id, client.ContainerStartOptions{})
 	cancel()
 	if err != nil {
 		return nil, d.startErr(ctx, spec.ID, err)
 	}
-	if err := d.startEgress(ctx, spec, mode, created.ID, upstreams); err != nil {
+	if err := d.startEgress(ctx, spec, mode, id, upstreams); err != nil {
 		return nil, err
 	}
 	if err := d.waitReady(ctx, spec.ID); err != nil {
 		return nil, err
 	}
-	st, _ := json.Marshal(state{ContainerID: created.ID})
+	st, _ := json.Marshal(state{ContainerID: id})
 	return &driver.Handle{ID: spec.ID, Driver: Name, Version: stateVersion, State: st}, nil
+}
+
+// admit refuses a spec this engine cannot run, and picks its egress mode
+// (once: everything after follows it).
+func (d *Driver) admit(spec driver.Spec) (egressMode, error) {
+	if err := validID(spec.ID); err != nil {
+		return 0, err
+	}
+	if len(spec.Entrypoint) == 0 {
+		return 0, fmt.Errorf("entrypoint is empty: %w", errdefs.ErrInvalidArgument)
+	}
+	if spec.SecretsDir != "" && d.cfg.Remote {
+		return 0, errdefs.New(errdefs.ErrInvalidArgument, api.CodeAPINotSupported,
+			"secrets on demand need a local Docker engine (the sandbox reaches the server over a socket it mounts)")
+	}
+	mode := d.egressModeOf(spec)
+	if mode.policed() && d.cfg.StateDir == "" {
+		return 0, errdefs.New(errdefs.ErrInvalidArgument, api.CodeAPINotSupported,
+			"network policies need the driver's state directory, which this server does not have")
+	}
+	return mode, nil
+}
+
+// imageOf is the image the sandbox runs (its snapshot's, or the spec's,
+// pulled if need be) and that image's user.
+func (d *Driver) imageOf(ctx context.Context, spec driver.Spec) (ref, user string, err error) {
+	if spec.Snapshot == nil {
+		ref = spec.Image.URI
+		user, err = d.ensureImage(ctx, ref, spec)
+		return ref, user, err
+	}
+	// The manager checked that the snapshot is this tenant's.
+	var ss snapState
+	if err := json.Unmarshal(spec.Snapshot.State, &ss); err != nil || ss.Image == "" {
+		return "", "", fmt.Errorf("snapshot %s: bad reference: %w", spec.Snapshot.ID, errdefs.ErrInvalidArgument)
+	}
+	cctx, cancel := d.call(ctx)
+	res, err := d.cli.ImageInspect(cctx, ss.Image)
+	cancel()
+	if err != nil {
+		return "", "", d.engineErr("inspect snapshot "+ss.Image, err)
+	}
+	return ss.Image, userOf(res), nil
+}
+
+// createContainer creates the sandbox's container and returns its id.
+func (d *Driver) createContainer(ctx context.Context, spec driver.Spec, cfg *container.Config, host *container.HostConfig) (string, error) {
+	cctx, cancel := d.call(ctx)
+	created, err := d.cli.ContainerCreate(cctx, client.ContainerCreateOptions{Config: cfg, HostConfig: host, Name: containerName(spec.ID)})
+	cancel()
+	switch {
+	case err == nil:
+		return created.ID, nil
+	case cerrdefs.IsConflict(err):
+		return "", fmt.Errorf("sandbox %s exists: %w", spec.ID, errdefs.ErrAlreadyExists)
+	case spec.Resources.DiskBytes > 0 && strings.Contains(err.Error(), "storage-opt"):
+		return "", errdefs.Wrap(errdefs.ErrNotImplemented, api.CodeSandboxDiskLimitUnsupported,
+			"this Docker engine cannot limit a sandbox's disk (its overlay2 storage needs xfs with project quotas)", err)
+	}
+	return "", d.engineErr("create "+spec.ID, err)
+}
+
+// removeFailed removes what a failed create of sandbox id made: its
+// container (containerID), its egress sidecar and network, its namespace.
+// It runs even when ctx is what ended the create.
+func (d *Driver) removeFailed(ctx context.Context, id, containerID string, policed bool) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.CallTimeout)
+	defer cancel()
+	if policed {
+		if nerr := errors.Join(d.removeSidecar(rctx, id), d.stopNetwork(rctx, id)); nerr != nil {
+			d.cfg.Logger.WarnContext(ctx, "clean up the egress of a failed create", "sandbox_id", id, "err", nerr)
+		}
+	}
+	_, _ = d.cli.ContainerRemove(rctx, containerID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	d.dropNetns(id)
+}
+
+// copyInRemote copies into a remote engine's container what a local one
+// would mount: the corral binary and, for a policed sandbox, the
+// credential proxy's CA.
+func (d *Driver) copyInRemote(ctx context.Context, id, containerID string, policed bool) error {
+	var files []inFile
+	if ca := launch.CAFile(d.egressDir(id)); policed && ca != "" {
+		b, err := os.ReadFile(ca)
+		if err != nil {
+			return err
+		}
+		files = append(files, inFile{Name: strings.TrimPrefix(insandbox.VaultCA, "/"), Mode: 0o644, Data: b})
+	}
+	return d.copyIn(ctx, containerID, true, files...)
 }
 
 // containerConfig is the container a spec asks for.
