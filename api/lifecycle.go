@@ -10,7 +10,10 @@ import (
 
 // Header names of the lifecycle API.
 const (
-	HeaderAPIKey         = "OPEN-SANDBOX-API-KEY"
+	HeaderAPIKey = "OPEN-SANDBOX-API-KEY"
+	// HeaderAPIKeyAlias is accepted as HeaderAPIKey is (the OpenSandbox
+	// SDKs send it behind gateways); HeaderAPIKey wins when both are set.
+	HeaderAPIKeyAlias    = "X-API-Key"
 	HeaderRequestID      = "X-Request-ID"
 	HeaderIdempotencyKey = "Idempotency-Key"
 	HeaderExecdToken     = "X-EXECD-ACCESS-TOKEN"

@@ -131,7 +131,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if corsOK && r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
 		h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, PATCH, DELETE, OPTIONS")
-		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Idempotency-Key, "+api.HeaderAPIKey+", "+
+		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Idempotency-Key, "+api.HeaderAPIKey+", "+api.HeaderAPIKeyAlias+", "+
 			api.HeaderRequestID+", "+api.HeaderExecdToken+", "+api.HeaderEgressToken)
 		h.Set("Access-Control-Max-Age", "600")
 		sw.WriteHeader(http.StatusNoContent)
@@ -173,18 +173,23 @@ func loopbackHost(host string) bool {
 	return host == "localhost" || strings.HasSuffix(host, ".localhost")
 }
 
-// presentedKey returns the API key a request carries, if any.
-func presentedKey(r *http.Request) (key string, viaAuthorization bool) {
+// presentedKey returns the API key a request carries, if any, and the
+// header that carries it: OPEN-SANDBOX-API-KEY, else a bearer token that
+// looks like a corral key, else X-API-Key.
+func presentedKey(r *http.Request) (key, header string) {
 	if k := r.Header.Get(api.HeaderAPIKey); k != "" {
-		return k, false
+		return k, api.HeaderAPIKey
 	}
 	if a := r.Header.Get("Authorization"); len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
 		k := strings.TrimSpace(a[7:])
 		if strings.HasPrefix(k, auth.KeyPrefix) {
-			return k, true
+			return k, "Authorization"
 		}
 	}
-	return "", false
+	if k := r.Header.Get(api.HeaderAPIKeyAlias); k != "" {
+		return k, api.HeaderAPIKeyAlias
+	}
+	return "", ""
 }
 
 // isProxyPath reports whether a path is a proxy route, which may also be
@@ -210,7 +215,15 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, st *reqSta
 		st.principal, st.authed = auth.Principal{Tenant: auth.DefaultTenant, Admin: true}, true
 		return true
 	}
-	key, _ := presentedKey(r)
+	key, header := presentedKey(r)
+	if key != "" && header == api.HeaderAPIKeyAlias && isProxyPath(r.URL.Path) {
+		// On a proxy route X-API-Key may be the sandbox service's own
+		// header: it is corral's only if it is a corral key, and the
+		// request is otherwise authorized by the proxy token.
+		if !s.isKey(key) {
+			key = ""
+		}
+	}
 	if key == "" {
 		if isProxyPath(r.URL.Path) {
 			return true

@@ -175,12 +175,17 @@ type proxyTarget struct {
 	port       int
 	sb         *sandbox.Sandbox
 	stripAuthz bool
+	// stripAlias: X-API-Key carries a corral key.
+	stripAlias bool
 }
 
 // setHeaders removes the caller's corral credentials and adds the ones the
 // sandbox port expects; a user's own service never sees a corral token.
 func (t proxyTarget) setHeaders(h http.Header) {
 	h.Del(api.HeaderAPIKey)
+	if t.stripAlias {
+		h.Del(api.HeaderAPIKeyAlias)
+	}
 	// A corral API key never reaches a sandbox, whichever header carried
 	// it and whether or not it was the one that authorized the request.
 	if a := h.Get("Authorization"); t.stripAuthz || len(a) > 7 && strings.EqualFold(a[:7], "bearer ") && strings.HasPrefix(strings.TrimSpace(a[7:]), auth.KeyPrefix) {
@@ -222,9 +227,23 @@ func (p *sandboxProxy) serve(w http.ResponseWriter, r *http.Request) {
 			"sandbox %s is %s; resume it to reach its ports", id, sb.Status.State))
 		return
 	}
-	_, viaAuthz := presentedKey(r)
-	t := proxyTarget{addr: addr, path: "/" + r.PathValue("path"), port: port, sb: sb, stripAuthz: viaAuthz}
+	_, header := presentedKey(r)
+	// A corral key in X-API-Key (one of this server's, or one that looks
+	// minted, revoked ones too) is removed whether or not it authorized
+	// the request; any other value is the sandbox service's.
+	alias := r.Header.Get(api.HeaderAPIKeyAlias)
+	t := proxyTarget{addr: addr, path: "/" + r.PathValue("path"), port: port, sb: sb, stripAuthz: header == "Authorization",
+		stripAlias: strings.HasPrefix(alias, auth.KeyPrefix) || alias != "" && p.s.isKey(alias)}
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), proxyTargetKey{}, t)))
+}
+
+// isKey reports whether key is one of this server's API keys.
+func (s *Server) isKey(key string) bool {
+	if s.keys == nil {
+		return false
+	}
+	_, err := s.keys.Authenticate(key)
+	return err == nil
 }
 
 // authorize accepts the owning tenant's API key, or the proxy token of

@@ -23,7 +23,8 @@ import (
 
 var corralBin string
 
-func TestMain(m *testing.M) { os.Exit(testutil.RunWithCorral(m, &corralBin)) }
+// The package's tests end every goroutine they start.
+func TestMain(m *testing.M) { os.Exit(testutil.NoLeaks(testutil.RunWithCorral(m, &corralBin))) }
 
 func newTestDriver(t *testing.T, cfg Config) *Driver {
 	t.Helper()

@@ -34,7 +34,8 @@ import (
 
 var corralBin string
 
-func TestMain(m *testing.M) { os.Exit(testutil.RunWithCorral(m, &corralBin)) }
+// The package's tests end every goroutine they start.
+func TestMain(m *testing.M) { os.Exit(kubetest.NoLeaks(testutil.RunWithCorral(m, &corralBin))) }
 
 // world is a namespace of the test cluster with the controller running
 // for it.

@@ -98,18 +98,21 @@ func RequireKube(t testing.TB) *Cluster {
 }
 
 // VerifyTestMain is testutil.VerifyTestMain for a package of the kube
-// tier. client-go keeps one transport per client configuration for the
-// whole process, and the cluster's is shared by every test, so its idle
-// connections (each an HTTP/2 read loop) are closed first: what is left
-// after that is a goroutine a test did not end.
-func VerifyTestMain(m *testing.M, opts ...goleak.Option) {
-	code := m.Run()
+// tier.
+func VerifyTestMain(m *testing.M, opts ...goleak.Option) { os.Exit(NoLeaks(m.Run(), opts...)) }
+
+// NoLeaks is testutil.NoLeaks for a package of the kube tier. client-go
+// keeps one transport per client configuration for the whole process, and
+// the cluster's is shared by every test, so its idle connections (each an
+// HTTP/2 read loop) are closed first: what is left after that is a
+// goroutine a test did not end.
+func NoLeaks(code int, opts ...goleak.Option) int {
 	if cluster != nil {
 		if rt, err := rest.TransportFor(cluster.REST); err == nil {
 			utilnet.CloseIdleConnectionsFor(rt)
 		}
 	}
-	os.Exit(testutil.NoLeaks(code, opts...))
+	return testutil.NoLeaks(code, opts...)
 }
 
 func connect(root string) (*Cluster, error) {
