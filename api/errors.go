@@ -35,6 +35,8 @@ const (
 	CodeKeyNotFound            = "KEY::NOT_FOUND"
 	CodeHostNotAllowed         = "HOST_NOT_ALLOWED"
 	CodeOriginNotAllowed       = "ORIGIN_NOT_ALLOWED"
+	// CodeDiagnosticsNotImplemented is the diagnostics API's 501.
+	CodeDiagnosticsNotImplemented = "DIAGNOSTICS_NOT_IMPLEMENTED"
 )
 
 // More error codes of the lifecycle API and of corral mcp's tools, by

@@ -114,6 +114,30 @@ type SandboxEventList struct {
 	Next  int64          `json:"next"`
 }
 
+// DiagnosticContent answers GET /sandboxes/{id}/diagnostics/{logs,events}
+// with a scope (OpenSandbox's diagnostics API). corral delivers inline.
+type DiagnosticContent struct {
+	SandboxID     string   `json:"sandboxId"`
+	Kind          string   `json:"kind"` // logs or events
+	Scope         string   `json:"scope"`
+	Delivery      string   `json:"delivery"` // inline
+	ContentType   string   `json:"contentType"`
+	Content       string   `json:"content"`
+	ContentLength int      `json:"contentLength"`
+	Truncated     bool     `json:"truncated"`
+	Warnings      []string `json:"warnings,omitempty"`
+}
+
+// The diagnostics API's scopes.
+const (
+	DiagnosticScopeContainer = "container"
+	DiagnosticScopeLifecycle = "lifecycle"
+	DiagnosticScopeRuntime   = "runtime"
+	DiagnosticScopeNetwork   = "network"
+	DiagnosticScopeProcess   = "process"
+	DiagnosticScopeAll       = "all"
+)
+
 // Secret is a tenant's secret as the API shows it: never its value.
 type Secret struct {
 	Name      string     `json:"name"`

@@ -60,6 +60,15 @@ type Pauser interface {
 	Resume(ctx context.Context, id string) error
 }
 
+// Consoler is implemented by drivers that keep what a sandbox's entrypoint
+// printed (its stdout and stderr, bounded by the runtime).
+type Consoler interface {
+	// Console returns the last limit bytes of sandbox id's console output,
+	// and whether there was more before them. ErrNotFound for an unknown
+	// sandbox.
+	Console(ctx context.Context, id string, limit int) (out []byte, truncated bool, err error)
+}
+
 // Snapshotter is implemented by drivers that can capture a sandbox's
 // filesystem so that a new sandbox can start from it (Spec.Snapshot).
 type Snapshotter interface {
@@ -269,3 +278,30 @@ func BackendLabels(spec Spec) map[string]string {
 	l[sandbox.LabelTenant] = spec.Tenant
 	return l
 }
+
+// Tail is an io.Writer that keeps the last Max bytes written to it, for
+// a Consoler that reads a stream of unknown length in bounded memory.
+type Tail struct {
+	Max int
+	buf []byte
+	// Truncated: more than Max bytes were written.
+	Truncated bool
+}
+
+func (t *Tail) Write(p []byte) (int, error) {
+	n := len(p)
+	if len(p) >= t.Max {
+		t.Truncated = t.Truncated || len(p) > t.Max || len(t.buf) > 0
+		t.buf = append(t.buf[:0], p[len(p)-t.Max:]...)
+		return n, nil
+	}
+	if over := len(t.buf) + len(p) - t.Max; over > 0 {
+		t.Truncated = true
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	t.buf = append(t.buf, p...)
+	return n, nil
+}
+
+// Bytes are the bytes kept.
+func (t *Tail) Bytes() []byte { return t.buf }

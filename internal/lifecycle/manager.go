@@ -443,3 +443,50 @@ func decodeHandle(sb *sandbox.Sandbox) (*driver.Handle, error) {
 func backgroundCtx(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), d)
 }
+
+// Console returns the end (at most limit bytes) of what a sandbox's
+// entrypoint printed, and whether there was more. A sandbox whose backend
+// is gone (a Terminated one) has nothing left to read.
+func (m *Manager) Console(ctx context.Context, tenant, id string, limit int) (out []byte, truncated bool, err error) {
+	if _, err := m.lookup(ctx, tenant, id); err != nil {
+		return nil, false, err
+	}
+	c, ok := m.d.(driver.Consoler)
+	if !ok {
+		return nil, false, errdefs.Newf(errdefs.ErrNotImplemented, api.CodeDiagnosticsNotImplemented,
+			"the %s runtime keeps no console output", m.cfg.DriverName)
+	}
+	out, truncated, err = c.Console(ctx, id, limit)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return nil, false, nil
+	}
+	return out, truncated, runtimeError("read the console of", err, []error{errdefs.ErrUnavailable})
+}
+
+// LastEvents returns a sandbox's latest events (at most limit, oldest
+// first) that keep reports true of, and whether there were more.
+func (m *Manager) LastEvents(ctx context.Context, tenant, id string, limit int, keep func(*sandbox.Event) bool) (_ []sandbox.Event, truncated bool, err error) {
+	if _, err := m.lookup(ctx, tenant, id); err != nil {
+		return nil, false, err
+	}
+	var last []sandbox.Event
+	for after := int64(0); ; {
+		page, err := m.rec.Events(ctx, id, after, 1000, "")
+		if err != nil {
+			return nil, false, err
+		}
+		for i := range page {
+			if keep(&page[i]) {
+				last = append(last, page[i])
+			}
+		}
+		if len(last) > limit {
+			truncated = true
+			last = append(last[:0], last[len(last)-limit:]...)
+		}
+		if len(page) < 1000 {
+			return last, truncated, nil
+		}
+		after = page[len(page)-1].Seq
+	}
+}

@@ -26,6 +26,8 @@ func (s *Server) routes() {
 		s.handle("POST "+p+"/sandboxes/{id}/renew-expiration", s.renewSandbox)
 		s.handle("GET "+p+"/sandboxes/{id}/endpoints/{port}", s.getEndpoint)
 		s.handle("GET "+p+"/sandboxes/{id}/events", s.listEvents)
+		s.handle("GET "+p+"/sandboxes/{id}/diagnostics/logs", s.diagnosticLogs)
+		s.handle("GET "+p+"/sandboxes/{id}/diagnostics/events", s.diagnosticEvents)
 		s.handle("POST "+p+"/sandboxes/{id}/snapshots", s.createSnapshot)
 		s.handle("GET "+p+"/snapshots", s.listSnapshots)
 		s.handle("GET "+p+"/snapshots/{id}", s.getSnapshot)
@@ -42,6 +44,7 @@ func (s *Server) routes() {
 		// contract's error shape rather than the mux's plain text.
 		for _, path := range []string{"/sandboxes", "/sandboxes/{id}", "/sandboxes/{id}/metadata", "/sandboxes/{id}/pause",
 			"/sandboxes/{id}/resume", "/sandboxes/{id}/renew-expiration", "/sandboxes/{id}/endpoints/{port}", "/sandboxes/{id}/events",
+			"/sandboxes/{id}/diagnostics/logs", "/sandboxes/{id}/diagnostics/events",
 			"/sandboxes/{id}/snapshots", "/snapshots", "/snapshots/{id}", "/secrets", "/secrets/{name}", "/admin/keys", "/admin/keys/{id}"} {
 			s.mux.HandleFunc(p+path, s.methodNotAllowed)
 		}

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
@@ -643,4 +644,26 @@ var (
 	_ driver.Driver      = (*Driver)(nil)
 	_ driver.Pauser      = (*Driver)(nil)
 	_ driver.Snapshotter = (*Driver)(nil)
+	_ driver.Consoler    = (*Driver)(nil)
 )
+
+// Console implements driver.Consoler: the end of the container's log,
+// which is what corral init passes on of the entrypoint's output.
+func (d *Driver) Console(ctx context.Context, id string, limit int) ([]byte, bool, error) {
+	c, err := d.inspect(ctx, id)
+	if err != nil {
+		return nil, false, err
+	}
+	cctx, cancel := d.call(ctx)
+	defer cancel()
+	logs, err := d.cli.ContainerLogs(cctx, c.ID, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		return nil, false, d.engineErr("logs of "+id, err)
+	}
+	defer logs.Close()
+	t := &driver.Tail{Max: limit}
+	if _, err := stdcopy.StdCopy(t, t, logs); err != nil {
+		return nil, false, d.engineErr("logs of "+id, err)
+	}
+	return t.Bytes(), t.Truncated, nil
+}

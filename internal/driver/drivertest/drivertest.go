@@ -7,6 +7,7 @@
 package drivertest
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -67,6 +68,9 @@ func Run(t *testing.T, h Harness) {
 	}
 	if _, ok := h.New(t).(driver.Snapshotter); ok {
 		t.Run("Snapshot/CreateRestoreRemove", s.snapshot)
+	}
+	if _, ok := h.New(t).(driver.Consoler); ok {
+		t.Run("Console/KeepsTheEntrypointsOutput", s.console)
 	}
 	t.Run("Leaks", s.leaks)
 }
@@ -340,6 +344,39 @@ func (s *suite) exitCode(t *testing.T) {
 		t.Fatalf("Wait().Code = %d, want 3", exit.Code)
 	}
 	wantPhase(t, d, sp.ID, driver.PhaseExited)
+}
+
+// console: what the entrypoint prints can be read back, its end when
+// bounded; an unknown sandbox is not found.
+func (s *suite) console(t *testing.T) {
+	d := s.h.New(t)
+	c := d.(driver.Consoler)
+	sp := s.spec(t, d)
+	mark := "console-" + randHex(6)
+	sp.Entrypoint = []string{"sh", "-c", "echo " + mark + "; echo last-line; exec sleep 3600"}
+	if _, err := d.Create(ctxT(t), sp); err != nil {
+		t.Fatalf("Create = %v", err)
+	}
+	var out []byte
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		var err error
+		if out, _, err = c.Console(ctxT(t), sp.ID, 1<<20); err != nil {
+			t.Fatalf("Console = %v", err)
+		}
+		if bytes.Contains(out, []byte(mark)) && bytes.Contains(out, []byte("last-line")) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the console never showed what the entrypoint printed: %q", out)
+		}
+	}
+	tail, truncated, err := c.Console(ctxT(t), sp.ID, 5)
+	if err != nil || len(tail) != 5 || !truncated || !bytes.HasSuffix(out, tail) {
+		t.Errorf("Console(5) = %q, %v, %v; want the last 5 bytes of %q, truncated", tail, truncated, err, out)
+	}
+	if _, _, err := c.Console(ctxT(t), "dt"+randHex(8), 100); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("Console of an unknown sandbox = %v, want ErrNotFound", err)
+	}
 }
 
 func (s *suite) pauseResume(t *testing.T) {

@@ -68,6 +68,7 @@ var (
 	_ driver.Driver      = (*Driver)(nil)
 	_ driver.Pauser      = (*Driver)(nil)
 	_ driver.Snapshotter = (*Driver)(nil)
+	_ driver.Consoler    = (*Driver)(nil)
 )
 
 type endpointKey struct {
@@ -490,6 +491,25 @@ func (d *Driver) Snapshot(_ context.Context, id, snapshotID string) (*driver.Sna
 		return nil, err
 	}
 	return &driver.SnapshotRef{ID: snapshotID, Driver: Name, Version: 1, Labels: labels}, nil
+}
+
+// Console implements driver.Consoler. A fake sandbox's console is the line
+// a shell would echo for its entrypoint (and its exit, once it exited).
+func (d *Driver) Console(_ context.Context, id string, limit int) ([]byte, bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	o, err := d.load(id)
+	if err != nil {
+		return nil, false, err
+	}
+	out := "$ " + strings.Join(o.Entrypoint, " ") + "\n"
+	if !o.ExitedAt.IsZero() {
+		out += fmt.Sprintf("exited with code %d\n", o.ExitCode)
+	}
+	if len(out) > limit {
+		return []byte(out[len(out)-limit:]), true, nil
+	}
+	return []byte(out), false, nil
 }
 
 // RemoveSnapshot implements driver.Snapshotter.

@@ -30,6 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -119,6 +120,8 @@ type Driver struct {
 	changed chan struct{} // closed and replaced on every Sandbox event
 
 	fwd forwards
+	// core reads pods' logs.
+	core corev1client.CoreV1Interface
 }
 
 type state struct {
@@ -179,7 +182,11 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kube: %w", err)
 	}
-	d := &Driver{cfg: cfg, c: c, api: api, cache: ca, changed: make(chan struct{})}
+	core, err := corev1client.NewForConfig(cfg.REST)
+	if err != nil {
+		return nil, fmt.Errorf("kube: %w", err)
+	}
+	d := &Driver{cfg: cfg, c: c, api: api, cache: ca, core: core, changed: make(chan struct{})}
 	inf, err := ca.GetInformer(ctx, &v1alpha1.Sandbox{})
 	if err != nil {
 		return nil, fmt.Errorf("kube: %w", err)

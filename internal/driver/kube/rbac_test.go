@@ -121,6 +121,9 @@ func TestLeastPrivilege(t *testing.T) {
 		if out, code := kubetest.Exec(t, ep.String(), spec.ExecdToken, "echo ok"); code != 0 || out != "ok\n" {
 			t.Errorf("command %d = %q, %d", i, out, code)
 		}
+		if _, _, err := d.Console(ctx, spec.ID, 1<<10); err != nil {
+			t.Errorf("console %d: %v", i, err)
+		}
 		if in, err := d.Import(ctx, spec.ID); err != nil || in.Spec.ExecdToken != spec.ExecdToken {
 			t.Errorf("import %d = %+v, %v", i, in, err)
 		}

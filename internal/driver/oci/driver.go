@@ -96,8 +96,9 @@ type Driver struct {
 }
 
 var (
-	_ driver.Driver = (*Driver)(nil)
-	_ driver.Pauser = (*Driver)(nil)
+	_ driver.Driver   = (*Driver)(nil)
+	_ driver.Pauser   = (*Driver)(nil)
+	_ driver.Consoler = (*Driver)(nil)
 )
 
 // instance is what the driver knows of a running sandbox.
@@ -449,6 +450,28 @@ func (d *Driver) Inspect(ctx context.Context, id string) (driver.Status, error) 
 		st.Exit = &ex
 	}
 	return st, nil
+}
+
+// Console implements driver.Consoler: the end of the console log, which
+// corral init keeps under ConsoleLimit.
+func (d *Driver) Console(ctx context.Context, id string, limit int) ([]byte, bool, error) {
+	if _, _, err := d.lookup(ctx, id); err != nil {
+		return nil, false, err
+	}
+	f, _, err := safefile.Open(d.diskDir(id), consoleFile)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, false, err
+	}
+	b, err := safefile.Tail(f, int64(limit))
+	return b, fi.Size() > int64(limit), err
 }
 
 // Wait implements driver.Driver: a pidfd of the sandbox's PID 1 becomes

@@ -22,7 +22,7 @@ import (
 const (
 	// ContainerName is the sandbox's container: the user's image running
 	// corral init.
-	ContainerName = "sandbox"
+	ContainerName = v1alpha1.SandboxContainer
 	// InstallContainerName copies the corral binary into binVolume.
 	InstallContainerName = "corral-install"
 	binVolume            = "corral-bin"

@@ -4,7 +4,8 @@
 package v1alpha1
 
 // What the kube driver (in the server) and the controller share besides
-// the types: the access Secret's keys, the scheme, owner references, and
+// the types: the access Secret's keys, the pod's sandbox container, the
+// scheme, owner references, and
 // which pools' pods a Sandbox may adopt. Here, so that the server does
 // not link the reconcilers to share vocabulary.
 
@@ -22,6 +23,9 @@ const (
 	// EgressTokenKey is the key of the access Secret holding the egress
 	// API's token (Sandboxes with an egress policy).
 	EgressTokenKey = "egress-token"
+	// SandboxContainer is the pod's container that runs the sandbox: the
+	// user's image running corral init (the server reads its log).
+	SandboxContainer = "sandbox"
 )
 
 // Scheme returns the scheme of everything the controller and the kube
