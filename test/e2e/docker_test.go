@@ -98,6 +98,7 @@ func TestDockerEndToEnd(t *testing.T) {
 	if _, _, code, _ := x.Run(ctx(t), "exit 7", sdk.CommandOptions{}); code != 7 {
 		t.Errorf("exit code = %d, want 7", code)
 	}
+	wantDiagnostics(t, s, c, ref)
 	data := strings.Repeat("corral ", 100000)
 	if err := x.Upload(ctx(t), "/tmp/in/data.txt", strings.NewReader(data), 0o644); err != nil {
 		t.Fatal(err)

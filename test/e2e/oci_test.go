@@ -70,6 +70,7 @@ func TestOCIEndToEnd(t *testing.T) {
 	if _, _, code := x.run("exit 7"); code != 7 {
 		t.Errorf("exit code = %d, want 7", code)
 	}
+	wantDiagnostics(t, s, c, ref)
 	data := []byte(strings.Repeat("corral ", 100000))
 	x.upload("/tmp/in/data.txt", data)
 	if got := x.download("/tmp/in/data.txt"); string(got) != string(data) {
