@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/corral-dev/corral/api"
@@ -70,6 +71,9 @@ type Config struct {
 	DefaultNetworkPolicy json.RawMessage
 	// Limits are the server's defaults and maxima of sandbox resources.
 	Limits sandbox.Limits
+	// RenewOnAccessInterval is how often at most a sandbox that asked for
+	// renew-on-access is renewed by requests to it (default 1m).
+	RenewOnAccessInterval time.Duration
 }
 
 // SecretSource is what a sandbox granted secrets is given: the directory
@@ -91,6 +95,7 @@ func (c *Config) setDefaults() {
 	def(&c.OrphanGrace, 2*time.Minute)
 	def(&c.RetainTerminated, time.Hour)
 	def(&c.IdempotencyTTL, 24*time.Hour)
+	def(&c.RenewOnAccessInterval, time.Minute)
 	if c.Logger == nil {
 		c.Logger = logctx.Discard()
 	}
@@ -138,6 +143,8 @@ type Manager struct {
 type entry struct {
 	op sync.Mutex
 	sb *sandbox.Sandbox
+	// accessRenewed is when a request last renewed the sandbox (unix ns).
+	accessRenewed atomic.Int64
 	// created is closed when the Create that made this entry has finished.
 	created chan struct{}
 }
@@ -489,4 +496,39 @@ func (m *Manager) LastEvents(ctx context.Context, tenant, id string, limit int, 
 		}
 		after = page[len(page)-1].Seq
 	}
+}
+
+// RenewOnAccess is called for each request the server forwards to sb: a
+// sandbox created with access.renew.extend.seconds N has its expiry
+// extended to max(now + N, its expiry), at most once per
+// RenewOnAccessInterval. The renewal runs in the background and never
+// fails the request; one that cannot be made is logged. It reports
+// whether it started one.
+func (m *Manager) RenewOnAccess(sb *sandbox.Sandbox) bool {
+	extend := sb.RenewOnAccess()
+	if extend == 0 {
+		return false
+	}
+	e := m.liveEntry(sb.ID)
+	if e == nil {
+		return false
+	}
+	now := time.Now()
+	last := e.accessRenewed.Load()
+	if now.UnixNano()-last < int64(m.cfg.RenewOnAccessInterval) || !e.accessRenewed.CompareAndSwap(last, now.UnixNano()) {
+		return false
+	}
+	if m.cfg.MaxTimeout > 0 {
+		extend = min(extend, m.cfg.MaxTimeout)
+	}
+	at := now.Add(extend)
+	if !at.After(m.current(e).ExpiresAt) {
+		return false
+	}
+	m.spawn(func(ctx context.Context) {
+		if _, err := m.Renew(ctx, sb.Tenant, sb.ID, at); err != nil {
+			m.log.WarnContext(ctx, "renew on access", "sandbox_id", sb.ID, "err", err)
+		}
+	})
+	return true
 }

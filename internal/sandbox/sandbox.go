@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/corral-dev/corral/api"
@@ -197,4 +198,19 @@ func ShortID(id string) string {
 		return id[:8]
 	}
 	return fmt.Sprintf("%08s", id)
+}
+
+// ExtensionRenewOnAccess is the create extension that opts a sandbox into
+// renew-on-access (OpenSandbox's access.renew.extend.seconds): a request
+// the server proxies to it extends its expiry to at least that many
+// seconds from then.
+const ExtensionRenewOnAccess = "access.renew.extend.seconds"
+
+// RenewOnAccess is how far a request extends sb's expiry (0: it does not).
+func (sb *Sandbox) RenewOnAccess() time.Duration {
+	n, err := strconv.Atoi(sb.Extensions[ExtensionRenewOnAccess])
+	if err != nil || n <= 0 || sb.ExpiresAt.IsZero() {
+		return 0
+	}
+	return time.Duration(n) * time.Second
 }

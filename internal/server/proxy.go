@@ -227,6 +227,7 @@ func (p *sandboxProxy) serve(w http.ResponseWriter, r *http.Request) {
 			"sandbox %s is %s; resume it to reach its ports", id, sb.Status.State))
 		return
 	}
+	_ = p.s.mgr.RenewOnAccess(sb)
 	_, header := presentedKey(r)
 	// A corral key in X-API-Key (one of this server's, or one that looks
 	// minted, revoked ones too) is removed whether or not it authorized

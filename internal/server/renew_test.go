@@ -1,0 +1,67 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package server
+
+import (
+	"testing"
+	"time"
+
+	"github.com/corral-dev/corral/api"
+	"github.com/corral-dev/corral/internal/testutil"
+)
+
+// A sandbox created with access.renew.extend.seconds is renewed by the
+// requests the server proxies to it: its expiry moves to now + N when
+// that is later, at most once per interval; a sandbox without the
+// extension keeps its expiry, and so does one whose expiry is later.
+func TestRenewOnAccess(t *testing.T) {
+	t.Parallel()
+	s := newTS(t)
+	expiry := func(id string) time.Time {
+		t.Helper()
+		var sb api.Sandbox
+		s.call("GET", "/v1/sandboxes/"+id, s.keyA, nil).decode(t, &sb)
+		if sb.ExpiresAt == nil {
+			t.Fatalf("sandbox %s has no expiry", id)
+		}
+		return *sb.ExpiresAt
+	}
+	create := func(timeout int, extend string) string {
+		b := basicCreate()
+		b["timeout"] = timeout
+		if extend != "" {
+			b["extensions"] = map[string]string{"access.renew.extend.seconds": extend}
+		}
+		return s.create(s.keyA, b).ID
+	}
+	renewing, plain, later := create(60, "300"), create(60, ""), create(3600, "300")
+	before := map[string]time.Time{renewing: expiry(renewing), plain: expiry(plain), later: expiry(later)}
+	for _, id := range []string{renewing, plain, later} {
+		if r := s.call("GET", "/v1/sandboxes/"+id+"/proxy/8080/", s.keyA, nil); r.status != 200 {
+			t.Fatalf("proxy = %d %s", r.status, r.body)
+		}
+	}
+	testutil.WaitFor(t, 10*time.Second, "the proxied request to renew the sandbox", func() bool {
+		return expiry(renewing).Sub(before[renewing]) > 200*time.Second
+	})
+	if got := expiry(renewing); got.Sub(time.Now()) < 290*time.Second || got.Sub(time.Now()) > 301*time.Second {
+		t.Errorf("renewed expiry is %v from now, want about 300 s", time.Until(got))
+	}
+	// Within the interval (a minute), another request starts no renewal;
+	// the others never had one to start.
+	for _, id := range []string{renewing, plain, later} {
+		sb, err := s.mgr.ByID(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.mgr.RenewOnAccess(sb) {
+			t.Errorf("sandbox %s was renewed again", id)
+		}
+	}
+	for id, want := range map[string]time.Time{plain: before[plain], later: before[later]} {
+		if got := expiry(id); !got.Equal(want) {
+			t.Errorf("sandbox %s expires at %v, want %v", id, got, want)
+		}
+	}
+}
