@@ -31,7 +31,8 @@ func runExecd(ctx context.Context, e *env, args []string) int {
 	token := fs.String("access-token", e.Getenv("EXECD_ACCESS_TOKEN"), "token required in X-EXECD-ACCESS-TOKEN, or its verifier sha256:HEX (default $EXECD_ACCESS_TOKEN; empty: no auth)")
 	tokenFile := fs.String("access-token-file", "", "read the access token (or its verifier) from this file instead, re-read when it changes (empty file: nothing passes)")
 	stateDir := fs.String("state-dir", "", "where command output is retained (default: a directory under $TMPDIR)")
-	envFile := fs.String("env-file", e.Getenv("EXECD_ENVS"), "file of KEY=VALUE lines added to every command's environment (default $EXECD_ENVS)")
+	envFile := fs.String("env-file", "", "file of KEY=VALUE lines added to every command's environment")
+	userEnvFile := fs.String("user-env-file", e.Getenv("EXECD_ENVS"), "file of KEY=VALUE lines the sandbox's programs may write, added after --env-file for the commands of root or of the file's owner (default $EXECD_ENVS)")
 	retainN := fs.Int("retain-commands", defaultRetention.MaxCommands, "finished commands kept for status and logs")
 	retainBytes := fs.Int64("retain-bytes", defaultRetention.MaxBytes, "output bytes kept for finished commands")
 	retainAge := fs.Duration("retain-age", defaultRetention.MaxAge, "finished commands older than this are removed")
@@ -52,7 +53,7 @@ func runExecd(ctx context.Context, e *env, args []string) int {
 		return client.Fail(e, "%v", err)
 	}
 	srv, err := execd.New(execd.Config{
-		Listen: *listen, AccessToken: *token, AccessTokenFile: *tokenFile, StateDir: *stateDir, EnvFile: *envFile, Logger: log,
+		Listen: *listen, AccessToken: *token, AccessTokenFile: *tokenFile, StateDir: *stateDir, EnvFile: *envFile, UserEnvFile: *userEnvFile, Logger: log,
 		InterruptGrace: *grace, PingInterval: *ping, CodeIdleTimeout: *codeIdle, CodeSpecWait: *codeWait, CodeQueueLimit: *codeQueue, CodeInterruptTimeout: *codeInterrupt, CodeMaxContexts: *codeMax,
 		Retention: process.Retention{MaxCommands: *retainN, MaxBytes: *retainBytes, MaxAge: *retainAge},
 	})

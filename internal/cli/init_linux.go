@@ -108,8 +108,10 @@ func runInit(_ context.Context, e *env, args []string) int {
 		}
 		ecfg := execd.Config{Listen: o.ExecdListen, AccessToken: e.Getenv("EXECD_ACCESS_TOKEN"), AccessTokenFile: o.ExecdTokenFile,
 			StateDir: o.ExecdStateDir, EnvFile: o.ExecdEnvFile, Retention: defaultRetention}
-		if ecfg.EnvFile == "" {
-			ecfg.EnvFile = e.Getenv("EXECD_ENVS")
+		if cfg.Env, ecfg.UserEnvFile, err = initproc.ExecdEnvs(cfg.Env, insandbox.ExecdEnvs, cfg.Credential); err != nil {
+			// Commands then just do not see what the entrypoint would
+			// have written there.
+			fmt.Fprintf(e.Stderr, "corral init: %v\n", err)
 		}
 		cfg.Daemon = func(ctx context.Context, stderr io.Writer) error { return serveExecd(ctx, ecfg, sock, stderr) }
 	}

@@ -20,9 +20,10 @@ import (
 	"github.com/corral-dev/corral/internal/execd/process"
 )
 
-// env builds a command's environment: execd's own (without its secrets),
-// then the EXECD_ENVS file, then the request's variables.
-func (s *Server) env(extra map[string]string) []string {
+// env builds the environment of a command that runs as uid: execd's own
+// (without its secrets), then the runtime's env file, then the EXECD_ENVS
+// file, then the request's variables.
+func (s *Server) env(extra map[string]string, uid int) []string {
 	vars := map[string]string{}
 	var order []string
 	set := func(k, v string) {
@@ -35,19 +36,12 @@ func (s *Server) env(extra map[string]string) []string {
 		k, v, _ := strings.Cut(kv, "=")
 		set(k, v)
 	}
-	if s.cfg.EnvFile != "" {
-		if f, err := os.Open(s.cfg.EnvFile); err == nil {
-			sc := bufio.NewScanner(f)
-			for sc.Scan() {
-				line := strings.TrimSpace(sc.Text())
-				if line == "" || strings.HasPrefix(line, "#") {
-					continue
-				}
-				if k, v, ok := strings.Cut(strings.TrimPrefix(line, "export "), "="); ok && k != "" {
-					set(k, v)
-				}
-			}
-			f.Close()
+	for _, f := range []struct {
+		path    string
+		trusted bool
+	}{{s.cfg.EnvFile, true}, {s.cfg.UserEnvFile, false}} {
+		for _, kv := range readEnvFile(f.path, f.trusted, uid) {
+			set(kv[0], kv[1])
 		}
 	}
 	for k, v := range extra {
@@ -56,6 +50,46 @@ func (s *Server) env(extra map[string]string) []string {
 	out := make([]string, 0, len(order))
 	for _, k := range order {
 		out = append(out, k+"="+vars[k])
+	}
+	return out
+}
+
+// maxEnvFile bounds what is read of an env file.
+const maxEnvFile = 1 << 20
+
+// readEnvFile reads the KEY=VALUE lines of an env file ("export " and
+// comments allowed) for a command running as uid. An untrusted file (one
+// the sandbox's own programs may write, EXECD_ENVS) counts only when it is
+// a regular file, not reached through a link, that root or uid owns: what
+// an unprivileged entrypoint writes never sets the environment of root's
+// commands (LD_PRELOAD and the like).
+func readEnvFile(path string, trusted bool, uid int) [][2]string {
+	if path == "" {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return nil
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !trusted && (!ok || st.Uid != 0 && int(st.Uid) != uid) {
+		return nil
+	}
+	var out [][2]string
+	sc := bufio.NewScanner(io.LimitReader(f, maxEnvFile))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(strings.TrimPrefix(line, "export "), "=")
+		if ok && k != "" && !strings.ContainsAny(k, " \t\x00") && !strings.ContainsRune(v, 0) {
+			out = append(out, [2]string{k, v})
+		}
 	}
 	return out
 }
@@ -136,7 +170,11 @@ func (s *Server) startCommand(req api.RunCommandRequest) (*process.Command, erro
 	if err != nil {
 		return nil, err
 	}
-	cred, env, err := credential(req.UID, req.GID, s.env(req.Envs))
+	uid := os.Geteuid()
+	if req.UID != nil {
+		uid = int(*req.UID)
+	}
+	cred, env, err := credential(req.UID, req.GID, s.env(req.Envs, uid))
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -526,5 +527,59 @@ func TestAccessTokenFile(t *testing.T) {
 	}
 	if a := d.do("GET", "/metrics", nil, api.HeaderExecdToken, ""); a.status != 401 {
 		t.Errorf("an empty file let an empty token in: %d", a.status)
+	}
+}
+
+// EXECD_ENVS (--user-env-file) is what the sandbox's own programs write:
+// its lines reach the commands of root and of the file's owner, after
+// the runtime's --env-file; a file another user owns, a link, or a FIFO
+// (which would block a reader) changes nothing.
+func TestCommandUserEnvFile(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	dir := t.TempDir()
+	_ = os.Chmod(dir, 0o755)
+	runtimeFile, userFile := filepath.Join(dir, "runtime"), filepath.Join(dir, "user")
+	_ = os.WriteFile(runtimeFile, []byte("WHO=runtime\nKEPT=runtime\n"), 0o600)
+	_ = os.WriteFile(userFile, []byte("WHO=entrypoint\nPATH=/opt/lang/bin:/usr/bin:/bin\n"), 0o600)
+	d := startExecd(t, "--env-file", runtimeFile, "--user-env-file", userFile)
+	run := func(uid int) string {
+		t.Helper()
+		evs := d.events("/command", map[string]any{"command": `echo "$WHO $KEPT $PATH"`, "uid": uid, "cwd": "/"})
+		return strings.TrimSpace(output(evs, api.EventStdout))
+	}
+	if got := run(0); got != "entrypoint runtime /opt/lang/bin:/usr/bin:/bin" {
+		t.Errorf("root's command with a root-owned EXECD_ENVS = %q", got)
+	}
+	// Written by an unprivileged entrypoint: its own commands see it,
+	// root's do not.
+	if err := os.Chown(userFile, 1234, 1234); err != nil {
+		t.Fatal(err)
+	}
+	if got := run(1234); !strings.HasPrefix(got, "entrypoint runtime /opt/lang/bin") {
+		t.Errorf("the owner's command = %q", got)
+	}
+	if got := run(0); strings.Contains(got, "entrypoint") || strings.Contains(got, "/opt/lang") {
+		t.Errorf("root's command took an unprivileged user's EXECD_ENVS: %q", got)
+	}
+	if got := run(4321); strings.Contains(got, "entrypoint") {
+		t.Errorf("another user's command took it: %q", got)
+	}
+	// A link to a root-owned file, or a FIFO, in its place: ignored.
+	target := filepath.Join(dir, "target")
+	_ = os.WriteFile(target, []byte("WHO=link\n"), 0o600)
+	_ = os.Remove(userFile)
+	if err := os.Symlink(target, userFile); err != nil {
+		t.Fatal(err)
+	}
+	if got := run(0); !strings.HasPrefix(got, "runtime runtime") {
+		t.Errorf("through a link = %q", got)
+	}
+	_ = os.Remove(userFile)
+	if err := syscall.Mkfifo(userFile, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if got := run(0); !strings.HasPrefix(got, "runtime runtime") {
+		t.Errorf("a FIFO = %q", got)
 	}
 }

@@ -183,7 +183,7 @@ func (s *Server) createPTY(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	env := append(s.env(nil), "TERM=xterm-256color")
+	env := append(s.env(nil, os.Geteuid()), "TERM=xterm-256color")
 	sess := &ptySession{id: newPTYID(), cwd: dir, command: req.Command, env: env, exitCh: make(chan struct{})}
 	s.ptys.mu.Lock()
 	s.ptys.m[sess.id] = sess

@@ -54,11 +54,16 @@ type Config struct {
 	AccessTokenFile string
 	// StateDir holds retained command output.
 	StateDir string
-	// EnvFile is a file of KEY=VALUE lines merged into every command's
-	// environment (OpenSandbox's EXECD_ENVS).
-	EnvFile   string
-	Retention process.Retention
-	Logger    *slog.Logger
+	// EnvFile is a file of KEY=VALUE lines the runtime gives every
+	// command's environment (a warm sandbox's, once claimed).
+	EnvFile string
+	// UserEnvFile is OpenSandbox's EXECD_ENVS: a file of KEY=VALUE lines
+	// the sandbox's entrypoint may write, merged after EnvFile into the
+	// environment of the commands (and kernels) of a user that may (root,
+	// or the file's owner).
+	UserEnvFile string
+	Retention   process.Retention
+	Logger      *slog.Logger
 	// PingInterval is how often an idle stream gets a ping (default 3s).
 	PingInterval time.Duration
 	// InterruptGrace is the time between SIGTERM and SIGKILL (default 3s).
@@ -159,7 +164,7 @@ func New(cfg Config) (*Server, error) {
 		metrics: newSampler(), mux: http.NewServeMux(), baseEnv: cleanEnv(os.Environ()), workdir: wd, token: tokenFile{path: cfg.AccessTokenFile},
 	}
 	s.code = code.New(code.Config{
-		Env: func() []string { return s.env(nil) }, Workdir: wd, StateDir: filepath.Join(cfg.StateDir, "code"),
+		Env: func() []string { return s.env(nil, os.Geteuid()) }, Workdir: wd, StateDir: filepath.Join(cfg.StateDir, "code"),
 		SpecWait: cfg.CodeSpecWait, IdleTimeout: cfg.CodeIdleTimeout, QueueLimit: cfg.CodeQueueLimit, InterruptTimeout: cfg.CodeInterruptTimeout, MaxContexts: cfg.CodeMaxContexts, Logger: cfg.Logger,
 	})
 	s.proxy = newLocalProxy(s)

@@ -5,6 +5,7 @@ package execd
 
 import (
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/corral-dev/corral/api"
@@ -25,7 +26,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	sess := s.sessions.Create(dir, s.env(nil))
+	sess := s.sessions.Create(dir, s.env(nil, os.Geteuid()))
 	writeJSON(w, http.StatusOK, api.CreateSessionResponse{SessionID: sess.ID})
 }
 

@@ -133,3 +133,36 @@ func PrepareWarm(fifo, tokenFile, token string) error {
 	}
 	return nil
 }
+
+// ExecdEnvs makes the EXECD_ENVS file of OpenSandbox's execd contract: the
+// file named by env's EXECD_ENVS when the image or the request set one,
+// else path, made (or, in a restored snapshot, found) as a regular file
+// the entrypoint's user (cred; nil: root) owns and may write, and added to
+// env. It returns the environment and the file's path; on an error the
+// environment is env unchanged and execd reads no such file.
+func ExecdEnvs(env []string, path string, cred *syscall.Credential) ([]string, string, error) {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "EXECD_ENVS="); ok && v != "" {
+			return env, v, nil
+		}
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
+	if err != nil {
+		return env, "", fmt.Errorf("EXECD_ENVS: %w", err)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return env, "", fmt.Errorf("EXECD_ENVS: %s is not a regular file", path)
+	}
+	uid, gid := 0, 0
+	if cred != nil {
+		uid, gid = int(cred.Uid), int(cred.Gid)
+	}
+	if err := f.Chown(uid, gid); err != nil {
+		return env, "", fmt.Errorf("EXECD_ENVS: %w", err)
+	}
+	if err := f.Chmod(0o600); err != nil {
+		return env, "", fmt.Errorf("EXECD_ENVS: %w", err)
+	}
+	return append(env, "EXECD_ENVS="+path), path, nil
+}

@@ -7,7 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
+
+	"github.com/corral-dev/corral/internal/testutil"
 )
 
 func TestLookupCredential(t *testing.T) {
@@ -61,5 +64,49 @@ func TestPrepareWarm(t *testing.T) {
 	}
 	if fi, _ := os.Stat(tok); fi.Mode().Perm() != 0o600 {
 		t.Fatalf("token file mode %v", fi.Mode())
+	}
+}
+
+// ExecdEnvs makes a file the entrypoint's user owns and exports it; one
+// the image or request named is used as it is; a link or a FIFO in the
+// file's place is refused and nothing is exported.
+func TestExecdEnvs(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "envs")
+	env, got, err := ExecdEnvs([]string{"A=1"}, path, &syscall.Credential{Uid: 1234, Gid: 4321})
+	if err != nil || got != path || !slices.Equal(env, []string{"A=1", "EXECD_ENVS=" + path}) {
+		t.Fatalf("ExecdEnvs = %q, %q, %v", env, got, err)
+	}
+	fi, err := os.Lstat(path)
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the file = %v, %v", fi, err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 1234 || st.Gid != 4321 {
+		t.Errorf("the file is owned by %d:%d, want the entrypoint's 1234:4321", st.Uid, st.Gid)
+	}
+	// Found again (a restored snapshot), it is kept and handed to root.
+	_ = os.WriteFile(path, []byte("K=v\n"), 0o644)
+	if _, _, err := ExecdEnvs(nil, path, nil); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "K=v\n" {
+		t.Errorf("the file's lines were lost: %q", b)
+	}
+	if env, got, err := ExecdEnvs([]string{"EXECD_ENVS=/opt/app/.env"}, path, nil); err != nil || got != "/opt/app/.env" || len(env) != 1 {
+		t.Errorf("with EXECD_ENVS set = %q, %q, %v", env, got, err)
+	}
+	link := filepath.Join(dir, "link")
+	_ = os.Symlink("/etc/passwd", link)
+	fifo := filepath.Join(dir, "fifo")
+	_ = syscall.Mkfifo(fifo, 0o600)
+	for _, p := range []string{link, fifo} {
+		if env, got, err := ExecdEnvs([]string{"A=1"}, p, nil); err == nil || got != "" || len(env) != 1 {
+			t.Errorf("ExecdEnvs(%s) = %q, %q, %v; want a refusal", p, env, got, err)
+		}
+	}
+	if fi, _ := os.Stat("/etc/passwd"); fi.Sys().(*syscall.Stat_t).Uid != 0 {
+		t.Error("the link's target changed owner")
 	}
 }

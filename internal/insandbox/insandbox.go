@@ -28,6 +28,10 @@ const (
 	// CABundle is the system CA bundle plus VaultCA that corral init
 	// writes (SSL_CERT_FILE and friends point there).
 	CABundle = "/etc/ssl/corral-ca-bundle.pem"
+	// ExecdEnvs is the file corral init makes for the entrypoint and
+	// exports as EXECD_ENVS (unless the image or the request names one):
+	// KEY=VALUE lines the entrypoint writes there reach later commands.
+	ExecdEnvs = "/.corral-execd-envs"
 
 	// ExecdPort is execd's TCP port in the sandbox's network namespace.
 	ExecdPort = api.ExecdPort

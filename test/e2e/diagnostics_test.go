@@ -38,3 +38,23 @@ func wantDiagnostics(t *testing.T, s *server, c *sdk.Client, image string) {
 		t.Errorf("lifecycle events = %d %s", code, body)
 	}
 }
+
+// wantExecdEnvs checks OpenSandbox's EXECD_ENVS contract on a real
+// sandbox of image: the entrypoint is handed a file it may write, and the
+// KEY=VALUE lines it writes there reach the commands that run later.
+func wantExecdEnvs(t *testing.T, c *sdk.Client, image string) {
+	t.Helper()
+	sb, err := c.CreateSandbox(ctx(t), ociCreate(image, "sh", "-c", `echo "LANG_CHOICE=from-the-entrypoint" >> "$EXECD_ENVS"; exec sleep 3600`), sdk.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	defer func() { _ = c.DeleteSandbox(ctx(t), sb.ID) }()
+	x, err := c.Sandbox(ctx(t), sb.ID, sdk.SandboxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 30*time.Second, "a command to see what the entrypoint wrote to EXECD_ENVS", func() bool {
+		out, _, code, err := x.Run(ctx(t), `echo "$LANG_CHOICE"`, sdk.CommandOptions{})
+		return err == nil && code == 0 && strings.TrimSpace(out) == "from-the-entrypoint"
+	})
+}

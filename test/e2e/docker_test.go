@@ -99,6 +99,7 @@ func TestDockerEndToEnd(t *testing.T) {
 		t.Errorf("exit code = %d, want 7", code)
 	}
 	wantDiagnostics(t, s, c, ref)
+	wantExecdEnvs(t, c, ref)
 	data := strings.Repeat("corral ", 100000)
 	if err := x.Upload(ctx(t), "/tmp/in/data.txt", strings.NewReader(data), 0o644); err != nil {
 		t.Fatal(err)

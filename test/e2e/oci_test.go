@@ -71,6 +71,7 @@ func TestOCIEndToEnd(t *testing.T) {
 		t.Errorf("exit code = %d, want 7", code)
 	}
 	wantDiagnostics(t, s, c, ref)
+	wantExecdEnvs(t, c, ref)
 	data := []byte(strings.Repeat("corral ", 100000))
 	x.upload("/tmp/in/data.txt", data)
 	if got := x.download("/tmp/in/data.txt"); string(got) != string(data) {
