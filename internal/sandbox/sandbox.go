@@ -206,10 +206,10 @@ func ShortID(id string) string {
 // seconds from then.
 const ExtensionRenewOnAccess = "access.renew.extend.seconds"
 
-// RenewOnAccess is how far a request extends sb's expiry (0: it does not).
-func (sb *Sandbox) RenewOnAccess() time.Duration {
-	n, err := strconv.Atoi(sb.Extensions[ExtensionRenewOnAccess])
-	if err != nil || n <= 0 || sb.ExpiresAt.IsZero() {
+// RenewOnAccess is how far a request extends s's expiry (0: it does not).
+func (s *Sandbox) RenewOnAccess() time.Duration {
+	n, err := strconv.Atoi(s.Extensions[ExtensionRenewOnAccess])
+	if err != nil || n <= 0 || s.ExpiresAt.IsZero() {
 		return 0
 	}
 	return time.Duration(n) * time.Second
