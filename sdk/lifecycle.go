@@ -5,6 +5,7 @@ package sdk
 
 import (
 	"context"
+	"fmt"
 	"iter"
 	"net/http"
 	"net/url"
@@ -308,6 +309,37 @@ func (c *Client) Events(ctx context.Context, id string, opts EventOptions) (*api
 	}
 	var out api.SandboxEventList
 	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/sandboxes/" + url.PathEscape(id) + "/events", query: q,
+		retry: true, want: []int{http.StatusOK}}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// DiagnosticOptions choose what Diagnostics returns.
+type DiagnosticOptions struct {
+	// Scope is one of api.DiagnosticScope* (default all).
+	Scope string
+	// Limit bounds the events returned (default 500, at most 1000).
+	Limit int
+}
+
+// Diagnostics returns a sandbox's diagnostics of kind "logs" (what its
+// entrypoint printed) or "events" (its event log as text), as
+// OpenSandbox's diagnostics API describes them, delivered inline.
+func (c *Client) Diagnostics(ctx context.Context, id, kind string, opts DiagnosticOptions) (*api.DiagnosticContent, error) {
+	if kind != "logs" && kind != "events" {
+		return nil, fmt.Errorf("sdk: diagnostics of kind %q: want logs or events", kind)
+	}
+	q := url.Values{}
+	q.Set("scope", api.DiagnosticScopeAll)
+	if opts.Scope != "" {
+		q.Set("scope", opts.Scope)
+	}
+	if opts.Limit > 0 {
+		q.Set("limit", strconv.Itoa(opts.Limit))
+	}
+	var out api.DiagnosticContent
+	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/sandboxes/" + url.PathEscape(id) + "/diagnostics/" + kind, query: q,
 		retry: true, want: []int{http.StatusOK}}, &out); err != nil {
 		return nil, err
 	}

@@ -48,6 +48,7 @@ func commands() []command {
 		c["resume"],
 		c["renew"],
 		c["kill"],
+		c["diagnostics"],
 		c["snapshot"],
 		{Name: "serve", Summary: "run the lifecycle API server (the control plane)", Run: runServe},
 		c["keys"],

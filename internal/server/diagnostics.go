@@ -34,7 +34,7 @@ func diagnosticScope(r *http.Request, kind string, served ...string) (string, er
 	}
 	if !slices.Contains(served, scope) {
 		return "", errdefs.Newf(errdefs.ErrNotImplemented, api.CodeDiagnosticsNotImplemented,
-			"corral serves the %s of scope %s only", kind, strings.Join(served, " and "))
+			"scope %s: this server has no %s of that scope; it serves %s", scope, kind, strings.Join(served, ", "))
 	}
 	return scope, nil
 }

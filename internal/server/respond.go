@@ -28,10 +28,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // writeError answers err in the contract's error shape. Only a
 // user-facing error's text reaches the body; any other is logged here,
 // once, with the request id, which the generic sentence users see names.
+// A failure is logged as an error; a refusal (4xx, and 501: something
+// this server does not do) only when its text is not in the body.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, code, msg := errhttp.FromError(err)
 	switch {
-	case status >= 500:
+	case status >= 500 && status != http.StatusNotImplemented:
 		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
 	case !errhttp.UserFacing(err):
 		s.log.InfoContext(r.Context(), "request refused", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)

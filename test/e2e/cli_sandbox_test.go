@@ -362,6 +362,13 @@ func TestCLIProfilesLifecycleAndCompletion(t *testing.T) {
 	if err := json.Unmarshal([]byte(c.ok("get", a, "-o", "json")), &sb); err != nil || sb.Status.State != api.StateRunning || len(sb.Entrypoint) != 2 || sb.ExpiresAt == nil {
 		t.Errorf("get = %+v %v", sb, err)
 	}
+	if out := c.ok("diagnostics", "logs", a); out != "$ sleep 1d\n" {
+		t.Errorf("diagnostics logs = %q", out)
+	}
+	if out := c.ok("diagnostics", "events", a, "--scope", "lifecycle"); !strings.Contains(out, " paused ") || !strings.Contains(out, " resumed ") {
+		t.Errorf("diagnostics events = %q", out)
+	}
+	c.wantError(c.run(nil, "diagnostics", "events", a, "--scope", "process"), 1, "scope process: this server has no events of that scope")
 	snap := strings.TrimSpace(c.ok("snapshot", "create", a, "--name", "first"))
 	if out := c.ok("snapshot", "ls", "--sandbox", a); !strings.Contains(out, snap) || !strings.Contains(out, "first") {
 		t.Errorf("snapshot ls = %q", out)

@@ -112,6 +112,7 @@ func Commands() map[string]Command {
 		{Name: "resume", Summary: "thaw paused sandboxes", Run: runResume, TakesID: true},
 		{Name: "renew", Summary: "extend a sandbox's time to live", Run: runRenew, TakesID: true},
 		{Name: "kill", Summary: "delete sandboxes", Run: runKill, TakesID: true},
+		diagnosticsCommand,
 		snapshotCommand,
 		keysCommand,
 		configCommand,

@@ -420,3 +420,42 @@ func runSnapshotRemove(ctx context.Context, e *env, args []string) int {
 	}
 	return status
 }
+
+var diagnosticsCommand = Command{
+	Name: "diagnostics", Summary: "print what a sandbox's entrypoint printed, or its event log",
+	Subs: []Subcommand{
+		{Name: "logs", Usage: "logs ID [-o json]", Summary: "the entrypoint's output (its last MiB)", Run: diagnosticsOf("logs")},
+		{Name: "events", Usage: "events ID [--scope lifecycle|network|all] [--limit N] [-o json]", Summary: "the sandbox's events, a line each", Run: diagnosticsOf("events")},
+	},
+	Note: "The routes are OpenSandbox's diagnostics API (GET /sandboxes/{id}/diagnostics/logs and /events).",
+}
+
+func diagnosticsOf(kind string) func(context.Context, *env, []string) int {
+	return func(ctx context.Context, e *env, args []string) int {
+		var cf clientFlags
+		fs := newFlagSet(e, "diagnostics "+kind, "diagnostics "+kind+" ID")
+		cf.register(fs, "text", "json", "yaml")
+		scope := fs.String("scope", "all", "which part: all, or for events lifecycle or network")
+		limit := 0
+		if kind == "events" {
+			fs.IntVar(&limit, "limit", 0, "the latest events to print (default 500, at most 1000)")
+		}
+		inv, ok, code := cf.setup(ctx, e, fs, args, -1, true, 1, nArgs(1, "diagnostics "+kind+": give one sandbox id"))
+		if !ok {
+			return code
+		}
+		d, err := inv.c.Diagnostics(ctx, inv.pos[0], kind, sdk.DiagnosticOptions{Scope: *scope, Limit: limit})
+		if err != nil {
+			return cf.apiFail(e, err)
+		}
+		if cf.output != "text" {
+			_ = printValue(e.Stdout, cf.output, d)
+			return 0
+		}
+		fmt.Fprint(e.Stdout, d.Content)
+		for _, w := range d.Warnings {
+			fmt.Fprintln(e.Stderr, "corral: "+w)
+		}
+		return 0
+	}
+}
