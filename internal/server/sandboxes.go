@@ -151,7 +151,7 @@ func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request) {
 // ?limit=N (1–1000, default 100), ?type=PREFIX (such as "egress").
 func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	after, limit := int64(0), 100
+	after := int64(0)
 	if v := q.Get("after"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
@@ -160,13 +160,10 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		after = n
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			s.writeError(w, r, invalid("limit %q: must be a whole number from 1 to 1000", v))
-			return
-		}
-		limit = n
+	limit, err := queryInt(r, "limit", 100, 1, 1000)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
 	}
 	evs, err := s.mgr.Events(r.Context(), tenant(r), r.PathValue("id"), after, limit, q.Get("type"))
 	if err != nil {
