@@ -206,11 +206,25 @@ func ShortID(id string) string {
 // seconds from then.
 const ExtensionRenewOnAccess = "access.renew.extend.seconds"
 
+// ParseRenewOnAccess reads the value of ExtensionRenewOnAccess: a whole
+// number of seconds from 300 to 86400.
+func ParseRenewOnAccess(v string) (time.Duration, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 300 || n > 86400 {
+		return 0, fmt.Errorf("extensions[%s] %q: must be a whole number from 300 to 86400", ExtensionRenewOnAccess, v)
+	}
+	return time.Duration(n) * time.Second, nil
+}
+
 // RenewOnAccess is how far a request extends s's expiry (0: it does not).
 func (s *Sandbox) RenewOnAccess() time.Duration {
-	n, err := strconv.Atoi(s.Extensions[ExtensionRenewOnAccess])
-	if err != nil || n <= 0 || s.ExpiresAt.IsZero() {
+	v, ok := s.Extensions[ExtensionRenewOnAccess]
+	if !ok || s.ExpiresAt.IsZero() {
 		return 0
 	}
-	return time.Duration(n) * time.Second
+	d, err := ParseRenewOnAccess(v)
+	if err != nil {
+		return 0
+	}
+	return d
 }

@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -202,9 +201,8 @@ func createUnsupported(in *api.CreateSandboxRequest, _ *lifecycle.CreateRequest)
 
 func createExtensions(in *api.CreateSandboxRequest, out *lifecycle.CreateRequest) error {
 	if v, ok := in.Extensions[sandbox.ExtensionRenewOnAccess]; ok {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 300 || n > 86400 {
-			return invalid("extensions[access.renew.extend.seconds] %q: must be a whole number from 300 to 86400", v)
+		if _, err := sandbox.ParseRenewOnAccess(v); err != nil {
+			return invalid("%v", err)
 		}
 	}
 	out.Extensions = in.Extensions
