@@ -516,6 +516,8 @@ func TestKubeEgressPolicy(t *testing.T) {
 		t.Errorf("the sandbox changed its own policy without the token: %q", out)
 	}
 	if t.Failed() {
+		_, evs := egressCall(t, c, sb.ID, "GET", "/events", "")
+		t.Logf("egress decisions:\n%s", evs)
 		t.Logf("egress sidecar log:\n%s", w.c.PodLogs(w.ns, sb.ID, "corral-egress"))
 	}
 	if err := c.DeleteSandbox(cx, sb.ID); err != nil {
