@@ -407,7 +407,9 @@ func (x pathXattrs) list(buf []byte) (int, error) { return unix.Llistxattr(strin
 func (x pathXattrs) get(name string, buf []byte) (int, error) {
 	return unix.Lgetxattr(string(x), name, buf)
 }
-func (x pathXattrs) set(name string, val []byte) error { return unix.Lsetxattr(string(x), name, val, 0) }
+func (x pathXattrs) set(name string, val []byte) error {
+	return unix.Lsetxattr(string(x), name, val, 0)
+}
 
 // copyXattrs copies the kept extended attributes of src to dst. The
 // kernel bounds a list and a value at 64 KiB each.
