@@ -29,6 +29,8 @@ const (
 	CodeSnapshotNotFound       = "SNAPSHOT::NOT_FOUND"
 	CodeSnapshotNotReady       = "SNAPSHOT::NOT_READY"
 	CodeSnapshotInvalidSource  = "SNAPSHOT::INVALID_SOURCE_STATE"
+	// CodeSnapshotCaptureFailed is corral's: a capture that failed (a fork's).
+	CodeSnapshotCaptureFailed = "SNAPSHOT::CAPTURE_FAILED"
 	CodeProxyUpstream          = "PROXY::UPSTREAM_UNREACHABLE"
 	CodeRouteNotFound          = "ROUTE_NOT_FOUND"
 	CodeMethodNotAllowed       = "METHOD_NOT_ALLOWED"

@@ -242,6 +242,29 @@ type CreateSnapshotRequest struct {
 	Name string `json:"name,omitempty"`
 }
 
+// ForkRequest is the body of POST /sandboxes/{id}/fork (corral's own
+// route): Count new sandboxes from the file system the sandbox has now.
+type ForkRequest struct {
+	// Count is 1 to 100 (default 1).
+	Count int `json:"count,omitempty"`
+	// Metadata replaces the source's in the forks when set.
+	Metadata map[string]string `json:"metadata,omitempty"`
+	// Env is the forks' environment; the server does not keep the
+	// source's.
+	Env map[string]string `json:"env,omitempty"`
+	// Timeout is each fork's time to live in seconds (default: the
+	// source's).
+	Timeout *int64 `json:"timeout,omitempty"`
+}
+
+// ForkResponse lists the forks, all Running.
+type ForkResponse struct {
+	// SnapshotID is the snapshot they were made from, deleted once they
+	// run.
+	SnapshotID string    `json:"snapshotId"`
+	Sandboxes  []Sandbox `json:"sandboxes"`
+}
+
 // SnapshotStatus is a snapshot's state with its explanation.
 type SnapshotStatus struct {
 	State            string     `json:"state"`

@@ -207,6 +207,19 @@ func (c *Client) CreateSnapshot(ctx context.Context, sandboxID, name string) (*a
 	return &out, nil
 }
 
+// Fork makes sandboxes from the file system a Running sandbox has now
+// (corral's own route; memory is not carried). It returns once every
+// fork runs; when one cannot be made, none is left and the error says
+// why.
+func (c *Client) Fork(ctx context.Context, sandboxID string, req api.ForkRequest) (*api.ForkResponse, error) {
+	var out api.ForkResponse
+	if _, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/sandboxes/" + url.PathEscape(sandboxID) + "/fork",
+		body: req, want: []int{http.StatusCreated}}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // GetSnapshot returns a snapshot.
 func (c *Client) GetSnapshot(ctx context.Context, id string) (*api.Snapshot, error) {
 	var out api.Snapshot

@@ -60,6 +60,16 @@ func (m *Manager) CreateSnapshot(ctx context.Context, tenant, sandboxID, name st
 		return nil, errdefs.Newf(errdefs.ErrFailedPrecondition, api.CodeSnapshotInvalidSource,
 			"sandbox %s is %s; only a Running sandbox can be snapshotted", sandboxID, sb.Status.State)
 	}
+	sn, err := m.acceptSnapshot(ctx, tenant, sandboxID, name)
+	if err != nil {
+		return nil, err
+	}
+	m.spawn(func(ctx context.Context) { m.capture(ctx, snapper, sn) })
+	return sn.Clone(), nil
+}
+
+// acceptSnapshot records a new snapshot of a sandbox, Creating.
+func (m *Manager) acceptSnapshot(ctx context.Context, tenant, sandboxID, name string) (*sandbox.Snapshot, error) {
 	now := time.Now().UTC()
 	sn := &sandbox.Snapshot{
 		ID: sandbox.NewID(), Tenant: tenant, SandboxID: sandboxID, Name: name, State: sandbox.SnapshotCreating,
@@ -68,28 +78,35 @@ func (m *Manager) CreateSnapshot(ctx context.Context, tenant, sandboxID, name st
 	if err := m.putSnapshot(ctx, sn, "snapshot_accepted"); err != nil {
 		return nil, err
 	}
-	m.spawn(func(ctx context.Context) {
-		ctx, cancel := context.WithTimeout(ctx, snapshotTimeout)
-		defer cancel()
-		ref, err := snapper.Snapshot(ctx, sandboxID, sn.ID)
-		done := sn.Clone()
-		done.LastTransitionAt = time.Now().UTC()
-		evType := "snapshot_ready"
+	return sn, nil
+}
+
+// capture has the driver capture sn and records it Ready, or Failed
+// with why; it returns the snapshot as recorded, and the capture's error.
+func (m *Manager) capture(ctx context.Context, snapper driver.Snapshotter, sn *sandbox.Snapshot) (*sandbox.Snapshot, error) {
+	ctx, cancel := context.WithTimeout(ctx, snapshotTimeout)
+	defer cancel()
+	ref, err := snapper.Snapshot(ctx, sn.SandboxID, sn.ID)
+	done := sn.Clone()
+	done.LastTransitionAt = time.Now().UTC()
+	evType := "snapshot_ready"
+	if err == nil {
+		done.Ref, err = json.Marshal(ref)
+	}
+	if err != nil {
+		m.log.WarnContext(ctx, "snapshot capture failed", "sandbox_id", sn.SandboxID, "snapshot_id", sn.ID, "err", err)
+		done.State, done.Reason, done.Message, evType = sandbox.SnapshotFailed, sandbox.ReasonSnapshotFailed, userMessage(err), "snapshot_failed"
+		_ = snapper.RemoveSnapshot(ctx, &driver.SnapshotRef{ID: sn.ID, Driver: m.cfg.DriverName})
+	} else {
+		done.State, done.Reason = sandbox.SnapshotReady, sandbox.ReasonSnapshotReady
+	}
+	if perr := m.putSnapshot(context.WithoutCancel(ctx), done, evType); perr != nil {
+		m.log.ErrorContext(ctx, "record snapshot", "snapshot_id", sn.ID, "err", perr)
 		if err == nil {
-			done.Ref, err = json.Marshal(ref)
+			err = perr
 		}
-		if err != nil {
-			m.log.WarnContext(ctx, "snapshot capture failed", "sandbox_id", sandboxID, "snapshot_id", sn.ID, "err", err)
-			done.State, done.Reason, done.Message, evType = sandbox.SnapshotFailed, sandbox.ReasonSnapshotFailed, userMessage(err), "snapshot_failed"
-			_ = snapper.RemoveSnapshot(ctx, &driver.SnapshotRef{ID: sn.ID, Driver: m.cfg.DriverName})
-		} else {
-			done.State, done.Reason = sandbox.SnapshotReady, sandbox.ReasonSnapshotReady
-		}
-		if err := m.putSnapshot(context.WithoutCancel(ctx), done, evType); err != nil {
-			m.log.ErrorContext(ctx, "record snapshot", "snapshot_id", sn.ID, "err", err)
-		}
-	})
-	return sn.Clone(), nil
+	}
+	return done, err
 }
 
 // GetSnapshot returns a tenant's snapshot.
@@ -195,6 +212,10 @@ func (m *Manager) restorable(tenant, id string) (*driver.SnapshotRef, error) {
 	}
 	if sn.State != sandbox.SnapshotReady {
 		return nil, errdefs.Newf(errdefs.ErrFailedPrecondition, api.CodeSnapshotNotReady, "snapshot %s is %s, not Ready", id, sn.State)
+	}
+	if sn.Driver != m.cfg.DriverName {
+		return nil, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeSnapshotInvalidSource,
+			"snapshot %s was taken by the %s runtime; this server runs the %s runtime, which cannot restore it", id, sn.Driver, m.cfg.DriverName)
 	}
 	var ref driver.SnapshotRef
 	if err := json.Unmarshal(sn.Ref, &ref); err != nil {

@@ -29,6 +29,7 @@ func (s *Server) routes() {
 		s.handle("GET "+p+"/sandboxes/{id}/diagnostics/logs", s.diagnosticLogs)
 		s.handle("GET "+p+"/sandboxes/{id}/diagnostics/events", s.diagnosticEvents)
 		s.handle("POST "+p+"/sandboxes/{id}/snapshots", s.createSnapshot)
+		s.handle("POST "+p+"/sandboxes/{id}/fork", s.forkSandbox)
 		s.handle("GET "+p+"/snapshots", s.listSnapshots)
 		s.handle("GET "+p+"/snapshots/{id}", s.getSnapshot)
 		s.handle("DELETE "+p+"/snapshots/{id}", s.deleteSnapshot)
@@ -45,7 +46,7 @@ func (s *Server) routes() {
 		for _, path := range []string{"/sandboxes", "/sandboxes/{id}", "/sandboxes/{id}/metadata", "/sandboxes/{id}/pause",
 			"/sandboxes/{id}/resume", "/sandboxes/{id}/renew-expiration", "/sandboxes/{id}/endpoints/{port}", "/sandboxes/{id}/events",
 			"/sandboxes/{id}/diagnostics/logs", "/sandboxes/{id}/diagnostics/events",
-			"/sandboxes/{id}/snapshots", "/snapshots", "/snapshots/{id}", "/secrets", "/secrets/{name}", "/admin/keys", "/admin/keys/{id}"} {
+			"/sandboxes/{id}/snapshots", "/sandboxes/{id}/fork", "/snapshots", "/snapshots/{id}", "/secrets", "/secrets/{name}", "/admin/keys", "/admin/keys/{id}"} {
 			s.mux.HandleFunc(p+path, s.methodNotAllowed)
 		}
 	}

@@ -223,6 +223,58 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, toSnapshot(sn))
 }
 
+// forkSandbox is corral's POST /sandboxes/{id}/fork: Count sandboxes from
+// the sandbox's file system as it is now, all Running when it answers.
+func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) {
+	var in api.ForkRequest
+	if _, err := decodeJSON(r, &in, true); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	req, err := forkRequest(&in)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	req.Tenant, req.SandboxID = tenant(r), r.PathValue("id")
+	res, err := s.mgr.Fork(r.Context(), req)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := api.ForkResponse{SnapshotID: res.SnapshotID, Sandboxes: make([]api.Sandbox, len(res.Sandboxes))}
+	for i, sb := range res.Sandboxes {
+		out.Sandboxes[i] = toSandbox(sb)
+	}
+	writeJSON(w, http.StatusCreated, out)
+}
+
+// forkRequest checks a fork's body as a create's parts are checked.
+func forkRequest(in *api.ForkRequest) (lifecycle.ForkRequest, error) {
+	out := lifecycle.ForkRequest{Count: in.Count, Metadata: in.Metadata}
+	if in.Count == 0 {
+		out.Count = 1
+	}
+	if out.Count < 1 || out.Count > lifecycle.MaxFork {
+		return out, invalid("count %d: must be 1 to %d", in.Count, lifecycle.MaxFork)
+	}
+	c := &api.CreateSandboxRequest{Timeout: in.Timeout, Metadata: in.Metadata}
+	if len(in.Env) > 0 {
+		c.Env = make(map[string]*string, len(in.Env))
+		for k, v := range in.Env {
+			c.Env[k] = &v
+		}
+	}
+	var cr lifecycle.CreateRequest
+	for _, part := range []func(*api.CreateSandboxRequest, *lifecycle.CreateRequest) error{createTimeout, createEnv, createMetadata} {
+		if err := part(c, &cr); err != nil {
+			return out, err
+		}
+	}
+	out.Env, out.Timeout = cr.Env, cr.Timeout
+	return out, nil
+}
+
 func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
 	sn, err := s.mgr.GetSnapshot(r.Context(), tenant(r), r.PathValue("id"))
 	if err != nil {

@@ -111,6 +111,7 @@ func Commands() map[string]Command {
 		{Name: "pause", Summary: "freeze sandboxes", Run: runPause, TakesID: true},
 		{Name: "resume", Summary: "thaw paused sandboxes", Run: runResume, TakesID: true},
 		{Name: "renew", Summary: "extend a sandbox's time to live", Run: runRenew, TakesID: true},
+		{Name: "fork", Summary: "make sandboxes from a running sandbox's file system (prints their ids)", Run: runFork, TakesID: true},
 		{Name: "kill", Summary: "delete sandboxes", Run: runKill, TakesID: true},
 		diagnosticsCommand,
 		snapshotCommand,

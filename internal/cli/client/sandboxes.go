@@ -296,6 +296,47 @@ func runRenew(ctx context.Context, e *env, args []string) int {
 	return 0
 }
 
+func runFork(ctx context.Context, e *env, args []string) int {
+	fs := newFlagSet(e, "fork", "fork ID [-n COUNT] [flags]")
+	var cf clientFlags
+	cf.register(fs, "id", "json", "yaml")
+	count := fs.Int("n", 1, "how many sandboxes to make (1 to 100)")
+	envs := newKV("-e")
+	fs.Var(envs, "e", "environment variable KEY=VALUE of the forks (repeatable; the source's is not kept)")
+	meta := newKV("-l")
+	fs.Var(meta, "l", "metadata label KEY=VALUE of the forks, instead of the source's (repeatable)")
+	timeout := fs.Duration("timeout", 0, "the forks' time to live (default: the source's)")
+	inv, ok, code := cf.setup(ctx, e, fs, args, -1, true, 1, func(pos, _ []string) string {
+		if len(pos) != 1 || *count < 1 || *count > 100 || *timeout < 0 {
+			return "fork: give one sandbox id, -n from 1 to 100 and a --timeout that is not negative"
+		}
+		return ""
+	})
+	if !ok {
+		return code
+	}
+	req := api.ForkRequest{Count: *count, Env: envs.m, Metadata: meta.m}
+	if len(meta.m) == 0 {
+		req.Metadata = nil
+	}
+	if *timeout > 0 {
+		secs := int64((*timeout + time.Second - 1) / time.Second)
+		req.Timeout = &secs
+	}
+	res, err := inv.c.Fork(ctx, inv.pos[0], req)
+	if err != nil {
+		return cf.apiFail(e, err)
+	}
+	if cf.output != "id" {
+		_ = printValue(e.Stdout, cf.output, res)
+		return 0
+	}
+	for _, sb := range res.Sandboxes {
+		fmt.Fprintln(e.Stdout, sb.ID)
+	}
+	return 0
+}
+
 func runEndpoint(ctx context.Context, e *env, args []string) int {
 	fs := newFlagSet(e, "endpoint", "endpoint ID PORT [--server-proxy]")
 	var cf clientFlags

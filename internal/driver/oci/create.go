@@ -44,18 +44,20 @@ type rootfsPlan struct {
 	layers []string // DiffIDs, for GC
 	config imagestore.Config
 	host   bool
+	// base is what the bundle records of it, for snapshots.
+	base rootBase
 }
 
 func (d *Driver) plan(ctx context.Context, spec driver.Spec) (*rootfsPlan, error) {
 	if spec.Snapshot != nil {
-		return nil, errdefs.New(errdefs.ErrInvalidArgument, api.CodeAPINotSupported, "the oci runtime cannot restore snapshots yet")
+		return d.restorePlan(spec.Snapshot)
 	}
 	if spec.Image.URI == HostImage {
 		if !d.cfg.AllowHostImage {
 			return nil, errdefs.New(errdefs.ErrInvalidArgument, api.CodeImageHostImageDisabled, `the "host" image is disabled on this server`)
 		}
-		return &rootfsPlan{lowers: []string{d.hostRoot}, host: true,
-			config: imagestore.Config{Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root"}, WorkingDir: "/root"}}, nil
+		config := imagestore.Config{Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root"}, WorkingDir: "/root"}
+		return &rootfsPlan{lowers: []string{d.hostRoot}, host: true, config: config, base: rootBase{Host: true, Config: config}}, nil
 	}
 	platform := ""
 	if spec.Platform.OS != "" {
@@ -79,7 +81,7 @@ func (d *Driver) plan(ctx context.Context, spec driver.Spec) (*rootfsPlan, error
 	if err != nil {
 		return nil, err
 	}
-	p := &rootfsPlan{layers: img.Layers, config: img.Config}
+	p := &rootfsPlan{layers: img.Layers, config: img.Config, base: rootBase{Layers: img.Layers, Config: img.Config}}
 	for i := len(img.Layers) - 1; i >= 0; i-- {
 		p.lowers = append(p.lowers, d.images.LayerDir(img.Layers[i]))
 	}
@@ -204,7 +206,8 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, mode createMode) 
 // sandbox's hand-over files too) and makes the disk directory, with its
 // own file system when the sandbox has a disk limit.
 func (d *Driver) prepareBundle(ctx context.Context, b *build) error {
-	meta, _ := json.Marshal(bundleMeta{ID: b.spec.ID, Tenant: b.spec.Tenant, Labels: driver.BackendLabels(b.spec), Created: time.Now().UTC(), Layers: b.plan.layers})
+	meta, _ := json.Marshal(bundleMeta{ID: b.spec.ID, Tenant: b.spec.Tenant, Labels: driver.BackendLabels(b.spec), Created: time.Now().UTC(),
+		Layers: b.plan.layers, Base: &b.plan.base})
 	if err := os.WriteFile(filepath.Join(b.bundle, "meta.json"), meta, 0o600); err != nil {
 		return err
 	}
@@ -350,7 +353,7 @@ func (d *Driver) writeSpec(b *build) error {
 			if err := os.MkdirAll(wk, 0o755); err != nil {
 				return err
 			}
-			mounts = append(mounts, overlayMount(dir, up, wk, dir))
+			mounts = append(mounts, overlayMount(d.hostLowers(b.plan, dir), up, wk, dir))
 		}
 	}
 	args, extra := initCommand(b.spec, initParams{hostname: b.hostname, uid: b.uid, gid: b.gid, warm: b.mode == waitForClaim})

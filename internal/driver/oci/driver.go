@@ -93,12 +93,18 @@ type Driver struct {
 
 	// warnings are what is wrong with the runtime binary (its version).
 	warnings []string
+	// freeze serializes the freezes of one sandbox: pause, resume and
+	// a snapshot's.
+	freeze idLocks
+	// snapMu serializes changes of the snapshots directory.
+	snapMu sync.Mutex
 }
 
 var (
 	_ driver.Driver   = (*Driver)(nil)
 	_ driver.Pauser   = (*Driver)(nil)
-	_ driver.Consoler = (*Driver)(nil)
+	_ driver.Consoler    = (*Driver)(nil)
+	_ driver.Snapshotter = (*Driver)(nil)
 )
 
 // instance is what the driver knows of a running sandbox.
@@ -145,6 +151,9 @@ type bundleMeta struct {
 	Labels  map[string]string `json:"labels"`
 	Created time.Time         `json:"created"`
 	Layers  []string          `json:"layers"`
+	// Base is what the root file system lies on (nil in bundles made
+	// before snapshots).
+	Base *rootBase `json:"base,omitempty"`
 }
 
 // New checks the runtime binary and prepares the driver's directories.
@@ -216,6 +225,9 @@ func New(cfg Config) (*Driver, error) {
 			filepath.Join(runDir(cfg.Root), "bundles")); err != nil {
 			d.log.Warn("could not remove a host image skeleton no sandbox uses", "err", err)
 		}
+	}
+	if err := d.sweepSnapshots(context.Background()); err != nil {
+		d.log.Warn("could not remove the layers of deleted snapshots", "err", err)
 	}
 	d.startPool()
 	return d, nil
@@ -565,6 +577,12 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 			}
 		}
 	}
+	if len(errs) == 0 {
+		// The layers of deleted snapshots this sandbox stacked.
+		if err := d.sweepSnapshots(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("destroy %s: %w", id, errors.Join(errs...))
 	}
@@ -647,6 +665,7 @@ func killCgroupProcs(dir string) {
 
 // Pause implements driver.Pauser with the cgroup freezer.
 func (d *Driver) Pause(ctx context.Context, id string) error {
+	defer d.freeze.lock(id)()
 	_, c, err := d.lookup(ctx, id)
 	if err != nil {
 		return err
@@ -662,6 +681,7 @@ func (d *Driver) Pause(ctx context.Context, id string) error {
 
 // Resume implements driver.Pauser.
 func (d *Driver) Resume(ctx context.Context, id string) error {
+	defer d.freeze.lock(id)()
 	_, c, err := d.lookup(ctx, id)
 	if err != nil {
 		return err
@@ -758,9 +778,22 @@ func (d *Driver) LayersInUse() map[string]bool {
 	return LayersInUse(d.cfg.Root)
 }
 
-// LayersInUse reads the layers of every sandbox bundle under root.
+// LayersInUse reads the layers of every sandbox bundle and every
+// snapshot under root.
 func LayersInUse(root string) map[string]bool {
 	out := map[string]bool{}
+	snaps, _ := os.ReadDir(filepath.Join(root, "snapshots"))
+	for _, e := range snaps {
+		// Those of removed snapshots too: their layers stay while
+		// sandboxes stack them.
+		b, _, err := safefile.ReadFile(filepath.Join(root, "snapshots", e.Name()), "meta.json", 1<<20)
+		var sm snapshotMeta
+		if err == nil && json.Unmarshal(b, &sm) == nil {
+			for _, l := range sm.Base.Layers {
+				out[l] = true
+			}
+		}
+	}
 	bundles := filepath.Join(runDir(root), "bundles")
 	entries, _ := os.ReadDir(bundles)
 	for _, e := range entries {

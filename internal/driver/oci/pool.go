@@ -290,8 +290,12 @@ func (d *Driver) personalise(ctx context.Context, spec driver.Spec) (*driver.Han
 	if err := setLimits(spec.ID, spec.Resources); err != nil {
 		return nil, fmt.Errorf("limits: %w", err)
 	}
+	old, err := readMeta(sb.bundle)
+	if err != nil {
+		return nil, err
+	}
 	meta, _ := json.Marshal(bundleMeta{ID: spec.ID, Tenant: spec.Tenant, Labels: driver.BackendLabels(spec), Created: time.Now().UTC(),
-		Layers: readLayers(sb.bundle)})
+		Layers: old.Layers, Base: old.Base})
 	if err := os.WriteFile(filepath.Join(sb.bundle, "meta.json"), meta, 0o600); err != nil {
 		return nil, err
 	}
