@@ -133,6 +133,15 @@ func (ch *chaos) op(ctx context.Context, t *testing.T, c *sdk.Client, kind, id s
 		_, err = c.RenewSandbox(ctx, id, time.Now().Add(time.Hour))
 	case "snapshot":
 		_, err = c.CreateSnapshot(ctx, id, "chaos")
+	case "fork":
+		var res *api.ForkResponse
+		if res, err = c.Fork(ctx, id, api.ForkRequest{Count: 2}); err == nil {
+			ch.mu.Lock()
+			for _, sb := range res.Sandboxes {
+				ch.acked[sb.ID] = true
+			}
+			ch.mu.Unlock()
+		}
 	case "delete":
 		ch.mu.Lock()
 		ch.deleted[id] = true
@@ -250,7 +259,7 @@ func (ch *chaos) snapshotsSettled(t *testing.T, c *sdk.Client) []api.Snapshot {
 func (ch *chaos) serverKills(t *testing.T, kills int) {
 	kinds := []string{"create", "create", "pause", "resume", "renew", "delete"}
 	if ch.snapshots {
-		kinds = append(kinds, "snapshot")
+		kinds = append(kinds, "snapshot", "fork")
 	}
 	for range kills {
 		s := startServer(t, ch.dir, ch.args...)
@@ -261,7 +270,7 @@ func (ch *chaos) serverKills(t *testing.T, kills int) {
 		var finished atomic.Int64
 		for range 1 + ch.rng.IntN(3) {
 			kind := kinds[ch.rng.IntN(len(kinds))]
-			if len(live) < 2 || len(live) >= 6 && kind == "create" {
+			if len(live) < 2 || len(live) >= 6 && (kind == "create" || kind == "fork") {
 				kind = map[bool]string{true: "create", false: "delete"}[len(live) < 2]
 			}
 			id := ""
@@ -396,7 +405,7 @@ func ociLeaks(dir string) func(t *testing.T, ids map[string]bool) {
 				t.Errorf("leak: mount %s", f[4])
 			}
 		}
-		for _, sub := range []string{"sandboxes", "run/bundles", "run/netns"} {
+		for _, sub := range []string{"sandboxes", "run/bundles", "run/netns", "snapshots"} {
 			if entries, _ := os.ReadDir(filepath.Join(root, sub)); len(entries) > 0 {
 				t.Errorf("leak: %s has %d entries", sub, len(entries))
 			}
@@ -467,8 +476,8 @@ func pidsWhere(match func(args []string) bool) []int {
 
 // TestChaosServerKillsOCI: 30 kill -9s of the server on the native
 // runtime, at random points of creates (some with an egress enforcer),
-// pauses, resumes, renews and deletes, then a TTL that passes while it is
-// down, and a leak check.
+// pauses, resumes, renews, snapshots, forks and deletes, then a TTL that
+// passes while it is down, and a leak check (snapshot layers included).
 func TestChaosServerKillsOCI(t *testing.T) {
 	requireOCI(t)
 	t.Parallel()
@@ -477,12 +486,12 @@ func TestChaosServerKillsOCI(t *testing.T) {
 	testutil.PushImage(t, ref, busyboxImage(t))
 	dir := t.TempDir()
 	ch := newChaos(t, dir, ref, "--runtime", "oci")
+	ch.snapshots = true
 	ch.serverKills(t, 30)
 	ch.finish(t, ociLeaks(dir))
 }
 
-// TestChaosServerKillsDocker: the same 30 kills on the docker runtime,
-// snapshots among the calls cut; at the end no container of these
+// TestChaosServerKillsDocker: the same 30 kills on the docker runtime; at the end no container of these
 // sandboxes (egress sidecars included) and no snapshot image is left.
 func TestChaosServerKillsDocker(t *testing.T) {
 	cli := requireDocker(t)
