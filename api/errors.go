@@ -31,12 +31,12 @@ const (
 	CodeSnapshotInvalidSource  = "SNAPSHOT::INVALID_SOURCE_STATE"
 	// CodeSnapshotCaptureFailed is corral's: a capture that failed (a fork's).
 	CodeSnapshotCaptureFailed = "SNAPSHOT::CAPTURE_FAILED"
-	CodeProxyUpstream          = "PROXY::UPSTREAM_UNREACHABLE"
-	CodeRouteNotFound          = "ROUTE_NOT_FOUND"
-	CodeMethodNotAllowed       = "METHOD_NOT_ALLOWED"
-	CodeKeyNotFound            = "KEY::NOT_FOUND"
-	CodeHostNotAllowed         = "HOST_NOT_ALLOWED"
-	CodeOriginNotAllowed       = "ORIGIN_NOT_ALLOWED"
+	CodeProxyUpstream         = "PROXY::UPSTREAM_UNREACHABLE"
+	CodeRouteNotFound         = "ROUTE_NOT_FOUND"
+	CodeMethodNotAllowed      = "METHOD_NOT_ALLOWED"
+	CodeKeyNotFound           = "KEY::NOT_FOUND"
+	CodeHostNotAllowed        = "HOST_NOT_ALLOWED"
+	CodeOriginNotAllowed      = "ORIGIN_NOT_ALLOWED"
 	// CodeDiagnosticsNotImplemented is the diagnostics API's 501.
 	CodeDiagnosticsNotImplemented = "DIAGNOSTICS_NOT_IMPLEMENTED"
 )

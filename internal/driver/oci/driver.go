@@ -101,8 +101,8 @@ type Driver struct {
 }
 
 var (
-	_ driver.Driver   = (*Driver)(nil)
-	_ driver.Pauser   = (*Driver)(nil)
+	_ driver.Driver      = (*Driver)(nil)
+	_ driver.Pauser      = (*Driver)(nil)
 	_ driver.Consoler    = (*Driver)(nil)
 	_ driver.Snapshotter = (*Driver)(nil)
 )

@@ -69,9 +69,11 @@ type snapState struct {
 	Dir string `json:"dir"`
 }
 
-func (d *Driver) snapshotsDir() string          { return filepath.Join(d.cfg.Root, "snapshots") }
-func (d *Driver) snapshotDir(id string) string  { return filepath.Join(d.snapshotsDir(), id) }
-func (d *Driver) snapshotTemp(id string) string { return filepath.Join(d.snapshotsDir(), snapshotTemp+id) }
+func (d *Driver) snapshotsDir() string         { return filepath.Join(d.cfg.Root, "snapshots") }
+func (d *Driver) snapshotDir(id string) string { return filepath.Join(d.snapshotsDir(), id) }
+func (d *Driver) snapshotTemp(id string) string {
+	return filepath.Join(d.snapshotsDir(), snapshotTemp+id)
+}
 
 // snapshotTemp prefixes a snapshot being captured.
 const snapshotTemp = ".new-"
