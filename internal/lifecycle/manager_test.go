@@ -9,11 +9,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/driver/fakedriver"
@@ -652,5 +654,41 @@ func TestDefaultNetworkPolicyAppliesOnlyWithoutOne(t *testing.T) {
 	}
 	if string(sb.NetworkPolicy) != `{"defaultAction":"deny"}` {
 		t.Errorf("with a policy: %s", sb.NetworkPolicy)
+	}
+}
+
+// TestSnapshotOfAnotherRuntimeIsRefused: a server restarted on another
+// runtime over the same records refuses to restore the first runtime's
+// snapshots, naming both, instead of handing the runtime a reference it
+// cannot read.
+func TestSnapshotOfAnotherRuntimeIsRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	r := newRig(t, dir, nil)
+	src := mustCreate(t, r.m, req("t1", "fake:ok"))
+	sn, err := r.m.CreateSnapshot(t.Context(), "t1", src.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		got, _ := r.m.GetSnapshot(t.Context(), "t1", sn.ID)
+		if got != nil && got.State == sandbox.SnapshotReady {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the snapshot never became Ready")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := r.m.Delete(t.Context(), "t1", src.ID); err != nil {
+		t.Fatal(err)
+	}
+	r.stop()
+	other := newRig(t, dir, func(c *Config, _ *fakedriver.Config) { c.DriverName = "docker" })
+	_, err = other.m.Create(t.Context(), CreateRequest{Tenant: "t1", SnapshotID: sn.ID})
+	var pe *errdefs.Error
+	if !errors.Is(err, errdefs.ErrInvalidArgument) || !errors.As(err, &pe) || pe.Code != api.CodeSnapshotInvalidSource ||
+		!strings.Contains(pe.Message, "fake runtime") || !strings.Contains(pe.Message, "docker runtime") {
+		t.Fatalf("restore on another runtime = %v, want ErrInvalidArgument naming both runtimes", err)
 	}
 }

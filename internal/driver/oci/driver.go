@@ -309,6 +309,9 @@ func (d *Driver) Recover(ctx context.Context, h *driver.Handle) error {
 	if _, err := os.Stat(hs.Bundle); err != nil {
 		return fmt.Errorf("sandbox %s: bundle gone: %w", h.ID, errdefs.ErrNotFound)
 	}
+	if err := d.thawInterrupted(ctx, h.ID, hs.Bundle); err != nil {
+		return err
+	}
 	sb := &instance{bundle: hs.Bundle, pid: hs.Pid, startTime: hs.StartTime}
 	if ns, err := openNetns(hs); err == nil {
 		sb.hold(ns)

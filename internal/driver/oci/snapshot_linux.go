@@ -78,6 +78,24 @@ func (d *Driver) snapshotTemp(id string) string {
 // snapshotTemp prefixes a snapshot being captured.
 const snapshotTemp = ".new-"
 
+// freezeMark is the bundle's file that says a snapshot froze the sandbox.
+const freezeMark = "snapshot-freeze"
+
+// thawInterrupted thaws a sandbox a snapshot froze when the server
+// stopped during the copy.
+func (d *Driver) thawInterrupted(ctx context.Context, id, bundle string) error {
+	mark := filepath.Join(bundle, freezeMark)
+	if _, err := os.Lstat(mark); err != nil {
+		return nil
+	}
+	if c, err := d.state(ctx, id); err == nil && c.Status == "paused" {
+		if err := d.runc.Resume(ctx, id); err != nil {
+			return fmt.Errorf("thaw %s after an interrupted snapshot: %w", id, err)
+		}
+	}
+	return os.Remove(mark)
+}
+
 // Snapshot implements driver.Snapshotter: the sandbox is frozen while
 // its writable layers are copied (a consistent point in time: no process
 // of it runs meanwhile), then thawed. execd's command output is not part
@@ -119,7 +137,14 @@ func (d *Driver) Snapshot(ctx context.Context, id, snapshotID string) (*driver.S
 			_ = os.RemoveAll(tmp)
 		}
 	}()
+	// The mark says the freeze is the snapshot's: a server that dies
+	// during the copy thaws the sandbox when it recovers it.
+	mark := filepath.Join(sb.bundle, freezeMark)
+	if err := os.WriteFile(mark, nil, 0o600); err != nil {
+		return nil, err
+	}
 	if err := d.runc.Pause(ctx, id); err != nil {
+		_ = os.Remove(mark)
 		return nil, fmt.Errorf("freeze %s: %w", id, err)
 	}
 	bytes, err := d.copyLayers(id, meta.Base.Host, tmp)
@@ -127,6 +152,9 @@ func (d *Driver) Snapshot(ctx context.Context, id, snapshotID string) (*driver.S
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	rerr := d.runc.Resume(rctx, id)
 	cancel()
+	if rerr == nil {
+		_ = os.Remove(mark)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("snapshot %s: %w", id, err)
 	}
