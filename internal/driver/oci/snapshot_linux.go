@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	runc "github.com/containerd/go-runc"
+
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
@@ -106,12 +108,20 @@ func (d *Driver) Snapshot(ctx context.Context, id, snapshotID string) (*driver.S
 	}
 	unlock := d.freeze.lock(id)
 	defer unlock()
-	sb, c, err := d.lookup(ctx, id)
-	if err != nil {
-		return nil, err
+	// A sandbox this instance tracks is checked without running runc.
+	sb := d.running(id)
+	if sb == nil {
+		var c *runc.Container
+		var err error
+		if sb, c, err = d.lookup(ctx, id); err != nil {
+			return nil, err
+		}
+		if c.Status != "running" {
+			return nil, fmt.Errorf("sandbox %s is %s, not running: %w", id, c.Status, errdefs.ErrFailedPrecondition)
+		}
 	}
-	if c.Status != "running" {
-		return nil, fmt.Errorf("sandbox %s is %s, not running: %w", id, c.Status, errdefs.ErrFailedPrecondition)
+	if f, err := frozen(id); err != nil || f {
+		return nil, fmt.Errorf("sandbox %s is paused, not running: %w", id, errdefs.ErrFailedPrecondition)
 	}
 	meta, err := readMeta(sb.bundle)
 	if err != nil {
@@ -143,15 +153,14 @@ func (d *Driver) Snapshot(ctx context.Context, id, snapshotID string) (*driver.S
 	if err := os.WriteFile(mark, nil, 0o600); err != nil {
 		return nil, err
 	}
-	if err := d.runc.Pause(ctx, id); err != nil {
+	if err := setFrozen(ctx, id, true); err != nil {
+		_ = setFrozen(context.WithoutCancel(ctx), id, false)
 		_ = os.Remove(mark)
 		return nil, fmt.Errorf("freeze %s: %w", id, err)
 	}
 	bytes, err := d.copyLayers(id, meta.Base.Host, tmp)
 	// Thawed whatever happened, even if ctx ended meanwhile.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	rerr := d.runc.Resume(rctx, id)
-	cancel()
+	rerr := setFrozen(context.WithoutCancel(ctx), id, false)
 	if rerr == nil {
 		_ = os.Remove(mark)
 	}
