@@ -132,6 +132,12 @@ func (f *dockerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.publishIP, "docker-publish-ip", "127.0.0.1", "runtime docker, remote engines: the address execd ports are published on")
 }
 
+// snapshotless is implemented by the runtimes that take no snapshots, to
+// tell users why.
+type snapshotless interface {
+	noSnapshots() string
+}
+
 // kubeFlags are the kubernetes runtime's.
 type kubeFlags struct {
 	kubeconfig, namespace, records, endpoints, pullPolicy string
@@ -148,6 +154,15 @@ func (f *kubeFlags) register(fs *flag.FlagSet) {
 // kubeRuntime is the kubernetes runtime's name (kube.Name), known also
 // in builds without it, so that asking for it explains itself.
 const kubeRuntime = "kubernetes"
+
+// noSnapshots implements snapshotless. A pod's writable layer is its
+// node's container runtime's, which the Kubernetes API neither copies nor
+// commits; the kubelet's checkpoint API needs CRIU on the node, and
+// Debian's CRIU fails on this kernel.
+func (f *kubeFlags) noSnapshots() string {
+	return "a pod's file system belongs to its node's container runtime, which the Kubernetes API cannot copy; " +
+		"use the oci or docker runtime for snapshots and forks"
+}
 
 func (f *kubeFlags) check(l model.Limits) error {
 	if f.records != "cluster" && f.records != "local" {

@@ -266,11 +266,15 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, rt runtimeFlags, log *
 	if err != nil {
 		return err
 	}
-	mgr, err := lifecycle.New(lifecycle.Config{
+	lcfg := lifecycle.Config{
 		Driver: d, DriverName: cfg.runtime, Store: st, Records: recs, Logger: log, MaxTimeout: cfg.maxTimeout,
 		RecoveryTimeout: cfg.recoveryTimeout, RetainTerminated: cfg.retainTerminated, Secrets: sec,
 		DefaultNetworkPolicy: defaultPolicy, Limits: cfg.limits,
-	})
+	}
+	if s, ok := rt.(snapshotless); ok {
+		lcfg.SnapshotsUnsupported = s.noSnapshots()
+	}
+	mgr, err := lifecycle.New(lcfg)
 	if err != nil {
 		return err
 	}

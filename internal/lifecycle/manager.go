@@ -48,6 +48,9 @@ type Config struct {
 	Logger  *slog.Logger
 	// MaxTimeout bounds a sandbox's time to live; 0 means no bound.
 	MaxTimeout time.Duration
+	// SnapshotsUnsupported says, for users, why a runtime that takes no
+	// snapshots takes none.
+	SnapshotsUnsupported string
 	// CreateTimeout bounds one driver Create (default 5m).
 	CreateTimeout time.Duration
 	// RecoveryTimeout is the one budget for recovery at start (default 2m).

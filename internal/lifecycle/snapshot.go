@@ -27,7 +27,11 @@ func snapshotNotFound(id string) error {
 func (m *Manager) snapshotter() (driver.Snapshotter, error) {
 	s, ok := m.d.(driver.Snapshotter)
 	if !ok {
-		return nil, errdefs.Newf(errdefs.ErrFailedPrecondition, api.CodeAPINotSupported, "the %s runtime cannot take snapshots", m.cfg.DriverName)
+		why := m.cfg.SnapshotsUnsupported
+		if why == "" {
+			why = "it does not implement them"
+		}
+		return nil, errdefs.Newf(errdefs.ErrNotImplemented, api.CodeAPINotSupported, "the %s runtime cannot take snapshots or forks: %s", m.cfg.DriverName, why)
 	}
 	return s, nil
 }

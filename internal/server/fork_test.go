@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
@@ -128,5 +129,25 @@ func TestForkOverHTTP(t *testing.T) {
 	s.call("POST", "/v1/sandboxes/"+id+"/pause", s.keyA, nil)
 	if r := s.call("POST", "/v1/sandboxes/"+id+"/fork", s.keyA, nil); r.status != 409 {
 		t.Errorf("fork of a paused sandbox = %d %s", r.status, r.body)
+	}
+}
+
+// snapshotless hides the fake driver's snapshots: a runtime without them.
+type snapshotless struct{ driver.Driver }
+
+// TestSnapshotsOfARuntimeWithoutThem: snapshots and forks answer 501 with
+// the reason, not a 409 that suggests waiting would help.
+func TestSnapshotsOfARuntimeWithoutThem(t *testing.T) {
+	t.Parallel()
+	s := newTSDriver(t, nil, func(d *fakedriver.Driver) driver.Driver { return snapshotless{d} })
+	id := s.create(s.keyA, basicCreate()).ID
+	for _, path := range []string{"/v1/sandboxes/" + id + "/snapshots", "/v1/sandboxes/" + id + "/fork"} {
+		r := s.call("POST", path, s.keyA, nil)
+		if r.status != http.StatusNotImplemented || r.errCode(t) != api.CodeAPINotSupported || !strings.Contains(string(r.body), "cannot take snapshots") {
+			t.Errorf("POST %s = %d %s, want 501 with the reason", path, r.status, r.body)
+		}
+	}
+	if r := s.call("POST", "/v1/sandboxes", s.keyA, map[string]any{"snapshotId": "x", "timeout": 600}); r.status != http.StatusNotImplemented {
+		t.Errorf("restore = %d %s, want 501", r.status, r.body)
 	}
 }

@@ -165,8 +165,11 @@ func (s *ts) call(method, path, key string, body any, hdr ...string) resp {
 }
 
 // undocumented are statuses corral answers that the contract cannot list:
-// 503 when the runtime itself is unavailable.
-func undocumented(status int) bool { return status == http.StatusServiceUnavailable }
+// 503 when the runtime itself is unavailable, 501 when it lacks the
+// capability (snapshots on the kubernetes runtime).
+func undocumented(status int) bool {
+	return status == http.StatusServiceUnavailable || status == http.StatusNotImplemented
+}
 
 func (s *ts) validate(method, path string, r resp) {
 	s.t.Helper()
