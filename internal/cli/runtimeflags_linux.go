@@ -107,9 +107,19 @@ type dockerFlags struct {
 	host, runtime string
 	remote        bool
 	publishIP     string
+	snapshotLimit string
+	// snapshotBytes is snapshotLimit, read by check.
+	snapshotBytes int64
 }
 
-func (f *dockerFlags) check(model.Limits) error { return nil }
+func (f *dockerFlags) check(model.Limits) error {
+	n, err := model.ParseBytes(f.snapshotLimit)
+	if err != nil || n <= 0 {
+		return fmt.Errorf("--docker-snapshot-limit %q: want a size such as 8Gi", f.snapshotLimit)
+	}
+	f.snapshotBytes = n
+	return nil
+}
 
 func (f *dockerFlags) driver(h runtimeHost) (driver.Driver, error) {
 	bin, err := os.Executable()
@@ -122,7 +132,7 @@ func (f *dockerFlags) driver(h runtimeHost) (driver.Driver, error) {
 	}
 	return docker.New(context.Background(), docker.Config{Host: f.host, Runtime: f.runtime,
 		StateDir: filepath.Join(h.dataDir, "docker"), Network: network, ServerID: h.serverID,
-		Remote: f.remote, PublishIP: f.publishIP, CorralBinary: bin, Logger: h.log})
+		Remote: f.remote, PublishIP: f.publishIP, CorralBinary: bin, Logger: h.log, SnapshotLimit: f.snapshotBytes})
 }
 
 func (f *dockerFlags) register(fs *flag.FlagSet) {
@@ -130,6 +140,7 @@ func (f *dockerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.runtime, "docker-runtime", "", "runtime docker: OCI runtime name for containers, such as runsc (default: the engine's)")
 	fs.BoolVar(&f.remote, "docker-remote", false, "runtime docker: the engine is on another machine (implied by a tcp:// or ssh:// host): copy the corral binary in, publish execd")
 	fs.StringVar(&f.publishIP, "docker-publish-ip", "127.0.0.1", "runtime docker, remote engines: the address execd ports are published on")
+	fs.StringVar(&f.snapshotLimit, "docker-snapshot-limit", "8Gi", "runtime docker: the most a snapshot may write (the engine writes a sandbox's sparse files in full)")
 }
 
 // snapshotless is implemented by the runtimes that take no snapshots, to

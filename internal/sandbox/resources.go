@@ -163,6 +163,10 @@ func memoryUnit(suffix string) (int64, bool) {
 	return 0, false
 }
 
+// ParseBytes reads a size as resource limits write one: 8Gi, 512Mi, 1G
+// or a number of bytes.
+func ParseBytes(v string) (int64, error) { return parseMemory(v) }
+
 func parseMemory(v string) (int64, error) {
 	i := 0
 	for i < len(v) && (v[i] >= '0' && v[i] <= '9' || v[i] == '.') {

@@ -20,9 +20,11 @@ import (
 // stateScript makes, in a sandbox of the busybox image, every kind of
 // change a snapshot must keep: files with their modes and owners, a
 // set-uid file, a symbolic and a hard link, a FIFO, a file of the image
-// deleted (a whiteout) and a directory of the image replaced (opaque).
+// deleted (a whiteout) and a directory of the image replaced (opaque);
+// and a link to a host secret, planted for the host that copies it.
 const stateScript = `set -e
 mkdir -p /data/dir
+ln -s /etc/shadow /data/shadow
 echo hello > /data/dir/file
 chown 1234:5678 /data/dir/file
 chmod 640 /data/dir/file
@@ -40,9 +42,10 @@ const stateCheck = `cat /data/dir/file; stat -c '%a %u %g %h' /data/dir/file; re
 stat -c '%i' /data/dir/file /data/hard | uniq | wc -l; stat -c '%a' /data/suid; test -p /data/fifo && echo fifo
 test -e /etc/group || echo group-gone; ls /app
 if command -v python3 >/dev/null; then python3 -c 'import os; print(os.getxattr("/data/dir/file", "user.kept").decode())'; else echo yes; fi
+readlink /data/shadow
 `
 
-const stateWant = "hello\n640 1234 5678 2\ndir/file\n1\n4755\nfifo\ngroup-gone\nonly\nyes\n"
+const stateWant = "hello\n640 1234 5678 2\ndir/file\n1\n4755\nfifo\ngroup-gone\nonly\nyes\n/etc/shadow\n"
 
 // writerScript appends numbers to a log and renames a counter file as
 // fast as it can: a snapshot taken meanwhile must be a point in time,
@@ -54,7 +57,7 @@ const writerCheck = `echo $(cat /data/counter) $(tail -n 1 /data/log)`
 // snapshotScenario checks a runtime's snapshots through the server: what
 // a restore keeps, a capture under heavy writes, a fork's forks each on
 // its own, and that nothing outlives the deletes.
-func snapshotScenario(t *testing.T, c *sdk.Client, req api.CreateSandboxRequest) {
+func snapshotScenario(t *testing.T, c *sdk.Client, req api.CreateSandboxRequest, keepsHoles bool) {
 	t.Helper()
 	// Whatever a failure leaves is deleted (a second delete is a 404).
 	cleanup := func(id string) {
@@ -68,6 +71,26 @@ func snapshotScenario(t *testing.T, c *sdk.Client, req api.CreateSandboxRequest)
 	x := sandboxExecd(t, c, src.ID)
 	if out, errOut, code := x.run(stateScript); code != 0 {
 		t.Fatalf("state script: exit %d: %s %s", code, out, errOut)
+	}
+	// A terabyte of hole: copied as a hole where the runtime keeps them,
+	// else refused before the engine writes it.
+	if _, errOut, code := x.run("truncate -s 1099511627776 /data/sparse"); code != 0 {
+		t.Fatalf("truncate: %s", errOut)
+	}
+	if !keepsHoles {
+		sn, err := c.CreateSnapshot(ctx(t), src.ID, "sparse")
+		if err != nil {
+			t.Fatal(err)
+		}
+		testutilWaitSnapshot(t, c, sn.ID)
+		got, _ := c.GetSnapshot(ctx(t), sn.ID)
+		if got.Status.State != api.SnapshotFailed || !strings.Contains(got.Status.Message, "snapshot limit") {
+			t.Errorf("snapshot of a terabyte of hole = %+v, want Failed naming the limit", got.Status)
+		}
+		_ = c.DeleteSnapshot(ctx(t), sn.ID)
+		if _, errOut, code := x.run("rm /data/sparse"); code != 0 {
+			t.Fatalf("rm: %s", errOut)
+		}
 	}
 	if _, err := x.sdk.StartBackground(ctx(t), writerScript, sdk.CommandOptions{}); err != nil {
 		t.Fatalf("writer: %v", err)
@@ -97,6 +120,11 @@ func snapshotScenario(t *testing.T, c *sdk.Client, req api.CreateSandboxRequest)
 	rx := sandboxExecd(t, c, restored.ID)
 	if out, errOut, _ := rx.run(stateCheck); out != stateWant {
 		t.Errorf("the restored sandbox sees\n%s(stderr %q), want\n%s", out, errOut, stateWant)
+	}
+	if keepsHoles {
+		if out, _, _ := rx.run("stat -c '%s %b' /data/sparse"); !strings.HasPrefix(out, "1099511627776 ") {
+			t.Errorf("the restored sparse file: %q", out)
+		}
 	}
 	if out, _, _ := rx.run("test -e /data/after && echo leaked || echo absent"); out != "absent\n" {
 		t.Errorf("a write made after the snapshot is in the restore: %q", out)
@@ -190,7 +218,7 @@ func TestOCISnapshotsAndFork(t *testing.T) {
 	dir := t.TempDir()
 	s := startServer(t, dir, "--runtime", "oci")
 	c := s.client(t)
-	t.Run("image", func(t *testing.T) { snapshotScenario(t, c, ociCreate(ref)) })
+	t.Run("image", func(t *testing.T) { snapshotScenario(t, c, ociCreate(ref), true) })
 	t.Run("host", func(t *testing.T) {
 		sb, err := c.CreateSandbox(ctx(t), ociCreate("host"), sdk.CreateOptions{})
 		if err != nil {
@@ -235,5 +263,5 @@ func TestDockerSnapshotsAndFork(t *testing.T) {
 	t.Parallel()
 	ref := registryImage(t, cli)
 	s := startServer(t, t.TempDir(), "--runtime", "docker")
-	snapshotScenario(t, s.client(t), ociCreate(ref))
+	snapshotScenario(t, s.client(t), ociCreate(ref), false)
 }

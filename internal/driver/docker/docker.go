@@ -95,6 +95,10 @@ type Config struct {
 	// Network is how sandboxes with a network policy reach out, on a
 	// local engine (Binary and Logger default to the driver's).
 	Network launch.Config
+	// SnapshotLimit bounds what a snapshot may write: the apparent size
+	// of the container's changes, holes counted, since a commit writes
+	// them in full (default 8 GiB).
+	SnapshotLimit int64
 	Logger  *slog.Logger
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/sandbox"
@@ -33,6 +34,9 @@ func (d *Driver) Snapshot(ctx context.Context, id, snapshotID string) (*driver.S
 	}
 	if !c.State.Running {
 		return nil, fmt.Errorf("sandbox %s is not running: %w", id, errdefs.ErrFailedPrecondition)
+	}
+	if err := d.checkSnapshotSize(ctx, id); err != nil {
+		return nil, err
 	}
 	ref := snapshotRepo + ":" + strings.ToLower(snapshotID)
 	labels := map[string]string{sandbox.LabelManaged: "true", LabelSnapshotID: snapshotID, sandbox.LabelSandboxID: id,
@@ -58,6 +62,31 @@ func (d *Driver) Snapshot(ctx context.Context, id, snapshotID string) (*driver.S
 	}
 	st, _ := json.Marshal(snapState{Image: ref})
 	return &driver.SnapshotRef{ID: snapshotID, Driver: Name, Version: stateVersion, State: st, Labels: labels}, nil
+}
+
+// DefaultSnapshotLimit is Config.SnapshotLimit's default.
+const DefaultSnapshotLimit = 8 << 30
+
+// checkSnapshotSize refuses a snapshot whose commit would write more than
+// the limit. The engine's commit writes a sparse file in full: without
+// this, a sandbox with a terabyte of hole fills the engine's disk.
+func (d *Driver) checkSnapshotSize(ctx context.Context, id string) error {
+	limit := d.cfg.SnapshotLimit
+	if limit <= 0 {
+		limit = DefaultSnapshotLimit
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*d.cfg.CallTimeout)
+	defer cancel()
+	res, err := d.cli.ContainerInspect(cctx, containerName(id), client.ContainerInspectOptions{Size: true})
+	if err != nil {
+		return d.engineErr("size of "+id, err)
+	}
+	if size := res.Container.SizeRw; size != nil && *size > limit {
+		return errdefs.Newf(errdefs.ErrFailedPrecondition, api.CodeSnapshotInvalidSource,
+			"sandbox %s changed %d MiB of files (holes counted: the docker runtime's snapshots write them in full), more than this server's snapshot limit of %d MiB",
+			id, *size>>20, limit>>20)
+	}
+	return nil
 }
 
 // RemoveSnapshot implements driver.Snapshotter. Sandboxes still running
