@@ -99,7 +99,7 @@ type Config struct {
 	// of the container's changes, holes counted, since a commit writes
 	// them in full (default 8 GiB).
 	SnapshotLimit int64
-	Logger  *slog.Logger
+	Logger        *slog.Logger
 }
 
 // Driver implements driver.Driver, driver.Pauser and driver.Snapshotter
