@@ -169,8 +169,56 @@ type CreateSandboxRequest struct {
 	NetworkPolicy   *NetworkPolicy         `json:"networkPolicy,omitempty"`
 	CredentialProxy *CredentialProxyConfig `json:"credentialProxy,omitempty"`
 	SecureAccess    bool                   `json:"secureAccess,omitempty"`
-	Volumes         []json.RawMessage      `json:"volumes,omitempty"`
+	Volumes         []Volume               `json:"volumes,omitempty"`
 	Extensions      map[string]string      `json:"extensions,omitempty"`
+}
+
+// Volume is a storage mount of a sandbox: a name, exactly one backend,
+// and where and how it is mounted.
+type Volume struct {
+	Name      string      `json:"name"`
+	Host      *HostVolume `json:"host,omitempty"`
+	PVC       *PVCVolume  `json:"pvc,omitempty"`
+	OSSFS     *OSSFS      `json:"ossfs,omitempty"`
+	MountPath string      `json:"mountPath"`
+	ReadOnly  bool        `json:"readOnly,omitempty"`
+	SubPath   string      `json:"subPath,omitempty"`
+}
+
+// HostVolume is a directory of the host's, under a prefix the server
+// allows.
+type HostVolume struct {
+	Path string `json:"path"`
+}
+
+// PVCVolume is a named volume the platform manages (corral: one per
+// tenant and name).
+type PVCVolume struct {
+	ClaimName                  string   `json:"claimName"`
+	CreateIfNotExists          *bool    `json:"createIfNotExists,omitempty"`
+	DeleteOnSandboxTermination bool     `json:"deleteOnSandboxTermination,omitempty"`
+	StorageClass               *string  `json:"storageClass,omitempty"`
+	Storage                    *string  `json:"storage,omitempty"`
+	AccessModes                []string `json:"accessModes,omitempty"`
+}
+
+// OSSFS is an object-storage mount; corral does not serve it.
+type OSSFS struct {
+	Bucket   string `json:"bucket,omitempty"`
+	Endpoint string `json:"endpoint,omitempty"`
+}
+
+// VolumeInfo is one of a tenant's named volumes (GET /v1/volumes, corral's).
+type VolumeInfo struct {
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"createdAt"`
+	// InUseBy are the sandboxes that mount it.
+	InUseBy []string `json:"inUseBy,omitempty"`
+}
+
+// ListVolumesResponse is the body of GET /v1/volumes.
+type ListVolumesResponse struct {
+	Items []VolumeInfo `json:"items"`
 }
 
 // SandboxStatus is a sandbox's lifecycle state with its explanation.

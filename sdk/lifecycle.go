@@ -220,6 +220,22 @@ func (c *Client) Fork(ctx context.Context, sandboxID string, req api.ForkRequest
 	return &out, nil
 }
 
+// ListVolumes returns the tenant's named volumes (corral's own route).
+func (c *Client) ListVolumes(ctx context.Context) ([]api.VolumeInfo, error) {
+	var out api.ListVolumesResponse
+	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/volumes", retry: true, want: []int{http.StatusOK}}, &out); err != nil {
+		return nil, err
+	}
+	return out.Items, nil
+}
+
+// DeleteVolume deletes a named volume and its files; a volume a sandbox
+// mounts is refused (ErrFailedPrecondition).
+func (c *Client) DeleteVolume(ctx context.Context, name string) error {
+	_, err := c.do(ctx, call{method: http.MethodDelete, path: "/v1/volumes/" + url.PathEscape(name), retry: true, want: []int{http.StatusNoContent}}, nil)
+	return err
+}
+
 // GetSnapshot returns a snapshot.
 func (c *Client) GetSnapshot(ctx context.Context, id string) (*api.Snapshot, error) {
 	var out api.Snapshot

@@ -58,6 +58,9 @@ type serveConfig struct {
 	limits               model.Limits
 	origins              []string
 	maxTimeout           time.Duration
+	allowedHostPaths     string
+	// hostPaths is allowedHostPaths, checked.
+	hostPaths []string
 	retainTerminated     time.Duration
 	recoveryTimeout      time.Duration
 	shutdownTimeout      time.Duration
@@ -164,6 +167,7 @@ func runServe(ctx context.Context, e *env, args []string) int {
 		cfg.limitFlags["max-"+l.key] = fs.String("max-"+l.key, l.max, "the most "+l.what+" a sandbox may ask for (empty: no maximum); more is a 400")
 	}
 	fs.DurationVar(&cfg.maxTimeout, "max-timeout", 0, "longest time to live a sandbox may ask for (0: no limit, and manual cleanup allowed)")
+	fs.StringVar(&cfg.allowedHostPaths, "allowed-host-paths", "", "host directories (comma-separated) that host volumes may mount, with what is beneath them; links are resolved first (default: none, host volumes are refused)")
 	fs.DurationVar(&cfg.retainTerminated, "retain-terminated", time.Hour, "how long Terminated and Failed sandboxes stay visible")
 	fs.DurationVar(&cfg.recoveryTimeout, "recovery-timeout", 2*time.Minute, "time budget for recovering sandboxes at start")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to let requests finish on shutdown")
@@ -194,6 +198,9 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	}
 	if cfg.limits, err = parseLimits(cfg.limitFlags); err != nil {
 		return client.Fail(e, "%v", err)
+	}
+	if cfg.hostPaths, err = parseHostPaths(cfg.allowedHostPaths); err != nil {
+		return client.Fail(e, "--allowed-host-paths: %v", err)
 	}
 	rt, ok := cfg.runtimes()[cfg.runtime]
 	if !ok {
@@ -269,7 +276,7 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, rt runtimeFlags, log *
 	lcfg := lifecycle.Config{
 		Driver: d, DriverName: cfg.runtime, Store: st, Records: recs, Logger: log, MaxTimeout: cfg.maxTimeout,
 		RecoveryTimeout: cfg.recoveryTimeout, RetainTerminated: cfg.retainTerminated, Secrets: sec,
-		DefaultNetworkPolicy: defaultPolicy, Limits: cfg.limits,
+		DefaultNetworkPolicy: defaultPolicy, Limits: cfg.limits, AllowedHostPaths: cfg.hostPaths,
 	}
 	if s, ok := rt.(snapshotless); ok {
 		lcfg.SnapshotsUnsupported = s.noSnapshots()
@@ -490,4 +497,29 @@ func parseLimits(flags map[string]*string) (model.Limits, error) {
 		}
 	}
 	return l, l.Check()
+}
+
+// parseHostPaths reads --allowed-host-paths: absolute directories,
+// resolved through their own links (so a prefix and the paths checked
+// against it compare alike). "/" would hand tenants the whole machine and
+// is refused.
+func parseHostPaths(s string) ([]string, error) {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		if !filepath.IsAbs(p) {
+			return nil, fmt.Errorf("%q is not an absolute path", p)
+		}
+		real, err := filepath.EvalSymlinks(filepath.Clean(p))
+		if err != nil {
+			return nil, fmt.Errorf("%q: %v", p, err)
+		}
+		if real == "/" {
+			return nil, fmt.Errorf("%q is the whole file system", p)
+		}
+		out = append(out, real)
+	}
+	return out, nil
 }

@@ -81,6 +81,26 @@ type Snapshotter interface {
 	ListSnapshots(ctx context.Context) ([]SnapshotRef, error)
 }
 
+// Volumer is implemented by drivers that mount volumes (Spec.Volumes)
+// and keep tenants' named volumes. A named volume is its tenant's: the
+// same name of another tenant is another volume.
+type Volumer interface {
+	// ListVolumes reports tenant's named volumes and the sandboxes that
+	// mount each.
+	ListVolumes(ctx context.Context, tenant string) ([]VolumeInfo, error)
+	// RemoveVolume deletes tenant's named volume and what it holds:
+	// ErrNotFound if it has none of that name, ErrFailedPrecondition
+	// while a sandbox mounts it.
+	RemoveVolume(ctx context.Context, tenant, name string) error
+}
+
+// VolumeInfo is one named volume.
+type VolumeInfo struct {
+	Name      string
+	CreatedAt time.Time
+	InUseBy   []string
+}
+
 // Pooler is implemented by drivers that keep sandboxes started ahead of
 // time (a warm pool). Claim reserves one that can become spec and returns
 // its ID; the caller then calls Create with spec.ID set to that ID, which
@@ -158,6 +178,9 @@ type Spec struct {
 	// SecretsDir, when set, is mounted read-only at /run/corral: the
 	// socket the sandbox fetches its granted secrets on.
 	SecretsDir string
+	// Volumes are mounted in the sandbox, in order: host volumes already
+	// resolved (Volume.Resolved), named volumes by the tenant's name.
+	Volumes []sandbox.Volume
 	// NetworkPolicy is the egress policy as JSON; nil means the runtime's
 	// configured default.
 	NetworkPolicy json.RawMessage

@@ -48,6 +48,9 @@ type CreateRequest struct {
 	// proxy (it needs NetworkPolicy).
 	CredentialProxy bool
 	Extensions      map[string]string
+	// Volumes are checked for form (sandbox.ParseVolumes); Create
+	// resolves host volumes against the server's allowed prefixes.
+	Volumes []sandbox.Volume
 }
 
 // Create makes a sandbox and returns it Running. The record exists before
@@ -99,6 +102,9 @@ func (m *Manager) admit(req CreateRequest) (CreateRequest, error) {
 	if err != nil {
 		return req, err
 	}
+	if req.Volumes, err = m.admitVolumes(req.Volumes); err != nil {
+		return req, err
+	}
 	req.Resources = res
 	if len(req.NetworkPolicy) == 0 && len(m.cfg.DefaultNetworkPolicy) > 0 {
 		req.NetworkPolicy = m.cfg.DefaultNetworkPolicy
@@ -112,7 +118,7 @@ func (m *Manager) specFor(req CreateRequest) (driver.Spec, error) {
 	spec := driver.Spec{
 		Tenant: req.Tenant, Platform: driver.Platform{}, Entrypoint: req.Entrypoint, Env: req.Env,
 		Resources: driver.Resources(req.Resources), Labels: req.Metadata, NetworkPolicy: req.NetworkPolicy,
-		CredentialProxy: req.CredentialProxy,
+		CredentialProxy: req.CredentialProxy, Volumes: req.Volumes,
 	}
 	if req.Image != nil {
 		spec.Image = driver.Image{URI: req.Image.URI}

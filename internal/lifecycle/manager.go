@@ -48,6 +48,9 @@ type Config struct {
 	Logger  *slog.Logger
 	// MaxTimeout bounds a sandbox's time to live; 0 means no bound.
 	MaxTimeout time.Duration
+	// AllowedHostPaths are the host directories (and what is beneath
+	// them) host volumes may mount; none: host volumes are refused.
+	AllowedHostPaths []string
 	// SnapshotsUnsupported says, for users, why a runtime that takes no
 	// snapshots takes none.
 	SnapshotsUnsupported string

@@ -207,6 +207,43 @@ func OpenInRootAt(root *os.File, name string) (*os.File, fs.FileInfo, error) {
 	return regular(os.NewFile(uintptr(fd), name), name)
 }
 
+// OpenDirNoLinks opens the directory at the absolute path p as a bare
+// descriptor (O_PATH) if no element of p is a symbolic link: a path
+// resolved earlier that someone has since redirected through a link is
+// refused (ErrLink) rather than followed.
+func OpenDirNoLinks(p string) (*os.File, error) {
+	if !filepath.IsAbs(p) {
+		return nil, fmt.Errorf("%q: %w", p, fs.ErrInvalid)
+	}
+	return openPath(unix.AT_FDCWD, p, unix.RESOLVE_NO_SYMLINKS|unix.RESOLVE_NO_MAGICLINKS)
+}
+
+// openPath opens a directory as O_PATH under the rules how (openat2
+// takes no other flag beside O_PATH).
+func openPath(dirfd int, name string, how uint64) (*os.File, error) {
+	for {
+		fd, err := unix.Openat2(dirfd, name, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: how})
+		if errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) {
+			continue
+		}
+		if err != nil {
+			if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) {
+				return nil, fmt.Errorf("%s: %w", name, ErrLink)
+			}
+			return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+		}
+		return os.NewFile(uintptr(fd), name), nil
+	}
+}
+
+// OpenDirInRootAt opens directory name (relative) of the tree at root as
+// a program inside that tree would (its links resolve inside it, never
+// out of it) as a bare descriptor (O_PATH): a bind mount's source that no
+// later change of the tree can redirect.
+func OpenDirInRootAt(root *os.File, name string) (*os.File, error) {
+	return openPath(int(root.Fd()), name, inRoot)
+}
+
 // MkdirAllInRoot makes directory name (absolute, without "..") in the
 // root file system at root as a program inside it would, following the
 // links it holds inside it only. It reports whether it made anything.

@@ -46,7 +46,7 @@ func createRequest(tenant string, in *api.CreateSandboxRequest, body []byte, ide
 	out := lifecycle.CreateRequest{Tenant: tenant}
 	for _, step := range []func(*api.CreateSandboxRequest, *lifecycle.CreateRequest) error{
 		createPool, createSource, createPlatform, createTimeout, createResources, createEnv, createMetadata,
-		createEntrypoint, createNetwork, createUnsupported, createExtensions,
+		createEntrypoint, createNetwork, createUnsupported, createVolumes, createExtensions,
 	} {
 		if err := step(in, &out); err != nil {
 			return out, err
@@ -193,10 +193,13 @@ func createUnsupported(in *api.CreateSandboxRequest, _ *lifecycle.CreateRequest)
 		return errdefs.New(errdefs.ErrInvalidArgument, api.CodeAPINotSupported,
 			"secureAccess needs an ingress gateway; corral authenticates every endpoint with per-sandbox tokens instead")
 	}
-	if len(in.Volumes) > 0 {
-		return errdefs.New(errdefs.ErrInvalidArgument, api.CodeAPINotSupported, "volumes are not supported by this server yet")
-	}
 	return nil
+}
+
+// createVolumes: the volumes' form; the lifecycle checks host paths.
+func createVolumes(in *api.CreateSandboxRequest, out *lifecycle.CreateRequest) (err error) {
+	out.Volumes, err = sandbox.ParseVolumes(in.Volumes)
+	return err
 }
 
 func createExtensions(in *api.CreateSandboxRequest, out *lifecycle.CreateRequest) error {

@@ -115,6 +115,7 @@ func Commands() map[string]Command {
 		{Name: "kill", Summary: "delete sandboxes", Run: runKill, TakesID: true},
 		diagnosticsCommand,
 		snapshotCommand,
+		volumeCommand,
 		keysCommand,
 		configCommand,
 	} {

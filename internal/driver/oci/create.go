@@ -139,7 +139,11 @@ type build struct {
 	ns     *os.File
 	netns  string
 	mounts []specs.Mount
-	mark   func(step string)
+	// volumeMounts are mounted last, from volumeStaging, which are
+	// undone once runc has run.
+	volumeMounts  []specs.Mount
+	volumeStaging []string
+	mark         func(step string)
 }
 
 // create makes a sandbox from nothing, in named steps: the bundle, the
@@ -196,6 +200,16 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, mode createMode) 
 	if err := d.attachNetwork(ctx, b); err != nil {
 		return nil, err
 	}
+	defer func() {
+		for _, m := range b.volumeStaging {
+			if err := unmount(m); err != nil {
+				d.log.WarnContext(ctx, "undo a volume's staging mount", "sandbox_id", spec.ID, "err", err)
+			}
+		}
+	}()
+	if err := d.mountVolumes(b); err != nil {
+		return nil, err
+	}
 	if err := d.writeSpec(b); err != nil {
 		return nil, err
 	}
@@ -206,8 +220,9 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, mode createMode) 
 // sandbox's hand-over files too) and makes the disk directory, with its
 // own file system when the sandbox has a disk limit.
 func (d *Driver) prepareBundle(ctx context.Context, b *build) error {
+	claims, deleteWith := volumeClaims(b.spec)
 	meta, _ := json.Marshal(bundleMeta{ID: b.spec.ID, Tenant: b.spec.Tenant, Labels: driver.BackendLabels(b.spec), Created: time.Now().UTC(),
-		Layers: b.plan.layers, Base: &b.plan.base})
+		Layers: b.plan.layers, Base: &b.plan.base, Volumes: claims, DeleteVolumes: deleteWith})
 	if err := os.WriteFile(filepath.Join(b.bundle, "meta.json"), meta, 0o600); err != nil {
 		return err
 	}
@@ -356,6 +371,7 @@ func (d *Driver) writeSpec(b *build) error {
 			mounts = append(mounts, overlayMount(d.hostLowers(b.plan, dir), up, wk, dir))
 		}
 	}
+	mounts = append(mounts, b.volumeMounts...)
 	args, extra := initCommand(b.spec, initParams{hostname: b.hostname, uid: b.uid, gid: b.gid, warm: b.mode == waitForClaim})
 	env := mergeEnv(b.plan.config.Env, b.spec.Env, extra...)
 	if !hasVar(env, "HOME") {

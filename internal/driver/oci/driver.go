@@ -98,6 +98,8 @@ type Driver struct {
 	freeze idLocks
 	// snapMu serializes changes of the snapshots directory.
 	snapMu sync.Mutex
+	// volMu serializes the making and removing of named volumes.
+	volMu sync.Mutex
 }
 
 var (
@@ -105,6 +107,7 @@ var (
 	_ driver.Pauser      = (*Driver)(nil)
 	_ driver.Consoler    = (*Driver)(nil)
 	_ driver.Snapshotter = (*Driver)(nil)
+	_ driver.Volumer     = (*Driver)(nil)
 )
 
 // instance is what the driver knows of a running sandbox.
@@ -154,6 +157,10 @@ type bundleMeta struct {
 	// Base is what the root file system lies on (nil in bundles made
 	// before snapshots).
 	Base *rootBase `json:"base,omitempty"`
+	// Volumes are the named volumes the sandbox mounts; DeleteVolumes
+	// those it removes when destroyed, if it made them.
+	Volumes       []string `json:"volumes,omitempty"`
+	DeleteVolumes []string `json:"deleteVolumes,omitempty"`
 }
 
 // New checks the runtime binary and prepares the driver's directories.
@@ -550,6 +557,7 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 		return nil
 	}
 	d.forwarders.CloseSandbox(id)
+	meta, _ := readMeta(d.bundleDir(id))
 	var errs []error
 	if err := d.runc.Delete(ctx, id, &runc.DeleteOpts{Force: true}); err != nil && !notExist(err) {
 		errs = append(errs, fmt.Errorf("runc delete: %w", err))
@@ -583,6 +591,9 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 	if len(errs) == 0 {
 		// The layers of deleted snapshots this sandbox stacked.
 		if err := d.sweepSnapshots(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		if err := d.removeVolumesOf(meta); err != nil {
 			errs = append(errs, err)
 		}
 	}

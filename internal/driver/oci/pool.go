@@ -226,7 +226,7 @@ func (d *Driver) createWarm(ctx context.Context, image string) (string, error) {
 func (d *Driver) Claim(spec driver.Spec) (string, bool) {
 	p := d.pool
 	// A disk limit is a file system made at create: no warm sandbox has one.
-	if p == nil || spec.Snapshot != nil || spec.Policed() || spec.SecretsDir != "" || len(spec.Entrypoint) == 0 ||
+	if p == nil || spec.Snapshot != nil || len(spec.Volumes) > 0 || spec.Policed() || spec.SecretsDir != "" || len(spec.Entrypoint) == 0 ||
 		spec.Resources.DiskBytes > 0 {
 		return "", false
 	}

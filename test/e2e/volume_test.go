@@ -1,0 +1,172 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package e2e
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/corral-dev/corral/api"
+	"github.com/corral-dev/corral/sdk"
+)
+
+// volumeScenario checks a runtime's volumes through the server: host
+// volumes read-write and read-only under the allowed prefix, every way
+// out of it refused with the rule named, and named volumes shared by
+// one tenant's sandboxes and invisible to another tenant's.
+func volumeScenario(t *testing.T, s *server, image, allowed string) {
+	t.Helper()
+	c := s.client(t)
+	other := tenantClient(t, s, "volumes-other")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	shared := filepath.Join(allowed, "shared")
+	must(os.MkdirAll(filepath.Join(shared, "sub"), 0o755))
+	must(os.WriteFile(filepath.Join(shared, "from-host"), []byte("host\n"), 0o644))
+	outside := t.TempDir()
+	must(os.WriteFile(filepath.Join(outside, "secret"), []byte("secret\n"), 0o600))
+	must(os.Symlink(outside, filepath.Join(allowed, "link-out")))
+	must(os.Symlink(outside, filepath.Join(shared, "inner-link")))
+
+	create := func(c *sdk.Client, vols ...api.Volume) (*api.CreateSandboxResponse, error) {
+		req := ociCreate(image)
+		req.Volumes = vols
+		return c.CreateSandbox(ctx(t), req, sdk.CreateOptions{})
+	}
+	host := func(name, path, target string, ro bool, sub string) api.Volume {
+		return api.Volume{Name: name, Host: &api.HostVolume{Path: path}, MountPath: target, ReadOnly: ro, SubPath: sub}
+	}
+	named := func(name, claim, target string) api.Volume {
+		return api.Volume{Name: name, PVC: &api.PVCVolume{ClaimName: claim}, MountPath: target}
+	}
+
+	sb, err := create(c, host("rw", shared, "/mnt/rw", false, ""), host("ro", shared, "/mnt/ro", true, ""),
+		host("sub", shared, "/mnt/sub", false, "sub"), named("data", "team-data", "/data"))
+	if err != nil {
+		t.Fatalf("create with volumes: %v", err)
+	}
+	t.Cleanup(func() { _ = c.DeleteSandbox(ctx(t), sb.ID) })
+	x := sandboxExecd(t, c, sb.ID)
+	out, errOut, code := x.run("cat /mnt/rw/from-host; echo sandbox > /mnt/rw/from-sandbox; echo nested > /mnt/sub/file; " +
+		"echo no > /mnt/ro/x 2>/dev/null && echo ro-written; echo kept > /data/kept; cat /mnt/rw/inner-link/secret 2>/dev/null || echo no-secret")
+	if code != 0 || out != "host\nno-secret\n" {
+		t.Errorf("in the sandbox: %q %q (exit %d)", out, errOut, code)
+	}
+	// A link inside an allowed directory leads to the sandbox's own
+	// root, never the host's: the mount is the directory, not a path.
+	if b, _ := os.ReadFile(filepath.Join(shared, "from-sandbox")); string(b) != "sandbox\n" {
+		t.Errorf("the host sees %q of the sandbox's write", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(shared, "sub", "file")); string(b) != "nested\n" {
+		t.Errorf("the sub-path write: %q", b)
+	}
+
+	for _, tc := range []struct {
+		name string
+		vol  api.Volume
+		code string
+	}{
+		{"outside the prefix", host("v", outside, "/mnt/v", false, ""), api.CodeVolumeHostPathForbidden},
+		{"a link out", host("v", filepath.Join(allowed, "link-out"), "/mnt/v", false, ""), api.CodeVolumeHostPathForbidden},
+		{"a sub-path through a link out", host("v", shared, "/mnt/v", false, "inner-link"), api.CodeVolumeHostPathForbidden},
+		{"dot-dot in the sub-path", host("v", shared, "/mnt/v", false, "../.."), api.CodeVolumeInvalidSubPath},
+		{"dot-dot in the host path", host("v", shared+"/../../etc", "/mnt/v", false, ""), api.CodeVolumeInvalidHostPath},
+		{"missing", host("v", filepath.Join(allowed, "nope"), "/mnt/v", false, ""), api.CodeVolumeHostPathNotFound},
+		{"a relative mount path", host("v", shared, "mnt", false, ""), api.CodeVolumeInvalidMountPath},
+		{"over /proc", host("v", shared, "/proc", false, ""), api.CodeVolumeInvalidMountPath},
+		{"over corral", host("v", shared, "/.corral", false, ""), api.CodeVolumeInvalidMountPath},
+		{"a bad claim", named("v", "Bad_Name", "/mnt/v"), api.CodeVolumeInvalidPVCName},
+		{"no backend", api.Volume{Name: "v", MountPath: "/mnt/v"}, api.CodeVolumeInvalidBackend},
+		{"a missing named volume", api.Volume{Name: "v", PVC: &api.PVCVolume{ClaimName: "nobody", CreateIfNotExists: new(bool)}, MountPath: "/mnt/v"}, api.CodeVolumePVCNotFound},
+	} {
+		_, err := create(c, tc.vol)
+		var ae *sdk.APIError
+		if !errors.As(err, &ae) || ae.Status != 400 || ae.Code != tc.code {
+			t.Errorf("%s: create = %v, want 400 %s", tc.name, err, tc.code)
+		}
+	}
+	if _, err := create(c, api.Volume{Name: "v", OSSFS: &api.OSSFS{Bucket: "b"}, MountPath: "/mnt/v"}); !errors.Is(err, sdk.ErrNotImplemented) {
+		t.Errorf("ossfs = %v, want 501", err)
+	}
+
+	// The tenant's second sandbox shares the named volume; another
+	// tenant's volume of the same name is another volume.
+	sb2, err := create(c, api.Volume{Name: "d", PVC: &api.PVCVolume{ClaimName: "team-data"}, MountPath: "/d", ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, _, _ := sandboxExecd(t, c, sb2.ID).run("cat /d/kept; touch /d/x 2>/dev/null || echo ro"); out != "kept\nro\n" {
+		t.Errorf("the tenant's second sandbox sees %q", out)
+	}
+	sb3, err := create(other, named("d", "team-data", "/d"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, _, _ := sandboxExecd(t, other, sb3.ID).run("ls -A /d | wc -l"); strings.TrimSpace(out) != "0" {
+		t.Errorf("another tenant's volume of the same name holds %q", out)
+	}
+	vols, err := c.ListVolumes(ctx(t))
+	if err != nil || len(vols) != 1 || vols[0].Name != "team-data" || !slices.Contains(vols[0].InUseBy, sb.ID) || !slices.Contains(vols[0].InUseBy, sb2.ID) {
+		t.Errorf("ListVolumes = %+v, %v", vols, err)
+	}
+	if err := c.DeleteVolume(ctx(t), "team-data"); !errors.Is(err, sdk.ErrFailedPrecondition) {
+		t.Errorf("delete a mounted volume = %v, want 409", err)
+	}
+	for _, id := range []string{sb.ID, sb2.ID} {
+		must(c.DeleteSandbox(ctx(t), id))
+	}
+	must(c.DeleteVolume(ctx(t), "team-data"))
+	if err := c.DeleteVolume(ctx(t), "team-data"); !errors.Is(err, sdk.ErrNotFound) {
+		t.Errorf("delete twice = %v, want 404", err)
+	}
+	// The other tenant's is still there, and goes with its sandbox when
+	// asked to.
+	if vols, _ := other.ListVolumes(ctx(t)); len(vols) != 1 {
+		t.Errorf("the other tenant's volumes: %+v", vols)
+	}
+	must(other.DeleteSandbox(ctx(t), sb3.ID))
+	must(other.DeleteVolume(ctx(t), "team-data"))
+	tmp, err := create(c, api.Volume{Name: "t", PVC: &api.PVCVolume{ClaimName: "scratch", DeleteOnSandboxTermination: true}, MountPath: "/t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(c.DeleteSandbox(ctx(t), tmp.ID))
+	if vols, _ := c.ListVolumes(ctx(t)); len(vols) != 0 {
+		t.Errorf("a volume made with deleteOnSandboxTermination outlived its sandbox: %+v", vols)
+	}
+}
+
+// tenantClient is a client with a new key of another tenant.
+func tenantClient(t *testing.T, s *server, tenant string) *sdk.Client {
+	t.Helper()
+	k, err := s.client(t).CreateAPIKey(ctx(t), api.CreateAPIKeyRequest{Tenant: tenant, Name: tenant})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := sdk.New(sdk.WithBaseURL(s.url), sdk.WithAPIKey(k.Key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestOCIVolumes: volumes on the native runtime.
+func TestOCIVolumes(t *testing.T) {
+	requireOCI(t)
+	t.Parallel()
+	allowed := t.TempDir()
+	dir := t.TempDir()
+	s := startServer(t, dir, "--runtime", "oci", "--allowed-host-paths", allowed)
+	volumeScenario(t, s, "host", allowed)
+	s.stop(t)
+	ociLeaks(dir)(t, nil)
+}
