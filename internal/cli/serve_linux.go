@@ -60,13 +60,13 @@ type serveConfig struct {
 	maxTimeout           time.Duration
 	allowedHostPaths     string
 	// hostPaths is allowedHostPaths, checked.
-	hostPaths []string
-	retainTerminated     time.Duration
-	recoveryTimeout      time.Duration
-	shutdownTimeout      time.Duration
-	logFormat            string
-	logLevel             string
-	defaultPolicy        string
+	hostPaths        []string
+	retainTerminated time.Duration
+	recoveryTimeout  time.Duration
+	shutdownTimeout  time.Duration
+	logFormat        string
+	logLevel         string
+	defaultPolicy    string
 	// serverID identifies this data dir's server on shared backends.
 	serverID string
 }

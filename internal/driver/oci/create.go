@@ -143,7 +143,7 @@ type build struct {
 	// undone once runc has run.
 	volumeMounts  []specs.Mount
 	volumeStaging []string
-	mark         func(step string)
+	mark          func(step string)
 }
 
 // create makes a sandbox from nothing, in named steps: the bundle, the
