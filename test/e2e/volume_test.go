@@ -4,12 +4,15 @@
 package e2e
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/moby/moby/client"
 
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/sdk"
@@ -169,4 +172,27 @@ func TestOCIVolumes(t *testing.T) {
 	volumeScenario(t, s, "host", allowed)
 	s.stop(t)
 	ociLeaks(dir)(t, nil)
+}
+
+// TestDockerVolumes: volumes on the docker runtime; at the end no volume
+// of these tenants is left on the engine.
+func TestDockerVolumes(t *testing.T) {
+	cli := requireDocker(t)
+	t.Parallel()
+	ref := registryImage(t, cli)
+	allowed := t.TempDir()
+	s := startServer(t, t.TempDir(), "--runtime", "docker", "--allowed-host-paths", allowed)
+	volumeScenario(t, s, ref, allowed)
+	res, err := cli.VolumeList(context.Background(), client.VolumeListOptions{Filters: client.Filters{}.Add("label", "corral.dev/volume")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range res.Items {
+		if v.Labels["corral.dev/tenant"] == "volumes-other" {
+			t.Errorf("leak: volume %s", v.Name)
+		}
+	}
+	if m, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(m), allowed) {
+		t.Errorf("leak: a staging mount of %s", allowed)
+	}
 }

@@ -69,6 +69,12 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 		return nil, err
 	}
 	cfg, host := d.containerConfig(spec, ref, user, mode)
+	staged, err := d.volumeMounts(ctx, spec, host, cfg)
+	if err != nil {
+		return nil, err
+	}
+	// The engine bound them at the start; the sandbox keeps its own.
+	defer unstage(staged)
 	if spec.SecretsDir != "" {
 		host.Binds = append(host.Binds, spec.SecretsDir+":/run/corral:ro")
 	}

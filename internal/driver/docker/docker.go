@@ -102,8 +102,8 @@ type Config struct {
 	Logger        *slog.Logger
 }
 
-// Driver implements driver.Driver, driver.Pauser and driver.Snapshotter
-// on a Docker engine.
+// Driver implements driver.Driver, driver.Pauser, driver.Snapshotter and
+// driver.Volumer on a Docker engine.
 type Driver struct {
 	cfg        Config
 	cli        *client.Client
@@ -447,6 +447,10 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 		return fmt.Errorf("destroy %s: %w", id, err)
 	}
 	d.dropNetns(id)
+	var labels map[string]string
+	if c, err := d.inspect(ctx, id); err == nil {
+		labels = c.Config.Labels
+	}
 	cctx, cancel := d.call(ctx)
 	defer cancel()
 	_, err := d.cli.ContainerRemove(cctx, containerName(id), client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
@@ -455,6 +459,7 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 	}
 	if err == nil {
 		d.pruneSnapshots(ctx)
+		d.removeVolumesOf(ctx, id, labels)
 	}
 	return nil
 }
@@ -649,6 +654,7 @@ var (
 	_ driver.Pauser      = (*Driver)(nil)
 	_ driver.Snapshotter = (*Driver)(nil)
 	_ driver.Consoler    = (*Driver)(nil)
+	_ driver.Volumer     = (*Driver)(nil)
 )
 
 // Console implements driver.Consoler: the end of the container's log,
