@@ -70,6 +70,11 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 	}
 	cfg, host := d.containerConfig(spec, ref, user, mode)
 	staged, err := d.volumeMounts(ctx, spec, host, cfg)
+	defer func() {
+		if err != nil {
+			d.removeMadeVolumes(context.WithoutCancel(ctx), spec)
+		}
+	}()
 	if err != nil {
 		return nil, err
 	}

@@ -57,6 +57,7 @@ func conformance(t *testing.T, cfg Config) {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	cfg.ServerID = "conformance-" + hex.EncodeToString(b[:])
+	cfg.StateDir = t.TempDir()
 	mine := client.Filters{}.Add("label", sandbox.LabelServer+"="+cfg.ServerID)
 	drivertest.Run(t, drivertest.Harness{
 		New: func(t *testing.T) driver.Driver { return newTestDriver(t, cfg) },
@@ -66,6 +67,7 @@ func conformance(t *testing.T, cfg Config) {
 		ExitSpec: func(_ *testing.T, code int) driver.Spec {
 			return driver.Spec{Image: driver.Image{URI: image}, Entrypoint: []string{"sh", "-c", fmt.Sprintf("sleep 0.5; exit %d", code)}}
 		},
+		NoHostVolumes: cfg.Remote,
 		Kill: func(t *testing.T, id string) {
 			if _, err := cli.ContainerRemove(context.Background(), containerName(id), client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
 				t.Fatalf("docker rm: %v", err)

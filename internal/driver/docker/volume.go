@@ -239,6 +239,17 @@ func (d *Driver) removeVolume(ctx context.Context, tenant, claim, onlyMadeBy str
 	return nil
 }
 
+// removeMadeVolumes removes the named volumes a failed create made.
+func (d *Driver) removeMadeVolumes(ctx context.Context, spec driver.Spec) {
+	for _, v := range spec.Volumes {
+		if v.Kind == sandbox.VolumeNamed {
+			if err := d.removeVolume(ctx, spec.Tenant, v.Claim, spec.ID); err != nil && !errorsIsAny(err, errdefs.ErrNotFound, errdefs.ErrFailedPrecondition) {
+				d.cfg.Logger.WarnContext(ctx, "remove a failed create's volume", "sandbox_id", spec.ID, "volume", v.Claim, "err", err)
+			}
+		}
+	}
+}
+
 // removeVolumesOf removes, once its container is gone, the named volumes
 // a sandbox made and was to take with it, unless another mounts them.
 func (d *Driver) removeVolumesOf(ctx context.Context, id string, labels map[string]string) {

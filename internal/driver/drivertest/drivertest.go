@@ -12,6 +12,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -34,6 +35,9 @@ type Harness struct {
 	ExitSpec func(t *testing.T, code int) driver.Spec
 	// Kill removes a sandbox behind the driver's back.
 	Kill func(t *testing.T, id string)
+	// NoHostVolumes: the runtime refuses host volumes (ErrInvalidArgument),
+	// as a remote Docker engine's, whose host is another machine.
+	NoHostVolumes bool
 }
 
 type suite struct {
@@ -68,6 +72,9 @@ func Run(t *testing.T, h Harness) {
 	}
 	if _, ok := h.New(t).(driver.Snapshotter); ok {
 		t.Run("Snapshot/CreateRestoreRemove", s.snapshot)
+	}
+	if _, ok := h.New(t).(driver.Volumer); ok {
+		t.Run("Volume/NamedSharedScopedRemoved", s.volumes)
 	}
 	if _, ok := h.New(t).(driver.Consoler); ok {
 		t.Run("Console/KeepsTheEntrypointsOutput", s.console)
@@ -466,6 +473,89 @@ func (s *suite) snapshot(t *testing.T) {
 	for _, r := range refs {
 		if r.ID == snapID {
 			t.Fatalf("ListSnapshots still reports %s after RemoveSnapshot", snapID)
+		}
+	}
+}
+
+func (s *suite) volumes(t *testing.T) {
+	d := s.h.New(t)
+	vd := d.(driver.Volumer)
+	claim, gone := "dtv"+randHex(4), "dtw"+randHex(4)
+	named := func(claim string, create, deleteWith bool) sandbox.Volume {
+		return sandbox.Volume{Name: "v", Kind: sandbox.VolumeNamed, Claim: claim, Create: create, DeleteWithSandbox: deleteWith, Target: "/mnt/v"}
+	}
+	host := sandbox.Volume{Name: "h", Kind: sandbox.VolumeHost, HostPath: t.TempDir(), Target: "/mnt/h", ReadOnly: true}
+	host.Resolved = host.HostPath
+	sp1 := s.spec(t, d)
+	sp1.Volumes = []sandbox.Volume{named(claim, true, false), host}
+	if s.h.NoHostVolumes {
+		if _, err := d.Create(ctxT(t), sp1); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Fatalf("Create with a host volume = %v, want ErrInvalidArgument on this runtime", err)
+		}
+		if vols, _ := vd.ListVolumes(ctxT(t), s.tenant); len(vols) != 0 {
+			t.Fatalf("a failed create left volumes %+v", vols)
+		}
+		sp1.Volumes = sp1.Volumes[:1]
+	}
+	if _, err := d.Create(ctxT(t), sp1); err != nil {
+		t.Fatalf("Create with a new named volume and a host volume = %v", err)
+	}
+	sp2 := s.spec(t, d)
+	sp2.Volumes = []sandbox.Volume{named(claim, false, false)}
+	if _, err := d.Create(ctxT(t), sp2); err != nil {
+		t.Fatalf("Create with the tenant's existing named volume = %v", err)
+	}
+	other := s.spec(t, d)
+	other.Tenant = s.tenant + "-other"
+	other.Volumes = []sandbox.Volume{named(claim, false, false)}
+	if _, err := d.Create(ctxT(t), other); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Fatalf("Create with another tenant's volume name (createIfNotExists false) = %v, want ErrInvalidArgument", err)
+	}
+	vols, err := vd.ListVolumes(ctxT(t), s.tenant)
+	if err != nil {
+		t.Fatalf("ListVolumes = %v", err)
+	}
+	var users []string
+	for _, v := range vols {
+		if v.Name == claim {
+			users = v.InUseBy
+		}
+	}
+	if !slices.Contains(users, sp1.ID) || !slices.Contains(users, sp2.ID) {
+		t.Fatalf("ListVolumes = %+v, want %s used by %s and %s", vols, claim, sp1.ID, sp2.ID)
+	}
+	if vols, _ := vd.ListVolumes(ctxT(t), other.Tenant); len(vols) != 0 {
+		t.Fatalf("another tenant's ListVolumes = %+v, want none", vols)
+	}
+	if err := vd.RemoveVolume(ctxT(t), s.tenant, claim); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Fatalf("RemoveVolume of a mounted volume = %v, want ErrFailedPrecondition", err)
+	}
+	if err := vd.RemoveVolume(ctxT(t), other.Tenant, claim); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("RemoveVolume by another tenant = %v, want ErrNotFound", err)
+	}
+	for _, id := range []string{sp1.ID, sp2.ID} {
+		if err := d.Destroy(ctxT(t), id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := vd.RemoveVolume(ctxT(t), s.tenant, claim); err != nil {
+		t.Fatalf("RemoveVolume = %v", err)
+	}
+	if err := vd.RemoveVolume(ctxT(t), s.tenant, claim); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("RemoveVolume twice = %v, want ErrNotFound", err)
+	}
+	sp3 := s.spec(t, d)
+	sp3.Volumes = []sandbox.Volume{named(gone, true, true)}
+	if _, err := d.Create(ctxT(t), sp3); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Destroy(ctxT(t), sp3.ID); err != nil {
+		t.Fatal(err)
+	}
+	vols, _ = vd.ListVolumes(ctxT(t), s.tenant)
+	for _, v := range vols {
+		if v.Name == gone {
+			t.Fatalf("a volume made to go with its sandbox outlived it")
 		}
 	}
 }

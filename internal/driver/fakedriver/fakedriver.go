@@ -69,6 +69,7 @@ var (
 	_ driver.Pauser      = (*Driver)(nil)
 	_ driver.Snapshotter = (*Driver)(nil)
 	_ driver.Consoler    = (*Driver)(nil)
+	_ driver.Volumer     = (*Driver)(nil)
 )
 
 type endpointKey struct {
@@ -97,6 +98,10 @@ type object struct {
 	// ExitedAt is set once the entrypoint has exited.
 	ExitedAt time.Time `json:"exitedAt"`
 	Snapshot string    `json:"snapshot,omitempty"`
+	// Volumes are the named volumes it mounts; DeleteVolumes those it
+	// removes when destroyed, if it made them.
+	Volumes       []string `json:"volumes,omitempty"`
+	DeleteVolumes []string `json:"deleteVolumes,omitempty"`
 }
 
 type snapshotObject struct {
@@ -228,7 +233,18 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 	if spec.Snapshot != nil {
 		o.Snapshot = spec.Snapshot.ID
 	}
-	err = writeJSON(d.objectPath(spec.ID), o)
+	for _, v := range spec.Volumes {
+		if v.Kind == sandbox.VolumeNamed {
+			o.Volumes = append(o.Volumes, v.Claim)
+			if v.DeleteWithSandbox {
+				o.DeleteVolumes = append(o.DeleteVolumes, v.Claim)
+			}
+		}
+	}
+	err = d.makeVolumesLocked(spec)
+	if err == nil {
+		err = writeJSON(d.objectPath(spec.ID), o)
+	}
 	d.mu.Unlock()
 	if err != nil {
 		return nil, err
@@ -372,9 +388,17 @@ func (d *Driver) Destroy(_ context.Context, id string) error {
 	defer d.mu.Unlock()
 	d.closeEndpointsLocked(id)
 	defer d.notifyLocked()
+	o, _ := d.load(id)
 	err := os.Remove(d.objectPath(id))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
+	}
+	if err == nil && o != nil {
+		for _, name := range o.DeleteVolumes {
+			if rerr := d.removeVolumeLocked(o.Tenant, name, id); rerr != nil && !errors.Is(rerr, errdefs.ErrNotFound) && !errors.Is(rerr, errdefs.ErrFailedPrecondition) {
+				err = rerr
+			}
+		}
 	}
 	return err
 }

@@ -186,6 +186,9 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, mode createMode) 
 			if derr := d.Destroy(cctx, spec.ID); derr != nil {
 				d.log.WarnContext(ctx, "clean up after failed create", "sandbox_id", spec.ID, "err", derr)
 			}
+			if derr := d.removeMadeVolumes(spec); derr != nil {
+				d.log.WarnContext(ctx, "remove a failed create's volumes", "sandbox_id", spec.ID, "err", derr)
+			}
 		}
 	}()
 	if err := d.prepareBundle(ctx, b); err != nil {

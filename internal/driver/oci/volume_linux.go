@@ -240,6 +240,12 @@ func (d *Driver) removeVolume(tenant, name, onlyMadeBy string) error {
 	return os.RemoveAll(dir)
 }
 
+// removeMadeVolumes removes the named volumes a failed create made.
+func (d *Driver) removeMadeVolumes(spec driver.Spec) error {
+	claims, _ := volumeClaims(spec)
+	return d.removeVolumesOf(&bundleMeta{ID: spec.ID, Tenant: spec.Tenant, DeleteVolumes: claims})
+}
+
 // removeVolumesOf removes the named volumes a destroyed sandbox made
 // and was to take with it, when no other sandbox mounts them.
 func (d *Driver) removeVolumesOf(m *bundleMeta) error {
