@@ -72,6 +72,13 @@ func newTSWith(t testing.TB, edit func(*Config)) *ts { return newTSDriver(t, edi
 // newTSDriver is newTSWith with the fake driver wrapped by wrap (nil: not).
 func newTSDriver(t testing.TB, edit func(*Config), wrap func(*fakedriver.Driver) driver.Driver) *ts {
 	t.Helper()
+	return newTSFull(t, edit, wrap, nil)
+}
+
+// newTSFull is newTSDriver with the lifecycle's configuration changed by
+// lc (nil: not).
+func newTSFull(t testing.TB, edit func(*Config), wrap func(*fakedriver.Driver) driver.Driver, lc func(*lifecycle.Config)) *ts {
+	t.Helper()
 	dir := t.TempDir()
 	st, err := store.Open(t.Context(), filepath.Join(dir, "corral.db"))
 	if err != nil {
@@ -85,7 +92,11 @@ func newTSDriver(t testing.TB, edit func(*Config), wrap func(*fakedriver.Driver)
 	if wrap != nil {
 		drv = wrap(d)
 	}
-	mgr, err := lifecycle.New(lifecycle.Config{Driver: drv, DriverName: fakedriver.Name, Store: st, MaintainInterval: time.Hour})
+	lcfg := lifecycle.Config{Driver: drv, DriverName: fakedriver.Name, Store: st, MaintainInterval: time.Hour}
+	if lc != nil {
+		lc(&lcfg)
+	}
+	mgr, err := lifecycle.New(lcfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -169,7 +169,10 @@ func TestCreateRejectsBadInput(t *testing.T) {
 		}), api.CodeInvalidParameter},
 		{"credential proxy without policy", with(func(b map[string]any) { b["credentialProxy"] = map[string]bool{"enabled": true} }), api.CodeInvalidParameter},
 		{"secure access", with(func(b map[string]any) { b["secureAccess"] = true }), api.CodeAPINotSupported},
-		{"volumes", with(func(b map[string]any) { b["volumes"] = []map[string]string{{"name": "v", "mountPath": "/x"}} }), api.CodeAPINotSupported},
+		{"volume without a backend", with(func(b map[string]any) { b["volumes"] = []map[string]string{{"name": "v", "mountPath": "/x"}} }), api.CodeVolumeInvalidBackend},
+		{"host volumes off", with(func(b map[string]any) {
+			b["volumes"] = []map[string]any{{"name": "v", "host": map[string]string{"path": "/srv"}, "mountPath": "/x"}}
+		}), api.CodeVolumeHostPathForbidden},
 		{"pool ref", with(func(b map[string]any) { b["extensions"] = map[string]string{"poolRef": "p"} }), api.CodeUnsupportedPoolRef},
 		{"renew extension", with(func(b map[string]any) { b["extensions"] = map[string]string{"access.renew.extend.seconds": "5"} }), api.CodeInvalidParameter},
 		{"unknown snapshot", map[string]any{"snapshotId": "nope"}, "SNAPSHOT::NOT_FOUND"},
