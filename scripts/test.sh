@@ -135,6 +135,13 @@ required=(
   test/e2e.TestEscapeSuite
   test/e2e.TestHostImageWritesStayInTheSandbox
   test/e2e.TestOpenSandboxJavaScriptSDK
+  test/e2e.TestOpenSandboxJavaScriptSDKVolumesAndSnapshots
+  test/e2e.TestOCISnapshotsAndFork
+  test/e2e.TestDockerSnapshotsAndFork
+  test/e2e.TestOCIVolumes
+  test/e2e.TestDockerVolumes
+  internal/treecopy.TestCopyKeepsWhatALayerNeeds
+  internal/driver/oci.TestSnapshotLayersOutliveTheirSnapshotWhileUsed
   test/e2e.TestSDKCommands
   test/e2e.TestSDKFilesAndTerminal
   test/e2e.TestSDKStreamReattachesAfterACut
