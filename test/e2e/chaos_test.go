@@ -481,9 +481,7 @@ func pidsWhere(match func(args []string) bool) []int {
 func TestChaosServerKillsOCI(t *testing.T) {
 	requireOCI(t)
 	t.Parallel()
-	reg := testutil.StartRegistry(t)
-	ref := reg + "/corral/busybox:1"
-	testutil.PushImage(t, ref, busyboxImage(t))
+	ref := busyboxInRegistry(t)
 	dir := t.TempDir()
 	ch := newChaos(t, dir, ref, "--runtime", "oci")
 	ch.snapshots = true
@@ -657,9 +655,7 @@ func (ch *chaos) processKills(t *testing.T, s *server, initPid func(t *testing.T
 func TestChaosSandboxProcessesOCI(t *testing.T) {
 	requireOCI(t)
 	t.Parallel()
-	reg := testutil.StartRegistry(t)
-	ref := reg + "/corral/busybox:1"
-	testutil.PushImage(t, ref, busyboxImage(t))
+	ref := busyboxInRegistry(t)
 	dir := t.TempDir()
 	ch := newChaos(t, dir, ref, "--runtime", "oci")
 	s := startServer(t, dir, ch.args...)

@@ -70,6 +70,15 @@ func tarLayer(t *testing.T, files []tarFile) v1.Layer {
 
 // busyboxImage is a two-layer image: busybox with its applets, and an app
 // layer. Its config sets an environment variable and a working directory.
+// busyboxInRegistry pushes busyboxImage to a registry of the test's own
+// and returns its reference.
+func busyboxInRegistry(t *testing.T) string {
+	t.Helper()
+	ref := testutil.StartRegistry(t) + "/corral/busybox:1"
+	testutil.PushImage(t, ref, busyboxImage(t))
+	return ref
+}
+
 func busyboxImage(t *testing.T) v1.Image {
 	t.Helper()
 	bb, err := os.ReadFile("/bin/busybox")

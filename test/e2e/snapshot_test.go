@@ -212,9 +212,7 @@ func atoi(s string) int {
 func TestOCISnapshotsAndFork(t *testing.T) {
 	requireOCI(t)
 	t.Parallel()
-	reg := testutil.StartRegistry(t)
-	ref := reg + "/corral/busybox:1"
-	testutil.PushImage(t, ref, busyboxImage(t))
+	ref := busyboxInRegistry(t)
 	dir := t.TempDir()
 	s := startServer(t, dir, "--runtime", "oci")
 	c := s.client(t)

@@ -309,14 +309,6 @@ func (d *Driver) personalise(ctx context.Context, spec driver.Spec) (*driver.Han
 	return &driver.Handle{ID: spec.ID, Driver: Name, Version: 1, State: state}, nil
 }
 
-func readLayers(bundle string) []string {
-	m, err := readMeta(bundle)
-	if err != nil {
-		return nil
-	}
-	return m.Layers
-}
-
 // replaceFile writes name inside root by rename, so a reader sees the old
 // or the new content, and nothing the sandbox planted is followed.
 func replaceFile(root *os.Root, name string, data []byte) error {
