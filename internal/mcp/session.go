@@ -255,13 +255,19 @@ func (s *Session) charge() *ToolError {
 }
 
 // chargeSandbox counts one sandbox against the budget.
-func (s *Session) chargeSandbox() *ToolError {
+func (s *Session) chargeSandbox() *ToolError { return s.chargeSandboxes(1) }
+
+// chargeSandboxes counts n sandboxes against the budget, all or none.
+func (s *Session) chargeSandboxes(n int) *ToolError {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.created >= s.pol.Budget.Sandboxes {
-		return budgetSpent(api.CodeBudgetSandboxes, "the session's budget of %d sandboxes is spent", s.pol.Budget.Sandboxes)
+	if s.created+n > s.pol.Budget.Sandboxes {
+		if s.created >= s.pol.Budget.Sandboxes {
+			return budgetSpent(api.CodeBudgetSandboxes, "the session's budget of %d sandboxes is spent", s.pol.Budget.Sandboxes)
+		}
+		return budgetSpent(api.CodeBudgetSandboxes, "the session's budget of %d sandboxes has %d left, not %d", s.pol.Budget.Sandboxes, s.pol.Budget.Sandboxes-s.created, n)
 	}
-	s.created++
+	s.created += n
 	return nil
 }
 

@@ -50,6 +50,7 @@ func allTools() []tool {
 		def("sandbox_healthcheck", "Whether a sandbox's in-sandbox daemon answers.", true, healthcheck),
 		def("sandbox_get_endpoint", "The address of a port a program in the sandbox listens on.", true, sandboxEndpoint),
 		def("sandbox_snapshot", "Snapshot a sandbox's file system (on runtimes that support it) and wait until the snapshot is ready.", false, snapshotSandbox),
+		def("sandbox_fork", "Make count new sandboxes (1 to 10, within the session's sandbox budget) from a sandbox's file system as it is now: each starts with its files and runs on its own (running processes are not carried).", false, forkSandbox),
 		def("command_run", "Run a shell command in a sandbox and return its exit code and output (head and tail kept when long).", false, runCommand),
 		def("command_interrupt", "Interrupt a background command.", false, interruptCommand),
 		def("code_run", "Run code in a sandbox's code interpreter (Python by default; variables are kept between runs of a context). Images are returned as image content.", false, runCode),
@@ -418,6 +419,51 @@ func sandboxEndpoint(ctx context.Context, s *Session, c *call, in endpointIn) (*
 		return nil, err
 	}
 	return &EndpointOut{SandboxID: id, Port: in.Port, Endpoint: ep.Endpoint, Headers: ep.Headers}, nil
+}
+
+type forkIn struct {
+	SandboxID string `json:"sandbox_id,omitempty" jsonschema:"the sandbox to fork (default: the session's only one)"`
+	Count     int    `json:"count,omitempty" jsonschema:"how many sandboxes to make, 1 to 10 (default 1)"`
+}
+
+// ForkOut is sandbox_fork's result.
+type ForkOut struct {
+	Failure
+	SandboxID string   `json:"sandbox_id"`
+	Forks     []string `json:"forks"`
+}
+
+// maxForkTool bounds one sandbox_fork call, whatever the budget.
+const maxForkTool = 10
+
+func forkSandbox(ctx context.Context, s *Session, c *call, in forkIn) (*ForkOut, error) {
+	if s.cfg.Sandbox != "" {
+		return nil, badArgs("this session has its sandbox (%s); it cannot create others", s.cfg.Sandbox)
+	}
+	id, err := s.sandboxID(c, in.SandboxID)
+	if err != nil {
+		return nil, err
+	}
+	n := in.Count
+	if n == 0 {
+		n = 1
+	}
+	if n < 1 || n > maxForkTool {
+		return nil, badArgs("count %d: want 1 to %d", in.Count, maxForkTool)
+	}
+	if terr := s.chargeSandboxes(n); terr != nil {
+		return nil, terr
+	}
+	res, err := s.cfg.Client.Fork(ctx, id, api.ForkRequest{Count: n})
+	if err != nil {
+		return nil, err
+	}
+	out := &ForkOut{SandboxID: id, Forks: []string{}}
+	for _, sb := range res.Sandboxes {
+		s.own(sb.ID)
+		out.Forks = append(out.Forks, sb.ID)
+	}
+	return out, nil
 }
 
 type snapshotIn struct {

@@ -260,8 +260,8 @@ func TestMCPToolsOverStdio(t *testing.T) {
 	if got := ok(t, cs, "sandbox_get_info", map[string]any{"sandbox_id": id}); got["state"] != "Running" {
 		t.Fatalf("info: %v", got)
 	}
-	if e := toolErr(t, cs, "sandbox_snapshot", map[string]any{}); e["class"] != "platform" || e["retryable"] != false {
-		t.Fatalf("snapshot on the native runtime: %v", e)
+	if got := ok(t, cs, "sandbox_snapshot", map[string]any{}); got["state"] != "Ready" || got["snapshot_id"] == "" {
+		t.Fatalf("snapshot on the native runtime: %v", got)
 	}
 	// Another tenant's sandbox (here: one made outside the session) is off limits.
 	other := createHost(t, s)
@@ -269,8 +269,21 @@ func TestMCPToolsOverStdio(t *testing.T) {
 		t.Fatalf("foreign sandbox: %v", e)
 	}
 
-	// A second sandbox; then the session ends and takes both with it.
-	second := ok(t, cs, "sandbox_create", map[string]any{})
+	// A second sandbox, a fork of the first (two would pass the budget);
+	// then the session ends and takes both with it.
+	ok(t, cs, "command_run", map[string]any{"command": "echo forked-state > carried.txt"})
+	if e := toolErr(t, cs, "sandbox_fork", map[string]any{"count": 2}); e["class"] != "budget" || e["code"] != "BUDGET::SANDBOXES" {
+		t.Fatalf("fork past the budget: %v", e)
+	}
+	fork := ok(t, cs, "sandbox_fork", map[string]any{})
+	forks, _ := fork["forks"].([]any)
+	if len(forks) != 1 {
+		t.Fatalf("fork: %v", fork)
+	}
+	second := map[string]any{"sandbox_id": forks[0]}
+	if out := ok(t, cs, "command_run", map[string]any{"sandbox_id": forks[0], "command": "cat carried.txt"}); out["stdout"].(map[string]any)["text"] != "forked-state\n" {
+		t.Fatalf("the fork's files: %v", out)
+	}
 	if e := toolErr(t, cs, "command_run", map[string]any{"command": "id"}); !strings.Contains(e["message"].(string), "2 sandboxes") {
 		t.Fatalf("ambiguous sandbox: %v", e)
 	}
