@@ -18,6 +18,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
+	"github.com/moby/moby/client/pkg/versions"
 	"golang.org/x/sys/unix"
 
 	"github.com/corral-dev/corral/api"
@@ -79,8 +80,13 @@ func (d *Driver) volumeMounts(ctx context.Context, spec driver.Spec, host *conta
 			m.Type, m.Source = mount.TypeBind, dir
 		case sandbox.VolumeNamed:
 			if v.SubPath != "" {
-				return staged, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeVolumeInvalidSubPath,
-					"volume %q: a subPath of a named volume needs Docker Engine API 1.45; this engine speaks %s", v.Name, d.cli.ClientVersion())
+				// The engine resolves a volume's sub-path inside the
+				// volume itself, from API 1.45 on.
+				if ver := d.cli.ClientVersion(); versions.LessThan(ver, "1.45") {
+					return staged, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeVolumeInvalidSubPath,
+						"volume %q: a subPath of a named volume needs Docker Engine API 1.45; this engine speaks %s", v.Name, ver)
+				}
+				m.VolumeOptions = &mount.VolumeOptions{Subpath: v.SubPath}
 			}
 			if err := d.ensureVolume(ctx, spec, v); err != nil {
 				return staged, err

@@ -798,8 +798,8 @@ func LayersInUse(root string) map[string]bool {
 	out := map[string]bool{}
 	snaps, _ := os.ReadDir(filepath.Join(root, "snapshots"))
 	for _, e := range snaps {
-		// Those of removed snapshots too: their layers stay while
-		// sandboxes stack them.
+		// A removed snapshot's image layers are kept by the bundles of
+		// the sandboxes that still stack it.
 		b, _, err := safefile.ReadFile(filepath.Join(root, "snapshots", e.Name()), "meta.json", 1<<20)
 		var sm snapshotMeta
 		if err == nil && json.Unmarshal(b, &sm) == nil {
