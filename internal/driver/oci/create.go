@@ -514,12 +514,12 @@ func (d *Driver) startError(bundle, disk string, cause error) error {
 	if !exited {
 		// The runtime failed, not the user's program: the server's side,
 		// and worth a retry (a runtime killed or starved mid-create), as
-		// the other runtimes answer it.
-		msg := "the runtime could not start the sandbox"
+		// the other runtimes answer it. What the console holds then is
+		// the runtime's own words (host paths, descriptors): for the log.
 		if tail != "" {
-			msg += ": " + tail
+			cause = fmt.Errorf("%w; console: %s", cause, tail)
 		}
-		return errdefs.Wrap(errdefs.ErrUnavailable, api.CodeSandboxStartFailed, msg, cause)
+		return errdefs.Wrap(errdefs.ErrUnavailable, api.CodeSandboxStartFailed, "the runtime could not start the sandbox (details are in the server log)", cause)
 	}
 	msg := fmt.Sprintf("the entrypoint exited during start with code %d", ex.Code)
 	if tail != "" {

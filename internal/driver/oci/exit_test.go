@@ -4,13 +4,16 @@
 package oci
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/testutil"
 )
 
@@ -108,5 +111,36 @@ func TestMountOverlayOfManyLayers(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(target, f)); err != nil {
 			t.Errorf("%s of the stack is missing: %v", f, err)
 		}
+	}
+}
+
+// TestRuntimeWordsStayInTheLog: when runc fails before the entrypoint ran,
+// what the console holds is runc's (host paths, descriptors): it goes to
+// the error's cause, for the server's log, not to the user's message.
+func TestRuntimeWordsStayInTheLog(t *testing.T) {
+	t.Parallel()
+	bundle, disk := t.TempDir(), t.TempDir()
+	runcSaid := `level=error msg="runc run failed: error mounting \"/proc/6734/fd/16\" to rootfs"`
+	if err := os.WriteFile(filepath.Join(disk, consoleFile), []byte(runcSaid+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := &Driver{}
+	err := d.startError(bundle, disk, fmt.Errorf("runc run: exit status 1"))
+	var pe *errdefs.Error
+	if !errors.As(err, &pe) || strings.Contains(pe.Message, "/proc/") || !errors.Is(err, errdefs.ErrUnavailable) {
+		t.Fatalf("startError = %v, want an unavailable error without runc's words", err)
+	}
+	if !strings.Contains(errdefs.Detail(err), "/proc/6734/fd/16") {
+		t.Errorf("the log's detail lacks runc's words: %s", errdefs.Detail(err))
+	}
+	// An entrypoint that exited is the user's: its words are the message.
+	if err := os.WriteFile(filepath.Join(bundle, exitFile), []byte("3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(disk, consoleFile), []byte("python: no module named x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.startError(bundle, disk, fmt.Errorf("exited")); !errors.As(err, &pe) || !strings.Contains(pe.Message, "no module named x") {
+		t.Errorf("startError of an exited entrypoint = %v", err)
 	}
 }
