@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/moby/moby/client"
+	"github.com/moby/moby/client/pkg/versions"
 
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/sdk"
@@ -183,6 +184,28 @@ func TestDockerVolumes(t *testing.T) {
 	allowed := t.TempDir()
 	s := startServer(t, t.TempDir(), "--runtime", "docker", "--allowed-host-paths", allowed)
 	volumeScenario(t, s, ref, allowed)
+	// A named volume's sub-path is the engine's to resolve, from API 1.45.
+	c := s.client(t)
+	req := ociCreate(ref)
+	req.Volumes = []api.Volume{{Name: "d", PVC: &api.PVCVolume{ClaimName: "subbed", DeleteOnSandboxTermination: true}, MountPath: "/d", SubPath: "part"}}
+	sb, err := c.CreateSandbox(ctx(t), req, sdk.CreateOptions{})
+	var ae *sdk.APIError
+	sv, verr := cli.ServerVersion(ctx(t), client.ServerVersionOptions{})
+	if verr != nil {
+		t.Fatal(verr)
+	}
+	if v := sv.APIVersion; versions.LessThan(v, "1.45") {
+		if !errors.As(err, &ae) || ae.Status != 400 || ae.Code != api.CodeVolumeInvalidSubPath || !strings.Contains(ae.Message, v) {
+			t.Errorf("a named volume's subPath on engine API %s = %v, want 400 naming the version", v, err)
+		}
+		if vols, _ := c.ListVolumes(ctx(t)); len(vols) != 0 {
+			t.Errorf("the refused create left volumes %+v", vols)
+		}
+	} else if err != nil {
+		t.Errorf("a named volume's subPath on engine API %s = %v", v, err)
+	} else {
+		_ = c.DeleteSandbox(ctx(t), sb.ID)
+	}
 	res, err := cli.VolumeList(context.Background(), client.VolumeListOptions{Filters: client.Filters{}.Add("label", "corral.dev/volume")})
 	if err != nil {
 		t.Fatal(err)
