@@ -44,6 +44,9 @@ type Volume struct {
 	Claim             string
 	Create            bool
 	DeleteWithSandbox bool
+	// SizeBytes bounds a named volume the create makes (pvc.storage);
+	// 0: no bound of its own.
+	SizeBytes int64
 	// Target is where it is mounted in the sandbox; SubPath a directory
 	// of it mounted instead of its root (relative, no "..").
 	Target   string
@@ -122,9 +125,11 @@ func ParseVolumes(in []api.Volume) ([]Volume, error) {
 				return nil, volumeErr(api.CodeVolumeInvalidPVCName, "volume %q: pvc.claimName %q: a DNS label (at most 63)", v.Name, v.PVC.ClaimName)
 			}
 			if v.PVC.Storage != nil {
-				if _, err := ParseBytes(*v.PVC.Storage); err != nil {
-					return nil, volumeErr(api.CodeInvalidParameter, "volume %q: pvc.storage %q is not a size such as 1Gi", v.Name, *v.PVC.Storage)
+				n, err := ParseBytes(*v.PVC.Storage)
+				if err != nil || n < 4<<20 {
+					return nil, volumeErr(api.CodeInvalidParameter, "volume %q: pvc.storage %q is not a size of at least 4Mi, such as 1Gi", v.Name, *v.PVC.Storage)
 				}
+				vol.SizeBytes = n
 			}
 			vol.Kind, vol.Claim = VolumeNamed, v.PVC.ClaimName
 			vol.Create = v.PVC.CreateIfNotExists == nil || *v.PVC.CreateIfNotExists

@@ -171,6 +171,26 @@ func TestOCIVolumes(t *testing.T) {
 	dir := t.TempDir()
 	s := startServer(t, dir, "--runtime", "oci", "--allowed-host-paths", allowed)
 	volumeScenario(t, s, "host", allowed)
+	// pvc.storage: a named volume of its own size on the native runtime.
+	c := s.client(t)
+	req := ociCreate("host")
+	size := "8Mi"
+	req.Volumes = []api.Volume{{Name: "s", PVC: &api.PVCVolume{ClaimName: "sized", Storage: &size}, MountPath: "/sized"}}
+	sb, err := c.CreateSandbox(ctx(t), req, sdk.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, _ := sandboxExecd(t, c, sb.ID).run("head -c 16777216 /dev/zero > /sized/big 2>/dev/null || echo full; df -k /sized | tail -n 1 | awk '{print $2}'")
+	f := strings.Fields(out)
+	if len(f) != 2 || f[0] != "full" || atoi(f[1]) > 8192 || atoi(f[1]) < 4096 {
+		t.Errorf("a volume of 8Mi: %q, want a write of 16 MiB refused and a file system of about 8 MiB", out)
+	}
+	if err := c.DeleteSandbox(ctx(t), sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteVolume(ctx(t), "sized"); err != nil {
+		t.Fatal(err)
+	}
 	s.stop(t)
 	ociLeaks(dir)(t, nil)
 }

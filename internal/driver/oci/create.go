@@ -210,7 +210,7 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, mode createMode) 
 			}
 		}
 	}()
-	if err := d.mountVolumes(b); err != nil {
+	if err := d.mountVolumes(ctx, b); err != nil {
 		return nil, err
 	}
 	if err := d.writeSpec(b); err != nil {

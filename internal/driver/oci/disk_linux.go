@@ -28,40 +28,12 @@ import (
 // mountDisk makes and mounts the size-limited file system at dir/fs and
 // returns the upper and work directories on it.
 func mountDisk(ctx context.Context, dir string, size int64) (upper, work string, err error) {
-	img := filepath.Join(dir, "fs.img")
-	f, err := os.OpenFile(img, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
-	if err != nil {
-		return "", "", err
-	}
-	err = f.Truncate(size)
-	f.Close()
-	if err != nil {
-		return "", "", fmt.Errorf("disk image: %w", err)
-	}
-	// No reserved blocks (the sandbox's root may use them all), inode
-	// tables made lazily: a few tens of milliseconds for any size.
-	out, err := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1", img).CombinedOutput()
-	if err != nil {
-		if errors.Is(err, exec.ErrNotFound) {
-			return "", "", errdefs.New(errdefs.ErrNotImplemented, api.CodeSandboxDiskLimitUnsupported,
-				"this server cannot limit a sandbox's disk: mkfs.ext4 (e2fsprogs) is not installed")
-		}
-		return "", "", fmt.Errorf("mkfs.ext4: %v: %s", err, out)
-	}
 	mnt := filepath.Join(dir, "fs")
 	if err := os.Mkdir(mnt, 0o700); err != nil {
 		return "", "", err
 	}
-	loop, held, err := attachLoop(img)
-	if err != nil {
+	if err := makeFS(ctx, filepath.Join(dir, "fs.img"), mnt, size); err != nil {
 		return "", "", err
-	}
-	// The device clears itself on its last close: after the mount, when
-	// the mount goes; without one, as this returns.
-	err = unix.Mount(loop, mnt, "ext4", unix.MS_NOSUID|unix.MS_NODEV, "")
-	held.Close()
-	if err != nil {
-		return "", "", fmt.Errorf("mount the sandbox's disk: %w", err)
 	}
 	upper, work = filepath.Join(mnt, "upper"), filepath.Join(mnt, "work")
 	for _, d := range []string{upper, work} {
@@ -70,6 +42,57 @@ func mountDisk(ctx context.Context, dir string, size int64) (upper, work string,
 		}
 	}
 	return upper, work, nil
+}
+
+// makeFS makes an ext4 file system of size in the new image file img and
+// mounts it at the directory mnt.
+func makeFS(ctx context.Context, img, mnt string, size int64) error {
+	f, err := os.OpenFile(img, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(size)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("disk image: %w", err)
+	}
+	// No reserved blocks (the sandbox's root may use them all), inode
+	// tables made lazily: a few tens of milliseconds for any size.
+	out, err := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1", img).CombinedOutput()
+	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) {
+			return errdefs.New(errdefs.ErrNotImplemented, api.CodeSandboxDiskLimitUnsupported,
+				"this server cannot limit a sandbox's disk or a volume's size: mkfs.ext4 (e2fsprogs) is not installed")
+		}
+		return fmt.Errorf("mkfs.ext4: %v: %s", err, out)
+	}
+	return mountFS(img, mnt)
+}
+
+// mountFS mounts the file system image img at mnt.
+func mountFS(img, mnt string) error {
+	loop, held, err := attachLoop(img)
+	if err != nil {
+		return err
+	}
+	// The device clears itself on its last close: after the mount, when
+	// the mount goes; without one, as this returns.
+	err = unix.Mount(loop, mnt, "ext4", unix.MS_NOSUID|unix.MS_NODEV, "")
+	held.Close()
+	if err != nil {
+		return fmt.Errorf("mount the file system of %s: %w", filepath.Base(filepath.Dir(img)), err)
+	}
+	return nil
+}
+
+// isMountPoint reports whether dir is mounted on (its device differs from
+// its parent's).
+func isMountPoint(dir string) bool {
+	var st, parent unix.Stat_t
+	if unix.Lstat(dir, &st) != nil || unix.Lstat(filepath.Dir(dir), &parent) != nil {
+		return false
+	}
+	return st.Dev != parent.Dev
 }
 
 // attachLoop binds a free loop device to img, with autoclear, and returns

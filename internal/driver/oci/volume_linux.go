@@ -45,6 +45,56 @@ type volumeMeta struct {
 	Created time.Time `json:"created"`
 	// CreatedBy is the sandbox whose create made it.
 	CreatedBy string `json:"createdBy"`
+	// SizeBytes is the size of its own file system (fs.img, mounted at
+	// fs, its files in fs/data); 0: its files are in data, on the data
+	// directory's file system.
+	SizeBytes int64 `json:"sizeBytes,omitempty"`
+}
+
+// volumeData is where a named volume's files are, its file system
+// mounted again if it has one that a reboot unmounted.
+func volumeData(dir string) (string, error) {
+	img, mnt := filepath.Join(dir, "fs.img"), filepath.Join(dir, "fs")
+	if _, err := os.Lstat(img); err != nil {
+		return filepath.Join(dir, "data"), nil
+	}
+	if !isMountPoint(mnt) {
+		if err := mountFS(img, mnt); err != nil {
+			return "", err
+		}
+	}
+	return filepath.Join(mnt, "data"), nil
+}
+
+// makeVolume makes a named volume's directory: a file system of its own
+// when it has a size.
+func makeVolume(ctx context.Context, dir string, size int64) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	data := filepath.Join(dir, "data")
+	if size > 0 {
+		mnt := filepath.Join(dir, "fs")
+		if err := os.Mkdir(mnt, 0o700); err != nil {
+			return err
+		}
+		if err := makeFS(ctx, filepath.Join(dir, "fs.img"), mnt, size); err != nil {
+			return err
+		}
+		data = filepath.Join(mnt, "data")
+	}
+	return os.Mkdir(data, 0o755)
+}
+
+// dropVolumeDir removes a named volume's directory, its file system
+// unmounted first.
+func dropVolumeDir(dir string) error {
+	if mnt := filepath.Join(dir, "fs"); isMountPoint(mnt) {
+		if err := unmount(mnt); err != nil {
+			return err
+		}
+	}
+	return os.RemoveAll(dir)
 }
 
 func (d *Driver) tenantVolumes(tenant string) string {
@@ -67,7 +117,7 @@ func volumeClaims(spec driver.Spec) (claims, deleteWith []string) {
 
 // mountVolumes stages every volume of b for the runtime and adds its
 // mount; the staging mounts stay until runc has run (b.volumeStaging).
-func (d *Driver) mountVolumes(b *build) error {
+func (d *Driver) mountVolumes(ctx context.Context, b *build) error {
 	for _, v := range b.spec.Volumes {
 		var dir *os.File
 		var err error
@@ -78,7 +128,7 @@ func (d *Driver) mountVolumes(b *build) error {
 					fmt.Sprintf("volume %q: its host directory changed since it was checked", v.Name), err)
 			}
 		case sandbox.VolumeNamed:
-			if dir, err = d.openNamed(b.spec, v); err != nil {
+			if dir, err = d.openNamed(ctx, b.spec, v); err != nil {
 				return err
 			}
 		default:
@@ -105,27 +155,33 @@ func (d *Driver) mountVolumes(b *build) error {
 
 // openNamed opens a named volume's directory (its sub-path), making the
 // volume if it may.
-func (d *Driver) openNamed(spec driver.Spec, v sandbox.Volume) (*os.File, error) {
+func (d *Driver) openNamed(ctx context.Context, spec driver.Spec, v sandbox.Volume) (*os.File, error) {
 	d.volMu.Lock()
 	defer d.volMu.Unlock()
 	dir := filepath.Join(d.tenantVolumes(spec.Tenant), v.Claim)
-	if _, err := os.Lstat(filepath.Join(dir, "data")); errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Lstat(filepath.Join(dir, "meta.json")); errors.Is(err, fs.ErrNotExist) {
 		if !v.Create {
 			return nil, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeVolumePVCNotFound,
 				"volume %q: named volume %s does not exist (and createIfNotExists is false)", v.Name, v.Claim)
 		}
-		if err := os.MkdirAll(dir, 0o700); err != nil {
+		// What a create that died midway left goes first.
+		if err := dropVolumeDir(dir); err != nil {
 			return nil, err
 		}
-		if err := os.Mkdir(filepath.Join(dir, "data"), 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		if err := makeVolume(ctx, dir, v.SizeBytes); err != nil {
+			_ = dropVolumeDir(dir)
 			return nil, err
 		}
-		meta, _ := json.Marshal(volumeMeta{Name: v.Claim, Tenant: spec.Tenant, Created: time.Now().UTC(), CreatedBy: spec.ID})
+		meta, _ := json.Marshal(volumeMeta{Name: v.Claim, Tenant: spec.Tenant, Created: time.Now().UTC(), CreatedBy: spec.ID, SizeBytes: v.SizeBytes})
 		if err := safefile.WriteFileAtomic(dir, "meta.json", meta, 0o600); err != nil {
 			return nil, err
 		}
 	}
-	root, err := safefile.OpenDir(filepath.Join(dir, "data"))
+	data, err := volumeData(dir)
+	if err != nil {
+		return nil, err
+	}
+	root, err := safefile.OpenDir(data)
 	if err != nil {
 		return nil, err
 	}
@@ -237,7 +293,7 @@ func (d *Driver) removeVolume(tenant, name, onlyMadeBy string) error {
 	if err := os.Remove(filepath.Join(dir, "meta.json")); err != nil {
 		return err
 	}
-	return os.RemoveAll(dir)
+	return dropVolumeDir(dir)
 }
 
 // removeMadeVolumes removes the named volumes a failed create made.
