@@ -142,6 +142,7 @@ required=(
   test/e2e.TestDockerVolumes
   internal/treecopy.TestCopyKeepsWhatALayerNeeds
   internal/driver/oci.TestSnapshotLayersOutliveTheirSnapshotWhileUsed
+  internal/driver/oci.TestSizedVolumeOutlivesAReboot
   test/e2e.TestSDKCommands
   test/e2e.TestSDKFilesAndTerminal
   test/e2e.TestSDKStreamReattachesAfterACut
