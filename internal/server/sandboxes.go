@@ -249,14 +249,12 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, out)
 }
 
-// forkRequest checks a fork's body as a create's parts are checked.
+// forkRequest checks a fork's body as a create's parts are checked (the
+// lifecycle checks the count).
 func forkRequest(in *api.ForkRequest) (lifecycle.ForkRequest, error) {
 	out := lifecycle.ForkRequest{Count: in.Count, Metadata: in.Metadata}
 	if in.Count == 0 {
 		out.Count = 1
-	}
-	if out.Count < 1 || out.Count > lifecycle.MaxFork {
-		return out, invalid("count %d: must be 1 to %d", in.Count, lifecycle.MaxFork)
 	}
 	c := &api.CreateSandboxRequest{Timeout: in.Timeout, Metadata: in.Metadata}
 	if len(in.Env) > 0 {

@@ -48,10 +48,7 @@ func runCreate(ctx context.Context, e *env, args []string) int {
 	if *timeout < 0 {
 		return fail(e, "create: --timeout must not be negative")
 	}
-	if *timeout > 0 {
-		secs := int64((*timeout + time.Second - 1) / time.Second)
-		req.Timeout = &secs
-	}
+	req.Timeout = secondsUp(*timeout)
 	if len(envs.m) > 0 {
 		req.Env = map[string]*string{}
 		for k, v := range envs.m {
@@ -315,14 +312,7 @@ func runFork(ctx context.Context, e *env, args []string) int {
 	if !ok {
 		return code
 	}
-	req := api.ForkRequest{Count: *count, Env: envs.m, Metadata: meta.m}
-	if len(meta.m) == 0 {
-		req.Metadata = nil
-	}
-	if *timeout > 0 {
-		secs := int64((*timeout + time.Second - 1) / time.Second)
-		req.Timeout = &secs
-	}
+	req := api.ForkRequest{Count: *count, Env: envs.m, Metadata: meta.m, Timeout: secondsUp(*timeout)}
 	res, err := inv.c.Fork(ctx, inv.pos[0], req)
 	if err != nil {
 		return cf.apiFail(e, err)
@@ -499,4 +489,14 @@ func diagnosticsOf(kind string) func(context.Context, *env, []string) int {
 		}
 		return 0
 	}
+}
+
+// secondsUp is a positive duration in whole seconds, rounded up, as the
+// API takes a time to live; nil for zero.
+func secondsUp(d time.Duration) *int64 {
+	if d <= 0 {
+		return nil
+	}
+	secs := int64((d + time.Second - 1) / time.Second)
+	return &secs
 }

@@ -44,8 +44,13 @@ type rootfsPlan struct {
 	layers []string // DiffIDs, for GC
 	config imagestore.Config
 	host   bool
-	// base is what the bundle records of it, for snapshots.
-	base rootBase
+	// chain are the snapshots whose layers lie over the image, top first.
+	chain []string
+}
+
+// base is what the bundle records of p, for snapshots.
+func (p *rootfsPlan) base() *rootBase {
+	return &rootBase{Host: p.host, Layers: p.layers, Config: p.config, Chain: p.chain}
 }
 
 func (d *Driver) plan(ctx context.Context, spec driver.Spec) (*rootfsPlan, error) {
@@ -57,7 +62,7 @@ func (d *Driver) plan(ctx context.Context, spec driver.Spec) (*rootfsPlan, error
 			return nil, errdefs.New(errdefs.ErrInvalidArgument, api.CodeImageHostImageDisabled, `the "host" image is disabled on this server`)
 		}
 		config := imagestore.Config{Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root"}, WorkingDir: "/root"}
-		return &rootfsPlan{lowers: []string{d.hostRoot}, host: true, config: config, base: rootBase{Host: true, Config: config}}, nil
+		return &rootfsPlan{lowers: []string{d.hostRoot}, host: true, config: config}, nil
 	}
 	platform := ""
 	if spec.Platform.OS != "" {
@@ -81,7 +86,7 @@ func (d *Driver) plan(ctx context.Context, spec driver.Spec) (*rootfsPlan, error
 	if err != nil {
 		return nil, err
 	}
-	p := &rootfsPlan{layers: img.Layers, config: img.Config, base: rootBase{Layers: img.Layers, Config: img.Config}}
+	p := &rootfsPlan{layers: img.Layers, config: img.Config}
 	for i := len(img.Layers) - 1; i >= 0; i-- {
 		p.lowers = append(p.lowers, d.images.LayerDir(img.Layers[i]))
 	}
@@ -225,7 +230,7 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, mode createMode) 
 func (d *Driver) prepareBundle(ctx context.Context, b *build) error {
 	claims, deleteWith := volumeClaims(b.spec)
 	meta, _ := json.Marshal(bundleMeta{ID: b.spec.ID, Tenant: b.spec.Tenant, Labels: driver.BackendLabels(b.spec), Created: time.Now().UTC(),
-		Layers: b.plan.layers, Base: &b.plan.base, Volumes: claims, DeleteVolumes: deleteWith})
+		Layers: b.plan.layers, Base: b.plan.base(), Volumes: claims, DeleteVolumes: deleteWith})
 	if err := os.WriteFile(filepath.Join(b.bundle, "meta.json"), meta, 0o600); err != nil {
 		return err
 	}

@@ -590,8 +590,10 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 	}
 	if len(errs) == 0 {
 		// The layers of deleted snapshots this sandbox stacked.
-		if err := d.sweepSnapshots(ctx); err != nil {
-			errs = append(errs, err)
+		if meta != nil && meta.Base != nil && len(meta.Base.Chain) > 0 {
+			if err := d.sweepSnapshots(ctx); err != nil {
+				errs = append(errs, err)
+			}
 		}
 		if err := d.removeVolumesOf(meta); err != nil {
 			errs = append(errs, err)
@@ -796,13 +798,12 @@ func (d *Driver) LayersInUse() map[string]bool {
 // snapshot under root.
 func LayersInUse(root string) map[string]bool {
 	out := map[string]bool{}
-	snaps, _ := os.ReadDir(filepath.Join(root, "snapshots"))
-	for _, e := range snaps {
+	snaps := filepath.Join(root, "snapshots")
+	snapEntries, _ := os.ReadDir(snaps)
+	for _, e := range snapEntries {
 		// A removed snapshot's image layers are kept by the bundles of
 		// the sandboxes that still stack it.
-		b, _, err := safefile.ReadFile(filepath.Join(root, "snapshots", e.Name()), "meta.json", 1<<20)
-		var sm snapshotMeta
-		if err == nil && json.Unmarshal(b, &sm) == nil {
+		if sm, err := readSnapshotIn(snaps, e.Name()); err == nil {
 			for _, l := range sm.Base.Layers {
 				out[l] = true
 			}

@@ -19,19 +19,27 @@ import (
 // snapshot. runc reads the same state, so it sees a frozen sandbox as
 // paused.
 
-// frozen reports whether sandbox id's cgroup is frozen (or freezing).
-func frozen(id string) (bool, error) {
-	if v2 := filepath.Join("/sys/fs/cgroup", cgroupsPath(id), "cgroup.freeze"); exists(v2) {
-		b, err := os.ReadFile(v2)
-		return strings.TrimSpace(string(b)) == "1", err
-	}
-	b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/freezer", cgroupsPath(id), "freezer.state"))
-	return strings.TrimSpace(string(b)) != "THAWED", err
+// freezer is sandbox id's cgroup freezer: the file that is written, the
+// file that says what the kernel has done, and the two states in each.
+type freezer struct {
+	file, read     string
+	frozen, thawed string
 }
 
-func exists(p string) bool {
-	_, err := os.Lstat(p)
-	return err == nil
+func freezerOf(id string) freezer {
+	v2 := filepath.Join("/sys/fs/cgroup", cgroupsPath(id))
+	if _, err := os.Lstat(filepath.Join(v2, "cgroup.freeze")); err == nil {
+		return freezer{file: filepath.Join(v2, "cgroup.freeze"), read: filepath.Join(v2, "cgroup.events"), frozen: "1", thawed: "0"}
+	}
+	v1 := filepath.Join("/sys/fs/cgroup/freezer", cgroupsPath(id), "freezer.state")
+	return freezer{file: v1, read: v1, frozen: "FROZEN", thawed: "THAWED"}
+}
+
+// frozen reports whether sandbox id's cgroup is frozen (or freezing).
+func frozen(id string) (bool, error) {
+	f := freezerOf(id)
+	b, err := os.ReadFile(f.file)
+	return strings.TrimSpace(string(b)) != f.thawed, err
 }
 
 // setFrozen freezes or thaws every process of sandbox id and returns once
@@ -39,13 +47,10 @@ func exists(p string) bool {
 func setFrozen(ctx context.Context, id string, freeze bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	var file, want, read string
-	if v2 := filepath.Join("/sys/fs/cgroup", cgroupsPath(id)); exists(filepath.Join(v2, "cgroup.freeze")) {
-		file, read = filepath.Join(v2, "cgroup.freeze"), filepath.Join(v2, "cgroup.events")
-		want = map[bool]string{true: "1", false: "0"}[freeze]
-	} else {
-		file = filepath.Join("/sys/fs/cgroup/freezer", cgroupsPath(id), "freezer.state")
-		read, want = file, map[bool]string{true: "FROZEN", false: "THAWED"}[freeze]
+	f := freezerOf(id)
+	file, read, want := f.file, f.read, f.thawed
+	if freeze {
+		want = f.frozen
 	}
 	delay := 100 * time.Microsecond
 	for {

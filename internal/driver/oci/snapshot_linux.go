@@ -66,11 +66,6 @@ type rootBase struct {
 	Chain []string `json:"chain,omitempty"`
 }
 
-// snapState is the driver-private part of a snapshot's reference.
-type snapState struct {
-	Dir string `json:"dir"`
-}
-
 func (d *Driver) snapshotsDir() string         { return filepath.Join(d.cfg.Root, "snapshots") }
 func (d *Driver) snapshotDir(id string) string { return filepath.Join(d.snapshotsDir(), id) }
 func (d *Driver) snapshotTemp(id string) string {
@@ -219,9 +214,10 @@ func (d *Driver) copyLayers(id string, host bool, dir string) (int64, error) {
 	return total, nil
 }
 
+// snapshotRef is a snapshot's reference: its ID names its directory, so
+// it has no state of its own.
 func (d *Driver) snapshotRef(sm *snapshotMeta) *driver.SnapshotRef {
-	st, _ := json.Marshal(snapState{Dir: sm.ID})
-	return &driver.SnapshotRef{ID: sm.ID, Driver: Name, Version: 1, State: st, Labels: map[string]string{
+	return &driver.SnapshotRef{ID: sm.ID, Driver: Name, Version: 1, Labels: map[string]string{
 		sandbox.LabelManaged: "true", LabelSnapshotID: sm.ID, sandbox.LabelSandboxID: sm.Sandbox, sandbox.LabelTenant: sm.Tenant,
 	}}
 }
@@ -229,10 +225,15 @@ func (d *Driver) snapshotRef(sm *snapshotMeta) *driver.SnapshotRef {
 // readSnapshot reads a snapshot's description; ErrNotFound if it has
 // none (never made, being made, or removed).
 func (d *Driver) readSnapshot(id string) (*snapshotMeta, error) {
+	return readSnapshotIn(d.snapshotsDir(), id)
+}
+
+// readSnapshotIn is readSnapshot for the snapshots directory dir.
+func readSnapshotIn(dir, id string) (*snapshotMeta, error) {
 	if validID(id) != nil || strings.HasPrefix(id, snapshotTemp) {
 		return nil, fmt.Errorf("snapshot %s: %w", id, errdefs.ErrNotFound)
 	}
-	b, _, err := safefile.ReadFile(d.snapshotDir(id), "meta.json", 1<<20)
+	b, _, err := safefile.ReadFile(filepath.Join(dir, id), "meta.json", 1<<20)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("snapshot %s: %w", id, errdefs.ErrNotFound)
 	}
@@ -357,9 +358,8 @@ func (d *Driver) restorePlan(ref *driver.SnapshotRef) (*rootfsPlan, error) {
 		return nil, err
 	}
 	base := sm.Base
-	p := &rootfsPlan{config: base.Config, layers: base.Layers, host: base.Host, base: base}
-	p.base.Chain = append([]string{ref.ID}, base.Chain...)
-	for _, c := range p.base.Chain {
+	p := &rootfsPlan{config: base.Config, layers: base.Layers, host: base.Host, chain: append([]string{ref.ID}, base.Chain...)}
+	for _, c := range p.chain {
 		dir := filepath.Join(d.snapshotDir(c), "root")
 		if _, err := os.Lstat(dir); err != nil {
 			return nil, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeSnapshotNotFound,
@@ -391,7 +391,7 @@ func (d *Driver) restorePlan(ref *driver.SnapshotRef) (*rootfsPlan, error) {
 // first, over the host's own.
 func (d *Driver) hostLowers(p *rootfsPlan, sys string) string {
 	var lowers []string
-	for _, c := range p.base.Chain {
+	for _, c := range p.chain {
 		dir := filepath.Join(d.snapshotDir(c), "host", filepath.Base(sys))
 		if _, err := os.Lstat(dir); err == nil {
 			lowers = append(lowers, dir)
