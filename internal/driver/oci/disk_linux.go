@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -69,6 +70,23 @@ func makeFS(ctx context.Context, img, mnt string, size int64) error {
 	return mountFS(img, mnt)
 }
 
+// remountFS mounts again, at mnt, the file system image img that was
+// mounted before. An image still bound to a loop device (its file system
+// still mounted elsewhere, as in a sandbox whose mount namespace is going
+// away) is mounted from that device, which is the same file system:
+// mounting the image a second time through another device would show
+// what it held on disk, not what its live mount wrote since, and two
+// writers would corrupt it.
+func remountFS(img, mnt string) error {
+	if dev := boundLoop(img); dev != "" {
+		if err := unix.Mount(dev, mnt, "ext4", unix.MS_NOSUID|unix.MS_NODEV, ""); err == nil {
+			return nil
+		}
+		// The device let go of the image meanwhile: bind a new one.
+	}
+	return mountFS(img, mnt)
+}
+
 // mountFS mounts the file system image img at mnt.
 func mountFS(img, mnt string) error {
 	loop, held, err := attachLoop(img)
@@ -83,6 +101,20 @@ func mountFS(img, mnt string) error {
 		return fmt.Errorf("mount the file system of %s: %w", filepath.Base(filepath.Dir(img)), err)
 	}
 	return nil
+}
+
+// boundLoop is the loop device img is bound to, or "".
+func boundLoop(img string) string {
+	if real, err := filepath.EvalSymlinks(img); err == nil {
+		img = real // the kernel names the file by its resolved path
+	}
+	files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	for _, f := range files {
+		if b, err := os.ReadFile(f); err == nil && strings.TrimSpace(string(b)) == img {
+			return "/dev/" + filepath.Base(filepath.Dir(filepath.Dir(f)))
+		}
+	}
+	return ""
 }
 
 // isMountPoint reports whether dir is mounted on (its device differs from

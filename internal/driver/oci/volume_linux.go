@@ -59,7 +59,7 @@ func volumeData(dir string) (string, error) {
 		return filepath.Join(dir, "data"), nil
 	}
 	if !isMountPoint(mnt) {
-		if err := mountFS(img, mnt); err != nil {
+		if err := remountFS(img, mnt); err != nil {
 			return "", err
 		}
 	}
