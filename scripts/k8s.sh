@@ -213,7 +213,8 @@ up() {
   start_bg kube-controller-manager "$bin/kube-controller-manager" --kubeconfig "$dir/kubeconfig" \
     --authentication-kubeconfig "$dir/kubeconfig" --authorization-kubeconfig "$dir/kubeconfig" \
     --bind-address 127.0.0.1 --leader-elect=false --service-account-private-key-file "$c/sa.key" \
-    --root-ca-file "$c/ca.crt" --use-service-account-credentials=false
+    --root-ca-file "$c/ca.crt" --use-service-account-credentials=false \
+    --enable-hostpath-provisioner
   start_bg kube-scheduler "$bin/kube-scheduler" --kubeconfig "$dir/kubeconfig" \
     --authentication-kubeconfig "$dir/kubeconfig" --authorization-kubeconfig "$dir/kubeconfig" \
     --bind-address 127.0.0.1 --leader-elect=false
@@ -290,6 +291,15 @@ EOC
   wait_for kubelet 60 sh -c "${api[*]} https://127.0.0.1:6443/api/v1/nodes/corral-test-node |
     tr -d ' \n' | grep -q '\"type\":\"Ready\",\"status\":\"True\"'"
   wait_for kube-controller-manager 60 "${api[@]}" -o /dev/null https://127.0.0.1:6443/api/v1/namespaces/default/serviceaccounts/default
+  # The default storage class: the controller-manager's hostPath
+  # provisioner (a directory under /tmp/hostpath_pv per claim, removed with
+  # it), which is for single-node test clusters only. Named volumes' claims
+  # bind to it.
+  "${api[@]}" -o /dev/null -X POST -H 'Content-Type: application/json' \
+    https://127.0.0.1:6443/apis/storage.k8s.io/v1/storageclasses -d '{"apiVersion":"storage.k8s.io/v1","kind":"StorageClass",
+      "metadata":{"name":"corral-test-hostpath","annotations":{"storageclass.kubernetes.io/is-default-class":"true"}},
+      "provisioner":"kubernetes.io/host-path","reclaimPolicy":"Delete","volumeBindingMode":"Immediate"}' ||
+    log "could not create the default storage class (named volumes will not bind)"
 
   cat >"$dir/env" <<EOE
 KUBECONFIG=$dir/kubeconfig
@@ -327,7 +337,7 @@ down() {
     [ -d "$cg" ] || continue
     find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null || true
   done
-  rm -rf "$dir"
+  rm -rf "$dir" /tmp/hostpath_pv
 }
 
 wait_for_exit() { # pid seconds: SIGKILL after the grace

@@ -185,9 +185,11 @@ required=(
   internal/driver/kube.TestPortForwardEndpoints
   internal/driver/kube.TestLeaderElection
   internal/driver/kube.TestServersSharingANamespaceSeeOnlyTheirOwn
+  internal/driver/kube.TestNamedVolumesAreClaims
   internal/kube/controller.TestStatusFromPod
   internal/kube/controller.TestEgressSidecar
   internal/kube/controller.TestEgressInputIsChecked
+  internal/kube/controller.TestVolumeInputIsChecked
   internal/kube/controller.TestSandboxFollowsItsPod
   internal/kube/controller.TestPoolKeepsItsSize
   test/e2e.TestKubeEndToEnd
@@ -195,6 +197,7 @@ required=(
   test/e2e.TestKubeServerRebuildsFromTheCluster
   test/e2e.TestKubeReplicasShareTheCluster
   test/e2e.TestKubeEgressPolicy
+  test/e2e.TestKubeVolumes
   internal/kube/records.TestRecordsAreSharedAndVersioned
   internal/kube/records.TestIdempotencyKeysAcrossServers
   internal/kube/records.TestAPIKeysAcrossServers

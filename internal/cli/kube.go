@@ -9,6 +9,9 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/corral-dev/corral/internal/cli/client"
 	"github.com/corral-dev/corral/internal/driver"
@@ -101,6 +104,9 @@ func kubeCheck(f *kubeFlags) error {
 	if _, err := kubeconfig.PullPolicy(f.pullPolicy); err != nil {
 		return fmt.Errorf("--kube-image-pull-policy: %w", err)
 	}
+	if c := f.storageClass; c != "" && len(validation.IsDNS1123Subdomain(c)) > 0 {
+		return fmt.Errorf("--kube-storage-class %q: %s", c, strings.Join(validation.IsDNS1123Subdomain(c), "; "))
+	}
 	switch f.endpoints {
 	case "", kube.EndpointsAuto, kube.EndpointsPod, kube.EndpointsPortForward:
 		return nil
@@ -142,5 +148,5 @@ func kubeDriver(f *kubeFlags, h runtimeHost) (driver.Driver, error) {
 		return nil, err
 	}
 	return kube.New(context.Background(), kube.Config{REST: rc, Namespace: f.namespace, ImagePullPolicy: policy,
-		Endpoints: f.endpoints, ServerID: h.serverID, Logger: h.log})
+		Endpoints: f.endpoints, ServerID: h.serverID, StorageClass: f.storageClass, VolumeSize: f.volumeBytes, Logger: h.log})
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/corral-dev/corral/internal/egress/policy"
 	"github.com/corral-dev/corral/internal/hostnet/uplink"
 	"github.com/corral-dev/corral/internal/lifecycle"
+	"github.com/corral-dev/corral/internal/sandbox"
 	model "github.com/corral-dev/corral/internal/sandbox"
 )
 
@@ -143,15 +144,19 @@ func (f *dockerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.snapshotLimit, "docker-snapshot-limit", "8Gi", "runtime docker: the most a snapshot may write (the engine writes a sandbox's sparse files in full)")
 }
 
-// snapshotless is implemented by the runtimes that take no snapshots, to
-// tell users why.
+// snapshotless is implemented by the runtimes that take no snapshots and
+// mount no host volumes, to tell users why.
 type snapshotless interface {
 	noSnapshots() string
+	noHostVolumes() string
 }
 
 // kubeFlags are the kubernetes runtime's.
 type kubeFlags struct {
 	kubeconfig, namespace, records, endpoints, pullPolicy string
+	storageClass, volumeSize                              string
+	// volumeBytes is volumeSize, checked.
+	volumeBytes int64
 }
 
 func (f *kubeFlags) register(fs *flag.FlagSet) {
@@ -160,6 +165,8 @@ func (f *kubeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.records, "kube-records", "cluster", "runtime kubernetes: where sandbox records are kept: cluster (Secrets in --kube-namespace; replicas with one --server-id share them and the server is stateless) or local (this data dir)")
 	fs.StringVar(&f.endpoints, "kube-endpoints", "auto", "runtime kubernetes: how sandbox ports are reached: pod (addresses; in the cluster or on a node), port-forward (through the API server), auto (pod in a cluster, else port-forward)")
 	fs.StringVar(&f.pullPolicy, "kube-image-pull-policy", "", "runtime kubernetes: pull policy of sandbox images (Always, IfNotPresent, Never; default: the cluster's)")
+	fs.StringVar(&f.storageClass, "kube-storage-class", "", "runtime kubernetes: storage class of the claims named volumes make when a create names none (default: the cluster's default class)")
+	fs.StringVar(&f.volumeSize, "kube-volume-size", "1Gi", "runtime kubernetes: the storage a named volume's claim requests when a create gives no pvc.storage")
 }
 
 // kubeRuntime is the kubernetes runtime's name (kube.Name), known also
@@ -175,10 +182,20 @@ func (f *kubeFlags) noSnapshots() string {
 		"use the oci or docker runtime for snapshots and forks"
 }
 
+// noHostVolumes implements snapshotless.
+func (f *kubeFlags) noHostVolumes() string {
+	return "a host path would be a node's, which the server cannot check; use a pvc volume"
+}
+
 func (f *kubeFlags) check(l model.Limits) error {
 	if f.records != "cluster" && f.records != "local" {
 		return fmt.Errorf("--kube-records %q: want cluster or local", f.records)
 	}
+	n, err := sandbox.ParseBytes(f.volumeSize)
+	if err != nil || n < 4<<20 {
+		return fmt.Errorf("--kube-volume-size %q: want a size of at least 4Mi, such as 1Gi", f.volumeSize)
+	}
+	f.volumeBytes = n
 	if l.Default.Pids > 0 {
 		return errors.New("--default-pids: the kubernetes runtime cannot limit one sandbox's processes; the nodes' kubelet limits every pod's (podPidsLimit)")
 	}

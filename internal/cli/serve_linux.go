@@ -209,6 +209,9 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	if err := rt.check(cfg.limits); err != nil {
 		return client.Fail(e, "runtime %s: %v", cfg.runtime, err)
 	}
+	if s, ok := rt.(snapshotless); ok && len(cfg.hostPaths) > 0 {
+		return client.Fail(e, "--allowed-host-paths: the %s runtime mounts no host volumes: %s", cfg.runtime, s.noHostVolumes())
+	}
 	cfg.origins = origins
 	log, err := client.NewLogger(e.Stderr, cfg.logFormat, cfg.logLevel)
 	if err != nil {
@@ -280,6 +283,7 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, rt runtimeFlags, log *
 	}
 	if s, ok := rt.(snapshotless); ok {
 		lcfg.SnapshotsUnsupported = s.noSnapshots()
+		lcfg.HostVolumesUnsupported = s.noHostVolumes()
 	}
 	mgr, err := lifecycle.New(lcfg)
 	if err != nil {

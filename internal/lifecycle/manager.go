@@ -54,6 +54,9 @@ type Config struct {
 	// SnapshotsUnsupported says, for users, why a runtime that takes no
 	// snapshots takes none.
 	SnapshotsUnsupported string
+	// HostVolumesUnsupported says, for users, why a runtime that mounts
+	// named volumes mounts no host volumes.
+	HostVolumesUnsupported string
 	// CreateTimeout bounds one driver Create (default 5m).
 	CreateTimeout time.Duration
 	// RecoveryTimeout is the one budget for recovery at start (default 2m).

@@ -40,6 +40,9 @@ func (m *Manager) admitVolumes(vols []sandbox.Volume) ([]sandbox.Volume, error) 
 	out := slices.Clone(vols)
 	for i := range out {
 		if out[i].Kind == sandbox.VolumeHost {
+			if why := m.cfg.HostVolumesUnsupported; why != "" {
+				return nil, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeVolumeUnsupported, "volume %q: the %s runtime mounts no host volumes: %s", out[i].Name, m.cfg.DriverName, why)
+			}
 			if err := resolveHost(&out[i], m.cfg.AllowedHostPaths); err != nil {
 				return nil, err
 			}

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/corral-dev/corral/api"
@@ -45,8 +46,13 @@ type Volume struct {
 	Create            bool
 	DeleteWithSandbox bool
 	// SizeBytes bounds a named volume the create makes (pvc.storage);
-	// 0: no bound of its own.
+	// 0: no bound of its own (on kubernetes: the server's default size).
 	SizeBytes int64
+	// StorageClass and AccessModes are the claim's on kubernetes, for a
+	// named volume the create makes; other runtimes ignore them. Empty:
+	// the server's default class, and ReadWriteOnce.
+	StorageClass string
+	AccessModes  []string
 	// Target is where it is mounted in the sandbox; SubPath a directory
 	// of it mounted instead of its root (relative, no "..").
 	Target   string
@@ -56,6 +62,12 @@ type Volume struct {
 
 // dnsLabel is a volume's and a named volume's name.
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// dnsSubdomain is a storage class's name.
+var dnsSubdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+
+// AccessModes are the access modes a named volume's claim may ask for.
+var AccessModes = []string{"ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod"}
 
 func volumeErr(code, format string, args ...any) error {
 	return errdefs.Newf(errdefs.ErrInvalidArgument, code, format, args...)
@@ -131,6 +143,19 @@ func ParseVolumes(in []api.Volume) ([]Volume, error) {
 				}
 				vol.SizeBytes = n
 			}
+			if c := v.PVC.StorageClass; c != nil && *c != "" {
+				if len(*c) > 253 || !dnsSubdomain.MatchString(*c) {
+					return nil, volumeErr(api.CodeInvalidParameter, "volume %q: pvc.storageClass %q is not a storage class name", v.Name, *c)
+				}
+				vol.StorageClass = *c
+			}
+			for _, m := range v.PVC.AccessModes {
+				if !slices.Contains(AccessModes, m) || slices.Contains(vol.AccessModes, m) {
+					return nil, volumeErr(api.CodeInvalidParameter, "volume %q: pvc.accessModes: %q is not one of %s, or is given twice",
+						v.Name, m, strings.Join(AccessModes, ", "))
+				}
+				vol.AccessModes = append(vol.AccessModes, m)
+			}
 			vol.Kind, vol.Claim = VolumeNamed, v.PVC.ClaimName
 			vol.Create = v.PVC.CreateIfNotExists == nil || *v.PVC.CreateIfNotExists
 			vol.DeleteWithSandbox = v.PVC.DeleteOnSandboxTermination
@@ -138,6 +163,20 @@ func ParseVolumes(in []api.Volume) ([]Volume, error) {
 		out = append(out, vol)
 	}
 	return out, nil
+}
+
+// CheckMount checks where a volume is mounted, as ParseVolumes does:
+// for what reaches a runtime by another way than a create (a Sandbox
+// resource the kubernetes controller reads).
+func CheckMount(name, target, sub string) error {
+	if len(name) > 63 || !dnsLabel.MatchString(name) {
+		return volumeErr(api.CodeVolumeInvalidName, "volume name %q: a DNS label (lowercase letters, digits and '-', at most 63)", name)
+	}
+	if _, err := mountTarget(name, target); err != nil {
+		return err
+	}
+	_, err := subPath(name, sub)
+	return err
 }
 
 // mountTarget checks a mount path: absolute, clean, and none of the

@@ -156,6 +156,26 @@ func TestKubeEndToEnd(t *testing.T) {
 	}
 }
 
+// TestKubeVolumes: named volumes through the server on the kubernetes
+// runtime, each a claim of the namespace (namedVolumeScenario); a host
+// volume is refused naming why; nothing is left after.
+func TestKubeVolumes(t *testing.T) {
+	w := newKubeWorld(t)
+	s := w.server(t)
+	namedVolumeScenario(t, s, w.busybox)
+	req := ociCreate(w.busybox)
+	req.Volumes = []api.Volume{{Name: "h", Host: &api.HostVolume{Path: "/srv"}, MountPath: "/h"}}
+	var ae *sdk.APIError
+	if _, err := s.client(t).CreateSandbox(ctx(t), req, sdk.CreateOptions{}); !errors.As(err, &ae) || ae.Status != 400 ||
+		ae.Code != api.CodeVolumeUnsupported || !strings.Contains(ae.Message, "node") {
+		t.Errorf("a host volume on kubernetes = %v, want 400 %s saying why", err, api.CodeVolumeUnsupported)
+	}
+	testutil.WaitFor(t, time.Minute, "the namespace's claims to be deleted", func() bool {
+		var pvcs corev1.PersistentVolumeClaimList
+		return w.c.Client.List(ctx(t), &pvcs, client.InNamespace(w.ns)) == nil && len(pvcs.Items) == 0
+	})
+}
+
 // TestOpenSandboxJavaScriptSDKKube runs the JavaScript SDK scenario,
 // unchanged, against the kubernetes runtime.
 func TestOpenSandboxJavaScriptSDKKube(t *testing.T) {
@@ -640,6 +660,9 @@ current-context: c
 		{append(slices.Clone(serve), "--kubeconfig", kc, "--kube-endpoints", "carrier-pigeon"), "endpoints"},
 		{append(slices.Clone(serve), "--kubeconfig", "/nonexistent/kubeconfig"), "kubeconfig"},
 		{append(slices.Clone(serve), "--kubeconfig", kc, "--kube-records", "etcd"), "--kube-records"},
+		{append(slices.Clone(serve), "--kubeconfig", kc, "--kube-volume-size", "1Ki"), "--kube-volume-size"},
+		{append(slices.Clone(serve), "--kubeconfig", kc, "--kube-storage-class", "Fast_Disks"), "--kube-storage-class"},
+		{append(slices.Clone(serve), "--kubeconfig", kc, "--allowed-host-paths", "/srv"), "mounts no host volumes"},
 		{[]string{"controller", "--kubeconfig", kc, "--corral-image", "x", "--egress-upstream", "127.0.0.1:53"}, "--egress-upstream"},
 		{[]string{"controller", "--kubeconfig", kc, "--corral-image", "x", "--egress-upstream", "dns.example"}, "--egress-upstream"},
 		{[]string{"controller", "--kubeconfig", kc, "--corral-image", "x", "--egress-deny", "10.0.0.0/33"}, "--egress-deny"},

@@ -21,12 +21,11 @@ import (
 
 // volumeScenario checks a runtime's volumes through the server: host
 // volumes read-write and read-only under the allowed prefix, every way
-// out of it refused with the rule named, and named volumes shared by
-// one tenant's sandboxes and invisible to another tenant's.
+// out of it refused with the rule named, and named volumes
+// (namedVolumeScenario).
 func volumeScenario(t *testing.T, s *server, image, allowed string) {
 	t.Helper()
 	c := s.client(t)
-	other := tenantClient(t, s, "volumes-other")
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -49,19 +48,16 @@ func volumeScenario(t *testing.T, s *server, image, allowed string) {
 	host := func(name, path, target string, ro bool, sub string) api.Volume {
 		return api.Volume{Name: name, Host: &api.HostVolume{Path: path}, MountPath: target, ReadOnly: ro, SubPath: sub}
 	}
-	named := func(name, claim, target string) api.Volume {
-		return api.Volume{Name: name, PVC: &api.PVCVolume{ClaimName: claim}, MountPath: target}
-	}
 
 	sb, err := create(c, host("rw", shared, "/mnt/rw", false, ""), host("ro", shared, "/mnt/ro", true, ""),
-		host("sub", shared, "/mnt/sub", false, "sub"), named("data", "team-data", "/data"))
+		host("sub", shared, "/mnt/sub", false, "sub"))
 	if err != nil {
 		t.Fatalf("create with volumes: %v", err)
 	}
 	t.Cleanup(func() { _ = c.DeleteSandbox(ctx(t), sb.ID) })
 	x := sandboxExecd(t, c, sb.ID)
 	out, errOut, code := x.run("cat /mnt/rw/from-host; echo sandbox > /mnt/rw/from-sandbox; echo nested > /mnt/sub/file; " +
-		"echo no > /mnt/ro/x 2>/dev/null && echo ro-written; echo kept > /data/kept; cat /mnt/rw/inner-link/secret 2>/dev/null || echo no-secret")
+		"echo no > /mnt/ro/x 2>/dev/null && echo ro-written; cat /mnt/rw/inner-link/secret 2>/dev/null || echo no-secret")
 	if code != 0 || out != "host\nno-secret\n" {
 		t.Errorf("in the sandbox: %q %q (exit %d)", out, errOut, code)
 	}
@@ -88,9 +84,53 @@ func volumeScenario(t *testing.T, s *server, image, allowed string) {
 		{"a relative mount path", host("v", shared, "mnt", false, ""), api.CodeVolumeInvalidMountPath},
 		{"over /proc", host("v", shared, "/proc", false, ""), api.CodeVolumeInvalidMountPath},
 		{"over corral", host("v", shared, "/.corral", false, ""), api.CodeVolumeInvalidMountPath},
+	} {
+		_, err := create(c, tc.vol)
+		var ae *sdk.APIError
+		if !errors.As(err, &ae) || ae.Status != 400 || ae.Code != tc.code {
+			t.Errorf("%s: create = %v, want 400 %s", tc.name, err, tc.code)
+		}
+	}
+	must(c.DeleteSandbox(ctx(t), sb.ID))
+	namedVolumeScenario(t, s, image)
+}
+
+// namedVolumeScenario checks named volumes through the server: shared by
+// one tenant's sandboxes and invisible to another tenant's, listed,
+// refused while mounted, deleted, gone with their sandbox when asked;
+// what is not a named volume of a runtime's is refused with the rule.
+func namedVolumeScenario(t *testing.T, s *server, image string) {
+	t.Helper()
+	c := s.client(t)
+	other := tenantClient(t, s, "volumes-other")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	create := func(c *sdk.Client, vols ...api.Volume) (*api.CreateSandboxResponse, error) {
+		req := ociCreate(image)
+		// A quarter of a core: the kubernetes tier's node has two, and
+		// three of these run at once.
+		req.ResourceLimits["cpu"] = "250m"
+		req.Volumes = vols
+		return c.CreateSandbox(ctx(t), req, sdk.CreateOptions{})
+	}
+	named := func(name, claim, target string) api.Volume {
+		return api.Volume{Name: name, PVC: &api.PVCVolume{ClaimName: claim}, MountPath: target}
+	}
+	for _, tc := range []struct {
+		name string
+		vol  api.Volume
+		code string
+	}{
 		{"a bad claim", named("v", "Bad_Name", "/mnt/v"), api.CodeVolumeInvalidPVCName},
 		{"no backend", api.Volume{Name: "v", MountPath: "/mnt/v"}, api.CodeVolumeInvalidBackend},
 		{"a missing named volume", api.Volume{Name: "v", PVC: &api.PVCVolume{ClaimName: "nobody", CreateIfNotExists: new(bool)}, MountPath: "/mnt/v"}, api.CodeVolumePVCNotFound},
+		{"dot-dot in the sub-path", api.Volume{Name: "v", PVC: &api.PVCVolume{ClaimName: "x"}, MountPath: "/mnt/v", SubPath: "../x"}, api.CodeVolumeInvalidSubPath},
+		{"over /dev", named("v", "x", "/dev/shm"), api.CodeVolumeInvalidMountPath},
+		{"an unknown access mode", api.Volume{Name: "v", PVC: &api.PVCVolume{ClaimName: "x", AccessModes: []string{"ReadWriteSometimes"}}, MountPath: "/mnt/v"}, api.CodeInvalidParameter},
 	} {
 		_, err := create(c, tc.vol)
 		var ae *sdk.APIError
@@ -101,7 +141,18 @@ func volumeScenario(t *testing.T, s *server, image, allowed string) {
 	if _, err := create(c, api.Volume{Name: "v", OSSFS: &api.OSSFS{Bucket: "b"}, MountPath: "/mnt/v"}); !errors.Is(err, sdk.ErrNotImplemented) {
 		t.Errorf("ossfs = %v, want 501", err)
 	}
+	if vols, _ := c.ListVolumes(ctx(t)); len(vols) != 0 {
+		t.Errorf("refused creates left volumes %+v", vols)
+	}
 
+	sb, err := create(c, named("data", "team-data", "/data"))
+	if err != nil {
+		t.Fatalf("create with a named volume: %v", err)
+	}
+	t.Cleanup(func() { _ = c.DeleteSandbox(ctx(t), sb.ID) })
+	if out, errOut, code := sandboxExecd(t, c, sb.ID).run("echo kept > /data/kept && cat /data/kept"); code != 0 || out != "kept\n" {
+		t.Errorf("write to the named volume: %q %q (exit %d)", out, errOut, code)
+	}
 	// The tenant's second sandbox shares the named volume; another
 	// tenant's volume of the same name is another volume.
 	sb2, err := create(c, api.Volume{Name: "d", PVC: &api.PVCVolume{ClaimName: "team-data"}, MountPath: "/d", ReadOnly: true})

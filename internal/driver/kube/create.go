@@ -39,6 +39,9 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 	if err := d.supports(spec); err != nil {
 		return nil, err
 	}
+	if err := d.checkClaims(ctx, spec); err != nil {
+		return nil, err
+	}
 	sbx := d.sandboxFor(spec)
 	if sbx.Spec.PoolRef, err = d.poolFor(ctx, sbx); err != nil {
 		return nil, err
@@ -67,6 +70,9 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 			}
 		}
 	}()
+	if err := d.ensureClaims(ctx, spec, sbx); err != nil {
+		return nil, err
+	}
 	owned := make(chan error, 1)
 	go func() {
 		owner := v1alpha1.OwnerRef(sbx, "Sandbox")
@@ -107,6 +113,9 @@ func (d *Driver) supports(spec driver.Spec) error {
 		return errdefs.Invalid(api.CodeInvalidParameter, "a network policy needs an egress token")
 	case spec.SecretsDir != "":
 		return errdefs.New(errdefs.ErrNotImplemented, api.CodeAPINotSupported, "the kubernetes runtime does not serve secrets on demand yet")
+	case slices.ContainsFunc(spec.Volumes, func(v sandbox.Volume) bool { return v.Kind == sandbox.VolumeHost }):
+		return errdefs.Invalid(api.CodeVolumeUnsupported,
+			"the kubernetes runtime does not mount host volumes: a host path is a node's, which the server cannot check; use a pvc volume")
 	case spec.Resources.Pids > 0:
 		// Limits are never dropped: a pod has no limit of its own on
 		// processes; the node's kubelet sets one for every pod.
@@ -144,6 +153,7 @@ func (d *Driver) sandboxFor(spec driver.Spec) *v1alpha1.Sandbox {
 			Env:              env,
 			AccessSecretName: accessSecret(spec.ID),
 			Tenant:           spec.Tenant,
+			Volumes:          sandboxVolumes(spec),
 		},
 	}
 	if !spec.ExpiresAt.IsZero() {
@@ -296,7 +306,14 @@ func (d *Driver) waitReady(ctx context.Context, id string) error {
 		case <-wait:
 		case <-ctx.Done():
 			if parent := context.Cause(ctx); errors.Is(parent, context.DeadlineExceeded) && time.Since(start) >= d.cfg.ReadyTimeout {
-				return errdefs.Newf(errdefs.ErrUnavailable, api.CodeSandboxStartFailed, "sandbox %s: not ready within %v", id, d.cfg.ReadyTimeout)
+				why := ""
+				if sbx != nil {
+					if c := meta.FindStatusCondition(sbx.Status.Conditions, v1alpha1.ConditionScheduled); c != nil && c.Status != metav1.ConditionTrue && c.Message != "" {
+						// Such as a claim no volume binds to.
+						why = ": the pod is not scheduled: " + c.Message
+					}
+				}
+				return errdefs.Newf(errdefs.ErrUnavailable, api.CodeSandboxStartFailed, "sandbox %s: not ready within %v%s", id, d.cfg.ReadyTimeout, why)
 			}
 			return ctx.Err()
 		}
@@ -307,7 +324,7 @@ func (d *Driver) waitReady(ctx context.Context, id string) error {
 // spec); the rest are the cluster's or the operator's.
 var userFailures = map[string]bool{
 	"ImageNotPresent": true, "InvalidImage": true, "ImagePullFailed": true,
-	"InvalidContainerConfig": true, "ContainerStartFailed": true, "PodRejected": true,
+	"InvalidContainerConfig": true, "ContainerStartFailed": true, "PodRejected": true, "InvalidVolume": true,
 }
 
 // startFailure turns the Failed condition into an error a user can act on.

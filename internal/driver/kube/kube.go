@@ -105,7 +105,13 @@ type Config struct {
 	// ReadyTimeout bounds how long Create waits for execd (default 2 min:
 	// a cold image pull counts).
 	ReadyTimeout time.Duration
-	Logger       *slog.Logger
+	// StorageClass is the storage class of the claims named volumes
+	// make when the create names none; empty: the cluster's default.
+	StorageClass string
+	// VolumeSize is a new claim's request when the create gives no
+	// pvc.storage (default DefaultVolumeSize).
+	VolumeSize int64
+	Logger     *slog.Logger
 }
 
 // Driver runs sandboxes as Sandbox resources.
@@ -139,6 +145,9 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	}
 	if cfg.ReadyTimeout <= 0 {
 		cfg.ReadyTimeout = 2 * time.Minute
+	}
+	if cfg.VolumeSize <= 0 {
+		cfg.VolumeSize = DefaultVolumeSize
 	}
 	switch cfg.Endpoints {
 	case "", EndpointsAuto:

@@ -98,12 +98,19 @@ func TestConformance(t *testing.T) {
 				t.Fatalf("delete Sandbox %s: %v", id, err)
 			}
 		},
+		// A host path would be a node's.
+		NoHostVolumes: true,
 	})
-	// Beyond the suite's check of the Sandboxes: no pod or Secret is left.
-	testutil.WaitFor(t, time.Minute, "the sandboxes' pods and secrets to be removed", func() bool {
+	// Beyond the suite's check of the Sandboxes: no pod, Secret or claim
+	// is left.
+	testutil.WaitFor(t, time.Minute, "the sandboxes' pods, secrets and claims to be removed", func() bool {
 		var pods corev1.PodList
 		var secs corev1.SecretList
+		var pvcs corev1.PersistentVolumeClaimList
 		ctx := context.Background()
+		if err := w.c.Client.List(ctx, &pvcs, client.InNamespace(w.ns)); err != nil || len(pvcs.Items) > 0 {
+			return false
+		}
 		if err := w.c.Client.List(ctx, &pods, client.InNamespace(w.ns)); err != nil {
 			t.Fatal(err)
 		}

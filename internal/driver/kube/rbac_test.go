@@ -5,6 +5,7 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
@@ -141,6 +143,37 @@ func TestLeastPrivilege(t *testing.T) {
 		}
 	}
 
+	// Named volumes: a claim made and then owned by a second sandbox that
+	// mounts it, listed, refused while mounted, gone with the last; a
+	// claim kept after its sandbox, removed.
+	gone := sandbox.Volume{Name: "v", Kind: sandbox.VolumeNamed, Claim: "gone", Create: true, DeleteWithSandbox: true, Target: "/v"}
+	kept := sandbox.Volume{Name: "k", Kind: sandbox.VolumeNamed, Claim: "kept", Create: true, Target: "/k"}
+	var ids []string
+	for i, vols := range [][]sandbox.Volume{{gone, kept}, {gone}} {
+		spec := driver.Spec{ID: fmt.Sprintf("rbacv%d-%s", i, randID()), Tenant: "t", Image: driver.Image{URI: image},
+			Entrypoint: []string{"sleep", "3600"}, ExecdToken: randID(), Volumes: vols}
+		if _, err := d.Create(ctx, spec); err != nil {
+			t.Fatalf("create with volumes %d: %v", i, err)
+		}
+		ids = append(ids, spec.ID)
+	}
+	if vols, err := d.ListVolumes(ctx, "t"); err != nil || len(vols) != 2 {
+		t.Errorf("ListVolumes = %+v, %v", vols, err)
+	}
+	if err := d.RemoveVolume(ctx, "t", "kept"); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Errorf("RemoveVolume of a mounted volume = %v", err)
+	}
+	for _, id := range ids {
+		if err := d.Destroy(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.RemoveVolume(ctx, "t", "kept"); err != nil {
+		t.Errorf("RemoveVolume = %v", err)
+	}
+	if vols, err := d.ListVolumes(ctx, "t"); err != nil || len(vols) != 0 {
+		t.Errorf("ListVolumes after the sandboxes and the remove = %+v, %v", vols, err)
+	}
 	// The records a stateless server keeps in the cluster.
 	recs, err := records.New(dctx, records.Config{REST: c.As(ns, "corral-server"), Namespace: ns, ServerID: "rbac"})
 	if err != nil {

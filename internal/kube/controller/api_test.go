@@ -349,3 +349,38 @@ func TestEgressInputIsChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestVolumeInputIsChecked: a Sandbox written by hand with a volume over
+// the sandbox's own paths, or a sub-path that climbs out, fails with the
+// reason, and no pod is made.
+func TestVolumeInputIsChecked(t *testing.T) {
+	c, ns := apiServer(t)
+	ctx := context.Background()
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "acc", Namespace: ns}, Data: map[string][]byte{v1alpha1.TokenKey: []byte("t")}}
+	if err := c.Create(ctx, sec); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		vol  v1alpha1.SandboxVolume
+		msg  string
+	}{
+		{"over-proc", v1alpha1.SandboxVolume{Name: "v", ClaimName: "c", MountPath: "/proc/sys"}, "/proc"},
+		{"over-corral", v1alpha1.SandboxVolume{Name: "v", ClaimName: "c", MountPath: "/.corral"}, "/.corral"},
+		{"climbs-out", v1alpha1.SandboxVolume{Name: "v", ClaimName: "c", MountPath: "/data", SubPath: "a/../../b"}, "subPath"},
+	} {
+		sbx := &v1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: tc.name, Namespace: ns},
+			Spec: v1alpha1.SandboxSpec{Image: "img", Entrypoint: []string{"sleep", "1"}, AccessSecretName: "acc",
+				Volumes: []v1alpha1.SandboxVolume{tc.vol}}}
+		if err := c.Create(ctx, sbx); err != nil {
+			t.Fatal(err)
+		}
+		testutil.WaitFor(t, 10*time.Second, tc.name+": the condition InvalidVolume", func() bool {
+			cond := meta.FindStatusCondition(getSandbox(t, c, ns, tc.name).Status.Conditions, v1alpha1.ConditionFailed)
+			return cond != nil && cond.Reason == "InvalidVolume" && strings.Contains(cond.Message, tc.msg)
+		})
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: tc.name}, &corev1.Pod{}); !apierrors.IsNotFound(err) {
+			t.Errorf("%s: a pod was created: %v", tc.name, err)
+		}
+	}
+}

@@ -77,6 +77,7 @@ func (r *sandboxReconciler) podFor(sbx *v1alpha1.Sandbox, token string) *corev1.
 		init: sandboxInit(sbx.Spec.Entrypoint),
 		env:  sbx.Spec.Env,
 	})
+	addVolumes(p, sbx.Spec.Volumes)
 	p.Name, p.Namespace = sbx.Name, sbx.Namespace
 	p.Labels = sandboxLabels(sbx)
 	p.OwnerReferences = []metav1.OwnerReference{v1alpha1.OwnerRef(sbx, "Sandbox")}
@@ -85,6 +86,20 @@ func (r *sandboxReconciler) podFor(sbx *v1alpha1.Sandbox, token string) *corev1.
 		addEgress(r.cfg, p, sbx.Name, sbx.Spec.Egress.Policy, sbx.Spec.AccessSecretName)
 	}
 	return p
+}
+
+// addVolumes mounts the Sandbox's claims in p's sandbox container, each
+// as pod volume "vol-N" (corral's own are "corral-..."). The kubelet
+// resolves a sub-path inside its volume, refusing links out of it.
+func addVolumes(p *corev1.Pod, vols []v1alpha1.SandboxVolume) {
+	c := &p.Spec.Containers[0]
+	for i, v := range vols {
+		name := fmt.Sprintf("vol-%d", i)
+		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: v.ClaimName, ReadOnly: v.ReadOnly},
+		}})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: name, MountPath: v.MountPath, SubPath: v.SubPath, ReadOnly: v.ReadOnly})
+	}
 }
 
 // warmPolicy is a warm pod's policy until a Sandbox adopts the pod.

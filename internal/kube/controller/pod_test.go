@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/corral-dev/corral/internal/initproc"
@@ -150,4 +151,47 @@ func TestWarmPodInitIsWhatInitParses(t *testing.T) {
 		}
 	}
 	t.Fatalf("the hand-over volume is not at %s", warmDir)
+}
+
+// TestVolumesAreClaimMounts: a Sandbox's volumes are its claims, mounted
+// in the sandbox container only, read-only where asked, at their
+// sub-paths; the Sandbox then matches no pool.
+func TestVolumesAreClaimMounts(t *testing.T) {
+	r := &sandboxReconciler{cfg: Config{CorralImage: "corral:test"}}
+	sbx := &v1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "s1", Namespace: "ns"}, Spec: v1alpha1.SandboxSpec{
+		Image: "busybox", Entrypoint: []string{"sleep", "1d"}, AccessSecretName: "corral-s1",
+		Volumes: []v1alpha1.SandboxVolume{
+			{Name: "data", ClaimName: "corral-k-data", MountPath: "/data"},
+			{Name: "ro", ClaimName: "corral-k-data", MountPath: "/ro", SubPath: "a/b", ReadOnly: true},
+		},
+	}}
+	p := r.podFor(sbx, "the-execd-token")
+	var claims []corev1.Volume
+	for _, v := range p.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			claims = append(claims, v)
+		}
+	}
+	if len(claims) != 2 || claims[0].PersistentVolumeClaim.ClaimName != "corral-k-data" || claims[0].PersistentVolumeClaim.ReadOnly ||
+		!claims[1].PersistentVolumeClaim.ReadOnly {
+		t.Fatalf("claim volumes: %+v", claims)
+	}
+	want := []corev1.VolumeMount{
+		{Name: claims[0].Name, MountPath: "/data"},
+		{Name: claims[1].Name, MountPath: "/ro", SubPath: "a/b", ReadOnly: true},
+	}
+	if got := p.Spec.Containers[0].VolumeMounts; !equality.Semantic.DeepEqual(got[len(got)-2:], want) {
+		t.Errorf("sandbox mounts %+v, want %+v last", got, want)
+	}
+	for _, c := range p.Spec.InitContainers {
+		for _, m := range c.VolumeMounts {
+			if m.Name == claims[0].Name || m.Name == claims[1].Name {
+				t.Errorf("init container %s mounts a claim", c.Name)
+			}
+		}
+	}
+	tmpl := v1alpha1.SandboxTemplate{Image: "busybox"}
+	if tmpl.Matches(sbx) {
+		t.Errorf("a Sandbox with volumes matches a pool's template")
+	}
 }

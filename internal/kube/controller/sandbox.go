@@ -21,6 +21,7 @@ import (
 
 	"github.com/corral-dev/corral/internal/egress/policy"
 	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
+	"github.com/corral-dev/corral/internal/sandbox"
 )
 
 type sandboxReconciler struct {
@@ -138,6 +139,13 @@ func (r *sandboxReconciler) noPod(ctx context.Context, sbx *v1alpha1.Sandbox, st
 		}
 		if err != nil {
 			setCondition(status, v1alpha1.ConditionFailed, true, "InvalidEgressPolicy", err.Error())
+			return nil
+		}
+	}
+	for _, v := range sbx.Spec.Volumes {
+		// The server checked these; a Sandbox written by hand may not be.
+		if err := sandbox.CheckMount(v.Name, v.MountPath, v.SubPath); err != nil {
+			setCondition(status, v1alpha1.ConditionFailed, true, "InvalidVolume", err.Error())
 			return nil
 		}
 	}

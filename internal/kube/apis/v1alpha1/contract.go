@@ -52,10 +52,11 @@ func OwnerRef(o metav1.Object, kind string) metav1.OwnerReference {
 }
 
 // Matches reports whether sbx asks for what a pool of template t
-// runs: the pods it could adopt.
+// runs: the pods it could adopt. A warm pod mounts no claims, so a
+// Sandbox with volumes never matches.
 func (t *SandboxTemplate) Matches(sbx *Sandbox) bool {
 	s := &sbx.Spec
-	return t.Image == s.Image && equalPtr(t.RuntimeClassName, s.RuntimeClassName) && t.Egress == (s.Egress != nil) &&
+	return len(s.Volumes) == 0 && t.Image == s.Image && equalPtr(t.RuntimeClassName, s.RuntimeClassName) && t.Egress == (s.Egress != nil) &&
 		slices.Equal(t.ImagePullSecrets, s.ImagePullSecrets) &&
 		t.Resources.Limits.Cpu().Equal(*s.Resources.Limits.Cpu()) && t.Resources.Limits.Memory().Equal(*s.Resources.Limits.Memory()) &&
 		t.Resources.Requests.Cpu().Equal(*s.Resources.Requests.Cpu()) && t.Resources.Requests.Memory().Equal(*s.Resources.Requests.Memory())

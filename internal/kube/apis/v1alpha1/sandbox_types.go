@@ -83,6 +83,37 @@ type SandboxSpec struct {
 	// the cluster gives it. A Sandbox with Egress never adopts a warm pod.
 	// +optional
 	Egress *SandboxEgress `json:"egress,omitempty"`
+	// Volumes are PersistentVolumeClaims of the namespace mounted in the
+	// sandbox's container, in order. A Sandbox with Volumes never adopts
+	// a warm pod.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=map
+	// +listMapKey=name
+	Volumes []SandboxVolume `json:"volumes,omitempty"`
+}
+
+// SandboxVolume is a claim mounted in a sandbox.
+type SandboxVolume struct {
+	// Name is the volume's name in the create request.
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+	// ClaimName is the PersistentVolumeClaim of the namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	ClaimName string `json:"claimName"`
+	// MountPath is where it is mounted: absolute, clean, none of the
+	// sandbox's own paths.
+	// +kubebuilder:validation:Pattern=`^/.`
+	MountPath string `json:"mountPath"`
+	// SubPath is a directory of the claim mounted instead of its root:
+	// relative, no "..".
+	// +optional
+	SubPath string `json:"subPath,omitempty"`
+	// ReadOnly mounts it read-only.
+	// +optional
+	ReadOnly bool `json:"readOnly,omitempty"`
 }
 
 // SandboxEgress is a sandbox's egress confinement.
