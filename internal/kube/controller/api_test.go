@@ -321,11 +321,7 @@ func TestPoolKeepsItsSize(t *testing.T) {
 // waits for it, naming the key.
 func TestEgressInputIsChecked(t *testing.T) {
 	c, ns := apiServer(t)
-	ctx := context.Background()
-	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "acc", Namespace: ns}, Data: map[string][]byte{v1alpha1.TokenKey: []byte("t")}}
-	if err := c.Create(ctx, sec); err != nil {
-		t.Fatal(err)
-	}
+	withAccessSecret(t, c, ns)
 	for _, tc := range []struct {
 		name, policy, cond, reason, msg string
 	}{
@@ -337,16 +333,7 @@ func TestEgressInputIsChecked(t *testing.T) {
 		sbx := &v1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: tc.name, Namespace: ns},
 			Spec: v1alpha1.SandboxSpec{Image: "img", Entrypoint: []string{"sleep", "1"}, AccessSecretName: "acc",
 				Egress: &v1alpha1.SandboxEgress{Policy: tc.policy}}}
-		if err := c.Create(ctx, sbx); err != nil {
-			t.Fatal(err)
-		}
-		testutil.WaitFor(t, 10*time.Second, tc.name+": the condition "+tc.reason, func() bool {
-			cond := meta.FindStatusCondition(getSandbox(t, c, ns, tc.name).Status.Conditions, tc.cond)
-			return cond != nil && cond.Reason == tc.reason && strings.Contains(cond.Message, tc.msg)
-		})
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: tc.name}, &corev1.Pod{}); !apierrors.IsNotFound(err) {
-			t.Errorf("%s: a pod was created: %v", tc.name, err)
-		}
+		expectNoPod(t, c, sbx, tc.cond, tc.reason, tc.msg)
 	}
 }
 
@@ -355,11 +342,7 @@ func TestEgressInputIsChecked(t *testing.T) {
 // reason, and no pod is made.
 func TestVolumeInputIsChecked(t *testing.T) {
 	c, ns := apiServer(t)
-	ctx := context.Background()
-	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "acc", Namespace: ns}, Data: map[string][]byte{v1alpha1.TokenKey: []byte("t")}}
-	if err := c.Create(ctx, sec); err != nil {
-		t.Fatal(err)
-	}
+	withAccessSecret(t, c, ns)
 	for _, tc := range []struct {
 		name string
 		vol  v1alpha1.SandboxVolume
@@ -372,15 +355,34 @@ func TestVolumeInputIsChecked(t *testing.T) {
 		sbx := &v1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: tc.name, Namespace: ns},
 			Spec: v1alpha1.SandboxSpec{Image: "img", Entrypoint: []string{"sleep", "1"}, AccessSecretName: "acc",
 				Volumes: []v1alpha1.SandboxVolume{tc.vol}}}
-		if err := c.Create(ctx, sbx); err != nil {
-			t.Fatal(err)
-		}
-		testutil.WaitFor(t, 10*time.Second, tc.name+": the condition InvalidVolume", func() bool {
-			cond := meta.FindStatusCondition(getSandbox(t, c, ns, tc.name).Status.Conditions, v1alpha1.ConditionFailed)
-			return cond != nil && cond.Reason == "InvalidVolume" && strings.Contains(cond.Message, tc.msg)
-		})
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: tc.name}, &corev1.Pod{}); !apierrors.IsNotFound(err) {
-			t.Errorf("%s: a pod was created: %v", tc.name, err)
-		}
+		expectNoPod(t, c, sbx, v1alpha1.ConditionFailed, "InvalidVolume", tc.msg)
 	}
 }
+
+// withAccessSecret writes the access Secret "acc" of ns, with an execd
+// token only.
+func withAccessSecret(t *testing.T, c client.Client, ns string) {
+	t.Helper()
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "acc", Namespace: ns}, Data: map[string][]byte{v1alpha1.TokenKey: []byte("t")}}
+	if err := c.Create(context.Background(), sec); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// expectNoPod writes sbx and waits for its condition cond to have reason
+// and a message containing msg; no pod may be made for it.
+func expectNoPod(t *testing.T, c client.Client, sbx *v1alpha1.Sandbox, cond, reason, msg string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.Create(ctx, sbx); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, sbx.Name+": the condition "+reason, func() bool {
+		got := meta.FindStatusCondition(getSandbox(t, c, sbx.Namespace, sbx.Name).Status.Conditions, cond)
+		return got != nil && got.Reason == reason && strings.Contains(got.Message, msg)
+	})
+	if err := c.Get(ctx, client.ObjectKey{Namespace: sbx.Namespace, Name: sbx.Name}, &corev1.Pod{}); !apierrors.IsNotFound(err) {
+		t.Errorf("%s: a pod was created: %v", sbx.Name, err)
+	}
+}
+
