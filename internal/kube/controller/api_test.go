@@ -385,4 +385,3 @@ func expectNoPod(t *testing.T, c client.Client, sbx *v1alpha1.Sandbox, cond, rea
 		t.Errorf("%s: a pod was created: %v", sbx.Name, err)
 	}
 }
-
