@@ -26,7 +26,6 @@ import (
 	"github.com/corral-dev/corral/internal/egress/policy"
 	"github.com/corral-dev/corral/internal/hostnet/uplink"
 	"github.com/corral-dev/corral/internal/lifecycle"
-	"github.com/corral-dev/corral/internal/sandbox"
 	model "github.com/corral-dev/corral/internal/sandbox"
 )
 
@@ -191,7 +190,7 @@ func (f *kubeFlags) check(l model.Limits) error {
 	if f.records != "cluster" && f.records != "local" {
 		return fmt.Errorf("--kube-records %q: want cluster or local", f.records)
 	}
-	n, err := sandbox.ParseBytes(f.volumeSize)
+	n, err := model.ParseBytes(f.volumeSize)
 	if err != nil || n < 4<<20 {
 		return fmt.Errorf("--kube-volume-size %q: want a size of at least 4Mi, such as 1Gi", f.volumeSize)
 	}
