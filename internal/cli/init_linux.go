@@ -35,6 +35,11 @@ func runInit(_ context.Context, e *env, args []string) int {
 	if ok, code := client.ParseFlags(fs, e, args); !ok {
 		return code
 	}
+	if o.GateFD != 0 {
+		if err := initproc.WaitGate(o.GateFD); err != nil {
+			return client.Fail(e, "init: --gate-fd %d: %v", o.GateFD, err)
+		}
+	}
 	if o.IsolateNetwork != "" {
 		// Fail closed: an entrypoint never runs in a namespace that could
 		// not be isolated.

@@ -27,6 +27,9 @@ type Options struct {
 	// ExitFD (3 or more) is a file that receives the entrypoint's exit
 	// code.
 	ExitFD int
+	// GateFD (3 or more) is a pipe PID 1 reads to its end before anything
+	// else (WaitGate).
+	GateFD int
 	// ConsoleLimit bounds the console log when stdout is a file.
 	ConsoleLimit int64
 	// WaitStart holds the entrypoint back until a JSON start arrives on
@@ -66,6 +69,7 @@ func (o *Options) Register(fs *flag.FlagSet) {
 	fs.StringVar(&o.ExecdListen, "execd-listen", o.ExecdListen, "address execd listens on")
 	fs.StringVar(&o.ExecdStateDir, "execd-state-dir", o.ExecdStateDir, "where execd retains command output")
 	fs.IntVar(&o.ReadyFD, "ready-fd", o.ReadyFD, "descriptor (3 or more) of a pipe that gets a newline, and is closed, once execd's port is bound (the runtime waits on it before it connects)")
+	fs.IntVar(&o.GateFD, "gate-fd", o.GateFD, "descriptor (3 or more) of a pipe read to its end before anything else runs: the runtime opens it once the sandbox's network is ready")
 	fs.IntVar(&o.ExitFD, "exit-fd", o.ExitFD, "descriptor (3 or more) of a file that receives the entrypoint's exit code (the runtime passes it in)")
 	fs.Int64Var(&o.ConsoleLimit, "console-limit", o.ConsoleLimit, "when stdout is a file, keep it under this many bytes, dropping the oldest output (0: no limit)")
 	fs.StringVar(&o.WaitStart, "wait-start", o.WaitStart, "start no entrypoint until a JSON {\"args\",\"env\"} arrives on this FIFO (warm pools)")

@@ -10,6 +10,7 @@ package initproc
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/user"
@@ -52,6 +53,33 @@ func SignalReady(fd int) error {
 		err = cerr
 	}
 	return err
+}
+
+// GateOpen is what a runtime writes to the gate descriptor (WaitGate)
+// before closing it.
+const GateOpen = "open\n"
+
+// WaitGate reads descriptor fd to its end and closes it: the runtime
+// holds PID 1 there until the sandbox's namespaces are ready (its network
+// configured from outside). It fails closed: an end without GateOpen (a
+// runtime that died first) is an error, and nothing starts.
+func WaitGate(fd int) error {
+	if fd < 3 {
+		return errors.New("want a descriptor of 3 or more")
+	}
+	f := os.NewFile(uintptr(fd), "gate")
+	if f == nil {
+		return errors.New("not an open descriptor")
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 64))
+	if err != nil {
+		return err
+	}
+	if string(b) != GateOpen {
+		return errors.New("the runtime closed the gate without opening it")
+	}
+	return nil
 }
 
 // ExitFile checks that fd is an inherited descriptor of a regular file

@@ -110,3 +110,33 @@ func TestExecdEnvs(t *testing.T) {
 		t.Error("the link's target changed owner")
 	}
 }
+
+// TestWaitGateFailsClosed: PID 1 goes on only once the runtime opened the
+// gate; a gate closed without opening (a runtime that died) or with
+// anything else in it stops it.
+func TestWaitGateFailsClosed(t *testing.T) {
+	for _, tc := range []struct {
+		write string
+		ok    bool
+	}{{GateOpen, true}, {"", false}, {"open", false}, {GateOpen + "more", false}} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.WriteString(tc.write); err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+		fd, err := syscall.Dup(int(r.Fd()))
+		r.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := WaitGate(fd); (err == nil) != tc.ok {
+			t.Errorf("WaitGate after %q = %v, want ok %v", tc.write, err, tc.ok)
+		}
+	}
+	if err := WaitGate(2); err == nil {
+		t.Error("WaitGate(2) = nil")
+	}
+}

@@ -148,6 +148,39 @@ func TestEscapeSuite(t *testing.T) {
 			t.Errorf("getpid through int $0x80 answered %d (exit %d, %q): the i386 entry point is open", n, code, errOut)
 		}
 	})
+	// Root in the sandbox is an unprivileged host user of a range of its
+	// own (user namespaces are on by default).
+	uidMap := func(id string) string {
+		out, _, _ := sandboxExecd(t, c, id).run("cat /proc/self/uid_map /proc/self/gid_map")
+		return strings.Join(strings.Fields(out), " ")
+	}
+	first := uidMap(sb.ID)
+	t.Run("RootIsNotHostRoot", func(t *testing.T) {
+		f := strings.Fields(first)
+		if len(f) != 6 || f[0] != "0" || f[2] != "65536" || f[3] != "0" || f[4] != f[1] {
+			t.Fatalf("uid and gid maps = %q, want 0 HOST 65536 for both", first)
+		}
+		if host, _ := strconv.Atoi(f[1]); host < 0x80000 {
+			t.Errorf("the sandbox's root is host ID %d, not one of the container range", host)
+		}
+	})
+	t.Run("HostRootsFilesAreStrangers", func(t *testing.T) {
+		// The corral binary is host root's: unmapped, it is nobody's here.
+		out, errOut, code := sandboxExecd(t, c, sb.ID).run("stat -c %u:%g /.corral/corral; chown 0:0 /.corral/corral")
+		if lastLine(out) != "65534:65534" || code == 0 {
+			t.Errorf("host root's file = %q (exit %d, %q), want 65534:65534 and no write", out, code, errOut)
+		}
+	})
+	t.Run("RangesDiffer", func(t *testing.T) {
+		other, err := c.CreateSandbox(ctx(t), ociCreate(reg+"/corral/busybox:1"), sdk.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.DeleteSandbox(ctx(t), other.ID)
+		if second := uidMap(other.ID); second == first {
+			t.Errorf("two sandboxes share the host range %q", first)
+		}
+	})
 	// After every probe the sandbox still answers.
 	if out, _, code := sandboxExecd(t, c, sb.ID).run("echo still-here"); code != 0 || out != "still-here\n" {
 		t.Errorf("the sandbox did not survive the suite: %q %d", out, code)

@@ -149,7 +149,17 @@ type build struct {
 	volumeMounts  []specs.Mount
 	volumeStaging []string
 	mark          func(step string)
+	// idRange is the sandbox's host ID range plus one (0: no user
+	// namespace); userns maps it, for idmapped mounts.
+	idRange int
+	userns  *os.File
+	// hostMounts are the server's mounts of the sandbox (its idmapped
+	// root and binds), unmounted once runc has run.
+	hostMounts []string
 }
+
+// first is the host ID of the sandbox's root (user namespaces).
+func (b *build) first() uint32 { return slotHost(b.idRange - 1) }
 
 // create makes a sandbox from nothing, in named steps: the bundle, the
 // root file system, the identity files, the network, the spec, then the
@@ -175,6 +185,22 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, mode createMode) 
 		return nil, err
 	}
 	b.mark("plan")
+	if d.cfg.UserNamespaces {
+		slot, err := d.ids.take(spec.ID)
+		if err != nil {
+			return nil, err
+		}
+		b.idRange = slot + 1
+		defer func() {
+			if err != nil {
+				d.ids.release(spec.ID)
+			}
+		}()
+		if b.userns, err = d.ids.userns(slot); err != nil {
+			return nil, err
+		}
+		b.mark("userns")
+	}
 	if err := os.Mkdir(b.bundle, 0o700); err != nil {
 		if errors.Is(err, os.ErrExist) {
 			return nil, fmt.Errorf("sandbox %s: %w", spec.ID, errdefs.ErrAlreadyExists)
@@ -199,6 +225,11 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, mode createMode) 
 	if err := d.prepareBundle(ctx, b); err != nil {
 		return nil, err
 	}
+	if b.userns != nil {
+		if err := traversable(b.bundle); err != nil {
+			return nil, err
+		}
+	}
 	if err := mountRootfs(ctx, b); err != nil {
 		return nil, err
 	}
@@ -209,11 +240,7 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, mode createMode) 
 		return nil, err
 	}
 	defer func() {
-		for _, m := range b.volumeStaging {
-			if err := unmount(m); err != nil {
-				d.log.WarnContext(ctx, "undo a volume's staging mount", "sandbox_id", spec.ID, "err", err)
-			}
-		}
+		d.unstage(ctx, b)
 	}()
 	if err := d.mountVolumes(ctx, b); err != nil {
 		return nil, err
@@ -224,13 +251,29 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, mode createMode) 
 	return d.start(ctx, b)
 }
 
+// unstage undoes the server's mounts of a sandbox (volume staging, the
+// idmapped root and binds), which runc copied into the sandbox's mount
+// namespace.
+func (d *Driver) unstage(ctx context.Context, b *build) {
+	mounts := slices.Clone(b.volumeStaging)
+	for i := len(b.hostMounts) - 1; i >= 0; i-- {
+		mounts = append(mounts, b.hostMounts[i])
+	}
+	for _, m := range mounts {
+		if err := unmount(m); err != nil {
+			d.log.WarnContext(ctx, "undo a staging mount", "sandbox_id", b.spec.ID, "err", err)
+		}
+	}
+	b.volumeStaging, b.hostMounts = nil, nil
+}
+
 // prepareBundle writes the bundle's metadata and status directory (a warm
 // sandbox's hand-over files too) and makes the disk directory, with its
 // own file system when the sandbox has a disk limit.
 func (d *Driver) prepareBundle(ctx context.Context, b *build) error {
 	claims, deleteWith := volumeClaims(b.spec)
 	meta, _ := json.Marshal(bundleMeta{ID: b.spec.ID, Tenant: b.spec.Tenant, Labels: driver.BackendLabels(b.spec), Created: time.Now().UTC(),
-		Layers: b.plan.layers, Base: b.plan.base(), Volumes: claims, DeleteVolumes: deleteWith})
+		Layers: b.plan.layers, Base: b.plan.base(), Volumes: claims, DeleteVolumes: deleteWith, IDRange: b.idRange})
 	if err := os.WriteFile(filepath.Join(b.bundle, "meta.json"), meta, 0o600); err != nil {
 		return err
 	}
@@ -282,7 +325,7 @@ func (d *Driver) prepareBundle(ctx context.Context, b *build) error {
 // The image's user is resolved and its working directory made in it.
 func mountRootfs(ctx context.Context, b *build) error {
 	overlay, fits := overlayOptions(b.plan.lowers, b.upper, b.work)
-	if !fits {
+	if !fits && b.userns == nil {
 		overlay = ""
 		if err := mountOverlay(b.plan.lowers, b.upper, b.work, b.rootfs); err != nil {
 			return err
@@ -296,8 +339,22 @@ func mountRootfs(ctx context.Context, b *build) error {
 	if b.cwd, err = workingDir(b.plan.config.WorkingDir); err != nil {
 		return err
 	}
-	if b.uid, b.gid, err = prepareRoot(b.plan, b.upper, b.work, b.rootfs, b.cwd, !fits); err != nil {
+	// With a user namespace, on an overlay of its own that is gone before
+	// the idmapped one is made: the server's writes there are root's.
+	if b.uid, b.gid, err = prepareRoot(b.plan, b.upper, b.work, b.rootfs, b.cwd, !fits && b.userns == nil); err != nil {
 		return err
+	}
+	if b.userns != nil {
+		// Mounted here, over idmapped layers: runc in the user namespace
+		// could only mount an overlay whose files it sees unowned.
+		b.rootfs, b.overlay = filepath.Join(b.bundle, "root"), ""
+		if err := os.Mkdir(b.rootfs, 0o755); err != nil {
+			return err
+		}
+		if err := idmappedOverlay(b.plan.lowers, b.upper, b.work, b.rootfs, b.userns, b.first()); err != nil {
+			return err
+		}
+		b.hostMounts = append(b.hostMounts, b.rootfs)
 	}
 	b.mark("overlay")
 	return nil
@@ -322,32 +379,63 @@ func writeIdentity(b *build) error {
 // sandbox, starts its enforcer before anything can leave; it also sets
 // the mounts that go with them.
 func (d *Driver) attachNetwork(ctx context.Context, b *build) error {
-	ns, err := newNetns()
-	if err != nil {
-		return err
+	status, secrets, binary := filepath.Join(b.bundle, "status"), b.spec.SecretsDir, d.cfg.CorralBinary
+	if b.userns == nil {
+		ns, err := newNetns()
+		if err != nil {
+			return err
+		}
+		// This process's descriptor holds the namespace until the
+		// sandbox's processes do; runc opens it by this process's /proc.
+		b.ns, b.netns = ns, fdPath(ns)
+		b.mark("netns")
+	} else {
+		// runc makes the namespace in the sandbox's user namespace;
+		// start sets it up. The directories whose files are the
+		// sandbox's root's to read are idmapped.
+		for name, dir := range map[string]*string{"status": &status, "secrets": &secrets} {
+			if *dir == "" {
+				continue
+			}
+			staged := filepath.Join(b.bundle, "idmap", name)
+			if err := idmappedBind(*dir, staged, b.userns); err != nil {
+				return err
+			}
+			b.hostMounts = append(b.hostMounts, staged)
+			*dir = staged
+		}
+		staged := filepath.Join(b.bundle, "corral")
+		if err := stageFile(binary, staged); err != nil {
+			return err
+		}
+		b.hostMounts = append(b.hostMounts, staged)
+		binary = staged
 	}
-	// This process's descriptor holds the namespace until the sandbox's
-	// processes do; runc opens it by this process's /proc.
-	b.ns, b.netns = ns, fdPath(ns)
-	b.mark("netns")
 	b.mounts = []specs.Mount{
-		bindMount(d.cfg.CorralBinary, insandbox.Binary, true),
+		bindMount(binary, insandbox.Binary, true),
 		// Read-only: the sandbox can plant nothing there for the host to
 		// read, and cannot fill the tmpfs every bundle shares.
-		bindMount(filepath.Join(b.bundle, "status"), statusInSandbox, true),
+		bindMount(status, statusInSandbox, true),
 		bindMount(filepath.Join(b.bundle, "hosts"), "/etc/hosts", true),
 		bindMount(filepath.Join(b.bundle, "hostname"), "/etc/hostname", true),
 	}
-	if b.spec.SecretsDir != "" {
-		b.mounts = append(b.mounts, bindMount(b.spec.SecretsDir, "/run/corral", true))
+	if secrets != "" {
+		b.mounts = append(b.mounts, bindMount(secrets, "/run/corral", true))
 	}
 	if b.spec.Policed() {
 		dir := egressDir(b.bundle)
 		if err := launch.Prepare(dir, launch.Sandbox{ID: b.spec.ID, Policy: b.spec.NetworkPolicy, Token: b.spec.EgressToken, CredentialProxy: b.spec.CredentialProxy}); err != nil {
 			return err
 		}
-		if err := d.net.Start(ctx, b.spec.ID, dir, b.netns); err != nil {
-			return err
+		if b.userns != nil {
+			// Its resolv.conf and CA are bound in by path.
+			if err := traversable(dir); err != nil {
+				return err
+			}
+		} else {
+			if err := d.net.Start(ctx, b.spec.ID, dir, b.netns); err != nil {
+				return err
+			}
 		}
 		b.mounts = append(b.mounts, bindMount(filepath.Join(dir, "resolv.conf"), "/etc/resolv.conf", true))
 		if ca := launch.CAFile(dir); ca != "" {
@@ -376,22 +464,36 @@ func (d *Driver) writeSpec(b *build) error {
 			if err := os.MkdirAll(wk, 0o755); err != nil {
 				return err
 			}
+			if b.userns != nil {
+				// Under the idmapped root, as it is.
+				at := filepath.Join(b.rootfs, dir)
+				if err := idmappedOverlay(strings.Split(d.hostLowers(b.plan, dir), ":"), up, wk, at, b.userns, b.first()); err != nil {
+					return err
+				}
+				b.hostMounts = append(b.hostMounts, at)
+				continue
+			}
 			mounts = append(mounts, overlayMount(d.hostLowers(b.plan, dir), up, wk, dir))
 		}
 	}
 	mounts = append(mounts, b.volumeMounts...)
-	args, extra := initCommand(b.spec, initParams{hostname: b.hostname, uid: b.uid, gid: b.gid, warm: b.mode == waitForClaim})
+	args, extra := initCommand(b.spec, initParams{hostname: b.hostname, uid: b.uid, gid: b.gid, warm: b.mode == waitForClaim, gate: b.userns != nil})
 	env := mergeEnv(b.plan.config.Env, b.spec.Env, extra...)
 	if !hasVar(env, "HOME") {
 		env = append(env, "HOME=/root")
 	}
 	spec := b.spec
-	s, err := buildSpec(specParams{
+	p := specParams{
 		id: spec.ID, rootfs: b.rootfs, rootOverlay: b.overlay, hostname: b.hostname, args: args, env: env, cwd: b.cwd,
-		netns:       "/proc/" + strconv.Itoa(os.Getpid()) + "/fd/" + strconv.Itoa(int(b.ns.Fd())),
 		cgroupsPath: cgroupsPath(spec.ID), annotations: driver.BackendLabels(spec), mounts: mounts,
 		cpuMillis: spec.Resources.CPUMillis, memoryBytes: spec.Resources.MemoryBytes, pids: spec.Resources.Pids,
-	})
+	}
+	if b.userns != nil {
+		p.idFirst = b.first()
+	} else {
+		p.netns = "/proc/" + strconv.Itoa(os.Getpid()) + "/fd/" + strconv.Itoa(int(b.ns.Fd()))
+	}
+	s, err := buildSpec(p)
 	if err != nil {
 		return err
 	}
@@ -433,7 +535,24 @@ func (d *Driver) start(ctx context.Context, b *build) (*driver.Handle, error) {
 	}
 	defer ready.Close()
 	pidFile := filepath.Join(b.bundle, "init.pid")
-	opts := &runc.CreateOpts{IO: fileIO{console}, PidFile: pidFile, Detach: true, ExtraFiles: []*os.File{exit, readyW}}
+	extra := []*os.File{exit, readyW}
+	var gate *os.File
+	if b.userns != nil {
+		// PID 1 waits on this (fd 5) until the network is set up.
+		gateR, gateW, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		defer gateR.Close()
+		gate = gateW
+		defer func() {
+			if gate != nil {
+				gate.Close() // unopened: PID 1 gives up
+			}
+		}()
+		extra = append(extra, gateR)
+	}
+	opts := &runc.CreateOpts{IO: fileIO{console}, PidFile: pidFile, Detach: true, ExtraFiles: extra}
 	_, err = d.runc.Run(ctx, b.spec.ID, b.bundle, opts)
 	readyW.Close()
 	if err != nil {
@@ -448,6 +567,15 @@ func (d *Driver) start(ctx context.Context, b *build) (*driver.Handle, error) {
 	if err != nil {
 		return nil, d.startError(b.bundle, b.disk, fmt.Errorf("the sandbox exited at once"))
 	}
+	if gate != nil {
+		// The sandbox's mount namespace has its copies of the server's
+		// mounts now.
+		d.unstage(ctx, b)
+		if err := d.openGate(ctx, b, pid, start, gate); err != nil {
+			return nil, d.startError(b.bundle, b.disk, err)
+		}
+		gate = nil
+	}
 	if err := d.waitReady(ctx, ready, b.netns, pid, start); err != nil {
 		return nil, d.startError(b.bundle, b.disk, err)
 	}
@@ -455,6 +583,35 @@ func (d *Driver) start(ctx context.Context, b *build) (*driver.Handle, error) {
 	d.track(b.spec.ID, &instance{bundle: b.bundle, pid: pid, startTime: start, netns: b.netns, ns: b.ns})
 	state, _ := json.Marshal(handleState{Bundle: b.bundle, Pid: pid, StartTime: start})
 	return &driver.Handle{ID: b.spec.ID, Driver: Name, Version: 1, State: state}, nil
+}
+
+// openGate sets up the network namespace runc made in the sandbox's user
+// namespace (loopback up; a policed sandbox's enforcer started in it),
+// then lets PID 1 go on.
+func (d *Driver) openGate(ctx context.Context, b *build, pid int, start uint64, gate *os.File) error {
+	ns, err := netnsOf(pid, start)
+	if err != nil {
+		return err
+	}
+	b.ns, b.netns = ns, fdPath(ns)
+	if err := netns.Do(b.netns, loopbackUp); err != nil {
+		return err
+	}
+	if b.spec.Policed() {
+		if err := d.net.Start(ctx, b.spec.ID, egressDir(b.bundle), b.netns); err != nil {
+			return err
+		}
+		b.mark("egress")
+	}
+	_, err = gate.WriteString(initproc.GateOpen)
+	if cerr := gate.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("open the gate of PID 1: %w", err)
+	}
+	b.mark("gate")
+	return nil
 }
 
 // prepareRoot resolves the image's user and makes its working directory,
@@ -539,6 +696,8 @@ type initParams struct {
 	uid, gid uint32
 	// warm holds the entrypoint back until a claim (a warm-pool sandbox).
 	warm bool
+	// gate holds PID 1 until the server set its network up (fd 5).
+	gate bool
 }
 
 // initCommand is PID 1's command line (`corral init`) and the variables
@@ -546,6 +705,9 @@ type initParams struct {
 func initCommand(spec driver.Spec, p initParams) (args, env []string) {
 	o := initproc.DefaultOptions()
 	o.ExitFD, o.ReadyFD, o.ConsoleLimit = 3, 4, ConsoleLimit
+	if p.gate {
+		o.GateFD = 5
+	}
 	if p.uid != 0 || p.gid != 0 {
 		o.User = formatUser(p.uid, p.gid)
 	}

@@ -72,7 +72,10 @@ type Config struct {
 	// Network is how sandboxes with a network policy reach out (Binary
 	// and Logger default to the driver's).
 	Network launch.Config
-	Logger  *slog.Logger
+	// UserNamespaces gives every sandbox a user namespace of its own
+	// whose root is an unprivileged host user (userns_linux.go).
+	UserNamespaces bool
+	Logger         *slog.Logger
 }
 
 // Driver runs sandboxes with runc.
@@ -100,6 +103,8 @@ type Driver struct {
 	snapMu sync.Mutex
 	// volMu serializes the making and removing of named volumes.
 	volMu sync.Mutex
+	// ids hands out the sandboxes' host ID ranges (UserNamespaces).
+	ids *idRanges
 }
 
 var (
@@ -161,6 +166,9 @@ type bundleMeta struct {
 	// those it removes when destroyed, if it made them.
 	Volumes       []string `json:"volumes,omitempty"`
 	DeleteVolumes []string `json:"deleteVolumes,omitempty"`
+	// IDRange is the sandbox's host ID range (slot + 1; 0: no user
+	// namespace).
+	IDRange int `json:"idRange,omitempty"`
 }
 
 // New checks the runtime binary and prepares the driver's directories.
@@ -200,6 +208,11 @@ func New(cfg Config) (*Driver, error) {
 			return nil, fmt.Errorf("oci: %w", err)
 		}
 	}
+	if cfg.UserNamespaces {
+		if err := searchable(cfg.Root); err != nil {
+			return nil, fmt.Errorf("oci: user namespaces: %w", err)
+		}
+	}
 	images, err := imagestore.Open(filepath.Join(cfg.Root, "images"), cfg.Logger)
 	if err != nil {
 		return nil, err
@@ -224,6 +237,7 @@ func New(cfg Config) (*Driver, error) {
 		cfg.Network.Logger = cfg.Logger
 	}
 	d.net = launch.New(cfg.Network)
+	d.ids = &idRanges{binary: cfg.CorralBinary, load: d.rangesInUse}
 	if cfg.AllowHostImage {
 		if d.hostRoot, err = buildHostSkeleton(filepath.Join(cfg.Root, "hostroots")); err != nil {
 			return nil, fmt.Errorf("oci: host image: %w", err)
@@ -272,7 +286,29 @@ func (d *Driver) Close() error {
 	d.stopPool()
 	d.forwarders.Close()
 	d.net.Close()
+	d.ids.close()
 	return nil
+}
+
+// rangesInUse reads the host ID ranges of the sandboxes on disk.
+func (d *Driver) rangesInUse() (map[int]string, error) {
+	entries, err := os.ReadDir(filepath.Join(runDir(d.cfg.Root), "bundles"))
+	if err != nil {
+		return nil, err
+	}
+	used := map[int]string{}
+	for _, e := range entries {
+		m, err := readMeta(filepath.Join(runDir(d.cfg.Root), "bundles", e.Name()))
+		switch {
+		case err == nil && m.IDRange > 0:
+			used[m.IDRange-1] = e.Name()
+		case err != nil && !errors.Is(err, fs.ErrNotExist):
+			// Metadata is written before the range is used: a bundle
+			// whose metadata cannot be read never ran in one.
+			d.log.Warn("a bundle's metadata cannot be read", "bundle", e.Name(), "err", err)
+		}
+	}
+	return used, nil
 }
 
 func validID(id string) error {
@@ -589,6 +625,7 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 		}
 	}
 	if len(errs) == 0 {
+		d.ids.release(id)
 		// The layers of deleted snapshots this sandbox stacked.
 		if meta != nil && meta.Base != nil && len(meta.Base.Chain) > 0 {
 			if err := d.sweepSnapshots(ctx); err != nil {

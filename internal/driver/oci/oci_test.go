@@ -34,7 +34,22 @@ func requireRunc(t *testing.T) {
 
 func newTestDriver(t *testing.T, root string) *Driver {
 	t.Helper()
-	d, err := New(Config{Root: root, CorralBinary: corralBin, AllowHostImage: true})
+	return newTestDriverWith(t, Config{Root: root})
+}
+
+// newTestDriverWith is a driver of cfg, with the test's corral binary and
+// the host image allowed.
+func newTestDriverWith(t *testing.T, cfg Config) *Driver {
+	t.Helper()
+	cfg.CorralBinary, cfg.AllowHostImage = corralBin, true
+	if cfg.UserNamespaces {
+		// The runtime passes through the test's directory as the
+		// sandboxes' unprivileged root.
+		if err := os.Chmod(filepath.Dir(cfg.Root), 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,11 +58,21 @@ func newTestDriver(t *testing.T, root string) *Driver {
 }
 
 func TestConformance(t *testing.T) {
+	conformance(t, false)
+}
+
+// TestConformanceUserNamespaces: the suite with every sandbox in a user
+// namespace of its own.
+func TestConformanceUserNamespaces(t *testing.T) {
+	conformance(t, true)
+}
+
+func conformance(t *testing.T, userns bool) {
 	requireRunc(t)
 	root := t.TempDir()
 	t.Cleanup(func() { _ = UnmountRunDir(root) })
 	drivertest.Run(t, drivertest.Harness{
-		New: func(t *testing.T) driver.Driver { return newTestDriver(t, root) },
+		New: func(t *testing.T) driver.Driver { return newTestDriverWith(t, Config{Root: root, UserNamespaces: userns}) },
 		Spec: func(*testing.T) driver.Spec {
 			return driver.Spec{Image: driver.Image{URI: HostImage}, Entrypoint: []string{"sleep", "infinity"}, Labels: map[string]string{"team": "a"}}
 		},

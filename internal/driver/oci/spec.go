@@ -63,8 +63,13 @@ type specParams struct {
 	args        []string
 	env         []string
 	cwd         string
+	// netns is the network namespace to join; "" makes a new one (in the
+	// user namespace, with one).
 	netns       string
 	cgroupsPath string
+	// idFirst, when not 0, gives the sandbox a user namespace mapping its
+	// IDs 0-65535 to host IDs from idFirst.
+	idFirst uint32
 	annotations map[string]string
 	// binds are extra mounts: the corral binary, the status dir, hosts.
 	mounts []specs.Mount
@@ -120,6 +125,14 @@ func buildSpec(p specParams) (*specs.Spec, error) {
 			MaskedPaths:   maskedPaths(),
 			ReadonlyPaths: readonlyPaths(),
 		},
+	}
+	if p.netns == "" {
+		s.Linux.Namespaces[len(s.Linux.Namespaces)-1].Path = ""
+	}
+	if p.idFirst != 0 {
+		m := []specs.LinuxIDMapping{{ContainerID: 0, HostID: p.idFirst, Size: usernsSize}}
+		s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.UserNamespace})
+		s.Linux.UIDMappings, s.Linux.GIDMappings = m, m
 	}
 	if p.memoryBytes > 0 {
 		limit := p.memoryBytes

@@ -136,7 +136,19 @@ func (d *Driver) mountVolumes(ctx context.Context, b *build) error {
 		}
 		staging := filepath.Join(b.bundle, "volumes", v.Name)
 		err = os.MkdirAll(staging, 0o700)
-		if err == nil {
+		switch {
+		case err != nil:
+		case b.userns != nil:
+			// Its files keep their owners as the sandbox sees them.
+			var mnt *os.File
+			if err = traversable(filepath.Dir(staging)); err != nil {
+				break
+			}
+			if mnt, err = idmapped(dir, b.userns); err == nil {
+				err = attach(mnt, staging)
+				mnt.Close()
+			}
+		default:
 			err = unix.Mount(fdPath(dir), staging, "", unix.MS_BIND|unix.MS_REC, "")
 		}
 		dir.Close()
