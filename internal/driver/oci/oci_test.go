@@ -72,7 +72,9 @@ func conformance(t *testing.T, userns bool) {
 	root := t.TempDir()
 	t.Cleanup(func() { _ = UnmountRunDir(root) })
 	drivertest.Run(t, drivertest.Harness{
-		New: func(t *testing.T) driver.Driver { return newTestDriverWith(t, Config{Root: root, UserNamespaces: userns}) },
+		New: func(t *testing.T) driver.Driver {
+			return newTestDriverWith(t, Config{Root: root, UserNamespaces: userns})
+		},
 		Spec: func(*testing.T) driver.Spec {
 			return driver.Spec{Image: driver.Image{URI: HostImage}, Entrypoint: []string{"sleep", "infinity"}, Labels: map[string]string{"team": "a"}}
 		},

@@ -69,7 +69,7 @@ type specParams struct {
 	cgroupsPath string
 	// idFirst, when not 0, gives the sandbox a user namespace mapping its
 	// IDs 0-65535 to host IDs from idFirst.
-	idFirst uint32
+	idFirst     uint32
 	annotations map[string]string
 	// binds are extra mounts: the corral binary, the status dir, hosts.
 	mounts []specs.Mount
