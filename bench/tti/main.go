@@ -65,6 +65,11 @@ func run(runtime string, n, conc int) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
+	// Sandboxes in user namespaces are started through the data dir by
+	// an unprivileged user.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return err
+	}
 	// The native runtime mounts a tmpfs in its data dir; it goes first.
 	defer func() { _ = oci.UnmountRunDir(filepath.Join(dir, "data", "oci")) }()
 	bin, err := testutil.BuildCorral(dir)
@@ -101,32 +106,85 @@ func run(runtime string, n, conc int) error {
 		}
 	}
 
-	base, stop, err := startServer(bin, runtime, data, filepath.Join(dir, "server.log"))
+	tiers := []tier{{name: "docker", args: nil}}
+	if runtime == "oci" {
+		tiers = []tier{
+			{name: "runc, user namespaces (the default)", args: nil},
+			{name: "runc, no user namespaces", args: []string{"--oci-user-namespaces=false"}},
+		}
+	}
+	var results []tierResult
+	for i, t := range tiers {
+		r, err := measure(bin, runtime, data, filepath.Join(dir, fmt.Sprintf("server-%d", i)), t.args, n, conc)
+		if err != nil {
+			return fmt.Errorf("%s: %w", t.name, err)
+		}
+		r.tier = t
+		results = append(results, r)
+	}
+	rp := pct(raw, .5)
+	fmt.Printf("time to interactive, runtime %s, busybox image, %d samples each\n\n", runtime, n)
+	fmt.Println("| tier | measurement | p50 | p99 | p50 vs raw | p50 − raw |")
+	fmt.Println("|---|---|---:|---:|---:|---:|")
+	fmt.Printf("| — | raw %s | %s | %s | 1.00× | 0 |\n", rawName, round(rp), round(pct(raw, .99)))
+	row := func(tier, what string, d []time.Duration) {
+		fmt.Printf("| %s | %s | %s | %s | %.2f× | %s |\n", tier, what, round(pct(d, .5)), round(pct(d, .99)),
+			float64(pct(d, .5))/float64(rp), round(pct(d, .5)-rp))
+	}
+	for _, r := range results {
+		row(r.tier.name, "create → first `true` done, sequential", r.seq)
+		row(r.tier.name, fmt.Sprintf("create → first `true` done, %d concurrent", conc), r.par)
+		if len(r.warm) > 0 {
+			row(r.tier.name, "create → first `true` done, warm pool (`--warm-pool IMAGE=1`, a sandbox ready)", r.warm)
+		}
+	}
+	fmt.Println()
+	for _, r := range results {
+		fmt.Printf("%s: %d concurrent creates: %d sandboxes interactive in %s (%.1f/s)\n", r.tier.name, conc, n, round(r.wall), float64(n)/r.wall.Seconds())
+	}
+	return nil
+}
+
+// tier is a server configuration measured: its name and serve flags.
+type tier struct {
+	name string
+	args []string
+}
+
+type tierResult struct {
+	tier           tier
+	seq, par, warm []time.Duration
+	wall           time.Duration
+}
+
+// measure runs the sequential, concurrent and (oci) warm-pool creates
+// against a server started with args; logs go to logBase*.log.
+func measure(bin, runtime, data, logBase string, args []string, n, conc int) (tierResult, error) {
+	var r tierResult
+	base, stop, err := startServer(bin, runtime, data, logBase+".log", args...)
 	if err != nil {
-		return err
+		return r, err
 	}
 	defer func() { stop() }()
 	// One warm-up sandbox: the first create pays one-time costs.
 	if _, id, err := tti(base); err != nil {
-		return err
+		return r, err
 	} else if err := del(base, id); err != nil {
-		return err
+		return r, err
 	}
-	var seq []time.Duration
 	var ids []string
 	for range n {
 		d, id, err := tti(base)
 		if err != nil {
-			return fmt.Errorf("sequential create: %w", err)
+			return r, fmt.Errorf("sequential create: %w", err)
 		}
-		seq = append(seq, d)
+		r.seq = append(r.seq, d)
 		ids = append(ids, id)
 	}
 	for _, id := range ids {
 		_ = del(base, id)
 	}
 	var mu sync.Mutex
-	var par []time.Duration
 	ids = ids[:0]
 	var firstErr error
 	start := time.Now()
@@ -143,60 +201,46 @@ func run(runtime string, n, conc int) error {
 				firstErr = err
 				return
 			}
-			par = append(par, d)
+			r.par = append(r.par, d)
 			ids = append(ids, id)
 		})
 	}
 	wg.Wait()
-	wall := time.Since(start)
+	r.wall = time.Since(start)
 	for _, id := range ids {
 		_ = del(base, id)
 	}
 	if firstErr != nil {
-		return firstErr
+		return r, firstErr
+	}
+	if runtime != "oci" {
+		return r, nil
 	}
 	// Warm: a server keeping a warm pool of the image; each create
 	// claims a sandbox the pool had ready (the bench waits for the pool to
 	// refill between creates, so this is the time when one is ready).
-	var warm []time.Duration
-	if runtime == "oci" {
-		stop()
-		stop = func() {}
-		wbase, wstop, err := startServer(bin, runtime, data, filepath.Join(dir, "server-warm.log"), "--warm-pool", "local/busybox:bench=1")
+	stop()
+	stop = func() {}
+	wbase, wstop, err := startServer(bin, runtime, data, logBase+"-warm.log", append(slices.Clone(args), "--warm-pool", "local/busybox:bench=1")...)
+	if err != nil {
+		return r, err
+	}
+	stop = wstop
+	bundles := filepath.Join(data, "oci", "run", "bundles")
+	for range n {
+		if err := waitEntries(bundles, 1); err != nil {
+			return r, err
+		}
+		d, id, err := tti(wbase)
 		if err != nil {
-			return err
+			return r, fmt.Errorf("warm create: %w", err)
 		}
-		stop = wstop
-		bundles := filepath.Join(data, "oci", "run", "bundles")
-		for range n {
-			if err := waitEntries(bundles, 1); err != nil {
-				return err
-			}
-			d, id, err := tti(wbase)
-			if err != nil {
-				return fmt.Errorf("warm create: %w", err)
-			}
-			warm = append(warm, d)
-			if err := del(wbase, id); err != nil {
-				return err
-			}
+		r.warm = append(r.warm, d)
+		if err := del(wbase, id); err != nil {
+			return r, err
 		}
 	}
-	rp := pct(raw, .5)
-	fmt.Printf("time to interactive, runtime %s, busybox image, %d samples each\n\n", runtime, n)
-	fmt.Println("| measurement | p50 | p99 | p50 vs raw | p50 − raw |")
-	fmt.Println("|---|---:|---:|---:|---:|")
-	fmt.Printf("| raw %s | %s | %s | 1.00× | 0 |\n", rawName, round(rp), round(pct(raw, .99)))
-	fmt.Printf("| create → first `true` done, sequential | %s | %s | %.2f× | %s |\n", round(pct(seq, .5)), round(pct(seq, .99)),
-		float64(pct(seq, .5))/float64(rp), round(pct(seq, .5)-rp))
-	fmt.Printf("| create → first `true` done, %d concurrent | %s | %s | %.2f× | %s |\n", conc, round(pct(par, .5)), round(pct(par, .99)),
-		float64(pct(par, .5))/float64(rp), round(pct(par, .5)-rp))
-	if len(warm) > 0 {
-		fmt.Printf("| create → first `true` done, warm pool (`--warm-pool IMAGE=1`, a sandbox ready) | %s | %s | %.2f× | %s |\n",
-			round(pct(warm, .5)), round(pct(warm, .99)), float64(pct(warm, .5))/float64(rp), round(pct(warm, .5)-rp))
-	}
-	fmt.Printf("\n%d concurrent creates: %d sandboxes interactive in %s (%.1f/s)\n", conc, n, round(wall), float64(n)/wall.Seconds())
-	return nil
+	return r, nil
 }
 
 // startServer runs corral serve and returns its URL and a stop function.
