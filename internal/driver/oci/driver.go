@@ -238,6 +238,11 @@ func New(cfg Config) (*Driver, error) {
 	}
 	d.net = launch.New(cfg.Network)
 	d.ids = &idRanges{binary: cfg.CorralBinary, load: d.rangesInUse}
+	if cfg.UserNamespaces {
+		if err := d.probeUserns(); err != nil {
+			return nil, fmt.Errorf("oci: user namespaces cannot be used here (turn them off with --oci-user-namespaces=false, at the cost docs/isolation.md gives): %w", err)
+		}
+	}
 	if cfg.AllowHostImage {
 		if d.hostRoot, err = buildHostSkeleton(filepath.Join(cfg.Root, "hostroots")); err != nil {
 			return nil, fmt.Errorf("oci: host image: %w", err)

@@ -295,6 +295,32 @@ func idmappedOverlay(lowers []string, upper, work, target string, userns *os.Fil
 	return attach(res.mnt, target)
 }
 
+// probeUserns mounts, once, what a sandbox in a user namespace needs: an
+// overlay of idmapped layers of the data disk, made with the range's root
+// as its creator; it fails with the kernel's reason where that cannot be
+// (a kernel before 6.13, a file system without idmapped mounts).
+func (d *Driver) probeUserns() error {
+	dir, err := os.MkdirTemp(filepath.Join(d.cfg.Root, "sandboxes"), ".userns-probe-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	for _, sub := range []string{"lower", "rw/upper", "rw/work", "mnt"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			return err
+		}
+	}
+	ns, err := d.ids.userns(0)
+	if err != nil {
+		return err
+	}
+	mnt := filepath.Join(dir, "mnt")
+	if err := idmappedOverlay([]string{filepath.Join(dir, "lower")}, filepath.Join(dir, "rw/upper"), filepath.Join(dir, "rw/work"), mnt, ns, slotHost(0)); err != nil {
+		return err
+	}
+	return unmount(mnt)
+}
+
 // idmappedBind mounts at target an idmapped copy of the directory src.
 func idmappedBind(src, target string, userns *os.File) error {
 	mnt, err := idmappedPath(src, userns)
