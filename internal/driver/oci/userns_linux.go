@@ -25,7 +25,7 @@ import (
 //
 // Files keep their in-sandbox owners on disk. The image layers, the
 // sandbox's writable layer and its volumes are idmapped mounts for the
-// sandbox's range (Linux 5.12+), so nothing is copied or chowned per
+// sandbox's range (Linux 6.15+), so nothing is copied or chowned per
 // range, a snapshot's layer is the same bytes with or without user
 // namespaces, and a layer is shared by every sandbox whatever its range.
 // The root overlay is mounted here, over those idmapped layers, by a
@@ -298,7 +298,7 @@ func idmappedOverlay(lowers []string, upper, work, target string, userns *os.Fil
 // probeUserns mounts, once, what a sandbox in a user namespace needs: an
 // overlay of idmapped layers of the data disk, made with the range's root
 // as its creator; it fails with the kernel's reason where that cannot be
-// (a kernel before 6.13, a file system without idmapped mounts).
+// (a kernel before 6.15, which takes no layer given by an O_PATH descriptor; a file system without idmapped mounts).
 func (d *Driver) probeUserns() error {
 	dir, err := os.MkdirTemp(filepath.Join(d.cfg.Root, "sandboxes"), ".userns-probe-")
 	if err != nil {
