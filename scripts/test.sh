@@ -125,6 +125,7 @@ required=(
   internal/imagestore.TestPullUnpacksForOverlay
   internal/imagestore.TestImportDockerAndOCILayout
   internal/driver/oci.TestConformance
+  internal/driver/oci.TestConformanceUserNamespaces
   internal/driver/oci.TestWarmPool
   internal/driver/oci.TestSandboxMountsStayInItsNamespace
   internal/driver/oci.TestHostImageSurvivesARestart
