@@ -240,7 +240,24 @@ type Sandbox struct {
 	Entrypoint []string          `json:"entrypoint"`
 	ExpiresAt  *time.Time        `json:"expiresAt,omitempty"`
 	CreatedAt  time.Time         `json:"createdAt"`
+	// Isolation is corral's extension: the isolation tier the sandbox
+	// runs in (Isolation* values; docs/isolation.md). Empty until its
+	// runtime has made it.
+	Isolation string `json:"isolation,omitempty"`
 }
+
+// The isolation tiers GET /sandboxes/{id} reports.
+const (
+	// IsolationRuncUserns: runc, in a user namespace of its own whose
+	// root is an unprivileged host user (the native runtime's default).
+	IsolationRuncUserns = "runc-userns"
+	// IsolationRunc: runc without a user namespace: root in the sandbox
+	// is root on the host, held in by capabilities and seccomp.
+	IsolationRunc = "runc"
+	// IsolationPod: a Kubernetes pod, as the cluster's runtime class and
+	// the controller's settings make it.
+	IsolationPod = "pod"
+)
 
 // CreateSandboxResponse is the body of a successful POST /sandboxes.
 type CreateSandboxResponse struct {

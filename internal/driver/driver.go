@@ -81,6 +81,14 @@ type Snapshotter interface {
 	ListSnapshots(ctx context.Context) ([]SnapshotRef, error)
 }
 
+// Isolator is implemented by drivers that run sandboxes in more than one
+// isolation tier, or in one worth naming (docs/isolation.md): Isolation
+// names the tier of the sandbox h is the handle of, such as
+// api.IsolationRuncUserns. Without it, the driver's name is reported.
+type Isolator interface {
+	Isolation(h *Handle) string
+}
+
 // Volumer is implemented by drivers that mount volumes (Spec.Volumes)
 // and keep tenants' named volumes. A named volume is its tenant's: the
 // same name of another tenant is another volume.

@@ -390,6 +390,39 @@ func (m *Manager) List(_ context.Context, tenant string, f Filter) ([]*sandbox.S
 	return out, total
 }
 
+// Isolation names the isolation tier sb runs in (docs/isolation.md), from
+// its runtime's handle; "" before the runtime made it.
+func (m *Manager) Isolation(sb *sandbox.Sandbox) string {
+	if len(sb.Handle) == 0 {
+		return ""
+	}
+	iso, ok := m.d.(driver.Isolator)
+	if !ok {
+		return m.cfg.DriverName
+	}
+	var h driver.Handle
+	if err := json.Unmarshal(sb.Handle, &h); err != nil {
+		return ""
+	}
+	return iso.Isolation(&h)
+}
+
+// IsolationCounts returns how many sandboxes not yet ended run in each
+// isolation tier, all tenants together.
+func (m *Manager) IsolationCounts() map[string]int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := map[string]int{}
+	for _, e := range m.sandboxes {
+		if !e.sb.Status.State.Terminal() {
+			if iso := m.Isolation(e.sb); iso != "" {
+				out[iso]++
+			}
+		}
+	}
+	return out
+}
+
 // Counts returns how many sandboxes are in each state, all tenants together.
 func (m *Manager) Counts() map[sandbox.State]int {
 	m.mu.RLock()

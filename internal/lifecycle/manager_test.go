@@ -21,6 +21,7 @@ import (
 	"github.com/corral-dev/corral/internal/driver/fakedriver"
 	"github.com/corral-dev/corral/internal/sandbox"
 	"github.com/corral-dev/corral/internal/store"
+	"github.com/corral-dev/corral/internal/testutil"
 )
 
 type rig struct {
@@ -385,9 +386,11 @@ func TestExitIsObserved(t *testing.T) {
 	if got.Status.Reason != sandbox.ReasonExitedError || got.Status.Message != "the entrypoint exited with code 3" {
 		t.Errorf("exit 3 status = %+v", got.Status)
 	}
-	if ids := backendIDs(t, r.d); len(ids) != 0 {
-		t.Errorf("exited sandboxes left backend objects %v", ids)
-	}
+	// The exit is recorded first, then the backend objects go (a reader
+	// may see Terminated a moment before): they go without a request.
+	testutil.WaitFor(t, 10*time.Second, "the exited sandboxes' backend objects to go", func() bool {
+		return len(backendIDs(t, r.d)) == 0
+	})
 }
 
 func TestLostSandboxIsReported(t *testing.T) {

@@ -265,6 +265,13 @@ func toSandbox(sb *sandbox.Sandbox) api.Sandbox {
 	return out
 }
 
+// toSandbox is toSandbox with the isolation tier the runtime reports.
+func (s *Server) toSandbox(sb *sandbox.Sandbox) api.Sandbox {
+	out := toSandbox(sb)
+	out.Isolation = s.mgr.Isolation(sb)
+	return out
+}
+
 func toCreateResponse(sb *sandbox.Sandbox) api.CreateSandboxResponse {
 	full := toSandbox(sb)
 	return api.CreateSandboxResponse{

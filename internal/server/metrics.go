@@ -56,6 +56,13 @@ func newMetrics(reg *promtext.Registry, mgr *lifecycle.Manager) *metrics {
 			}
 			return out
 		})
+		reg.NewGaugeFunc("corral_sandboxes_by_isolation", "Sandboxes not yet ended, by isolation tier (docs/isolation.md).", "isolation", func() map[string]float64 {
+			out := map[string]float64{}
+			for iso, n := range mgr.IsolationCounts() {
+				out[iso] = float64(n)
+			}
+			return out
+		})
 	}
 	reg.RegisterProcess()
 	m.handler = reg.Handler()

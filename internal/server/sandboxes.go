@@ -49,7 +49,7 @@ func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toSandbox(sb))
+	writeJSON(w, http.StatusOK, s.toSandbox(sb))
 }
 
 // pageParams reads page and pageSize.
@@ -104,7 +104,7 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	items, total := s.mgr.List(r.Context(), tenant(r), f)
 	out := api.ListSandboxesResponse{Items: make([]api.Sandbox, 0, len(items)), Pagination: pagination(page, size, total)}
 	for _, sb := range items {
-		out.Items = append(out.Items, toSandbox(sb))
+		out.Items = append(out.Items, s.toSandbox(sb))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -128,7 +128,7 @@ func (s *Server) patchMetadata(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toSandbox(sb))
+	writeJSON(w, http.StatusOK, s.toSandbox(sb))
 }
 
 func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) {
@@ -244,7 +244,7 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) {
 	}
 	out := api.ForkResponse{SnapshotID: res.SnapshotID, Sandboxes: make([]api.Sandbox, len(res.Sandboxes))}
 	for i, sb := range res.Sandboxes {
-		out.Sandboxes[i] = toSandbox(sb)
+		out.Sandboxes[i] = s.toSandbox(sb)
 	}
 	writeJSON(w, http.StatusCreated, out)
 }

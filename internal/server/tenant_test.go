@@ -127,6 +127,8 @@ func TestMetrics(t *testing.T) {
 	body := string(r.body)
 	for _, want := range []string{
 		`corral_sandboxes{state="Running"} 1`,
+		// The fake runtime names no tier: its name stands for it.
+		`corral_sandboxes_by_isolation{isolation="fake"} 1`,
 		`corral_http_requests_total{code="202",route="POST /v1/sandboxes"} 1`,
 		`corral_http_requests_total{code="404",route="GET /v1/sandboxes/{id}"} 1`,
 		`corral_sandbox_create_duration_seconds_count{driver="fake",outcome="ok"} 1`,

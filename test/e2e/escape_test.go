@@ -155,6 +155,12 @@ func TestEscapeSuite(t *testing.T) {
 		return strings.Join(strings.Fields(out), " ")
 	}
 	first := uidMap(sb.ID)
+	t.Run("IsolationReported", func(t *testing.T) {
+		got, err := c.GetSandbox(ctx(t), sb.ID)
+		if err != nil || got.Isolation != api.IsolationRuncUserns {
+			t.Errorf("GET isolation = %+v, %v; want %s", got, err, api.IsolationRuncUserns)
+		}
+	})
 	t.Run("RootIsNotHostRoot", func(t *testing.T) {
 		f := strings.Fields(first)
 		if len(f) != 6 || f[0] != "0" || f[2] != "65536" || f[3] != "0" || f[4] != f[1] {

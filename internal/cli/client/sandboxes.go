@@ -207,6 +207,9 @@ func runGet(ctx context.Context, e *env, args []string) int {
 	t.row("id", sb.ID)
 	t.row("image", imageOf(*sb))
 	t.row("state", sb.Status.State)
+	if sb.Isolation != "" {
+		t.row("isolation", sb.Isolation)
+	}
 	if sb.Status.Reason != "" || sb.Status.Message != "" {
 		t.row("reason", strings.TrimSpace(sb.Status.Reason+" "+sb.Status.Message))
 	}

@@ -655,6 +655,7 @@ var (
 	_ driver.Snapshotter = (*Driver)(nil)
 	_ driver.Consoler    = (*Driver)(nil)
 	_ driver.Volumer     = (*Driver)(nil)
+	_ driver.Isolator    = (*Driver)(nil)
 )
 
 // Console implements driver.Consoler: the end of the container's log,
@@ -676,4 +677,14 @@ func (d *Driver) Console(ctx context.Context, id string, limit int) ([]byte, boo
 		return nil, false, d.engineErr("logs of "+id, err)
 	}
 	return t.Bytes(), t.Truncated, nil
+}
+
+// Isolation implements driver.Isolator: the engine's OCI runtime, runc
+// unless --docker-runtime names another (runsc: gVisor). Containers have
+// no user namespace of their own here (the engine's userns-remap aside).
+func (d *Driver) Isolation(*driver.Handle) string {
+	if d.cfg.Runtime == "" {
+		return api.IsolationRunc
+	}
+	return d.cfg.Runtime
 }

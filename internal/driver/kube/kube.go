@@ -564,3 +564,9 @@ func (d *Driver) Import(ctx context.Context, id string) (*driver.Imported, error
 	}
 	return &driver.Imported{Spec: spec, CreatedAt: sbx.CreationTimestamp.Time, Handle: d.handleOf(sbx)}, nil
 }
+
+// Isolation implements driver.Isolator: a pod, as the cluster's runtime
+// class and the controller's settings make it.
+func (d *Driver) Isolation(*driver.Handle) string { return api.IsolationPod }
+
+var _ driver.Isolator = (*Driver)(nil)

@@ -581,7 +581,7 @@ func (d *Driver) start(ctx context.Context, b *build) (*driver.Handle, error) {
 	}
 	b.mark("ready")
 	d.track(b.spec.ID, &instance{bundle: b.bundle, pid: pid, startTime: start, netns: b.netns, ns: b.ns})
-	state, _ := json.Marshal(handleState{Bundle: b.bundle, Pid: pid, StartTime: start})
+	state, _ := json.Marshal(handleState{Bundle: b.bundle, Pid: pid, StartTime: start, UserNS: b.userns != nil})
 	return &driver.Handle{ID: b.spec.ID, Driver: Name, Version: 1, State: state}, nil
 }
 

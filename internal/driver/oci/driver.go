@@ -31,6 +31,7 @@ import (
 
 	runc "github.com/containerd/go-runc"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/egress/launch"
@@ -113,6 +114,7 @@ var (
 	_ driver.Consoler    = (*Driver)(nil)
 	_ driver.Snapshotter = (*Driver)(nil)
 	_ driver.Volumer     = (*Driver)(nil)
+	_ driver.Isolator    = (*Driver)(nil)
 )
 
 // instance is what the driver knows of a running sandbox.
@@ -149,6 +151,17 @@ type handleState struct {
 	// were held by descriptors; since then it is empty, and the
 	// namespace is PID 1's.
 	Netns string `json:"netns,omitempty"`
+	// UserNS: the sandbox has a user namespace of its own.
+	UserNS bool `json:"userns,omitempty"`
+}
+
+// Isolation implements driver.Isolator.
+func (d *Driver) Isolation(h *driver.Handle) string {
+	var hs handleState
+	if h != nil && json.Unmarshal(h.State, &hs) == nil && hs.UserNS {
+		return api.IsolationRuncUserns
+	}
+	return api.IsolationRunc
 }
 
 // bundleMeta is written first into a bundle, so List finds even a sandbox

@@ -295,7 +295,7 @@ func (d *Driver) personalise(ctx context.Context, spec driver.Spec) (*driver.Han
 		return nil, err
 	}
 	meta, _ := json.Marshal(bundleMeta{ID: spec.ID, Tenant: spec.Tenant, Labels: driver.BackendLabels(spec), Created: time.Now().UTC(),
-		Layers: old.Layers, Base: old.Base})
+		Layers: old.Layers, Base: old.Base, IDRange: old.IDRange})
 	if err := os.WriteFile(filepath.Join(sb.bundle, "meta.json"), meta, 0o600); err != nil {
 		return nil, err
 	}
@@ -305,7 +305,7 @@ func (d *Driver) personalise(ctx context.Context, spec driver.Spec) (*driver.Han
 	if err := os.Remove(filepath.Join(sb.bundle, "pool")); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	state, _ := json.Marshal(handleState{Bundle: sb.bundle, Pid: sb.pid, StartTime: sb.startTime})
+	state, _ := json.Marshal(handleState{Bundle: sb.bundle, Pid: sb.pid, StartTime: sb.startTime, UserNS: old.IDRange > 0})
 	return &driver.Handle{ID: spec.ID, Driver: Name, Version: 1, State: state}, nil
 }
 
