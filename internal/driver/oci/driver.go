@@ -250,7 +250,7 @@ func New(cfg Config) (*Driver, error) {
 		cfg.Network.Logger = cfg.Logger
 	}
 	d.net = launch.New(cfg.Network)
-	d.ids = &idRanges{binary: cfg.CorralBinary, load: d.rangesInUse}
+	d.ids = &idRanges{binary: cfg.CorralBinary, load: d.rangesInUse, first: firstSlot(cfg.Root)}
 	if cfg.UserNamespaces {
 		if err := d.probeUserns(); err != nil {
 			return nil, fmt.Errorf("oci: user namespaces cannot be used here (turn them off with --oci-user-namespaces=false, at the cost docs/isolation.md gives): %w", err)

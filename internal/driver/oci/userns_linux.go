@@ -6,6 +6,7 @@ package oci
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,6 +50,14 @@ const (
 	usernsSlots = (0x70000000 - usernsFirst) / usernsSize
 )
 
+// firstSlot is where the search for a free range starts on the server of
+// data directory root.
+func firstSlot(root string) int {
+	h := fnv.New32a()
+	h.Write([]byte(root))
+	return int(h.Sum32() % usernsSlots)
+}
+
 // slotHost is the first host ID of slot.
 func slotHost(slot int) uint32 { return uint32(usernsFirst + slot*usernsSize) }
 
@@ -57,6 +66,10 @@ func slotHost(slot int) uint32 { return uint32(usernsFirst + slot*usernsSize) }
 // making it costs an exec, so it is made once per range and kept.
 type idRanges struct {
 	binary string
+	// first is where the search for a free range starts: servers on
+	// other data directories of one host start elsewhere, so their
+	// sandboxes rarely share a range.
+	first int
 	// used is read from the bundles the first time a range is taken.
 	load func() (map[int]string, error)
 
@@ -76,7 +89,8 @@ func (r *idRanges) take(id string) (int, error) {
 		}
 		r.used = used
 	}
-	for slot := range usernsSlots {
+	for i := range usernsSlots {
+		slot := (r.first + i) % usernsSlots
 		if _, ok := r.used[slot]; !ok {
 			r.used[slot] = id
 			return slot, nil
@@ -310,12 +324,12 @@ func (d *Driver) probeUserns() error {
 			return err
 		}
 	}
-	ns, err := d.ids.userns(0)
+	ns, err := d.ids.userns(d.ids.first)
 	if err != nil {
 		return err
 	}
 	mnt := filepath.Join(dir, "mnt")
-	if err := idmappedOverlay([]string{filepath.Join(dir, "lower")}, filepath.Join(dir, "rw/upper"), filepath.Join(dir, "rw/work"), mnt, ns, slotHost(0)); err != nil {
+	if err := idmappedOverlay([]string{filepath.Join(dir, "lower")}, filepath.Join(dir, "rw/upper"), filepath.Join(dir, "rw/work"), mnt, ns, slotHost(d.ids.first)); err != nil {
 		return err
 	}
 	return unmount(mnt)
