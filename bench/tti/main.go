@@ -65,11 +65,6 @@ func run(runtime string, n, conc int) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	// Sandboxes in user namespaces are started through the data dir by
-	// an unprivileged user.
-	if err := os.Chmod(dir, 0o711); err != nil {
-		return err
-	}
 	// The native runtime mounts a tmpfs in its data dir; it goes first.
 	defer func() { _ = oci.UnmountRunDir(filepath.Join(dir, "data", "oci")) }()
 	bin, err := testutil.BuildCorral(dir)

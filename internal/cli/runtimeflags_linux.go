@@ -93,13 +93,6 @@ func (f *ociFlags) driver(h runtimeHost) (driver.Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	if f.userns {
-		// The sandboxes' runtime passes through it as their unprivileged
-		// root; nothing in it can be listed or read by that.
-		if err := os.Chmod(h.dataDir, 0o711); err != nil {
-			return nil, err
-		}
-	}
 	return oci.New(oci.Config{Root: filepath.Join(h.dataDir, "oci"), Runtime: f.runtime, AllowHostImage: f.hostImage,
 		HostCredentials: h.hostCredentials, Pool: pool, Network: network, UserNamespaces: f.userns, Logger: h.log})
 }

@@ -153,6 +153,8 @@ type build struct {
 	// namespace); userns maps it, for idmapped mounts.
 	idRange int
 	userns  *os.File
+	// stage holds the mount points runc reaches as the range's root.
+	stage string
 	// hostMounts are the server's mounts of the sandbox (its idmapped
 	// root and binds), unmounted once runc has run.
 	hostMounts []string
@@ -226,7 +228,8 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, mode createMode) 
 		return nil, err
 	}
 	if b.userns != nil {
-		if err := traversable(b.bundle); err != nil {
+		b.stage = d.stageDir(spec.ID)
+		if err := makeStage(b.stage); err != nil {
 			return nil, err
 		}
 	}
@@ -347,7 +350,7 @@ func mountRootfs(ctx context.Context, b *build) error {
 	if b.userns != nil {
 		// Mounted here, over idmapped layers: runc in the user namespace
 		// could only mount an overlay whose files it sees unowned.
-		b.rootfs, b.overlay = filepath.Join(b.bundle, "root"), ""
+		b.rootfs, b.overlay = filepath.Join(b.stage, "root"), ""
 		if err := os.Mkdir(b.rootfs, 0o755); err != nil {
 			return err
 		}
@@ -379,7 +382,6 @@ func writeIdentity(b *build) error {
 // sandbox, starts its enforcer before anything can leave; it also sets
 // the mounts that go with them.
 func (d *Driver) attachNetwork(ctx context.Context, b *build) error {
-	status, secrets, binary := filepath.Join(b.bundle, "status"), b.spec.SecretsDir, d.cfg.CorralBinary
 	if b.userns == nil {
 		ns, err := newNetns()
 		if err != nil {
@@ -389,50 +391,26 @@ func (d *Driver) attachNetwork(ctx context.Context, b *build) error {
 		// sandbox's processes do; runc opens it by this process's /proc.
 		b.ns, b.netns = ns, fdPath(ns)
 		b.mark("netns")
-	} else {
-		// runc makes the namespace in the sandbox's user namespace;
-		// start sets it up. The directories whose files are the
-		// sandbox's root's to read are idmapped.
-		for name, dir := range map[string]*string{"status": &status, "secrets": &secrets} {
-			if *dir == "" {
-				continue
-			}
-			staged := filepath.Join(b.bundle, "idmap", name)
-			if err := idmappedBind(*dir, staged, b.userns); err != nil {
-				return err
-			}
-			b.hostMounts = append(b.hostMounts, staged)
-			*dir = staged
-		}
-		staged := filepath.Join(b.bundle, "corral")
-		if err := stageFile(binary, staged); err != nil {
-			return err
-		}
-		b.hostMounts = append(b.hostMounts, staged)
-		binary = staged
 	}
+	// With a user namespace, runc makes the network namespace in it and
+	// start sets it up.
 	b.mounts = []specs.Mount{
-		bindMount(binary, insandbox.Binary, true),
+		bindMount(d.cfg.CorralBinary, insandbox.Binary, true),
 		// Read-only: the sandbox can plant nothing there for the host to
 		// read, and cannot fill the tmpfs every bundle shares.
-		bindMount(status, statusInSandbox, true),
+		bindMount(filepath.Join(b.bundle, "status"), statusInSandbox, true),
 		bindMount(filepath.Join(b.bundle, "hosts"), "/etc/hosts", true),
 		bindMount(filepath.Join(b.bundle, "hostname"), "/etc/hostname", true),
 	}
-	if secrets != "" {
-		b.mounts = append(b.mounts, bindMount(secrets, "/run/corral", true))
+	if b.spec.SecretsDir != "" {
+		b.mounts = append(b.mounts, bindMount(b.spec.SecretsDir, "/run/corral", true))
 	}
 	if b.spec.Policed() {
 		dir := egressDir(b.bundle)
 		if err := launch.Prepare(dir, launch.Sandbox{ID: b.spec.ID, Policy: b.spec.NetworkPolicy, Token: b.spec.EgressToken, CredentialProxy: b.spec.CredentialProxy}); err != nil {
 			return err
 		}
-		if b.userns != nil {
-			// Its resolv.conf and CA are bound in by path.
-			if err := traversable(dir); err != nil {
-				return err
-			}
-		} else {
+		if b.userns == nil {
 			if err := d.net.Start(ctx, b.spec.ID, dir, b.netns); err != nil {
 				return err
 			}
@@ -442,6 +420,32 @@ func (d *Driver) attachNetwork(ctx context.Context, b *build) error {
 			b.mounts = append(b.mounts, bindMount(ca, insandbox.VaultCA, true))
 		}
 		b.mark("egress")
+	}
+	if b.userns != nil {
+		return stageBinds(b)
+	}
+	return nil
+}
+
+// stageBinds moves the sources of a user namespace's binds to the stage
+// directory, which runc, binding them as the range's root, can reach: the
+// directories whose files the sandbox's root must read (its status, its
+// secrets) as idmapped copies, the files as they are.
+func stageBinds(b *build) error {
+	idmap := map[string]bool{statusInSandbox: true, "/run/corral": true}
+	for i, m := range b.mounts {
+		staged := filepath.Join(b.stage, "binds", strconv.Itoa(i))
+		var err error
+		if idmap[m.Destination] {
+			err = idmappedBind(m.Source, staged, b.userns)
+		} else {
+			err = stageFile(m.Source, staged)
+		}
+		if err != nil {
+			return err
+		}
+		b.hostMounts = append(b.hostMounts, staged)
+		b.mounts[i].Source = staged
 	}
 	return nil
 }

@@ -104,8 +104,10 @@ type Driver struct {
 	snapMu sync.Mutex
 	// volMu serializes the making and removing of named volumes.
 	volMu sync.Mutex
-	// ids hands out the sandboxes' host ID ranges (UserNamespaces).
-	ids *idRanges
+	// ids hands out the sandboxes' host ID ranges (UserNamespaces); stage
+	// holds what runc mounts in their user namespaces (stageRoot).
+	ids   *idRanges
+	stage string
 }
 
 var (
@@ -221,11 +223,7 @@ func New(cfg Config) (*Driver, error) {
 			return nil, fmt.Errorf("oci: %w", err)
 		}
 	}
-	if cfg.UserNamespaces {
-		if err := searchable(cfg.Root); err != nil {
-			return nil, fmt.Errorf("oci: user namespaces: %w", err)
-		}
-	}
+
 	images, err := imagestore.Open(filepath.Join(cfg.Root, "images"), cfg.Logger)
 	if err != nil {
 		return nil, err
@@ -251,6 +249,7 @@ func New(cfg Config) (*Driver, error) {
 	}
 	d.net = launch.New(cfg.Network)
 	d.ids = &idRanges{binary: cfg.CorralBinary, load: d.rangesInUse, first: firstSlot(cfg.Root)}
+	d.stage = filepath.Join(stageRoot(), stageName(cfg.Root))
 	if cfg.UserNamespaces {
 		if err := d.probeUserns(); err != nil {
 			return nil, fmt.Errorf("oci: user namespaces cannot be used here (turn them off with --oci-user-namespaces=false, at the cost docs/isolation.md gives): %w", err)
@@ -305,6 +304,7 @@ func (d *Driver) Close() error {
 	d.forwarders.Close()
 	d.net.Close()
 	d.ids.close()
+	_ = os.Remove(d.stage) // if no sandbox has anything there
 	return nil
 }
 
@@ -616,12 +616,12 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 	if err := d.runc.Delete(ctx, id, &runc.DeleteOpts{Force: true}); err != nil && !notExist(err) {
 		errs = append(errs, fmt.Errorf("runc delete: %w", err))
 	}
-	bundle, disk := d.bundleDir(id), d.diskDir(id)
+	bundle, disk, stage := d.bundleDir(id), d.diskDir(id), d.stageDir(id)
 	// The enforcer's state is in the bundle: stop it before that goes.
 	if err := d.net.Stop(ctx, id, egressDir(bundle)); err != nil {
 		errs = append(errs, err)
 	}
-	for _, dir := range []string{disk, bundle} {
+	for _, dir := range []string{stage, disk, bundle} {
 		for _, m := range mountsUnder(dir) {
 			if err := unmount(m); err != nil {
 				errs = append(errs, err)
@@ -636,7 +636,7 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 		errs = append(errs, err)
 	}
 	if len(errs) == 0 {
-		for _, dir := range []string{disk, bundle} {
+		for _, dir := range []string{stage, disk, bundle} {
 			if err := os.RemoveAll(dir); err != nil {
 				errs = append(errs, err)
 			}

@@ -42,13 +42,6 @@ func newTestDriver(t *testing.T, root string) *Driver {
 func newTestDriverWith(t *testing.T, cfg Config) *Driver {
 	t.Helper()
 	cfg.CorralBinary, cfg.AllowHostImage = corralBin, true
-	if cfg.UserNamespaces {
-		// The runtime passes through the test's directory as the
-		// sandboxes' unprivileged root.
-		if err := os.Chmod(filepath.Dir(cfg.Root), 0o711); err != nil {
-			t.Fatal(err)
-		}
-	}
 	d, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -99,13 +92,19 @@ func assertNoLeaks(t *testing.T, root string) {
 	if err != nil || strings.TrimSpace(string(out)) != "" {
 		t.Errorf("leak: runc containers %q (%v)", out, err)
 	}
+	// What a user namespace's create staged is under the stage directory.
+	stage := (&Driver{stage: filepath.Join(stageRoot(), stageName(root))}).stageDir("")
 	f, _ := os.Open("/proc/self/mountinfo")
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if fields := strings.Fields(sc.Text()); len(fields) > 4 && strings.HasPrefix(fields[4], root) && fields[4] != filepath.Join(root, "run") {
+		fields := strings.Fields(sc.Text())
+		if len(fields) > 4 && (strings.HasPrefix(fields[4], root) && fields[4] != filepath.Join(root, "run") || strings.HasPrefix(fields[4], stage)) {
 			t.Errorf("leak: mount %s", fields[4])
 		}
+	}
+	if entries, _ := os.ReadDir(stage); len(entries) > 0 {
+		t.Errorf("leak: the stage directory has %d entries", len(entries))
 	}
 	for _, sub := range []string{"sandboxes", "run/bundles", "run/netns"} {
 		if entries, _ := os.ReadDir(filepath.Join(root, sub)); len(entries) > 0 {

@@ -4,6 +4,8 @@
 package oci
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -342,19 +344,20 @@ func idmappedBind(src, target string, userns *os.File) error {
 		return err
 	}
 	defer mnt.Close()
-	if err := os.MkdirAll(target, 0o700); err != nil {
+	if err := makeStage(filepath.Dir(target)); err != nil {
 		return err
 	}
-	if err := traversable(filepath.Dir(target)); err != nil {
+	if err := os.Mkdir(target, 0o700); err != nil {
 		return err
 	}
 	return attach(mnt, target)
 }
 
-// stageFile bind-mounts the file src at target (made empty), in a
-// directory the sandbox's runtime can reach: runc, in the user
-// namespace, binds what it mounts by path, as the range's root.
+// stageFile bind-mounts the file src at target (made empty).
 func stageFile(src, target string) error {
+	if err := makeStage(filepath.Dir(target)); err != nil {
+		return err
+	}
 	if err := os.WriteFile(target, nil, 0o644); err != nil {
 		return err
 	}
@@ -364,39 +367,39 @@ func stageFile(src, target string) error {
 	return unix.Mount("", target, "", unix.MS_PRIVATE, "")
 }
 
-// searchable makes root and its runtime directories traversable and
-// checks that every directory above root is: runc, in a sandbox's user
-// namespace, reaches the sandbox's root and binds by path, as an
-// unprivileged host user.
-func searchable(root string) error {
-	if err := traversable(root, runDir(root), filepath.Join(runDir(root), "bundles")); err != nil {
-		return err
+// stageRoot is where the servers of this host stage what runc mounts in
+// a user namespace: runc reaches it by path as the range's root, so every
+// directory on the way must let others pass, as /run does; the data
+// directory need not.
+func stageRoot() string {
+	if fi, err := os.Stat("/run"); err == nil && fi.IsDir() && fi.Mode().Perm()&0o001 != 0 {
+		return "/run/corral"
 	}
-	abs, err := filepath.Abs(root)
-	if err != nil {
-		return err
-	}
-	for dir := filepath.Dir(abs); ; dir = filepath.Dir(dir) {
-		fi, err := os.Stat(dir)
-		if err != nil {
-			return err
-		}
-		if fi.Mode().Perm()&0o001 == 0 {
-			return fmt.Errorf("%s (mode %04o) cannot be passed through by other users, as the sandboxes' runtime must: chmod o+x %s, or turn user namespaces off", dir, fi.Mode().Perm(), dir)
-		}
-		if dir == "/" {
-			return nil
-		}
-	}
+	return filepath.Join(os.TempDir(), "corral-stage")
 }
 
-// traversable lets every user look up names in dirs, and no more (mode
-// 0711): the range's root, as which runc mounts the sandbox's root and
-// binds, passes through the server's directories to them.
-func traversable(dirs ...string) error {
-	for _, dir := range dirs {
-		if err := os.Chmod(dir, 0o711); err != nil {
+// stageName is the stage directory's name of the server of data
+// directory root.
+func stageName(root string) string {
+	sum := sha256.Sum256([]byte(root))
+	return hex.EncodeToString(sum[:8])
+}
+
+// stageDir is where sandbox id's mount points are staged.
+func (d *Driver) stageDir(id string) string { return filepath.Join(d.stage, id) }
+
+// makeStage makes dir and the stage directories above it that others may
+// pass through and not list (mode 0711).
+func makeStage(dir string) error {
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return err
+	}
+	for p := dir; p != "/" && p != "."; p = filepath.Dir(p) {
+		if err := os.Chmod(p, 0o711); err != nil {
 			return err
+		}
+		if p == stageRoot() {
+			break
 		}
 	}
 	return nil

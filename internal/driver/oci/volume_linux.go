@@ -135,13 +135,16 @@ func (d *Driver) mountVolumes(ctx context.Context, b *build) error {
 			return fmt.Errorf("volume %q: unknown kind %d", v.Name, v.Kind)
 		}
 		staging := filepath.Join(b.bundle, "volumes", v.Name)
+		if b.userns != nil {
+			staging = filepath.Join(b.stage, "volumes", v.Name)
+		}
 		err = os.MkdirAll(staging, 0o700)
 		switch {
 		case err != nil:
 		case b.userns != nil:
 			// Its files keep their owners as the sandbox sees them.
 			var mnt *os.File
-			if err = traversable(filepath.Dir(staging)); err != nil {
+			if err = os.Chmod(filepath.Dir(staging), 0o711); err != nil {
 				break
 			}
 			if mnt, err = idmapped(dir, b.userns); err == nil {
