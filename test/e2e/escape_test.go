@@ -63,6 +63,13 @@ func escapeProbes(hostSecret string, hostPort, serverPort int) []probe {
 				}
 			}},
 		{"ShadowAbsent", "the image has no /etc/shadow and the host's is not mounted", "cat /etc/shadow", mustFail},
+		{"HostFilesOfPID1Unreachable", "PID 1 holds host files (its console, its exit file) and is not dumpable: its descriptors cannot be reopened",
+			"for f in 0 1 2 3 4 5; do echo x >> /proc/1/fd/$f 2>/dev/null && echo wrote $f; done; ls -l /proc/1/fd/ 2>/dev/null | grep -c . ; true",
+			func(t *testing.T, out, errOut string, _ int) {
+				if strings.Contains(out, "wrote") {
+					t.Errorf("a descriptor of PID 1 was written through: %q", out)
+				}
+			}},
 		{"CorralBinaryReadOnly", "the corral binary is bind-mounted read-only", "echo pwned > /.corral/corral", mustFail},
 		{"MountDenied", "CAP_SYS_ADMIN is dropped and seccomp blocks mount", "mount -t tmpfs none /mnt", mustFail},
 		{"BindMountDenied", "CAP_SYS_ADMIN is dropped", "mkdir -p /tmp/m && mount --bind / /tmp/m", mustFail},
@@ -175,6 +182,30 @@ func TestEscapeSuite(t *testing.T) {
 		out, errOut, code := sandboxExecd(t, c, sb.ID).run("stat -c %u:%g /.corral/corral; chown 0:0 /.corral/corral")
 		if lastLine(out) != "65534:65534" || code == 0 {
 			t.Errorf("host root's file = %q (exit %d, %q), want 65534:65534 and no write", out, code, errOut)
+		}
+	})
+	t.Run("KillEverythingReachesOnlyItself", func(t *testing.T) {
+		// kill -9 -1 as root signals every process root may: in a user
+		// and PID namespace of its own, only the sandbox's.
+		victim, err := c.CreateSandbox(ctx(t), ociCreate(reg+"/corral/busybox:1"), sdk.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.DeleteSandbox(ctx(t), victim.ID)
+		killer, err := c.CreateSandbox(ctx(t), ociCreate(reg+"/corral/busybox:1"), sdk.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.DeleteSandbox(ctx(t), killer.ID)
+		_, _, _ = sandboxExecd(t, c, killer.ID).run("kill -9 -1; sleep 1")
+		if out, _, code := sandboxExecd(t, c, victim.ID).run("echo alive"); code != 0 || out != "alive\n" {
+			t.Errorf("another sandbox after kill -9 -1: %q %d", out, code)
+		}
+		if out, _, code := sandboxExecd(t, c, sb.ID).run("echo alive"); code != 0 || out != "alive\n" {
+			t.Errorf("the suite's sandbox after kill -9 -1 elsewhere: %q %d", out, code)
+		}
+		if s.status(t, "GET", "/health") != 200 {
+			t.Errorf("the server after kill -9 -1 in a sandbox")
 		}
 	})
 	t.Run("RangesDiffer", func(t *testing.T) {
