@@ -134,6 +134,7 @@ required=(
   test/e2e.TestOCIEndToEnd
   test/e2e.TestOCIStartFailuresAreExplained
   test/e2e.TestEscapeSuite
+  test/e2e.TestEscapeSuiteWithoutUserNamespaces
   test/e2e.TestHostImageWritesStayInTheSandbox
   test/e2e.TestOpenSandboxJavaScriptSDK
   test/e2e.TestOpenSandboxJavaScriptSDKVolumesAndSnapshots

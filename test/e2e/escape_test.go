@@ -122,8 +122,15 @@ func lastLine(s string) string {
 	return lines[len(lines)-1]
 }
 
-// TestEscapeSuite runs every probe inside a native-runtime sandbox.
-func TestEscapeSuite(t *testing.T) {
+// TestEscapeSuite runs every probe inside a native-runtime sandbox, in a
+// user namespace of its own (the default), and the user namespace's own.
+func TestEscapeSuite(t *testing.T) { ociEscapeSuite(t, true) }
+
+// TestEscapeSuiteWithoutUserNamespaces: the same probes hold on a server
+// that turned user namespaces off.
+func TestEscapeSuiteWithoutUserNamespaces(t *testing.T) { ociEscapeSuite(t, false) }
+
+func ociEscapeSuite(t *testing.T, userns bool) {
 	requireOCI(t)
 	t.Parallel()
 	dir := t.TempDir()
@@ -133,7 +140,7 @@ func TestEscapeSuite(t *testing.T) {
 		img = withInt80(t, img)
 	}
 	testutil.PushImage(t, reg+"/corral/busybox:1", img)
-	s := startServer(t, dir, "--runtime", "oci")
+	s := startServer(t, dir, "--runtime", "oci", "--oci-user-namespaces="+strconv.FormatBool(userns))
 	c := s.client(t)
 	req := ociCreate(reg + "/corral/busybox:1")
 	req.ResourceLimits = map[string]string{"cpu": "1", "memory": "64Mi", "pids": "64"}
@@ -155,6 +162,18 @@ func TestEscapeSuite(t *testing.T) {
 			t.Errorf("getpid through int $0x80 answered %d (exit %d, %q): the i386 entry point is open", n, code, errOut)
 		}
 	})
+	// After every probe the sandbox still answers.
+	if out, _, code := sandboxExecd(t, c, sb.ID).run("echo still-here"); code != 0 || out != "still-here\n" {
+		t.Errorf("the sandbox did not survive the suite: %q %d", out, code)
+	}
+	if !userns {
+		t.Run("IsolationReported", func(t *testing.T) {
+			if got, err := c.GetSandbox(ctx(t), sb.ID); err != nil || got.Isolation != api.IsolationRunc {
+				t.Errorf("GET isolation = %+v, %v; want %s", got, err, api.IsolationRunc)
+			}
+		})
+		return
+	}
 	// Root in the sandbox is an unprivileged host user of a range of its
 	// own (user namespaces are on by default).
 	uidMap := func(id string) string {
@@ -218,10 +237,6 @@ func TestEscapeSuite(t *testing.T) {
 			t.Errorf("two sandboxes share the host range %q", first)
 		}
 	})
-	// After every probe the sandbox still answers.
-	if out, _, code := sandboxExecd(t, c, sb.ID).run("echo still-here"); code != 0 || out != "still-here\n" {
-		t.Errorf("the sandbox did not survive the suite: %q %d", out, code)
-	}
 }
 
 func runEscapeSuite(t *testing.T, x *execd, s *server) {
