@@ -690,6 +690,8 @@ current-context: c
 // addresses, a pids limit is refused rather than dropped, and another
 // tenant's sandboxes work throughout.
 func TestHostileSandboxKube(t *testing.T) {
+	// The tier first: what follows changes the test cluster's bridge.
+	kubetest.RequireKube(t)
 	const web = "192.0.2.12" // a "public" host on the node's bridge
 	if out, err := exec.Command("ip", "addr", "add", web+"/32", "dev", "k8sbr0").CombinedOutput(); err != nil {
 		t.Fatalf("ip addr add: %v %s", err, out)
