@@ -229,7 +229,10 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, mode createMode) 
 	}
 	if b.userns != nil {
 		b.stage = d.stageDir(spec.ID)
-		if err := makeStage(b.stage); err != nil {
+		d.stageMu.Lock()
+		err := makeStage(b.stage)
+		d.stageMu.Unlock()
+		if err != nil {
 			return nil, err
 		}
 	}

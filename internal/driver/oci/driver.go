@@ -108,6 +108,9 @@ type Driver struct {
 	// holds what runc mounts in their user namespaces (stageRoot).
 	ids   *idRanges
 	stage string
+	// stageMu orders the making of a sandbox's stage directory and the
+	// removal of the server's when it empties.
+	stageMu sync.Mutex
 }
 
 var (
@@ -641,6 +644,11 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 				errs = append(errs, err)
 			}
 		}
+		// The server's stage directory lasts as long as a sandbox of its
+		// does (a server killed never closes).
+		d.stageMu.Lock()
+		_ = os.Remove(d.stage)
+		d.stageMu.Unlock()
 	}
 	if len(errs) == 0 {
 		d.ids.release(id)

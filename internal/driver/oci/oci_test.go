@@ -103,8 +103,8 @@ func assertNoLeaks(t *testing.T, root string) {
 			t.Errorf("leak: mount %s", fields[4])
 		}
 	}
-	if entries, _ := os.ReadDir(stage); len(entries) > 0 {
-		t.Errorf("leak: the stage directory has %d entries", len(entries))
+	if entries, err := os.ReadDir(stage); err == nil {
+		t.Errorf("leak: the stage directory %s is left, with %d entries", stage, len(entries))
 	}
 	for _, sub := range []string{"sandboxes", "run/bundles", "run/netns"} {
 		if entries, _ := os.ReadDir(filepath.Join(root, sub)); len(entries) > 0 {
