@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/driver/drivertest"
@@ -113,7 +114,22 @@ func assertNoLeaks(t *testing.T, root string) {
 	}
 	cgroups, _ := filepath.Glob("/sys/fs/cgroup/*/corral/dt*")
 	if len(cgroups) > 0 {
-		t.Errorf("leak: cgroups %v", cgroups)
+		// What is in them, and since when, says who left them.
+		var why []string
+		for _, cg := range cgroups {
+			fi, _ := os.Stat(cg)
+			procs, _ := os.ReadFile(filepath.Join(cg, "cgroup.procs"))
+			line := cg
+			if fi != nil {
+				line += " made " + fi.ModTime().Format("15:04:05.000")
+			}
+			for _, p := range strings.Fields(string(procs)) {
+				cmd, _ := os.ReadFile("/proc/" + p + "/cmdline")
+				line += fmt.Sprintf(" pid %s %q", p, strings.ReplaceAll(string(cmd), "\x00", " "))
+			}
+			why = append(why, line)
+		}
+		t.Errorf("leak: cgroups (now %s):\n%s", time.Now().Format("15:04:05.000"), strings.Join(why, "\n"))
 	}
 	// Network namespaces are held by the driver's descriptors.
 	fds, _ := os.ReadDir("/proc/self/fd")
