@@ -81,7 +81,13 @@ func (m *Manager) Fork(ctx context.Context, req ForkRequest) (*ForkResult, error
 	bctx := context.WithoutCancel(ctx)
 	sn, err = m.capture(bctx, snapper, sn)
 	if err != nil {
-		return nil, errdefs.Wrap(errdefs.KindOf(err), errCode(err, api.CodeSnapshotCaptureFailed),
+		// A runtime's failure without a kind is the runtime's (an engine
+		// that lost an image under it, a full disk): 503, not 500.
+		kind := errdefs.KindOf(err)
+		if kind == nil {
+			kind = errdefs.ErrUnavailable
+		}
+		return nil, errdefs.Wrap(kind, errCode(err, api.CodeSnapshotCaptureFailed),
 			fmt.Sprintf("sandbox %s could not be captured for the fork: %s", req.SandboxID, sn.Message), err)
 	}
 	out := &ForkResult{SnapshotID: sn.ID, Sandboxes: make([]*sandbox.Sandbox, req.Count)}

@@ -695,3 +695,26 @@ func TestSnapshotOfAnotherRuntimeIsRefused(t *testing.T) {
 		t.Fatalf("restore on another runtime = %v, want ErrInvalidArgument naming both runtimes", err)
 	}
 }
+
+// TestForkOfAFailingRuntimeIsUnavailable: a capture the runtime fails
+// without saying why (here, its snapshot directory is gone) makes the fork
+// a 503, never an internal error, and leaves no fork.
+func TestForkOfAFailingRuntimeIsUnavailable(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, t.TempDir(), nil)
+	src := mustCreate(t, r.m, req("t1", "fake:ok"))
+	snaps := filepath.Join(r.dir, "fake", "snapshots")
+	if err := os.RemoveAll(snaps); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(snaps, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := r.m.Fork(t.Context(), ForkRequest{Tenant: "t1", SandboxID: src.ID, Count: 2})
+	if !errors.Is(err, errdefs.ErrUnavailable) {
+		t.Fatalf("Fork with a failing capture = %v, want ErrUnavailable", err)
+	}
+	if _, total := r.m.List(t.Context(), "t1", Filter{PageSize: 20}); total != 1 {
+		t.Errorf("a failed fork left %d sandboxes, want the source only", total)
+	}
+}
