@@ -394,11 +394,12 @@ func makeStage(dir string) error {
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return err
 	}
+	root := stageRoot()
 	for p := dir; p != "/" && p != "."; p = filepath.Dir(p) {
 		if err := os.Chmod(p, 0o711); err != nil {
 			return err
 		}
-		if p == stageRoot() {
+		if p == root {
 			break
 		}
 	}

@@ -144,7 +144,7 @@ func (d *Driver) mountVolumes(ctx context.Context, b *build) error {
 		case b.userns != nil:
 			// Its files keep their owners as the sandbox sees them.
 			var mnt *os.File
-			if err = os.Chmod(filepath.Dir(staging), 0o711); err != nil {
+			if err = makeStage(filepath.Dir(staging)); err != nil {
 				break
 			}
 			if mnt, err = idmapped(dir, b.userns); err == nil {
