@@ -24,6 +24,7 @@ const (
 	CodeSandboxInvalidState     = "SANDBOX::INVALID_STATE"
 	CodeAPINotSupported         = "SANDBOX::API_NOT_SUPPORTED"
 	CodeUnsupportedPoolRef      = "SANDBOX::UNSUPPORTED_POOL_REF"
+	CodeIsolationNotAllowed     = "SANDBOX::ISOLATION_NOT_ALLOWED"
 	CodeIdempotencyKeyMismatch  = "SANDBOX::IDEMPOTENCY_KEY_MISMATCH"
 	CodeSandboxStartFailed      = "SANDBOX::START_FAILED"
 	CodeSnapshotNotFound        = "SNAPSHOT::NOT_FOUND"

@@ -254,10 +254,20 @@ const (
 	// IsolationRunc: runc without a user namespace: root in the sandbox
 	// is root on the host, held in by capabilities and seccomp.
 	IsolationRunc = "runc"
+	// IsolationRunsc: gVisor's runsc: the sandbox's system calls are
+	// served by a user-space kernel (the Sentry), not the host's.
+	IsolationRunsc = "runsc"
 	// IsolationPod: a Kubernetes pod, as the cluster's runtime class and
 	// the controller's settings make it.
 	IsolationPod = "pod"
 )
+
+// ExtensionIsolation is the create extension that chooses a sandbox's
+// isolation tier, IsolationRunc or IsolationRunsc, among those the
+// server allows (corral serve --isolation); without it, the server's
+// first allowed tier. IsolationRunc means runc in a user namespace where
+// the runtime gives one (reported as IsolationRuncUserns).
+const ExtensionIsolation = "corral.dev/isolation"
 
 // CreateSandboxResponse is the body of a successful POST /sandboxes.
 type CreateSandboxResponse struct {

@@ -18,6 +18,7 @@ command -v runc >/dev/null || need+=(runc)
 command -v unshare >/dev/null || need+=(util-linux)
 command -v npm >/dev/null || need+=(nodejs npm)
 command -v dockerd >/dev/null || need+=(docker.io)
+command -v runsc >/dev/null || need+=(runsc) # gVisor: the runsc isolation tier
 command -v curl >/dev/null || need+=(curl)
 command -v ip >/dev/null || need+=(iproute2)
 [ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
@@ -47,8 +48,11 @@ trap cleanup EXIT
 
 # The Docker tier needs an engine. Start one (with --live-restore, as
 # production should run it) unless one answers already, and stop it after.
+# Its daemon.json gives it gVisor as the runtime "runsc", with the
+# arguments corral's runsc tier needs (docs/isolation.md).
 if ! curl -sf --unix-socket /var/run/docker.sock http://docker/_ping >/dev/null 2>&1; then
-  dockerd --live-restore >/tmp/corral-ci-dockerd.log 2>&1 &
+  printf '{"runtimes": {"runsc": {"path": "%s", "runtimeArgs": ["--network=host"]}}}\n' "$(command -v runsc)" >/tmp/corral-ci-daemon.json
+  dockerd --live-restore --config-file /tmp/corral-ci-daemon.json >/tmp/corral-ci-dockerd.log 2>&1 &
   dockerd_pid=$!
   for _ in $(seq 1 60); do
     curl -sf --unix-socket /var/run/docker.sock http://docker/_ping >/dev/null 2>&1 && break
@@ -166,6 +170,7 @@ required=(
   test/e2e.TestOCIEgressPolicy
   test/e2e.TestOCIEgressEnforcerNobodyRecorded
   test/e2e.TestDockerEgressPolicy
+  test/e2e.TestDockerRunscEgressPolicy
   test/e2e.TestOCICredentialVault
   test/e2e.TestDockerCredentialVault
   test/e2e.TestDockerRemoteEgressPolicy
@@ -173,8 +178,12 @@ required=(
   test/e2e.TestOCISecretsOnDemand
   internal/driver/docker.TestConformance
   internal/driver/docker.TestConformanceRemote
+  internal/driver/docker.TestConformanceRunsc
+  internal/driver/docker.TestRunscTierIsGVisor
   test/e2e.TestDockerEndToEnd
   test/e2e.TestDockerEscapeSuite
+  test/e2e.TestDockerEscapeSuiteRunsc
+  test/e2e.TestDockerIsolationNotAllowed
   test/e2e.TestOpenSandboxJavaScriptSDKDocker
   test/e2e.TestDockerEngineOutage
   internal/kube/apis/v1alpha1.TestGeneratedFilesAreCurrent

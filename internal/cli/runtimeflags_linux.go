@@ -107,6 +107,7 @@ func (f *ociFlags) register(fs *flag.FlagSet) {
 // dockerFlags are the docker runtime's.
 type dockerFlags struct {
 	host, runtime string
+	runscRuntime  string
 	remote        bool
 	publishIP     string
 	snapshotLimit string
@@ -132,14 +133,15 @@ func (f *dockerFlags) driver(h runtimeHost) (driver.Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return docker.New(context.Background(), docker.Config{Host: f.host, Runtime: f.runtime,
+	return docker.New(context.Background(), docker.Config{Host: f.host, Runtime: f.runtime, RunscRuntime: f.runscRuntime,
 		StateDir: filepath.Join(h.dataDir, "docker"), Network: network, ServerID: h.serverID,
 		Remote: f.remote, PublishIP: f.publishIP, CorralBinary: bin, Logger: h.log, SnapshotLimit: f.snapshotBytes})
 }
 
 func (f *dockerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.host, "docker-host", "", "runtime docker: the engine's address (default $DOCKER_HOST, else unix:///var/run/docker.sock)")
-	fs.StringVar(&f.runtime, "docker-runtime", "", "runtime docker: OCI runtime name for containers, such as runsc (default: the engine's)")
+	fs.StringVar(&f.runtime, "docker-runtime", "", "runtime docker: the engine's OCI runtime for sandboxes of the runc tier (default: the engine's default runtime)")
+	fs.StringVar(&f.runscRuntime, "docker-runsc-runtime", "runsc", `runtime docker: the engine's runtime (a daemon.json "runtimes" entry, with "runtimeArgs": ["--network=host"]) for sandboxes of the runsc tier (--isolation)`)
 	fs.BoolVar(&f.remote, "docker-remote", false, "runtime docker: the engine is on another machine (implied by a tcp:// or ssh:// host): copy the corral binary in, publish execd")
 	fs.StringVar(&f.publishIP, "docker-publish-ip", "127.0.0.1", "runtime docker, remote engines: the address execd ports are published on")
 	fs.StringVar(&f.snapshotLimit, "docker-snapshot-limit", "8Gi", "runtime docker: the most a snapshot may write (the engine writes a sandbox's sparse files in full)")

@@ -59,6 +59,8 @@ type serveConfig struct {
 	origins              []string
 	maxTimeout           time.Duration
 	allowedHostPaths     string
+	// isolation is --isolation, the tiers creates may ask for.
+	isolation string
 	// hostPaths is allowedHostPaths, checked.
 	hostPaths        []string
 	retainTerminated time.Duration
@@ -167,6 +169,7 @@ func runServe(ctx context.Context, e *env, args []string) int {
 		cfg.limitFlags["max-"+l.key] = fs.String("max-"+l.key, l.max, "the most "+l.what+" a sandbox may ask for (empty: no maximum); more is a 400")
 	}
 	fs.DurationVar(&cfg.maxTimeout, "max-timeout", 0, "longest time to live a sandbox may ask for (0: no limit, and manual cleanup allowed)")
+	fs.StringVar(&cfg.isolation, "isolation", "", `isolation tiers creates may ask for with extensions["corral.dev/isolation"], comma-separated, the first being the default: runc, runsc (gVisor; docs/isolation.md). Default: runc, on the runtimes with tiers (oci, docker)`)
 	fs.StringVar(&cfg.allowedHostPaths, "allowed-host-paths", "", "host directories (comma-separated) that host volumes may mount, with what is beneath them; links are resolved first (default: none, host volumes are refused)")
 	fs.DurationVar(&cfg.retainTerminated, "retain-terminated", time.Hour, "how long Terminated and Failed sandboxes stay visible")
 	fs.DurationVar(&cfg.recoveryTimeout, "recovery-timeout", 2*time.Minute, "time budget for recovering sandboxes at start")
@@ -280,6 +283,11 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, rt runtimeFlags, log *
 		Driver: d, DriverName: cfg.runtime, Store: st, Records: recs, Logger: log, MaxTimeout: cfg.maxTimeout,
 		RecoveryTimeout: cfg.recoveryTimeout, RetainTerminated: cfg.retainTerminated, Secrets: sec,
 		DefaultNetworkPolicy: defaultPolicy, Limits: cfg.limits, AllowedHostPaths: cfg.hostPaths,
+	}
+	if cfg.isolation != "" {
+		for _, t := range strings.Split(cfg.isolation, ",") {
+			lcfg.Isolation = append(lcfg.Isolation, strings.TrimSpace(t))
+		}
 	}
 	if s, ok := rt.(snapshotless); ok {
 		lcfg.SnapshotsUnsupported = s.noSnapshots()

@@ -89,6 +89,14 @@ type Isolator interface {
 	Isolation(h *Handle) string
 }
 
+// Tierer is implemented by drivers that run each sandbox in the
+// isolation tier its Spec.Isolation names. Tiers reports the tiers this
+// driver can run here (api.IsolationRunc, api.IsolationRunsc), and why
+// each other known tier cannot run (unavailable, for the operator).
+type Tierer interface {
+	Tiers() (available []string, unavailable map[string]string)
+}
+
 // Volumer is implemented by drivers that mount volumes (Spec.Volumes)
 // and keep tenants' named volumes. A named volume is its tenant's: the
 // same name of another tenant is another volume.
@@ -195,6 +203,10 @@ type Spec struct {
 	// ExpiresAt is when the sandbox expires; zero means never. Drivers
 	// that implement Expirer record it with the backend.
 	ExpiresAt time.Time
+	// Isolation is the isolation tier (api.IsolationRunc or
+	// api.IsolationRunsc) for drivers that implement Tierer; empty means
+	// runc.
+	Isolation string
 }
 
 // Image names an image and optional registry credentials.

@@ -139,6 +139,11 @@ func (m *Manager) specFor(req CreateRequest) (driver.Spec, error) {
 	if len(spec.Entrypoint) == 0 {
 		spec.Entrypoint = DefaultEntrypoint()
 	}
+	tier, err := m.tierFor(req.Extensions)
+	if err != nil {
+		return spec, err
+	}
+	spec.Isolation = tier
 	grants, err := secrets.Grants(req.Extensions)
 	if err != nil {
 		return spec, err

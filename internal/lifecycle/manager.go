@@ -83,6 +83,11 @@ type Config struct {
 	// RenewOnAccessInterval is how often at most a sandbox that asked for
 	// renew-on-access is renewed by requests to it (default 1m).
 	RenewOnAccessInterval time.Duration
+	// Isolation are the isolation tiers creates may ask for with
+	// extensions[corral.dev/isolation], the default first (empty: runc on
+	// a runtime with tiers, driver.Tierer). New refuses a tier the driver
+	// cannot run.
+	Isolation []string
 }
 
 // SecretSource is what a sandbox granted secrets is given: the directory
@@ -164,6 +169,9 @@ func New(cfg Config) (*Manager, error) {
 		return nil, errors.New("lifecycle: Driver, DriverName and Store are required")
 	}
 	cfg.setDefaults()
+	if err := checkIsolation(&cfg); err != nil {
+		return nil, err
+	}
 	m := &Manager{
 		cfg: cfg, log: cfg.Logger, d: cfg.Driver, st: cfg.Store, rec: cfg.Records,
 		sandboxes:  map[string]*entry{},

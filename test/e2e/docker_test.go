@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -179,20 +180,130 @@ func TestDockerEndToEnd(t *testing.T) {
 
 // TestDockerEscapeSuite runs the native runtime's escape probes in a
 // Docker sandbox: every one must fail there too.
-func TestDockerEscapeSuite(t *testing.T) {
+func TestDockerEscapeSuite(t *testing.T) { dockerEscapeSuite(t, "") }
+
+// TestDockerEscapeSuiteRunsc: the same probes in a sandbox of the runsc
+// tier (gVisor), and gVisor's own.
+func TestDockerEscapeSuiteRunsc(t *testing.T) { dockerEscapeSuite(t, api.IsolationRunsc) }
+
+func dockerEscapeSuite(t *testing.T, tier string) {
+	cli := requireDocker(t)
+	t.Parallel()
+	ref := registryImage(t, cli)
+	s := startServer(t, t.TempDir(), "--runtime", "docker", "--isolation", "runc,runsc")
+	c := s.client(t)
+	req := ociCreate(ref)
+	req.ResourceLimits = map[string]string{"cpu": "1", "memory": "64Mi", "pids": "64"}
+	if tier != "" {
+		req.Extensions = map[string]string{api.ExtensionIsolation: tier}
+	}
+	if tier == api.IsolationRunsc {
+		// The limit covers gVisor's kernel too: 64 processes take about
+		// 70 MB of it (docs/isolation.md).
+		req.ResourceLimits["memory"] = "256Mi"
+	}
+	sb, err := c.CreateSandbox(ctx(t), req, sdk.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runEscapeSuite(t, sandboxExecd(t, c, sb.ID), s, tier)
+	if out, _, code := sandboxExecd(t, c, sb.ID).run("echo still-here"); code != 0 || out != "still-here\n" {
+		t.Errorf("the sandbox did not survive the suite: %q %d", out, code)
+	}
+	want := api.IsolationRunc
+	if tier != "" {
+		want = tier
+	}
+	t.Run("IsolationReported", func(t *testing.T) {
+		if got, err := c.GetSandbox(ctx(t), sb.ID); err != nil || got.Isolation != want {
+			t.Errorf("GET isolation = %+v, %v; want %s", got, err, want)
+		}
+	})
+	if tier == api.IsolationRunsc {
+		runscProbes(t, sandboxExecd(t, c, sb.ID))
+		t.Run("MemoryOverLimitEndsOnlyThatSandbox", func(t *testing.T) {
+			// A runc sandbox loses the process; a runsc one, whose memory
+			// is its Sentry's, is ended whole, and said to be.
+			hog := ociCreate(ref)
+			hog.ResourceLimits = map[string]string{"memory": "128Mi"}
+			hog.Extensions = req.Extensions
+			h, err := c.CreateSandbox(ctx(t), hog, sdk.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.DeleteSandbox(ctx(t), h.ID)
+			_, _, _, _ = sandboxExecd(t, c, h.ID).sdk.Run(ctx(t), "dd if=/dev/zero of=/dev/null bs=400M count=1", sdk.CommandOptions{})
+			var got *api.Sandbox
+			testutil.WaitFor(t, 20*time.Second, "the sandbox over its memory to end", func() bool {
+				got, err = c.GetSandbox(ctx(t), h.ID)
+				return err == nil && got.Status.State == api.StateFailed
+			})
+			if !strings.Contains(got.Status.Message, "OOMKilled") {
+				t.Errorf("status = %+v, want it to say OOMKilled", got.Status)
+			}
+			if out, _, code := sandboxExecd(t, c, sb.ID).run("echo alive"); code != 0 || out != "alive\n" {
+				t.Errorf("another sandbox after the OOM: %q %d", out, code)
+			}
+			if s.status(t, "GET", "/health") != 200 {
+				t.Errorf("the server after a sandbox's OOM")
+			}
+		})
+	}
+}
+
+// runscProbes are the runsc tier's own: the sandbox's kernel is gVisor's
+// Sentry, not the host's.
+func runscProbes(t *testing.T, x *execd) {
+	t.Run("KernelIsGVisor", func(t *testing.T) {
+		out, errOut, code := x.run("dmesg | head -n 5; uname -r")
+		if code != 0 || !strings.Contains(out, "gVisor") {
+			t.Errorf("dmesg and uname = %q (exit %d, %q), want gVisor's", out, code, errOut)
+		}
+		var host syscall.Utsname
+		_ = syscall.Uname(&host)
+		if rel := lastLine(out); rel == utsString(host.Release[:]) {
+			t.Errorf("the sandbox sees the host's kernel release %q", rel)
+		}
+	})
+	t.Run("HostKernelModulesInvisible", func(t *testing.T) {
+		// The Sentry has no modules to list; the host's /proc/modules
+		// would name them.
+		if out, _, _ := x.run("cat /proc/modules 2>/dev/null | wc -l"); strings.TrimSpace(out) != "0" {
+			t.Errorf("/proc/modules has %s lines", strings.TrimSpace(out))
+		}
+	})
+}
+
+func utsString(b []int8) string {
+	s := make([]byte, 0, len(b))
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		s = append(s, byte(c))
+	}
+	return string(s)
+}
+
+// TestDockerIsolationNotAllowed: a server that allows only runc (the
+// default) answers a create asking for runsc with a 400 naming what it
+// allows, and makes nothing.
+func TestDockerIsolationNotAllowed(t *testing.T) {
 	cli := requireDocker(t)
 	t.Parallel()
 	ref := registryImage(t, cli)
 	s := startServer(t, t.TempDir(), "--runtime", "docker")
 	c := s.client(t)
-	req := ociCreate(ref)
-	req.ResourceLimits = map[string]string{"cpu": "1", "memory": "64Mi", "pids": "64"}
-	sb, err := c.CreateSandbox(ctx(t), req, sdk.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
+	for _, tier := range []string{api.IsolationRunsc, "kata", ""} {
+		req := ociCreate(ref)
+		req.Extensions = map[string]string{api.ExtensionIsolation: tier}
+		sb, err := c.CreateSandbox(ctx(t), req, sdk.CreateOptions{})
+		var apiErr *sdk.APIError
+		if !errors.As(err, &apiErr) || apiErr.Status != 400 || apiErr.Code != api.CodeIsolationNotAllowed || !strings.Contains(apiErr.Message, "allows runc") {
+			t.Errorf("create asking %q = %+v, %v; want a 400 %s naming runc", tier, sb, err, api.CodeIsolationNotAllowed)
+		}
 	}
-	runEscapeSuite(t, sandboxExecd(t, c, sb.ID), s)
-	if out, _, code := sandboxExecd(t, c, sb.ID).run("echo still-here"); code != 0 || out != "still-here\n" {
-		t.Errorf("the sandbox did not survive the suite: %q %d", out, code)
+	if l, err := c.ListSandboxes(ctx(t), sdk.ListOptions{}); err != nil || len(l.Items) != 0 {
+		t.Errorf("refused creates left sandboxes: %+v %v", l, err)
 	}
 }

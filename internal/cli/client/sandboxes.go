@@ -35,6 +35,7 @@ func runCreate(ctx context.Context, e *env, args []string) int {
 	timeout := fs.Duration("timeout", 30*time.Minute, "time to live; the sandbox is deleted after it (0: no expiry)")
 	entry := fs.String("entrypoint", "", `command the sandbox runs: words split on spaces, or a JSON array such as '["sh","-c","sleep 1d"]'`)
 	wait := fs.Bool("wait", false, "return only once the sandbox runs and answers commands")
+	isolation := fs.String("isolation", "", "isolation tier: runc or runsc (gVisor), among those the server allows (default: the server's)")
 	if ok, code := parseNoArgs(fs, e, args, "create"); !ok {
 		return code
 	}
@@ -67,6 +68,9 @@ func runCreate(ctx context.Context, e *env, args []string) int {
 	}
 	if len(limits) > 0 {
 		req.ResourceLimits = limits
+	}
+	if *isolation != "" {
+		req.Extensions = map[string]string{api.ExtensionIsolation: *isolation}
 	}
 	if *entry != "" {
 		if strings.HasPrefix(strings.TrimSpace(*entry), "[") {

@@ -23,6 +23,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -77,6 +78,12 @@ type Config struct {
 	// CorralBinary is this machine's corral binary, which sandboxes run
 	// as PID 1 (linux, statically linked).
 	CorralBinary string
+	// RunscRuntime is the engine's runtime (a daemon.json "runtimes"
+	// entry) that runs sandboxes of the runsc tier (default "runsc"). On
+	// a local engine it must pass --network=host: execd and the egress
+	// enforcer reach the sandbox through its network namespace, which
+	// gVisor's own network stack would leave empty.
+	RunscRuntime string
 	// Runtime is the OCI runtime for containers, such as runsc; empty is
 	// the engine's default.
 	Runtime string
@@ -122,11 +129,16 @@ type Driver struct {
 	allowed map[string]bool
 	// warnings are what is wrong with the engine's runtime (its runc).
 	warnings []string
+	// noRunsc says why the engine cannot run the runsc tier ("": it can).
+	noRunsc string
 }
 
 // state is the handle's driver-private part.
 type state struct {
 	ContainerID string `json:"containerId"`
+	// Isolation is the tier the sandbox was made in (Spec.Isolation);
+	// empty in handles made before tiers, which ran the default.
+	Isolation string `json:"isolation,omitempty"`
 }
 
 // snapState is a snapshot reference's driver-private part.
@@ -172,6 +184,9 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	if cfg.Network.Logger == nil {
 		cfg.Network.Logger = cfg.Logger
 	}
+	if cfg.RunscRuntime == "" {
+		cfg.RunscRuntime = "runsc"
+	}
 	d := &Driver{cfg: cfg, cli: cli, netns: map[string]*os.File{}, net: launch.New(cfg.Network)}
 	cctx, cancel := d.call(ctx)
 	defer cancel()
@@ -179,7 +194,11 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 		// Not fatal: calls answer "unavailable" until the engine is back,
 		// and the server recovers its sandboxes then.
 		cfg.Logger.WarnContext(ctx, "the Docker engine does not answer yet", "host", cli.DaemonHost(), "err", err)
-	} else if cfg.Runtime == "" || cfg.Runtime == "runc" {
+		d.noRunsc = "the engine did not answer when the server started"
+		return d, nil
+	}
+	d.noRunsc = d.checkRunsc(cctx)
+	if cfg.Runtime == "" || cfg.Runtime == "runc" {
 		if v, err := cli.ServerVersion(cctx, client.ServerVersionOptions{}); err == nil {
 			for _, c := range v.Components {
 				if c.Name == "runc" {
@@ -679,12 +698,53 @@ func (d *Driver) Console(ctx context.Context, id string, limit int) ([]byte, boo
 	return t.Bytes(), t.Truncated, nil
 }
 
-// Isolation implements driver.Isolator: the engine's OCI runtime, runc
-// unless --docker-runtime names another (runsc: gVisor). Containers have
-// no user namespace of their own here (the engine's userns-remap aside).
-func (d *Driver) Isolation(*driver.Handle) string {
+// Isolation implements driver.Isolator: runsc for the runsc tier, else
+// the engine's OCI runtime, runc unless --docker-runtime names another.
+// Containers have no user namespace of their own here (the engine's
+// userns-remap aside).
+func (d *Driver) Isolation(h *driver.Handle) string {
+	var st state
+	if h != nil && json.Unmarshal(h.State, &st) == nil && st.Isolation == api.IsolationRunsc {
+		return api.IsolationRunsc
+	}
 	if d.cfg.Runtime == "" {
 		return api.IsolationRunc
+	}
+	return d.cfg.Runtime
+}
+
+// Tiers implements driver.Tierer: runc (the engine's runtime, or
+// Config.Runtime) always; runsc when the engine has Config.RunscRuntime.
+func (d *Driver) Tiers() ([]string, map[string]string) {
+	if d.noRunsc != "" {
+		return []string{api.IsolationRunc}, map[string]string{api.IsolationRunsc: d.noRunsc}
+	}
+	return []string{api.IsolationRunc, api.IsolationRunsc}, nil
+}
+
+// checkRunsc says why the engine cannot run the runsc tier, "" if it
+// can: it needs the runtime, and on a local engine that runtime must use
+// the sandbox's network namespace as it is (--network=host).
+func (d *Driver) checkRunsc(ctx context.Context) string {
+	info, err := d.cli.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		return "the engine's info: " + err.Error()
+	}
+	rt, ok := info.Info.Runtimes[d.cfg.RunscRuntime]
+	if !ok {
+		return fmt.Sprintf(`the engine has no runtime %q (add it to daemon.json's "runtimes", with "runtimeArgs": ["--network=host"])`, d.cfg.RunscRuntime)
+	}
+	if !d.cfg.Remote && !slices.Contains(rt.Args, "--network=host") {
+		return fmt.Sprintf(`the engine's runtime %q does not pass --network=host: gVisor's own network stack would take the sandbox's network namespace, where execd and the egress enforcer reach it (add "--network=host" to its "runtimeArgs")`, d.cfg.RunscRuntime)
+	}
+	return ""
+}
+
+// runtimeFor is the engine runtime that runs spec's sandbox ("": the
+// engine's default).
+func (d *Driver) runtimeFor(spec driver.Spec) string {
+	if spec.Isolation == api.IsolationRunsc {
+		return d.cfg.RunscRuntime
 	}
 	return d.cfg.Runtime
 }

@@ -9,12 +9,14 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/moby/moby/client"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/driver/drivertest"
 	"github.com/corral-dev/corral/internal/sandbox"
@@ -48,7 +50,9 @@ func engine(t *testing.T) *client.Client {
 	return cli
 }
 
-func conformance(t *testing.T, cfg Config) {
+func conformance(t *testing.T, cfg Config) { conformanceIn(t, cfg, "") }
+
+func conformanceIn(t *testing.T, cfg Config, tier string) {
 	testutil.RequireDocker(t)
 	image := testutil.DockerBusybox(t)
 	cli := engine(t)
@@ -62,10 +66,10 @@ func conformance(t *testing.T, cfg Config) {
 	drivertest.Run(t, drivertest.Harness{
 		New: func(t *testing.T) driver.Driver { return newTestDriver(t, cfg) },
 		Spec: func(*testing.T) driver.Spec {
-			return driver.Spec{Image: driver.Image{URI: image}, Entrypoint: []string{"sleep", "3600"}, Labels: map[string]string{"team": "a"}}
+			return driver.Spec{Image: driver.Image{URI: image}, Entrypoint: []string{"sleep", "3600"}, Labels: map[string]string{"team": "a"}, Isolation: tier}
 		},
 		ExitSpec: func(_ *testing.T, code int) driver.Spec {
-			return driver.Spec{Image: driver.Image{URI: image}, Entrypoint: []string{"sh", "-c", fmt.Sprintf("sleep 0.5; exit %d", code)}}
+			return driver.Spec{Image: driver.Image{URI: image}, Entrypoint: []string{"sh", "-c", fmt.Sprintf("sleep 0.5; exit %d", code)}, Isolation: tier}
 		},
 		NoHostVolumes: cfg.Remote,
 		Kill: func(t *testing.T, id string) {
@@ -86,6 +90,64 @@ func conformance(t *testing.T, cfg Config) {
 }
 
 func TestConformance(t *testing.T) { conformance(t, Config{}) }
+
+// TestConformanceRunsc runs the suite with every sandbox in the runsc
+// tier: gVisor, the engine's "runsc" runtime (scripts/test.sh adds it).
+func TestConformanceRunsc(t *testing.T) {
+	requireRunscEngine(t)
+	conformanceIn(t, Config{}, api.IsolationRunsc)
+}
+
+// requireRunscEngine skips unless the engine has the runsc runtime as the
+// runsc tier needs it (fails, under CORRAL_TEST_DOCKER, if it has not).
+func requireRunscEngine(t *testing.T) {
+	t.Helper()
+	testutil.RequireDocker(t)
+	d := newTestDriver(t, Config{})
+	if tiers, why := d.Tiers(); !slices.Contains(tiers, api.IsolationRunsc) {
+		t.Fatalf("the engine cannot run the runsc tier: %s (scripts/test.sh sets it up)", why[api.IsolationRunsc])
+	}
+}
+
+// TestRunscTierIsGVisor: a runsc sandbox's kernel is gVisor's Sentry,
+// it reports the tier, and a runc sandbox beside it stays on runc.
+func TestRunscTierIsGVisor(t *testing.T) {
+	requireRunscEngine(t)
+	image := testutil.DockerBusybox(t)
+	d := newTestDriver(t, Config{StateDir: t.TempDir()})
+	cli := engine(t)
+	for _, tier := range []string{api.IsolationRunsc, api.IsolationRunc} {
+		id := sandbox.NewID()
+		h, err := d.Create(t.Context(), driver.Spec{ID: id, Image: driver.Image{URI: image}, Isolation: tier,
+			Entrypoint: []string{"sh", "-c", "dmesg | head -n 3; echo dmesg-done; sleep 3600"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = d.Destroy(context.Background(), id) })
+		if got := d.Isolation(h); got != tier {
+			t.Errorf("%s: Isolation = %q", tier, got)
+		}
+		insp, err := cli.ContainerInspect(t.Context(), containerName(id), client.ContainerInspectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantRuntime := "runc"
+		if tier == api.IsolationRunsc {
+			wantRuntime = "runsc"
+		}
+		if insp.Container.HostConfig.Runtime != wantRuntime {
+			t.Errorf("%s: the engine runs it with %q", tier, insp.Container.HostConfig.Runtime)
+		}
+		var console []byte
+		testutil.WaitFor(t, 10*time.Second, "the entrypoint's dmesg", func() bool {
+			console, _, _ = d.Console(t.Context(), id, 4096)
+			return strings.Contains(string(console), "dmesg-done")
+		})
+		if gvisor := strings.Contains(string(console), "gVisor"); gvisor != (tier == api.IsolationRunsc) {
+			t.Errorf("%s: dmesg says %q", tier, console)
+		}
+	}
+}
 
 // TestConformanceRemote runs the suite as if the engine were another
 // machine's: the binary is copied in and execd's port published.

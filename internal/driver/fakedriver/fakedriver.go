@@ -48,6 +48,9 @@ type Config struct {
 	// CreateDelay makes every Create take at least this long, to exercise
 	// concurrency and crashes in flight.
 	CreateDelay time.Duration
+	// Tiers are the isolation tiers it pretends to run (driver.Tierer);
+	// none: it has no tiers, and its name stands for its isolation.
+	Tiers []string
 }
 
 // Driver is the fake driver.
@@ -70,6 +73,8 @@ var (
 	_ driver.Snapshotter = (*Driver)(nil)
 	_ driver.Consoler    = (*Driver)(nil)
 	_ driver.Volumer     = (*Driver)(nil)
+	_ driver.Tierer      = (*Driver)(nil)
+	_ driver.Isolator    = (*Driver)(nil)
 )
 
 type endpointKey struct {
@@ -286,8 +291,25 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 	if err := writeJSON(d.objectPath(spec.ID), o); err != nil {
 		return nil, err
 	}
-	state, _ := json.Marshal(map[string]string{"object": spec.ID + ".json"})
+	st := map[string]string{"object": spec.ID + ".json"}
+	if spec.Isolation != "" {
+		st["isolation"] = spec.Isolation
+	}
+	state, _ := json.Marshal(st)
 	return &driver.Handle{ID: spec.ID, Driver: Name, Version: 1, State: state}, nil
+}
+
+// Tiers implements driver.Tierer: the tiers Config.Tiers names.
+func (d *Driver) Tiers() ([]string, map[string]string) { return d.cfg.Tiers, nil }
+
+// Isolation implements driver.Isolator: the tier the create asked for,
+// else the driver's name.
+func (d *Driver) Isolation(h *driver.Handle) string {
+	var st map[string]string
+	if h != nil && json.Unmarshal(h.State, &st) == nil && st["isolation"] != "" {
+		return st["isolation"]
+	}
+	return Name
 }
 
 // Recover implements driver.Driver.

@@ -399,7 +399,10 @@ func (c *Command) copy(r *os.File, s Stream, activity chan<- struct{}) {
 				break // no splice here, or a log that cannot be written: copy below
 			}
 			if n == 0 {
-				return
+				// The end of the pipe, on Linux; gVisor's Sentry also
+				// answers 0 for an empty pipe whose writer is still
+				// there. The read below tells the two apart.
+				break
 			}
 			notify()
 		}

@@ -1,0 +1,98 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package e2e
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/corral-dev/corral/api"
+	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/sdk"
+)
+
+// ncGet fetches http://host/ with busybox's nc: under gVisor's host
+// networking, busybox's wget fails its reads with EAGAIN (gVisor bug
+// google/gvisor#8156, in Debian's runsc), while nc, Python and Go do not.
+func ncGet(x *execd, host string) (string, bool) {
+	out, _, code := x.run(`printf 'GET / HTTP/1.0\r\nHost: ` + host + `\r\n\r\n' | timeout 3 nc ` + host + ` 80`)
+	return out, code == 0 && strings.Contains(out, "200 OK")
+}
+
+// TestDockerRunscEgressPolicy: a Docker sandbox of the runsc tier runs
+// gVisor with host networking in the sandbox's namespace, so the egress
+// enforcer's rules there police it like a runc sandbox: the allowed name
+// is reached, another address is not, a rule added at run time applies,
+// and the sandbox cannot undo its network.
+func TestDockerRunscEgressPolicy(t *testing.T) {
+	cli := requireDocker(t)
+	t.Parallel()
+	w := egressWorld(t)
+	s := startServer(t, t.TempDir(), "--runtime", "docker", "--isolation", "runc,runsc",
+		"--egress-upstream", testutil.WorldDNS+":53",
+		"--egress-uplink-netns", testutil.NetnsPath(w.Uplink), "--egress-subnet", "10.214.0.0/24")
+	c := s.client(t)
+	req := ociCreate(registryImage(t, cli), "sh", "-c",
+		"nc -w 2 "+testutil.WorldOther+" 80 </dev/null > /tmp/first-probe 2>&1; echo exit=$? >> /tmp/first-probe; exec sleep 3600")
+	req.NetworkPolicy = &api.NetworkPolicy{DefaultAction: "deny", Egress: []api.NetworkRule{{Action: "allow", Target: "allowed.test"}}}
+	req.Extensions = map[string]string{api.ExtensionIsolation: api.IsolationRunsc}
+	sb, err := c.CreateSandbox(ctx(t), req, sdk.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.DeleteSandbox(ctx(t), sb.ID)
+	x := sandboxExecd(t, c, sb.ID)
+	if out, _, _ := x.run("dmesg | head -n 3"); !strings.Contains(out, "gVisor") {
+		t.Fatalf("not a gVisor sandbox: dmesg %q", out)
+	}
+	t.Run("EntrypointStartsPoliced", func(t *testing.T) {
+		var out string
+		testutil.WaitFor(t, 10e9, "the entrypoint's first probe", func() bool {
+			out, _, _ = x.run("cat /tmp/first-probe")
+			return strings.Contains(out, "exit=")
+		})
+		if !strings.Contains(out, "exit=1") {
+			t.Errorf("the entrypoint's first connection to a denied address: %q", out)
+		}
+	})
+	t.Run("AllowedDomain", func(t *testing.T) {
+		if out, ok := ncGet(x, "allowed.test"); !ok || !strings.Contains(out, "hello from web") {
+			t.Errorf("allowed.test: %q %v", out, ok)
+		}
+	})
+	t.Run("OtherAddressDenied", func(t *testing.T) {
+		if out, ok := ncGet(x, testutil.WorldOther); ok {
+			t.Errorf("a denied address answered: %q", out)
+		}
+		if out, _, code := x.run("nslookup denied.test"); code == 0 {
+			t.Errorf("denied.test resolved: %q", out)
+		}
+	})
+	t.Run("RuntimePatch", func(t *testing.T) {
+		eg, err := c.Egress(ctx(t), sb.ID, sdk.SandboxOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := ncGet(x, "later.test"); ok {
+			t.Fatal("later.test reachable before it was allowed")
+		}
+		if st, err := eg.AddRules(ctx(t), api.NetworkRule{Action: "allow", Target: "later.test"}); err != nil || st.Mode != "enforcing" {
+			t.Fatalf("add rule: %+v %v", st, err)
+		}
+		if out, ok := ncGet(x, "later.test"); !ok || !strings.Contains(out, "hello from later") {
+			t.Errorf("later.test after PATCH: %q %v", out, ok)
+		}
+	})
+	t.Run("NetworkCannotBeUndone", func(t *testing.T) {
+		// gVisor's netlink is its own; nothing in the sandbox reaches the
+		// namespace's routes or rules, and CAP_NET_ADMIN is not granted.
+		_, _, _ = x.run("ip route flush table main; ip link set eth0 down; ip addr flush dev eth0")
+		if out, ok := ncGet(x, testutil.WorldOther); ok {
+			t.Errorf("a denied address answered after the attempts: %q", out)
+		}
+		if out, ok := ncGet(x, "allowed.test"); !ok {
+			t.Errorf("allowed.test after the attempts: %q", out)
+		}
+	})
+}
