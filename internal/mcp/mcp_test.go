@@ -84,6 +84,7 @@ resources = { cpu = "2", memory = "1Gi" }
 		"[template]\negress = [\"a b\"]",
 		"[template]\nresources = { gpu = \"1\" }",
 		"[limits]\noutput_bytes = 100000000",
+		"[template]\nisolation = \"kata\"",
 	} {
 		if _, err := ParsePolicy([]byte(bad), "bad.toml"); err == nil {
 			t.Errorf("policy %q was accepted", bad)
@@ -281,6 +282,43 @@ func TestPolicyRefusalsNeverReachTheServer(t *testing.T) {
 	if !strings.Contains(trace.String(), `"tool":"command_run"`) || !strings.Contains(trace.String(), `"error_class":"bad_arguments"`) ||
 		!strings.Contains(trace.String(), `"args_sha256":"`) || strings.Contains(trace.String(), "etc/shadow") {
 		t.Fatalf("trace:\n%s", trace.String())
+	}
+}
+
+// TestTemplateIsolationIsEveryCreates: the template's isolation tier is
+// asked for by every create (a call cannot ask for extensions at all).
+func TestTemplateIsolationIsEveryCreates(t *testing.T) {
+	bodies := make(chan api.CreateSandboxRequest, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req api.CreateSandboxRequest
+		if r.Method == http.MethodPost && json.NewDecoder(r.Body).Decode(&req) == nil {
+			select {
+			case bodies <- req:
+			default:
+			}
+		}
+		http.Error(w, `{"code":"SANDBOX::ISOLATION_NOT_ALLOWED","message":"no"}`, http.StatusBadRequest)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := sdk.New(sdk.WithBaseURL(srv.URL), sdk.WithAPIKey("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := ParsePolicy([]byte("tools = [\"sandbox_create\"]\n[template]\nimage = \"img\"\nisolation = \"runsc\"\n"), "p.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := connect(t, NewSession(Config{Client: c, Policy: pol}))
+	if res, _ := callTool(t, cs, "sandbox_create", map[string]any{}); !res.IsError {
+		t.Fatal("the create succeeded against a server that refuses it")
+	}
+	select {
+	case req := <-bodies:
+		if req.Extensions[api.ExtensionIsolation] != api.IsolationRunsc {
+			t.Errorf("the create's extensions = %v, want %s=%s", req.Extensions, api.ExtensionIsolation, api.IsolationRunsc)
+		}
+	default:
+		t.Fatal("no create reached the server")
 	}
 }
 

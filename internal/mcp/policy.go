@@ -85,6 +85,10 @@ type Template struct {
 	// Workdir confines file paths and command directories; "/" turns the
 	// confinement off. Created in each new sandbox.
 	Workdir string `toml:"workdir"`
+	// Isolation is the isolation tier of every sandbox (runc or runsc,
+	// extensions["corral.dev/isolation"]); empty: the server's default.
+	// Calls cannot choose it.
+	Isolation string `toml:"isolation"`
 }
 
 // Duration is a time.Duration written "90s" in a policy file.
@@ -225,6 +229,11 @@ func (p *Policy) check() error {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return fmt.Errorf("template.env: bad name %q", k)
 		}
+	}
+	switch p.Template.Isolation {
+	case "", api.IsolationRunc, api.IsolationRunsc:
+	default:
+		return fmt.Errorf("template.isolation %q: want %s or %s", p.Template.Isolation, api.IsolationRunc, api.IsolationRunsc)
 	}
 	return nil
 }

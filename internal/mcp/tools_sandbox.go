@@ -150,6 +150,9 @@ func createSandbox(ctx context.Context, s *Session, c *call, in createIn) (*Sand
 	if s.cfg.CredentialProxy && np != nil {
 		req.CredentialProxy = &api.CredentialProxyConfig{Enabled: true}
 	}
+	if t := s.pol.Template.Isolation; t != "" {
+		req.Extensions = map[string]string{api.ExtensionIsolation: t}
+	}
 	if in.AuthUsername != "" || in.AuthPassword != "" {
 		req.Image.Auth = &api.ImageAuth{Username: in.AuthUsername, Password: in.AuthPassword}
 	}
