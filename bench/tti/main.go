@@ -81,56 +81,71 @@ func run(runtime string, n, conc int) error {
 		return err
 	}
 	data := filepath.Join(dir, "data")
-	var raw []time.Duration
-	rawName := "`runc run` of `true` in the same image's bundle"
+	var tiers []tier
 	if runtime == "docker" {
 		if out, err := exec.Command("docker", "load", "-i", imgTar).CombinedOutput(); err != nil {
 			return fmt.Errorf("docker load: %v %s", err, out)
 		}
 		defer func() { _ = exec.Command("docker", "rmi", "local/busybox:bench").Run() }()
-		if raw, err = rawDocker(n); err != nil {
+		raw, err := rawDocker(n, "")
+		if err != nil {
 			return fmt.Errorf("raw docker: %w", err)
 		}
-		rawName = "`docker run -d` of the same image + first `docker exec … true`"
+		tiers = append(tiers, tier{name: "docker, runc", raw: raw,
+			rawName: "`docker run -d` of the same image + first `docker exec … true`"})
+		if engineHasRunsc() {
+			raw, err := rawDocker(n, "runsc")
+			if err != nil {
+				return fmt.Errorf("raw docker runsc: %w", err)
+			}
+			tiers = append(tiers, tier{name: "docker, runsc (gVisor)", raw: raw, isolation: "runsc",
+				args:    []string{"--isolation", "runc,runsc"},
+				rawName: "`docker run -d --runtime runsc` of the same image + first `docker exec … true`"})
+		} else {
+			fmt.Fprintln(os.Stderr, "bench: the engine has no runtime runsc: no gVisor rows")
+		}
 	} else {
 		if out, err := exec.Command(bin, "image", "import", imgTar, "--data-dir", data).CombinedOutput(); err != nil {
 			return fmt.Errorf("import: %v %s", err, out)
 		}
-		if raw, err = rawRunc(filepath.Join(dir, "bundle"), n); err != nil {
+		raw, err := rawRunc(filepath.Join(dir, "bundle"), n)
+		if err != nil {
 			return fmt.Errorf("raw runc: %w", err)
 		}
-	}
-
-	tiers := []tier{{name: "docker", args: nil}}
-	if runtime == "oci" {
+		rawName := "`runc run` of `true` in the same image's bundle"
 		tiers = []tier{
-			{name: "runc, user namespaces (the default)", args: nil},
-			{name: "runc, no user namespaces", args: []string{"--oci-user-namespaces=false"}},
+			{name: "runc, user namespaces (the default)", raw: raw, rawName: rawName},
+			{name: "runc, no user namespaces", args: []string{"--oci-user-namespaces=false"}, raw: raw, rawName: rawName},
 		}
 	}
 	var results []tierResult
 	for i, t := range tiers {
-		r, err := measure(bin, runtime, data, filepath.Join(dir, fmt.Sprintf("server-%d", i)), t.args, n, conc)
+		r, err := measure(bin, runtime, data, filepath.Join(dir, fmt.Sprintf("server-%d", i)), t, n, conc)
 		if err != nil {
 			return fmt.Errorf("%s: %w", t.name, err)
 		}
 		r.tier = t
 		results = append(results, r)
 	}
-	rp := pct(raw, .5)
-	fmt.Printf("time to interactive, runtime %s, busybox image, %d samples each\n\n", runtime, n)
+	fmt.Printf("time to interactive, runtime %s, busybox image, %d samples each; each tier against its own raw runtime\n\n", runtime, n)
 	fmt.Println("| tier | measurement | p50 | p99 | p50 vs raw | p50 − raw |")
 	fmt.Println("|---|---|---:|---:|---:|---:|")
-	fmt.Printf("| — | raw %s | %s | %s | 1.00× | 0 |\n", rawName, round(rp), round(pct(raw, .99)))
-	row := func(tier, what string, d []time.Duration) {
-		fmt.Printf("| %s | %s | %s | %s | %.2f× | %s |\n", tier, what, round(pct(d, .5)), round(pct(d, .99)),
-			float64(pct(d, .5))/float64(rp), round(pct(d, .5)-rp))
-	}
+	printedRaw := map[string]bool{}
 	for _, r := range results {
-		row(r.tier.name, "create → first `true` done, sequential", r.seq)
-		row(r.tier.name, fmt.Sprintf("create → first `true` done, %d concurrent", conc), r.par)
+		raw := r.tier.raw
+		rp := pct(raw, .5)
+		if !printedRaw[r.tier.rawName] {
+			printedRaw[r.tier.rawName] = true
+			fmt.Printf("| — | raw %s | %s | %s | 1.00× | 0 |\n", r.tier.rawName, round(rp), round(pct(raw, .99)))
+		}
+		row := func(what string, d []time.Duration) {
+			fmt.Printf("| %s | %s | %s | %s | %.2f× | %s |\n", r.tier.name, what, round(pct(d, .5)), round(pct(d, .99)),
+				float64(pct(d, .5))/float64(rp), round(pct(d, .5)-rp))
+		}
+		row("create → first `true` done, sequential", r.seq)
+		row(fmt.Sprintf("create → first `true` done, %d concurrent", conc), r.par)
 		if len(r.warm) > 0 {
-			row(r.tier.name, "create → first `true` done, warm pool (`--warm-pool IMAGE=1`, a sandbox ready)", r.warm)
+			row("create → first `true` done, warm pool (`--warm-pool IMAGE=1`, a sandbox ready)", r.warm)
 		}
 	}
 	fmt.Println()
@@ -140,10 +155,26 @@ func run(runtime string, n, conc int) error {
 	return nil
 }
 
-// tier is a server configuration measured: its name and serve flags.
+// tier is a server configuration measured: its name, serve flags, the
+// isolation its creates ask for, and its raw runtime's times.
 type tier struct {
-	name string
-	args []string
+	name      string
+	args      []string
+	isolation string
+	raw       []time.Duration
+	rawName   string
+}
+
+// engineHasRunsc reports whether the Docker engine has a runtime runsc.
+func engineHasRunsc() bool {
+	out, err := exec.Command("docker", "info", "--format", "{{json .Runtimes}}").Output()
+	if err != nil {
+		return false
+	}
+	var rts map[string]json.RawMessage
+	_ = json.Unmarshal(out, &rts)
+	_, ok := rts["runsc"]
+	return ok
 }
 
 type tierResult struct {
@@ -154,22 +185,24 @@ type tierResult struct {
 
 // measure runs the sequential, concurrent and (oci) warm-pool creates
 // against a server started with args; logs go to logBase*.log.
-func measure(bin, runtime, data, logBase string, args []string, n, conc int) (tierResult, error) {
+func measure(bin, runtime, data, logBase string, t tier, n, conc int) (tierResult, error) {
 	var r tierResult
+	args := t.args
+	create := func(base string) (time.Duration, string, error) { return tti(base, t.isolation) }
 	base, stop, err := startServer(bin, runtime, data, logBase+".log", args...)
 	if err != nil {
 		return r, err
 	}
 	defer func() { stop() }()
 	// One warm-up sandbox: the first create pays one-time costs.
-	if _, id, err := tti(base); err != nil {
+	if _, id, err := create(base); err != nil {
 		return r, err
 	} else if err := del(base, id); err != nil {
 		return r, err
 	}
 	var ids []string
 	for range n {
-		d, id, err := tti(base)
+		d, id, err := create(base)
 		if err != nil {
 			return r, fmt.Errorf("sequential create: %w", err)
 		}
@@ -189,7 +222,7 @@ func measure(bin, runtime, data, logBase string, args []string, n, conc int) (ti
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			d, id, err := tti(base)
+			d, id, err := create(base)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -226,7 +259,7 @@ func measure(bin, runtime, data, logBase string, args []string, n, conc int) (ti
 		if err := waitEntries(bundles, 1); err != nil {
 			return r, err
 		}
-		d, id, err := tti(wbase)
+		d, id, err := create(wbase)
 		if err != nil {
 			return r, fmt.Errorf("warm create: %w", err)
 		}
@@ -296,13 +329,17 @@ func pct(d []time.Duration, q float64) time.Duration {
 // diskLimit is -disk, for every create.
 var diskLimit string
 
-func tti(base string) (time.Duration, string, error) {
+func tti(base, isolation string) (time.Duration, string, error) {
 	start := time.Now()
 	limits := `"cpu":"1","memory":"256Mi"`
 	if diskLimit != "" {
 		limits += `,"disk":"` + diskLimit + `"`
 	}
-	body := `{"image":{"uri":"local/busybox:bench"},"timeout":600,"entrypoint":["sleep","3600"],"resourceLimits":{` + limits + `}}`
+	ext := ""
+	if isolation != "" {
+		ext = `,"extensions":{"corral.dev/isolation":"` + isolation + `"}`
+	}
+	body := `{"image":{"uri":"local/busybox:bench"},"timeout":600,"entrypoint":["sleep","3600"],"resourceLimits":{` + limits + `}` + ext + `}`
 	var created struct{ ID string }
 	if err := call("POST", base+"/v1/sandboxes", body, &created, 202); err != nil {
 		return 0, "", err
@@ -397,11 +434,16 @@ func rawRunc(bundle string, n int) ([]time.Duration, error) {
 
 // rawDocker times `docker run -d` of the image plus its first `docker
 // exec … true`, the way a user of Docker gets a shell-ready container.
-func rawDocker(n int) ([]time.Duration, error) {
+func rawDocker(n int, runtime string) ([]time.Duration, error) {
 	var ds []time.Duration
+	args := []string{"run", "-d", "--network", "none"}
+	if runtime != "" {
+		args = append(args, "--runtime", runtime)
+	}
+	args = append(args, "local/busybox:bench", "sleep", "3600")
 	for i := range n + 1 {
 		start := time.Now()
-		out, err := exec.Command("docker", "run", "-d", "--network", "none", "local/busybox:bench", "sleep", "3600").Output()
+		out, err := exec.Command("docker", args...).Output()
 		if err != nil {
 			return nil, fmt.Errorf("docker run: %w", err)
 		}
