@@ -467,11 +467,16 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 	}
 	d.dropNetns(id)
 	var labels map[string]string
-	if c, err := d.inspect(ctx, id); err == nil {
-		labels = c.Config.Labels
-	}
 	cctx, cancel := d.call(ctx)
 	defer cancel()
+	if c, err := d.inspect(ctx, id); err == nil {
+		labels = c.Config.Labels
+		if c.State.Paused {
+			// Thawed first: runsc's containerd shim outlives a container
+			// removed while paused (the engine's runc does not mind).
+			_, _ = d.cli.ContainerUnpause(cctx, c.ID, client.ContainerUnpauseOptions{})
+		}
+	}
 	_, err := d.cli.ContainerRemove(cctx, containerName(id), client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 	if err != nil && !cerrdefs.IsNotFound(err) && !strings.Contains(err.Error(), "is already in progress") {
 		return d.engineErr("remove "+id, err)

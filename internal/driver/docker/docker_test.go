@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 
 	"github.com/corral-dev/corral/api"
@@ -63,6 +65,7 @@ func conformanceIn(t *testing.T, cfg Config, tier string) {
 	cfg.ServerID = "conformance-" + hex.EncodeToString(b[:])
 	cfg.StateDir = t.TempDir()
 	mine := client.Filters{}.Add("label", sandbox.LabelServer+"="+cfg.ServerID)
+	shimsBefore := engineShims(t)
 	drivertest.Run(t, drivertest.Harness{
 		New: func(t *testing.T) driver.Driver { return newTestDriver(t, cfg) },
 		Spec: func(*testing.T) driver.Spec {
@@ -87,6 +90,53 @@ func conformanceIn(t *testing.T, cfg Config, tier string) {
 	if err != nil || len(res.Items) != 0 {
 		t.Errorf("snapshot images left: %v %v", res.Items, err)
 	}
+	// Nor an engine shim of a container that is gone (runsc's outlived a
+	// container removed while paused).
+	var orphans []string
+	testutil.WaitFor(t, 15*time.Second, "no containerd shim to outlive its container", func() bool {
+		orphans = orphans[:0]
+		for id, pid := range engineShims(t) {
+			if _, seen := shimsBefore[id]; seen {
+				continue
+			}
+			if _, err := cli.ContainerInspect(context.Background(), id, client.ContainerInspectOptions{}); cerrdefs.IsNotFound(err) {
+				orphans = append(orphans, fmt.Sprintf("%s (pid %d)", id, pid))
+			}
+		}
+		return len(orphans) == 0
+	})
+	if len(orphans) > 0 {
+		t.Errorf("containerd shims outlive their containers: %v", orphans)
+	}
+}
+
+// engineShims maps the container ID of every running containerd shim of
+// the Docker engine to the shim's pid.
+func engineShims(t *testing.T) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if len(args) == 0 || !strings.Contains(args[0], "containerd-shim") || !slices.Contains(args, "moby") {
+			continue
+		}
+		if i := slices.Index(args, "-id"); i >= 0 && i+1 < len(args) {
+			out[args[i+1]] = pid
+		}
+	}
+	return out
 }
 
 func TestConformance(t *testing.T) { conformance(t, Config{}) }
