@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"syscall"
 	"runtime"
 
 	"golang.org/x/sys/unix"
@@ -78,6 +79,13 @@ func runInit(_ context.Context, e *env, args []string) int {
 		f, err := initproc.ExitFile(o.ExitFD)
 		if err != nil {
 			return client.Fail(e, "init: --exit-fd %d: %v", o.ExitFD, err)
+		}
+		cfg.ExitFile = f
+	} else if o.ExitPath != "" {
+		// Not through a link: whatever the image left there.
+		f, err := os.OpenFile(o.ExitPath, os.O_CREATE|os.O_RDWR|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+		if err != nil {
+			return client.Fail(e, "init: --exit-path %q: %v", o.ExitPath, err)
 		}
 		cfg.ExitFile = f
 	}

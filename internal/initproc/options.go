@@ -27,6 +27,9 @@ type Options struct {
 	// ExitFD (3 or more) is a file that receives the entrypoint's exit
 	// code.
 	ExitFD int
+	// ExitPath, for runtimes that pass no descriptors (runsc), is a file
+	// in the sandbox that receives it instead: made empty at start.
+	ExitPath string
 	// GateFD (3 or more) is a pipe PID 1 reads to its end before anything
 	// else (WaitGate).
 	GateFD int
@@ -71,6 +74,7 @@ func (o *Options) Register(fs *flag.FlagSet) {
 	fs.IntVar(&o.ReadyFD, "ready-fd", o.ReadyFD, "descriptor (3 or more) of a pipe that gets a newline, and is closed, once execd's port is bound (the runtime waits on it before it connects)")
 	fs.IntVar(&o.GateFD, "gate-fd", o.GateFD, "descriptor (3 or more) of a pipe read to its end before anything else runs: the runtime opens it once the sandbox's network is ready")
 	fs.IntVar(&o.ExitFD, "exit-fd", o.ExitFD, "descriptor (3 or more) of a file that receives the entrypoint's exit code (the runtime passes it in)")
+	fs.StringVar(&o.ExitPath, "exit-path", o.ExitPath, "file that receives the entrypoint's exit code, for runtimes that pass no descriptors (emptied at start)")
 	fs.Int64Var(&o.ConsoleLimit, "console-limit", o.ConsoleLimit, "when stdout is a file, keep it under this many bytes, dropping the oldest output (0: no limit)")
 	fs.StringVar(&o.WaitStart, "wait-start", o.WaitStart, "start no entrypoint until a JSON {\"args\",\"env\"} arrives on this FIFO (warm pools)")
 	fs.StringVar(&o.WaitURL, "wait-url", o.WaitURL, "start no entrypoint until an HTTP GET of this URL answers 200 (execd runs meanwhile)")

@@ -865,24 +865,14 @@ func (d *Driver) writeBinary(tw *tar.Writer, name string) error {
 	return err
 }
 
-// runscHostTasks is what a runsc sandbox's Sentry and gofer take of its
-// host pids cgroup before any task of the sandbox runs (an idle one has
-// about 45), and runscTasksPerTask what each sandbox task adds: on
-// gVisor's ptrace platform a sandbox process is a stub process on the
-// host, with threads of the Sentry tracing it (about 7.5 measured, 64
-// sandbox processes holding 526 host tasks).
-const (
-	runscHostTasks    = 256
-	runscTasksPerTask = 10
-)
-
 // runscPids bounds a runsc sandbox's processes at pids. The host pids
 // cgroup counts the Sentry's threads and stubs, not the sandbox's
-// processes, so it only bounds the whole with room for them; the
-// sandbox's tasks are bounded by RLIMIT_NPROC, which the Sentry keeps
-// per user of the sandbox (nothing in it holds CAP_SYS_RESOURCE).
+// processes, so it only bounds the whole with room for them
+// (driver.RunscHostPids); the sandbox's tasks are bounded by
+// RLIMIT_NPROC, which the Sentry keeps per user of the sandbox (nothing
+// in it holds CAP_SYS_RESOURCE).
 func runscPids(host *container.HostConfig, pids int64) {
-	limit := runscTasksPerTask*pids + runscHostTasks
+	limit := driver.RunscHostPids(pids)
 	host.Resources.PidsLimit = &limit
 	host.Resources.Ulimits = append(host.Resources.Ulimits, &container.Ulimit{Name: "nproc", Soft: pids, Hard: pids})
 }

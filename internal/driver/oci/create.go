@@ -158,6 +158,9 @@ type build struct {
 	// hostMounts are the server's mounts of the sandbox (its idmapped
 	// root and binds), unmounted once runc has run.
 	hostMounts []string
+	// runsc: the sandbox runs under gVisor (runsc.go); its root and the
+	// host image's directories are mounted by the server, and stay so.
+	runsc bool
 }
 
 // first is the host ID of the sandbox's root (user namespaces).
@@ -170,7 +173,10 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, mode createMode) 
 	if err := validID(spec.ID); err != nil {
 		return nil, err
 	}
-	b := &build{spec: spec, mode: mode, bundle: d.bundleDir(spec.ID), disk: d.diskDir(spec.ID)}
+	b := &build{spec: spec, mode: mode, bundle: d.bundleDir(spec.ID), disk: d.diskDir(spec.ID), runsc: spec.Isolation == api.IsolationRunsc}
+	if b.runsc && d.runsc == nil {
+		return nil, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeIsolationNotAllowed, "this server cannot run runsc sandboxes: %s", d.noRunsc)
+	}
 	for _, dir := range []string{b.bundle, b.disk} {
 		if _, err := os.Stat(dir); err == nil {
 			return nil, fmt.Errorf("sandbox %s: %w", spec.ID, errdefs.ErrAlreadyExists)
@@ -187,7 +193,7 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, mode createMode) 
 		return nil, err
 	}
 	b.mark("plan")
-	if d.cfg.UserNamespaces {
+	if d.cfg.UserNamespaces && !b.runsc {
 		slot, err := d.ids.take(spec.ID)
 		if err != nil {
 			return nil, err
@@ -278,8 +284,12 @@ func (d *Driver) unstage(ctx context.Context, b *build) {
 // own file system when the sandbox has a disk limit.
 func (d *Driver) prepareBundle(ctx context.Context, b *build) error {
 	claims, deleteWith := volumeClaims(b.spec)
-	meta, _ := json.Marshal(bundleMeta{ID: b.spec.ID, Tenant: b.spec.Tenant, Labels: driver.BackendLabels(b.spec), Created: time.Now().UTC(),
-		Layers: b.plan.layers, Base: b.plan.base(), Volumes: claims, DeleteVolumes: deleteWith, IDRange: b.idRange})
+	m := bundleMeta{ID: b.spec.ID, Tenant: b.spec.Tenant, Labels: driver.BackendLabels(b.spec), Created: time.Now().UTC(),
+		Layers: b.plan.layers, Base: b.plan.base(), Volumes: claims, DeleteVolumes: deleteWith, IDRange: b.idRange}
+	if b.runsc {
+		m.Isolation = api.IsolationRunsc
+	}
+	meta, _ := json.Marshal(m)
 	if err := os.WriteFile(filepath.Join(b.bundle, "meta.json"), meta, 0o600); err != nil {
 		return err
 	}
@@ -331,6 +341,8 @@ func (d *Driver) prepareBundle(ctx context.Context, b *build) error {
 // The image's user is resolved and its working directory made in it.
 func mountRootfs(ctx context.Context, b *build) error {
 	overlay, fits := overlayOptions(b.plan.lowers, b.upper, b.work)
+	// runsc serves "/" from a directory: the overlay is mounted here.
+	fits = fits && !b.runsc
 	if !fits && b.userns == nil {
 		overlay = ""
 		if err := mountOverlay(b.plan.lowers, b.upper, b.work, b.rootfs); err != nil {
@@ -471,6 +483,14 @@ func (d *Driver) writeSpec(b *build) error {
 			if err := os.MkdirAll(wk, 0o755); err != nil {
 				return err
 			}
+			if b.runsc {
+				// Under the root the server mounted, as runsc knows no
+				// overlay mounts; unmounted by Destroy with the root.
+				if err := mountOverlay(strings.Split(d.hostLowers(b.plan, dir), ":"), up, wk, filepath.Join(b.rootfs, dir)); err != nil {
+					return err
+				}
+				continue
+			}
 			if b.userns != nil {
 				// Under the idmapped root, as it is.
 				at := filepath.Join(b.rootfs, dir)
@@ -484,7 +504,7 @@ func (d *Driver) writeSpec(b *build) error {
 		}
 	}
 	mounts = append(mounts, b.volumeMounts...)
-	args, extra := initCommand(b.spec, initParams{hostname: b.hostname, uid: b.uid, gid: b.gid, warm: b.mode == waitForClaim, gate: b.userns != nil})
+	args, extra := initCommand(b.spec, initParams{hostname: b.hostname, uid: b.uid, gid: b.gid, warm: b.mode == waitForClaim, gate: b.userns != nil, runsc: b.runsc})
 	env := mergeEnv(b.plan.config.Env, b.spec.Env, extra...)
 	if !hasVar(env, "HOME") {
 		env = append(env, "HOME=/root")
@@ -493,7 +513,7 @@ func (d *Driver) writeSpec(b *build) error {
 	p := specParams{
 		id: spec.ID, rootfs: b.rootfs, rootOverlay: b.overlay, hostname: b.hostname, args: args, env: env, cwd: b.cwd,
 		cgroupsPath: cgroupsPath(spec.ID), annotations: driver.BackendLabels(spec), mounts: mounts,
-		cpuMillis: spec.Resources.CPUMillis, memoryBytes: spec.Resources.MemoryBytes, pids: spec.Resources.Pids,
+		cpuMillis: spec.Resources.CPUMillis, memoryBytes: spec.Resources.MemoryBytes, pids: spec.Resources.Pids, runsc: b.runsc,
 	}
 	if b.userns != nil {
 		p.idFirst = b.first()
@@ -518,6 +538,9 @@ func (d *Driver) writeSpec(b *build) error {
 // start runs the bundle and waits until execd answers, then tracks the
 // sandbox and returns its handle.
 func (d *Driver) start(ctx context.Context, b *build) (*driver.Handle, error) {
+	if b.runsc {
+		return d.startRunsc(ctx, b)
+	}
 	// Readable too: PID 1 keeps the newest output when it trims the log.
 	// On disk beside the writable layer, not on the runtime tmpfs that
 	// every sandbox's small files share.
@@ -705,6 +728,9 @@ type initParams struct {
 	warm bool
 	// gate holds PID 1 until the server set its network up (fd 5).
 	gate bool
+	// runsc passes no descriptors: the exit code goes to a file in the
+	// sandbox's root, and readiness is execd answering.
+	runsc bool
 }
 
 // initCommand is PID 1's command line (`corral init`) and the variables
@@ -714,6 +740,9 @@ func initCommand(spec driver.Spec, p initParams) (args, env []string) {
 	o.ExitFD, o.ReadyFD, o.ConsoleLimit = 3, 4, ConsoleLimit
 	if p.gate {
 		o.GateFD = 5
+	}
+	if p.runsc {
+		o.ExitFD, o.ReadyFD, o.ExitPath = 0, 0, runscExit
 	}
 	if p.uid != 0 || p.gid != 0 {
 		o.User = formatUser(p.uid, p.gid)

@@ -76,15 +76,23 @@ type Config struct {
 	// UserNamespaces gives every sandbox a user namespace of its own
 	// whose root is an unprivileged host user (userns_linux.go).
 	UserNamespaces bool
-	Logger         *slog.Logger
+	// Runsc is gVisor's runtime binary for sandboxes of the runsc tier
+	// (default: runsc on PATH; runsc.go). Without one, the tier is not
+	// offered.
+	Runsc  string
+	Logger *slog.Logger
 }
 
 // Driver runs sandboxes with runc.
 type Driver struct {
-	cfg    Config
-	log    *slog.Logger
-	runc   *runc.Runc
-	images *imagestore.Store
+	cfg  Config
+	log  *slog.Logger
+	runc *runc.Runc
+	// runsc runs the runsc tier's sandboxes (nil: it cannot, for the
+	// reason noRunsc gives).
+	runsc   *runc.Runc
+	noRunsc string
+	images  *imagestore.Store
 	// hostRoot is the "host" image's bottom layer (see buildHostSkeleton).
 	hostRoot string
 
@@ -158,12 +166,17 @@ type handleState struct {
 	Netns string `json:"netns,omitempty"`
 	// UserNS: the sandbox has a user namespace of its own.
 	UserNS bool `json:"userns,omitempty"`
+	// Runsc: the sandbox runs under gVisor; Pid is its Sentry's.
+	Runsc bool `json:"runsc,omitempty"`
 }
 
 // Isolation implements driver.Isolator.
 func (d *Driver) Isolation(h *driver.Handle) string {
 	var hs handleState
-	if h != nil && json.Unmarshal(h.State, &hs) == nil && hs.UserNS {
+	if h != nil && json.Unmarshal(h.State, &hs) == nil && hs.Runsc {
+		return api.IsolationRunsc
+	}
+	if hs.UserNS {
 		return api.IsolationRuncUserns
 	}
 	return api.IsolationRunc
@@ -187,6 +200,8 @@ type bundleMeta struct {
 	// IDRange is the sandbox's host ID range (slot + 1; 0: no user
 	// namespace).
 	IDRange int `json:"idRange,omitempty"`
+	// Isolation is the sandbox's tier when it is not runc (runsc).
+	Isolation string `json:"isolation,omitempty"`
 }
 
 // New checks the runtime binary and prepares the driver's directories.
@@ -244,6 +259,7 @@ func New(cfg Config) (*Driver, error) {
 		runc: &runc.Runc{Command: rt, Root: filepath.Join(runDir(cfg.Root), "runc")},
 		live: map[string]*instance{},
 	}
+	d.runsc, d.noRunsc = newRunsc(cfg, runDir(cfg.Root))
 	if cfg.Network.Binary == "" {
 		cfg.Network.Binary = cfg.CorralBinary
 	}
@@ -348,7 +364,7 @@ func notExist(err error) bool {
 
 // state returns runc's view of a container; ErrNotFound if runc has none.
 func (d *Driver) state(ctx context.Context, id string) (*runc.Container, error) {
-	c, err := d.runc.State(ctx, id)
+	c, err := d.rt(id).State(ctx, id)
 	if notExist(err) {
 		return nil, fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
 	}
@@ -494,11 +510,20 @@ func exitCode(bundle string) (driver.Exit, bool) {
 			return driver.Exit{}, false
 		}
 	}
-	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || n < 0 || n > 255 {
+	n, ok := parseExitCode(b)
+	if !ok {
 		return driver.Exit{}, false
 	}
 	return driver.Exit{Code: n, At: fi.ModTime().UTC()}, true
+}
+
+// parseExitCode reads an exit code PID 1 wrote: a number from 0 to 255.
+func parseExitCode(b []byte) (int, bool) {
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || n < 0 || n > 255 {
+		return 0, false
+	}
+	return n, true
 }
 
 // exitOf is the exit of a stopped sandbox: what init recorded, or a kill.
@@ -509,6 +534,18 @@ func exitOf(bundle string) driver.Exit {
 	return driver.Exit{Code: 137, At: time.Now().UTC(), Reason: "killed"}
 }
 
+// exitOf is the exit of a stopped sandbox whose bundle is bundle; a runsc
+// sandbox's PID 1 recorded it in its root.
+func (d *Driver) exitOf(bundle string) driver.Exit {
+	id := filepath.Base(bundle)
+	if d.isRunsc(id) {
+		if n, at, ok := runscExitCode(filepath.Join(d.diskDir(id), "rootfs")); ok {
+			return driver.Exit{Code: n, At: at}
+		}
+	}
+	return exitOf(bundle)
+}
+
 // Inspect implements driver.Driver.
 func (d *Driver) Inspect(ctx context.Context, id string) (driver.Status, error) {
 	sb, c, err := d.lookup(ctx, id)
@@ -516,6 +553,12 @@ func (d *Driver) Inspect(ctx context.Context, id string) (driver.Status, error) 
 		return driver.Status{}, err
 	}
 	st := driver.Status{StartedAt: c.Created}
+	if st.StartedAt.IsZero() {
+		// runsc's state has no creation time: the bundle's.
+		if meta, err := readMeta(sb.bundle); err == nil {
+			st.StartedAt = meta.Created
+		}
+	}
 	switch c.Status {
 	case "created":
 		st.Phase = driver.PhaseCreating
@@ -525,7 +568,7 @@ func (d *Driver) Inspect(ctx context.Context, id string) (driver.Status, error) 
 		st.Phase = driver.PhasePaused
 	default:
 		st.Phase = driver.PhaseExited
-		ex := exitOf(sb.bundle)
+		ex := d.exitOf(sb.bundle)
 		st.Exit = &ex
 	}
 	return st, nil
@@ -567,7 +610,7 @@ func (d *Driver) Wait(ctx context.Context, id string) (driver.Exit, error) {
 			return driver.Exit{}, err
 		}
 		if c.Status == "stopped" || c.Pid <= 0 || !procfs.Alive(sb.pid, sb.startTime) {
-			return exitOf(sb.bundle), nil
+			return d.exitOf(sb.bundle), nil
 		}
 	}
 	if err := procfs.WaitExit(ctx, sb.pid, sb.startTime); err != nil {
@@ -576,7 +619,7 @@ func (d *Driver) Wait(ctx context.Context, id string) (driver.Exit, error) {
 	if _, err := os.Stat(sb.bundle); err != nil {
 		return driver.Exit{}, fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
 	}
-	return exitOf(sb.bundle), nil
+	return d.exitOf(sb.bundle), nil
 }
 
 // Stop implements driver.Driver: SIGTERM to PID 1 (which passes it to the
@@ -590,10 +633,11 @@ func (d *Driver) Stop(ctx context.Context, id string, grace time.Duration) error
 	if c.Status == "stopped" {
 		return nil
 	}
+	rt := d.rt(id)
 	if c.Status == "paused" {
-		_ = d.runc.Resume(ctx, id)
+		_ = rt.Resume(ctx, id)
 	}
-	if err := d.runc.Kill(ctx, id, 15, nil); err != nil && !notExist(err) && !strings.Contains(err.Error(), "not running") {
+	if err := rt.Kill(ctx, id, 15, nil); err != nil && !notExist(err) && !strings.Contains(err.Error(), "not running") {
 		return fmt.Errorf("stop %s: %w", id, err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, grace)
@@ -602,7 +646,7 @@ func (d *Driver) Stop(ctx context.Context, id string, grace time.Duration) error
 	if err == nil {
 		return nil
 	}
-	if err := d.runc.Kill(ctx, id, 9, &runc.KillOpts{All: true}); err != nil && !notExist(err) && !strings.Contains(err.Error(), "not running") {
+	if err := rt.Kill(ctx, id, 9, &runc.KillOpts{All: true}); err != nil && !notExist(err) && !strings.Contains(err.Error(), "not running") {
 		return fmt.Errorf("kill %s: %w", id, err)
 	}
 	return procfs.WaitExit(ctx, sb.pid, sb.startTime)
@@ -616,7 +660,15 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 	d.forwarders.CloseSandbox(id)
 	meta, _ := readMeta(d.bundleDir(id))
 	var errs []error
-	if err := d.runc.Delete(ctx, id, &runc.DeleteOpts{Force: true}); err != nil && !notExist(err) {
+	rt := d.rtOf(meta)
+	if rt == d.runsc {
+		// runsc cannot delete a paused sandbox: it panics on the state
+		// change.
+		if c, err := rt.State(ctx, id); err == nil && c.Status == "paused" {
+			_ = rt.Resume(ctx, id)
+		}
+	}
+	if err := rt.Delete(ctx, id, &runc.DeleteOpts{Force: true}); err != nil && !notExist(err) {
 		errs = append(errs, fmt.Errorf("runc delete: %w", err))
 	}
 	bundle, disk, stage := d.bundleDir(id), d.diskDir(id), d.stageDir(id)
@@ -752,7 +804,7 @@ func (d *Driver) Pause(ctx context.Context, id string) error {
 	if c.Status != "running" {
 		return fmt.Errorf("sandbox %s is %s, not running: %w", id, c.Status, errdefs.ErrFailedPrecondition)
 	}
-	if err := d.runc.Pause(ctx, id); err != nil {
+	if err := d.rt(id).Pause(ctx, id); err != nil {
 		return fmt.Errorf("pause %s: %w", id, err)
 	}
 	return nil
@@ -768,7 +820,7 @@ func (d *Driver) Resume(ctx context.Context, id string) error {
 	if c.Status != "paused" {
 		return fmt.Errorf("sandbox %s is %s, not paused: %w", id, c.Status, errdefs.ErrFailedPrecondition)
 	}
-	if err := d.runc.Resume(ctx, id); err != nil {
+	if err := d.rt(id).Resume(ctx, id); err != nil {
 		return fmt.Errorf("resume %s: %w", id, err)
 	}
 	return nil
@@ -831,6 +883,13 @@ func (d *Driver) List(ctx context.Context) ([]driver.Listing, error) {
 	cs, err := d.runc.List(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("runc list: %w", err)
+	}
+	if d.runsc != nil {
+		more, err := d.runsc.List(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("runsc list: %w", err)
+		}
+		cs = append(cs, more...)
 	}
 	for _, c := range cs {
 		if !seen[c.ID] && c.Annotations[sandbox.LabelManaged] == "true" && c.Annotations[LabelPool] != "true" {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/driver/drivertest"
 	"github.com/corral-dev/corral/internal/testutil"
@@ -61,24 +62,47 @@ func TestConformanceUserNamespaces(t *testing.T) {
 	conformance(t, true)
 }
 
-func conformance(t *testing.T, userns bool) {
+// TestConformanceRunsc: the suite with every sandbox under gVisor (the
+// runsc tier), user namespaces on for the server's runc sandboxes.
+func TestConformanceRunsc(t *testing.T) {
+	requireRunsc(t)
+	conformanceIn(t, true, api.IsolationRunsc)
+}
+
+// requireRunsc skips without the root tier, and fails in it without
+// runsc (scripts/test.sh installs it).
+func requireRunsc(t *testing.T) {
+	t.Helper()
+	requireRunc(t)
+	if _, err := exec.LookPath("runsc"); err != nil {
+		t.Fatalf("the runsc tier needs gVisor's runsc (apt-get install runsc): %v", err)
+	}
+}
+
+func conformance(t *testing.T, userns bool) { conformanceIn(t, userns, "") }
+
+func conformanceIn(t *testing.T, userns bool, tier string) {
 	requireRunc(t)
 	root := t.TempDir()
 	t.Cleanup(func() { _ = UnmountRunDir(root) })
+	runtime := "runc"
+	if tier == api.IsolationRunsc {
+		runtime = "runsc"
+	}
 	drivertest.Run(t, drivertest.Harness{
 		New: func(t *testing.T) driver.Driver {
 			return newTestDriverWith(t, Config{Root: root, UserNamespaces: userns})
 		},
 		Spec: func(*testing.T) driver.Spec {
-			return driver.Spec{Image: driver.Image{URI: HostImage}, Entrypoint: []string{"sleep", "infinity"}, Labels: map[string]string{"team": "a"}}
+			return driver.Spec{Image: driver.Image{URI: HostImage}, Entrypoint: []string{"sleep", "infinity"}, Labels: map[string]string{"team": "a"}, Isolation: tier}
 		},
 		ExitSpec: func(_ *testing.T, code int) driver.Spec {
-			return driver.Spec{Image: driver.Image{URI: HostImage}, Entrypoint: []string{"sh", "-c", fmt.Sprintf("sleep 0.5; exit %d", code)}}
+			return driver.Spec{Image: driver.Image{URI: HostImage}, Entrypoint: []string{"sh", "-c", fmt.Sprintf("sleep 0.5; exit %d", code)}, Isolation: tier}
 		},
 		Kill: func(t *testing.T, id string) {
-			out, err := exec.Command("runc", "--root", filepath.Join(root, "run", "runc"), "delete", "--force", id).CombinedOutput()
+			out, err := exec.Command(runtime, "--root", filepath.Join(root, "run", runtime), "delete", "--force", id).CombinedOutput()
 			if err != nil {
-				t.Fatalf("runc delete: %v %s", err, out)
+				t.Fatalf("%s delete: %v %s", runtime, err, out)
 			}
 		},
 	})
@@ -92,6 +116,12 @@ func assertNoLeaks(t *testing.T, root string) {
 	out, err := exec.Command("runc", "--root", filepath.Join(root, "run", "runc"), "list", "-q").Output()
 	if err != nil || strings.TrimSpace(string(out)) != "" {
 		t.Errorf("leak: runc containers %q (%v)", out, err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "run", "runsc")); err == nil {
+		out, err := exec.Command("runsc", "--root", filepath.Join(root, "run", "runsc"), "list", "-quiet").Output()
+		if err != nil || strings.TrimSpace(string(out)) != "" {
+			t.Errorf("leak: runsc containers %q (%v)", out, err)
+		}
 	}
 	// What a user namespace's create staged is under the stage directory.
 	stage := (&Driver{stage: filepath.Join(stageRoot(), stageName(root))}).stageDir("")

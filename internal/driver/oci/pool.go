@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/imagestore"
 	"github.com/corral-dev/corral/internal/initproc"
@@ -226,8 +227,9 @@ func (d *Driver) createWarm(ctx context.Context, image string) (string, error) {
 func (d *Driver) Claim(spec driver.Spec) (string, bool) {
 	p := d.pool
 	// A disk limit is a file system made at create: no warm sandbox has one.
+	// Warm sandboxes are runc's.
 	if p == nil || spec.Snapshot != nil || len(spec.Volumes) > 0 || spec.Policed() || spec.SecretsDir != "" || len(spec.Entrypoint) == 0 ||
-		spec.Resources.DiskBytes > 0 {
+		spec.Resources.DiskBytes > 0 || spec.Isolation == api.IsolationRunsc {
 		return "", false
 	}
 	if spec.Platform.OS != "" && spec.Platform.OS+"/"+spec.Platform.Arch != imagestore.HostPlatform() {

@@ -86,7 +86,7 @@ func (d *Driver) thawInterrupted(ctx context.Context, id, bundle string) error {
 		return nil
 	}
 	if c, err := d.state(ctx, id); err == nil && c.Status == "paused" {
-		if err := d.runc.Resume(ctx, id); err != nil {
+		if err := d.rt(id).Resume(ctx, id); err != nil {
 			return fmt.Errorf("thaw %s after an interrupted snapshot: %w", id, err)
 		}
 	}
@@ -115,7 +115,7 @@ func (d *Driver) Snapshot(ctx context.Context, id, snapshotID string) (*driver.S
 			return nil, fmt.Errorf("sandbox %s is %s, not running: %w", id, c.Status, errdefs.ErrFailedPrecondition)
 		}
 	}
-	if f, err := frozen(id); err != nil || f {
+	if f, err := d.paused(ctx, id); err != nil || f {
 		return nil, fmt.Errorf("sandbox %s is paused, not running: %w", id, errdefs.ErrFailedPrecondition)
 	}
 	meta, err := readMeta(sb.bundle)
@@ -148,14 +148,14 @@ func (d *Driver) Snapshot(ctx context.Context, id, snapshotID string) (*driver.S
 	if err := os.WriteFile(mark, nil, 0o600); err != nil {
 		return nil, err
 	}
-	if err := setFrozen(ctx, id, true); err != nil {
-		_ = setFrozen(context.WithoutCancel(ctx), id, false)
+	if err := d.setPaused(ctx, id, true); err != nil {
+		_ = d.setPaused(context.WithoutCancel(ctx), id, false)
 		_ = os.Remove(mark)
 		return nil, fmt.Errorf("freeze %s: %w", id, err)
 	}
 	bytes, err := d.copyLayers(id, meta.Base.Host, tmp)
 	// Thawed whatever happened, even if ctx ended meanwhile.
-	rerr := setFrozen(context.WithoutCancel(ctx), id, false)
+	rerr := d.setPaused(context.WithoutCancel(ctx), id, false)
 	if rerr == nil {
 		_ = os.Remove(mark)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/moby/profiles/seccomp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/insandbox"
 )
 
@@ -75,6 +76,9 @@ type specParams struct {
 	mounts []specs.Mount
 	// cpuMillis, memoryBytes and pids are limits; 0 means none (pids: the default).
 	cpuMillis, memoryBytes, pids int64
+	// runsc: the spec is gVisor's (runsc.go): the pids bound the
+	// sandbox's tasks by RLIMIT_NPROC, with host room for the Sentry's.
+	runsc bool
 }
 
 // buildSpec makes the OCI runtime spec of a sandbox with corral's
@@ -145,6 +149,14 @@ func buildSpec(p specParams) (*specs.Spec, error) {
 	}
 	if p.rootOverlay != "" {
 		s.Mounts = append([]specs.Mount{{Destination: "/", Type: "overlay", Source: "overlay", Options: []string{p.rootOverlay}}}, s.Mounts...)
+	}
+	if p.runsc {
+		// Pids holds gVisor's threads and stubs; the sandbox's tasks are
+		// held by RLIMIT_NPROC in the Sentry.
+		host := driver.RunscHostPids(pids)
+		s.Linux.Resources.Pids = &specs.LinuxPids{Limit: &host}
+		n := uint64(pids)
+		s.Process.Rlimits = append(s.Process.Rlimits, specs.POSIXRlimit{Type: "RLIMIT_NPROC", Hard: n, Soft: n})
 	}
 	sc, err := seccomp.GetDefaultProfile(s)
 	if err != nil {
