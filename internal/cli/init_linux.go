@@ -10,8 +10,8 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"syscall"
 	"runtime"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
