@@ -179,6 +179,9 @@ required=(
   internal/driver/docker.TestConformance
   internal/driver/docker.TestConformanceRemote
   internal/driver/docker.TestConformanceRunsc
+  internal/driver/oci.TestConformanceRunsc
+  test/e2e.TestEscapeSuiteRunsc
+  test/e2e.TestOCIRunscEgressPolicy
   internal/driver/docker.TestRunscTierIsGVisor
   test/e2e.TestDockerEndToEnd
   test/e2e.TestDockerEscapeSuite

@@ -80,6 +80,7 @@ type ociFlags struct {
 	hostImage bool
 	warmPool  string
 	userns    bool
+	runsc     string
 }
 
 func (f *ociFlags) check(model.Limits) error { return nil }
@@ -94,11 +95,12 @@ func (f *ociFlags) driver(h runtimeHost) (driver.Driver, error) {
 		return nil, err
 	}
 	return oci.New(oci.Config{Root: filepath.Join(h.dataDir, "oci"), Runtime: f.runtime, AllowHostImage: f.hostImage,
-		HostCredentials: h.hostCredentials, Pool: pool, Network: network, UserNamespaces: f.userns, Logger: h.log})
+		HostCredentials: h.hostCredentials, Pool: pool, Network: network, UserNamespaces: f.userns, Runsc: f.runsc, Logger: h.log})
 }
 
 func (f *ociFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.runtime, "oci-runtime", "runc", "runtime oci: the OCI runtime binary (runc, crun, runsc)")
+	fs.StringVar(&f.runtime, "oci-runtime", "runc", "runtime oci: the OCI runtime binary of the runc tier (runc, crun)")
+	fs.StringVar(&f.runsc, "oci-runsc", "runsc", "runtime oci: gVisor's runsc binary, for sandboxes of the runsc tier (--isolation)")
 	fs.BoolVar(&f.hostImage, "host-image", true, `runtime oci: allow image.uri "host" (a read-only view of this machine's /usr; turn off for multi-tenant use)`)
 	fs.BoolVar(&f.userns, "oci-user-namespaces", true, "runtime oci: give each sandbox a user namespace of its own, whose root is an unprivileged host user (docs/isolation.md); off: root in a sandbox is root on the host, held in by capabilities and seccomp only")
 	fs.StringVar(&f.warmPool, "warm-pool", "", `runtime oci: keep sandboxes of these images started ahead of time, claimed by creates ("host=2,python:3.12=1")`)

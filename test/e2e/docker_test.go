@@ -210,50 +210,23 @@ func dockerEscapeSuite(t *testing.T, tier string) {
 	if out, _, code := sandboxExecd(t, c, sb.ID).run("echo still-here"); code != 0 || out != "still-here\n" {
 		t.Errorf("the sandbox did not survive the suite: %q %d", out, code)
 	}
-	want := api.IsolationRunc
-	if tier != "" {
-		want = tier
+	if tier == api.IsolationRunsc {
+		runscTierChecks(t, s, sb.ID, ref)
+		return
 	}
 	t.Run("IsolationReported", func(t *testing.T) {
-		if got, err := c.GetSandbox(ctx(t), sb.ID); err != nil || got.Isolation != want {
-			t.Errorf("GET isolation = %+v, %v; want %s", got, err, want)
+		if got, err := c.GetSandbox(ctx(t), sb.ID); err != nil || got.Isolation != api.IsolationRunc {
+			t.Errorf("GET isolation = %+v, %v; want %s", got, err, api.IsolationRunc)
 		}
 	})
-	if tier == api.IsolationRunsc {
-		runscProbes(t, sandboxExecd(t, c, sb.ID))
-		t.Run("MemoryOverLimitEndsOnlyThatSandbox", func(t *testing.T) {
-			// A runc sandbox loses the process; a runsc one, whose memory
-			// is its Sentry's, is ended whole, and said to be.
-			hog := ociCreate(ref)
-			hog.ResourceLimits = map[string]string{"memory": "128Mi"}
-			hog.Extensions = req.Extensions
-			h, err := c.CreateSandbox(ctx(t), hog, sdk.CreateOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.DeleteSandbox(ctx(t), h.ID)
-			_, _, _, _ = sandboxExecd(t, c, h.ID).sdk.Run(ctx(t), "dd if=/dev/zero of=/dev/null bs=400M count=1", sdk.CommandOptions{})
-			var got *api.Sandbox
-			testutil.WaitFor(t, 20*time.Second, "the sandbox over its memory to end", func() bool {
-				got, err = c.GetSandbox(ctx(t), h.ID)
-				return err == nil && got.Status.State == api.StateFailed
-			})
-			if !strings.Contains(got.Status.Message, "OOMKilled") {
-				t.Errorf("status = %+v, want it to say OOMKilled", got.Status)
-			}
-			if out, _, code := sandboxExecd(t, c, sb.ID).run("echo alive"); code != 0 || out != "alive\n" {
-				t.Errorf("another sandbox after the OOM: %q %d", out, code)
-			}
-			if s.status(t, "GET", "/health") != 200 {
-				t.Errorf("the server after a sandbox's OOM")
-			}
-		})
-	}
 }
 
-// runscProbes are the runsc tier's own: the sandbox's kernel is gVisor's
-// Sentry, not the host's.
-func runscProbes(t *testing.T, x *execd) {
+// runscTierChecks are the runsc tier's own escape probes, in sandbox id
+// of server s: the sandbox's kernel is gVisor's Sentry, not the host's;
+// and a sandbox of image ref over its memory ends, alone.
+func runscTierChecks(t *testing.T, s *server, id, ref string) {
+	c := s.client(t)
+	x := sandboxExecd(t, c, id)
 	t.Run("KernelIsGVisor", func(t *testing.T) {
 		out, errOut, code := x.run("dmesg | head -n 5; uname -r")
 		if code != 0 || !strings.Contains(out, "gVisor") {
@@ -270,6 +243,38 @@ func runscProbes(t *testing.T, x *execd) {
 		// would name them.
 		if out, _, _ := x.run("cat /proc/modules 2>/dev/null | wc -l"); strings.TrimSpace(out) != "0" {
 			t.Errorf("/proc/modules has %s lines", strings.TrimSpace(out))
+		}
+	})
+	t.Run("IsolationReported", func(t *testing.T) {
+		if got, err := c.GetSandbox(ctx(t), id); err != nil || got.Isolation != api.IsolationRunsc {
+			t.Errorf("GET isolation = %+v, %v; want %s", got, err, api.IsolationRunsc)
+		}
+	})
+	t.Run("MemoryOverLimitEndsOnlyThatSandbox", func(t *testing.T) {
+		// A runc sandbox loses the process; a runsc one, whose memory is
+		// its Sentry's, is ended whole, and said to be.
+		hog := ociCreate(ref)
+		hog.ResourceLimits = map[string]string{"memory": "128Mi"}
+		hog.Extensions = map[string]string{api.ExtensionIsolation: api.IsolationRunsc}
+		h, err := c.CreateSandbox(ctx(t), hog, sdk.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.DeleteSandbox(ctx(t), h.ID)
+		_, _, _, _ = sandboxExecd(t, c, h.ID).sdk.Run(ctx(t), "dd if=/dev/zero of=/dev/null bs=400M count=1", sdk.CommandOptions{})
+		var got *api.Sandbox
+		testutil.WaitFor(t, 20*time.Second, "the sandbox over its memory to end", func() bool {
+			got, err = c.GetSandbox(ctx(t), h.ID)
+			return err == nil && (got.Status.State == api.StateFailed || got.Status.State == api.StateTerminated)
+		})
+		if got.Status.State != api.StateFailed || got.Status.Message == "" {
+			t.Errorf("status = %+v, want Failed with a reason", got.Status)
+		}
+		if out, _, code := x.run("echo alive"); code != 0 || out != "alive\n" {
+			t.Errorf("another sandbox after the OOM: %q %d", out, code)
+		}
+		if s.status(t, "GET", "/health") != 200 {
+			t.Errorf("the server after a sandbox's OOM")
 		}
 	})
 }

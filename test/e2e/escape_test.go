@@ -172,13 +172,18 @@ func lastLine(s string) string {
 
 // TestEscapeSuite runs every probe inside a native-runtime sandbox, in a
 // user namespace of its own (the default), and the user namespace's own.
-func TestEscapeSuite(t *testing.T) { ociEscapeSuite(t, true) }
+func TestEscapeSuite(t *testing.T) { ociEscapeSuite(t, true, "") }
+
+// TestEscapeSuiteRunsc: the probes in a native sandbox of the runsc tier
+// (gVisor), on a server whose runc sandboxes have user namespaces, and
+// gVisor's own.
+func TestEscapeSuiteRunsc(t *testing.T) { ociEscapeSuite(t, true, api.IsolationRunsc) }
 
 // TestEscapeSuiteWithoutUserNamespaces: the same probes hold on a server
 // that turned user namespaces off.
-func TestEscapeSuiteWithoutUserNamespaces(t *testing.T) { ociEscapeSuite(t, false) }
+func TestEscapeSuiteWithoutUserNamespaces(t *testing.T) { ociEscapeSuite(t, false, "") }
 
-func ociEscapeSuite(t *testing.T, userns bool) {
+func ociEscapeSuite(t *testing.T, userns bool, tier string) {
 	requireOCI(t)
 	t.Parallel()
 	dir := t.TempDir()
@@ -188,15 +193,20 @@ func ociEscapeSuite(t *testing.T, userns bool) {
 		img = withInt80(t, img)
 	}
 	testutil.PushImage(t, reg+"/corral/busybox:1", img)
-	s := startServer(t, dir, "--runtime", "oci", "--oci-user-namespaces="+strconv.FormatBool(userns))
+	s := startServer(t, dir, "--runtime", "oci", "--oci-user-namespaces="+strconv.FormatBool(userns), "--isolation", "runc,runsc")
 	c := s.client(t)
 	req := ociCreate(reg + "/corral/busybox:1")
 	req.ResourceLimits = map[string]string{"cpu": "1", "memory": "64Mi", "pids": "64"}
+	if tier == api.IsolationRunsc {
+		req.Extensions = map[string]string{api.ExtensionIsolation: tier}
+		// The limit covers gVisor's kernel too (docs/isolation.md).
+		req.ResourceLimits["memory"] = "256Mi"
+	}
 	sb, err := c.CreateSandbox(ctx(t), req, sdk.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	runEscapeSuite(t, sandboxExecd(t, c, sb.ID), s, "")
+	runEscapeSuite(t, sandboxExecd(t, c, sb.ID), s, tier)
 	// The 32-bit system call entry point is closed: only the machine's
 	// own ABI passes the seccomp filter.
 	t.Run("Int80Refused", func(t *testing.T) {
@@ -213,6 +223,10 @@ func ociEscapeSuite(t *testing.T, userns bool) {
 	// After every probe the sandbox still answers.
 	if out, _, code := sandboxExecd(t, c, sb.ID).run("echo still-here"); code != 0 || out != "still-here\n" {
 		t.Errorf("the sandbox did not survive the suite: %q %d", out, code)
+	}
+	if tier == api.IsolationRunsc {
+		runscTierChecks(t, s, sb.ID, reg+"/corral/busybox:1")
+		return
 	}
 	if !userns {
 		t.Run("IsolationReported", func(t *testing.T) {

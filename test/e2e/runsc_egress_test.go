@@ -28,12 +28,26 @@ func ncGet(x *execd, host string) (string, bool) {
 func TestDockerRunscEgressPolicy(t *testing.T) {
 	cli := requireDocker(t)
 	t.Parallel()
+	runscEgressPolicy(t, "docker", registryImage(t, cli))
+}
+
+// TestOCIRunscEgressPolicy: the same for a native sandbox of the runsc
+// tier.
+func TestOCIRunscEgressPolicy(t *testing.T) {
+	requireOCI(t)
+	t.Parallel()
+	reg := testutil.StartRegistry(t)
+	testutil.PushImage(t, reg+"/corral/busybox:1", busyboxImage(t))
+	runscEgressPolicy(t, "oci", reg+"/corral/busybox:1")
+}
+
+func runscEgressPolicy(t *testing.T, runtime, image string) {
 	w := egressWorld(t)
-	s := startServer(t, t.TempDir(), "--runtime", "docker", "--isolation", "runc,runsc",
+	s := startServer(t, t.TempDir(), "--runtime", runtime, "--isolation", "runc,runsc",
 		"--egress-upstream", testutil.WorldDNS+":53",
 		"--egress-uplink-netns", testutil.NetnsPath(w.Uplink), "--egress-subnet", "10.214.0.0/24")
 	c := s.client(t)
-	req := ociCreate(registryImage(t, cli), "sh", "-c",
+	req := ociCreate(image, "sh", "-c",
 		"nc -w 2 "+testutil.WorldOther+" 80 </dev/null > /tmp/first-probe 2>&1; echo exit=$? >> /tmp/first-probe; exec sleep 3600")
 	req.NetworkPolicy = &api.NetworkPolicy{DefaultAction: "deny", Egress: []api.NetworkRule{{Action: "allow", Target: "allowed.test"}}}
 	req.Extensions = map[string]string{api.ExtensionIsolation: api.IsolationRunsc}
