@@ -117,6 +117,17 @@ func run(runtime string, n, conc int) error {
 			{name: "runc, user namespaces (the default)", raw: raw, rawName: rawName},
 			{name: "runc, no user namespaces", args: []string{"--oci-user-namespaces=false"}, raw: raw, rawName: rawName},
 		}
+		if _, err := exec.LookPath("runsc"); err == nil {
+			// The same bundle, whose config.json rawRunc wrote.
+			raw, err := rawRun("runsc", filepath.Join(dir, "runsc-root"), filepath.Join(dir, "bundle"), n, "--network=none")
+			if err != nil {
+				return fmt.Errorf("raw runsc: %w", err)
+			}
+			tiers = append(tiers, tier{name: "runsc (gVisor)", args: []string{"--isolation", "runc,runsc"}, isolation: "runsc", raw: raw,
+				rawName: "`runsc run` of `true` in the same image's bundle"})
+		} else {
+			fmt.Fprintln(os.Stderr, "bench: no runsc: no gVisor rows")
+		}
 	}
 	var results []tierResult
 	for i, t := range tiers {
@@ -241,8 +252,8 @@ func measure(bin, runtime, data, logBase string, t tier, n, conc int) (tierResul
 	if firstErr != nil {
 		return r, firstErr
 	}
-	if runtime != "oci" {
-		return r, nil
+	if runtime != "oci" || t.isolation != "" {
+		return r, nil // warm pools hold runc sandboxes of the native runtime
 	}
 	// Warm: a server keeping a warm pool of the image; each create
 	// claims a sandbox the pool had ready (the bench waits for the pool to
@@ -417,17 +428,23 @@ func rawRunc(bundle string, n int) ([]time.Duration, error) {
 	if err := os.WriteFile(cfgPath, out, 0o600); err != nil {
 		return nil, err
 	}
+	return rawRun("runc", root, bundle, n)
+}
+
+// rawRun times `BIN run` of the bundle (whose process is `true`), n
+// times after one that warms caches.
+func rawRun(bin, root, bundle string, n int, global ...string) ([]time.Duration, error) {
 	var ds []time.Duration
 	for i := range n + 1 {
 		start := time.Now()
-		cmd := exec.Command("runc", "--root", root, "run", "--bundle", bundle, fmt.Sprintf("raw%d", i))
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("runc run: %v %s", err, out)
+		args := append(append([]string{"--root", root}, global...), "run", "--bundle", bundle, fmt.Sprintf("raw%d", i))
+		if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("%s run: %v %s", bin, err, out)
 		}
 		if i > 0 { // the first one warms caches
 			ds = append(ds, time.Since(start))
 		}
-		_ = exec.Command("runc", "--root", root, "delete", "-f", fmt.Sprintf("raw%d", i)).Run()
+		_ = exec.Command(bin, append(append([]string{"--root", root}, global...), "delete", "-f", fmt.Sprintf("raw%d", i))...).Run()
 	}
 	return ds, nil
 }
