@@ -589,13 +589,9 @@ func (d *Driver) start(ctx context.Context, b *build) (*driver.Handle, error) {
 		return nil, d.startError(b.bundle, b.disk, fmt.Errorf("runc run: %w", err))
 	}
 	b.mark("runc")
-	pid, err := readPid(pidFile)
+	pid, start, err := d.started(b, pidFile)
 	if err != nil {
 		return nil, err
-	}
-	start, err := procfs.StartTime(pid)
-	if err != nil {
-		return nil, d.startError(b.bundle, b.disk, fmt.Errorf("the sandbox exited at once"))
 	}
 	if gate != nil {
 		// The sandbox's mount namespace has its copies of the server's
@@ -609,10 +605,29 @@ func (d *Driver) start(ctx context.Context, b *build) (*driver.Handle, error) {
 	if err := d.waitReady(ctx, ready, b.netns, pid, start); err != nil {
 		return nil, d.startError(b.bundle, b.disk, err)
 	}
+	return d.ready(b, handleState{Bundle: b.bundle, Pid: pid, StartTime: start, UserNS: b.userns != nil}), nil
+}
+
+// started reads the pid runc (or runsc: the Sentry's) wrote, and its
+// start time; an error if it is gone already.
+func (d *Driver) started(b *build, pidFile string) (int, uint64, error) {
+	pid, err := readPid(pidFile)
+	if err != nil {
+		return 0, 0, err
+	}
+	start, err := procfs.StartTime(pid)
+	if err != nil {
+		return 0, 0, d.startError(b.bundle, b.disk, fmt.Errorf("the sandbox exited at once"))
+	}
+	return pid, start, nil
+}
+
+// ready tracks a sandbox whose execd answers and returns its handle.
+func (d *Driver) ready(b *build, hs handleState) *driver.Handle {
 	b.mark("ready")
-	d.track(b.spec.ID, &instance{bundle: b.bundle, pid: pid, startTime: start, netns: b.netns, ns: b.ns})
-	state, _ := json.Marshal(handleState{Bundle: b.bundle, Pid: pid, StartTime: start, UserNS: b.userns != nil})
-	return &driver.Handle{ID: b.spec.ID, Driver: Name, Version: 1, State: state}, nil
+	d.track(b.spec.ID, &instance{bundle: b.bundle, pid: hs.Pid, startTime: hs.StartTime, netns: b.netns, ns: b.ns})
+	state, _ := json.Marshal(hs)
+	return &driver.Handle{ID: b.spec.ID, Driver: Name, Version: 1, State: state}
 }
 
 // openGate sets up the network namespace runc made in the sandbox's user

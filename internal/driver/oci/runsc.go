@@ -5,7 +5,6 @@ package oci
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -173,19 +172,12 @@ func (d *Driver) startRunsc(ctx context.Context, b *build) (*driver.Handle, erro
 	}
 	b.mark("runsc")
 	// The Sentry's pid: it exits with the sandbox.
-	pid, err := readPid(pidFile)
+	pid, start, err := d.started(b, pidFile)
 	if err != nil {
 		return nil, err
-	}
-	start, err := procfs.StartTime(pid)
-	if err != nil {
-		return nil, d.startError(b.bundle, b.disk, fmt.Errorf("the sandbox exited at once"))
 	}
 	if err := d.waitRunscReady(ctx, b.netns, pid, start); err != nil {
 		return nil, d.startError(b.bundle, b.disk, err)
 	}
-	b.mark("ready")
-	d.track(b.spec.ID, &instance{bundle: b.bundle, pid: pid, startTime: start, netns: b.netns, ns: b.ns})
-	state, _ := json.Marshal(handleState{Bundle: b.bundle, Pid: pid, StartTime: start, Runsc: true})
-	return &driver.Handle{ID: b.spec.ID, Driver: Name, Version: 1, State: state}, nil
+	return d.ready(b, handleState{Bundle: b.bundle, Pid: pid, StartTime: start, Runsc: true}), nil
 }
