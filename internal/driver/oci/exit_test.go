@@ -144,3 +144,52 @@ func TestRuntimeWordsStayInTheLog(t *testing.T) {
 		t.Errorf("startError of an exited entrypoint = %v", err)
 	}
 }
+
+// A runsc sandbox's exit code is in its own root, which anything in it
+// can write: what is there is read as hostile, and never blocks.
+func TestRunscExitCodeIsReadAsHostile(t *testing.T) {
+	t.Parallel()
+	outside := filepath.Join(t.TempDir(), "host-file")
+	if err := os.WriteFile(outside, []byte("42\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	name := runscExit[1:]
+	for _, tc := range []struct {
+		name  string
+		plant func(root string) error
+		want  int // -1: none
+	}{
+		{"nothing", func(string) error { return nil }, -1},
+		{"empty (made at start)", func(r string) error { return os.WriteFile(filepath.Join(r, name), nil, 0o600) }, -1},
+		{"link to a host file", func(r string) error { return os.Symlink(outside, filepath.Join(r, name)) }, -1},
+		{"link to /dev/zero", func(r string) error { return os.Symlink("/dev/zero", filepath.Join(r, name)) }, -1},
+		{"fifo", func(r string) error { return syscall.Mkfifo(filepath.Join(r, name), 0o600) }, -1},
+		{"huge file", func(r string) error { return os.WriteFile(filepath.Join(r, name), make([]byte, 1<<20), 0o600) }, -1},
+		{"out of range", func(r string) error { return os.WriteFile(filepath.Join(r, name), []byte("256\n"), 0o600) }, -1},
+		{"a code", func(r string) error { return os.WriteFile(filepath.Join(r, name), []byte("7\n"), 0o600) }, 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			root := t.TempDir()
+			if err := tc.plant(root); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan int, 1)
+			go func() {
+				n, _, ok := runscExitCode(root)
+				if !ok {
+					n = -1
+				}
+				done <- n
+			}()
+			select {
+			case got := <-done:
+				if got != tc.want {
+					t.Fatalf("runscExitCode = %d, want %d", got, tc.want)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("runscExitCode blocked")
+			}
+		})
+	}
+}
