@@ -38,12 +38,17 @@ func main() {
 	streamBytes := flag.Int64("stream-bytes", 1<<30, "bytes of stdout to stream")
 	fileBytes := flag.Int64("file-bytes", 256<<20, "bytes to upload and download")
 	bin := flag.String("binary", "", "corral binary (default: build it)")
+	tiers := flag.String("tiers", "", "also measure execd inside a native sandbox of each of these isolation tiers (runc,runsc; as root)")
 	flag.Parse()
+	tierList = *tiers
 	if err := run(*bin, *n, *streamBytes, *fileBytes); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
+
+// tierList is -tiers.
+var tierList string
 
 func run(bin string, n int, streamBytes, fileBytes int64) error {
 	dir, err := os.MkdirTemp("", "corral-bench-execd-")
@@ -116,6 +121,19 @@ func run(bin string, n int, streamBytes, fileBytes int64) error {
 	fmt.Println("|---|---:|---|")
 	fmt.Printf("| stdout streaming, %d MiB in 1 KiB lines | %.0f | the generator alone into /dev/null: %.0f MB/s |\n",
 		streamBytes>>20, float64(streamBytes)/streamed.Seconds()/1e6, float64(streamBytes)/raw.Seconds()/1e6)
+	if tierList != "" {
+		res, err := measureTiers(strings.Split(tierList, ","), n, streamBytes)
+		if err != nil {
+			return fmt.Errorf("tiers: %w", err)
+		}
+		fmt.Println()
+		fmt.Println("| execd in a sandbox of tier | round trip p50 | p99 | p50 vs execd on the host | stdout streaming MB/s |")
+		fmt.Println("|---|---:|---:|---:|---:|")
+		fmt.Printf("| (execd on the host, above) | %s | %s | 1.00× | %.0f |\n", pct(rtLat, .5), pct(rtLat, .99), float64(streamBytes)/streamed.Seconds()/1e6)
+		for _, r := range res {
+			fmt.Printf("| %s | %s | %s | %.2f× | %.0f |\n", r.tier, pct(r.rt, .5), pct(r.rt, .99), float64(pct(r.rt, .5))/float64(pct(rtLat, .5)), r.stream)
+		}
+	}
 
 	target := filepath.Join(dir, "upload.bin")
 	up, err := upload(hc, base, target, fileBytes)
@@ -278,7 +296,12 @@ func upload(hc *http.Client, base, target string, size int64) (time.Duration, er
 }
 
 func row(name string, lat []time.Duration, note string) {
-	slices.Sort(lat)
-	p := func(q float64) time.Duration { return lat[min(len(lat)-1, int(float64(len(lat))*q))] }
-	fmt.Printf("| %s | %s | %s | %s |\n", name, p(0.5).Round(10*time.Microsecond), p(0.99).Round(10*time.Microsecond), note)
+	fmt.Printf("| %s | %s | %s | %s |\n", name, pct(lat, 0.5), pct(lat, 0.99), note)
+}
+
+// pct is the q quantile of lat, rounded to 10 µs.
+func pct(lat []time.Duration, q float64) time.Duration {
+	s := slices.Clone(lat)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(float64(len(s))*q))].Round(10 * time.Microsecond)
 }
