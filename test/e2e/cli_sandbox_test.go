@@ -206,6 +206,12 @@ func TestCLIAgainstARealSandbox(t *testing.T) {
 	c.wantError(c.run(nil, "exec", "no-such-sandbox", "--", "true"), 125, "not found")
 	c.wantError(c.run(nil, "cp", id+":/no/such/file", dir), 1, "no such file")
 	c.wantError(c.run(nil, "create"), 1, "--image")
+	// The server allows runc only (the default): a tier it does not allow
+	// is refused, naming what it allows.
+	c.wantError(c.run(nil, "create", "--image", "host", "--isolation", "runsc"), 1, "allows runc")
+	if out := c.ok("get", id); !strings.Contains(out, "runc-userns") {
+		t.Errorf("get = %s, want the isolation shown", out)
+	}
 	if r := c.run(nil, "exec", id); r.code != 1 && r.code != 2 {
 		t.Errorf("exec without a command: %+v", r)
 	}

@@ -80,9 +80,10 @@ type Config struct {
 	CorralBinary string
 	// RunscRuntime is the engine's runtime (a daemon.json "runtimes"
 	// entry) that runs sandboxes of the runsc tier (default "runsc"). On
-	// a local engine it must pass --network=host: execd and the egress
+	// a local engine it must pass --network=host (execd and the egress
 	// enforcer reach the sandbox through its network namespace, which
-	// gVisor's own network stack would leave empty.
+	// gVisor's own network stack would leave empty) and --host-fifo=open
+	// (a policed sandbox's start gate is a host FIFO).
 	RunscRuntime string
 	// Runtime is the OCI runtime for containers, such as runsc; empty is
 	// the engine's default.
@@ -737,12 +738,33 @@ func (d *Driver) checkRunsc(ctx context.Context) string {
 	}
 	rt, ok := info.Info.Runtimes[d.cfg.RunscRuntime]
 	if !ok {
-		return fmt.Sprintf(`the engine has no runtime %q (add it to daemon.json's "runtimes", with "runtimeArgs": ["--network=host"])`, d.cfg.RunscRuntime)
+		return fmt.Sprintf(`the engine has no runtime %q (add it to daemon.json's "runtimes", with "runtimeArgs": [%s])`, d.cfg.RunscRuntime, runscArgsJSON)
 	}
-	if !d.cfg.Remote && !slices.Contains(rt.Args, "--network=host") {
-		return fmt.Sprintf(`the engine's runtime %q does not pass --network=host: gVisor's own network stack would take the sandbox's network namespace, where execd and the egress enforcer reach it (add "--network=host" to its "runtimeArgs")`, d.cfg.RunscRuntime)
+	if d.cfg.Remote {
+		return ""
+	}
+	return runscArgsProblem(d.cfg.RunscRuntime, rt.Args)
+}
+
+// runscArgsProblem says what a local engine's runsc runtime named name,
+// passing args, lacks for the runsc tier ("": nothing).
+func runscArgsProblem(name string, args []string) string {
+	for _, arg := range runscEngineArgs {
+		if !slices.Contains(args, arg) {
+			return fmt.Sprintf(`the engine's runtime %q does not pass %s (its "runtimeArgs" must have %s): %s`, name, arg, runscArgsJSON, runscArgWhy[arg])
+		}
 	}
 	return ""
+}
+
+// runscEngineArgs are what a local engine's runsc runtime must pass.
+var runscEngineArgs = []string{"--network=host", "--host-fifo=open"}
+
+const runscArgsJSON = `"--network=host", "--host-fifo=open"`
+
+var runscArgWhy = map[string]string{
+	"--network=host":   "gVisor's own network stack would take the sandbox's network namespace, where execd and the egress enforcer reach it",
+	"--host-fifo=open": "a policed sandbox's PID 1 waits for its entrypoint on a FIFO the server writes once the egress rules are in",
 }
 
 // runtimeFor is the engine runtime that runs spec's sandbox ("": the

@@ -3,7 +3,10 @@
 
 package docker
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestImageIDLike(t *testing.T) {
 	t.Parallel()
@@ -16,6 +19,24 @@ func TestImageIDLike(t *testing.T) {
 	} {
 		if got := imageIDLike(ref); got != want {
 			t.Errorf("imageIDLike(%q) = %v, want %v", ref, got, want)
+		}
+	}
+}
+
+func TestRunscRuntimeNeedsHostNetworkAndFIFOs(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // "" or a part of the problem
+	}{
+		{[]string{"--network=host", "--host-fifo=open"}, ""},
+		{[]string{"--debug", "--host-fifo=open", "--network=host"}, ""},
+		{nil, "--network=host"},
+		{[]string{"--network=sandbox", "--host-fifo=open"}, "--network=host"},
+		{[]string{"--network=host"}, "--host-fifo=open"},
+	} {
+		got := runscArgsProblem("runsc", tc.args)
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("args %q: %q, want a problem naming %q", tc.args, got, tc.want)
 		}
 	}
 }
