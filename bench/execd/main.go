@@ -121,19 +121,6 @@ func run(bin string, n int, streamBytes, fileBytes int64) error {
 	fmt.Println("|---|---:|---|")
 	fmt.Printf("| stdout streaming, %d MiB in 1 KiB lines | %.0f | the generator alone into /dev/null: %.0f MB/s |\n",
 		streamBytes>>20, float64(streamBytes)/streamed.Seconds()/1e6, float64(streamBytes)/raw.Seconds()/1e6)
-	if tierList != "" {
-		res, err := measureTiers(strings.Split(tierList, ","), n, streamBytes)
-		if err != nil {
-			return fmt.Errorf("tiers: %w", err)
-		}
-		fmt.Println()
-		fmt.Println("| execd in a sandbox of tier | round trip p50 | p99 | p50 vs execd on the host | stdout streaming MB/s |")
-		fmt.Println("|---|---:|---:|---:|---:|")
-		fmt.Printf("| (execd on the host, above) | %s | %s | 1.00× | %.0f |\n", pct(rtLat, .5), pct(rtLat, .99), float64(streamBytes)/streamed.Seconds()/1e6)
-		for _, r := range res {
-			fmt.Printf("| %s | %s | %s | %.2f× | %.0f |\n", r.tier, pct(r.rt, .5), pct(r.rt, .99), float64(pct(r.rt, .5))/float64(pct(rtLat, .5)), r.stream)
-		}
-	}
 
 	target := filepath.Join(dir, "upload.bin")
 	up, err := upload(hc, base, target, fileBytes)
@@ -155,6 +142,19 @@ func run(bin string, n int, streamBytes, fileBytes int64) error {
 	fmt.Printf("\nidle execd, 500 ms after start: RSS %.1f MiB = %.1f MiB of its own (anonymous) + %.1f MiB of pages of the corral binary\n",
 		mib(idle["VmRSS"]), mib(idle["RssAnon"]), mib(idle["RssFile"]))
 	fmt.Print(mem)
+	if tierList != "" {
+		res, err := measureTiers(strings.Split(tierList, ","), n, streamBytes)
+		if err != nil {
+			return fmt.Errorf("tiers: %w", err)
+		}
+		fmt.Println()
+		fmt.Println("| execd in a sandbox of tier | round trip p50 | p99 | p50 vs execd on the host | stdout streaming MB/s |")
+		fmt.Println("|---|---:|---:|---:|---:|")
+		fmt.Printf("| (execd on the host, above) | %s | %s | 1.00× | %.0f |\n", pct(rtLat, .5), pct(rtLat, .99), float64(streamBytes)/streamed.Seconds()/1e6)
+		for _, r := range res {
+			fmt.Printf("| %s | %s | %s | %.2f× | %.0f |\n", r.tier, pct(r.rt, .5), pct(r.rt, .99), float64(pct(r.rt, .5))/float64(pct(rtLat, .5)), r.stream)
+		}
+	}
 	return nil
 }
 
