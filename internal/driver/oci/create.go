@@ -842,7 +842,13 @@ func (d *Driver) waitReady(ctx context.Context, ready *os.File, netns string, pi
 		// Closed without a line: PID 1 exited first.
 		return fmt.Errorf("the sandbox exited before execd listened")
 	}
-	delay := 250 * time.Microsecond
+	return d.pollExecd(ctx, netns, pid, start, 250*time.Microsecond, 2*time.Millisecond)
+}
+
+// pollExecd pings execd inside the namespace until it answers, PID 1 (or
+// runsc's Sentry) exits, or ctx ends; the pause between pings doubles
+// from delay up to most.
+func (d *Driver) pollExecd(ctx context.Context, netns string, pid int, start uint64, delay, most time.Duration) error {
 	for {
 		if ok, err := pingExecd(ctx, netns); ok {
 			return nil
@@ -856,7 +862,7 @@ func (d *Driver) waitReady(ctx context.Context, ready *os.File, netns string, pi
 		case <-ctx.Done():
 		case <-time.After(delay):
 		}
-		delay = min(delay*2, 2*time.Millisecond)
+		delay = min(delay*2, most)
 	}
 }
 

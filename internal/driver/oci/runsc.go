@@ -15,7 +15,6 @@ import (
 
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/internal/driver"
-	"github.com/corral-dev/corral/internal/procfs"
 	"github.com/corral-dev/corral/internal/safefile"
 )
 
@@ -111,24 +110,7 @@ func runscExitCode(rootfs string) (int, time.Time, bool) {
 func (d *Driver) waitRunscReady(ctx context.Context, netns string, pid int, start uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.ReadyTimeout)
 	defer cancel()
-	delay := time.Millisecond
-	for {
-		ok, err := pingExecd(ctx, netns)
-		if ok {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("execd did not answer within %v: %v", d.cfg.ReadyTimeout, err)
-		}
-		if !procfs.Alive(pid, start) {
-			return fmt.Errorf("the sandbox exited before execd answered")
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, 20*time.Millisecond)
-	}
+	return d.pollExecd(ctx, netns, pid, start, time.Millisecond, 20*time.Millisecond)
 }
 
 // setPaused freezes or thaws sandbox id for a snapshot: the cgroup
