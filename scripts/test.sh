@@ -51,7 +51,7 @@ trap cleanup EXIT
 # Its daemon.json gives it gVisor as the runtime "runsc", with the
 # arguments corral's runsc tier needs (docs/isolation.md).
 if ! curl -sf --unix-socket /var/run/docker.sock http://docker/_ping >/dev/null 2>&1; then
-  printf '{"runtimes": {"runsc": {"path": "%s", "runtimeArgs": ["--network=host", "--host-fifo=open"]}}}\n' "$(command -v runsc)" >/tmp/corral-ci-daemon.json
+  printf '{"runtimes": {"runsc": {"path": "%s", "runtimeArgs": ["--network=host"]}}}\n' "$(command -v runsc)" >/tmp/corral-ci-daemon.json
   dockerd --live-restore --config-file /tmp/corral-ci-daemon.json >/tmp/corral-ci-dockerd.log 2>&1 &
   dockerd_pid=$!
   for _ in $(seq 1 60); do

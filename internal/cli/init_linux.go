@@ -73,7 +73,7 @@ func runInit(_ context.Context, e *env, args []string) int {
 		return client.Fail(e, "init: %v", err)
 	}
 	o.Entrypoint = fs.Args()
-	cfg := initproc.Config{Entrypoint: o.Entrypoint, Env: entryEnv, Stderr: e.Stderr, StartFIFO: o.WaitStart,
+	cfg := initproc.Config{Entrypoint: o.Entrypoint, Env: entryEnv, Stderr: e.Stderr, StartFIFO: o.WaitStart, StartFile: o.WaitStartFile,
 		WaitURL: o.WaitURL, WaitTimeout: o.WaitTimeout, ConsoleLimit: o.ConsoleLimit}
 	if o.ExitFD != 0 {
 		f, err := initproc.ExitFile(o.ExitFD)

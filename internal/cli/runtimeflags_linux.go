@@ -143,7 +143,7 @@ func (f *dockerFlags) driver(h runtimeHost) (driver.Driver, error) {
 func (f *dockerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.host, "docker-host", "", "runtime docker: the engine's address (default $DOCKER_HOST, else unix:///var/run/docker.sock)")
 	fs.StringVar(&f.runtime, "docker-runtime", "", "runtime docker: the engine's OCI runtime for sandboxes of the runc tier (default: the engine's default runtime)")
-	fs.StringVar(&f.runscRuntime, "docker-runsc-runtime", "runsc", `runtime docker: the engine's runtime (a daemon.json "runtimes" entry, with "runtimeArgs": ["--network=host", "--host-fifo=open"]) for sandboxes of the runsc tier (--isolation)`)
+	fs.StringVar(&f.runscRuntime, "docker-runsc-runtime", "runsc", `runtime docker: the engine's runtime (a daemon.json "runtimes" entry, with "runtimeArgs": ["--network=host"]) for sandboxes of the runsc tier (--isolation)`)
 	fs.BoolVar(&f.remote, "docker-remote", false, "runtime docker: the engine is on another machine (implied by a tcp:// or ssh:// host): copy the corral binary in, publish execd")
 	fs.StringVar(&f.publishIP, "docker-publish-ip", "127.0.0.1", "runtime docker, remote engines: the address execd ports are published on")
 	fs.StringVar(&f.snapshotLimit, "docker-snapshot-limit", "8Gi", "runtime docker: the most a snapshot may write (the engine writes a sandbox's sparse files in full)")

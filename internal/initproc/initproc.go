@@ -20,6 +20,7 @@
 package initproc
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -73,6 +74,11 @@ type Config struct {
 	// daemon, then waits for one JSON Start written to this FIFO (a
 	// warm-pool sandbox waiting to be claimed); Entrypoint is then unused.
 	StartFIFO string
+	// StartFile, when set, holds the entrypoint back like StartFIFO, but
+	// PID 1 polls for a regular file the runtime renames into place
+	// (SendStartFile): under gVisor, a FIFO shared with the host can lose
+	// what the host writes before PID 1 opens it.
+	StartFile string
 	// WaitURL, when set, holds the entrypoint back until an HTTP GET of it
 	// answers 200 (the daemon runs meanwhile): a Docker sandbox on a
 	// remote engine waits for its egress sidecar's rules this way.
@@ -171,7 +177,7 @@ func Run(cfg Config) int {
 	if cfg.WaitTimeout <= 0 {
 		cfg.WaitTimeout = 2 * time.Minute
 	}
-	if len(cfg.Entrypoint) == 0 && cfg.StartFIFO == "" {
+	if len(cfg.Entrypoint) == 0 && cfg.StartFIFO == "" && cfg.StartFile == "" {
 		fmt.Fprintln(cfg.Stderr, "corral init: no entrypoint given (usage: corral init [flags] -- PROGRAM [ARGS...])")
 		return 2
 	}
@@ -239,9 +245,13 @@ func run(cfg Config) int {
 			return code
 		}
 	}
-	if cfg.StartFIFO != "" {
+	if cfg.StartFIFO != "" || cfg.StartFile != "" {
 		p.startDaemon()
-		st, code, ok := p.hold(sigs, p.readStart)
+		read := p.readStart
+		if cfg.StartFile != "" {
+			read = p.pollStart
+		}
+		st, code, ok := p.hold(sigs, read)
 		if !ok {
 			p.stopDaemon(sigs)
 			return code
@@ -331,6 +341,69 @@ func (p *pid1) readStart() (Start, error) {
 		}
 		fmt.Fprintf(p.cfg.Stderr, "corral init: a bad start request (%v); waiting for another\n", err)
 	}
+}
+
+// pollStart waits for the Start the runtime renames into StartFile; a
+// bad one is reported once and waited past (the runtime replaces it).
+func (p *pid1) pollStart() (Start, error) {
+	delay := time.Millisecond
+	var bad []byte
+	reported := ""
+	for {
+		b, err := readSmallFile(p.cfg.StartFile, 1<<20)
+		switch {
+		case err == nil && !bytes.Equal(b, bad):
+			var st Start
+			if err := json.Unmarshal(b, &st); err == nil && len(st.Args) > 0 {
+				return st, nil
+			}
+			bad = b
+			fmt.Fprintf(p.cfg.Stderr, "corral init: a bad start request (%v); waiting for another\n", err)
+		case err != nil && !errors.Is(err, fs.ErrNotExist) && err.Error() != reported:
+			// A link or a directory where the request goes: not taken.
+			reported = err.Error()
+			fmt.Fprintf(p.cfg.Stderr, "corral init: a bad start request (%v); waiting for another\n", err)
+		}
+		time.Sleep(delay)
+		delay = min(delay*2, 10*time.Millisecond)
+	}
+}
+
+// readSmallFile reads a regular file of at most limit bytes, without
+// following a link at its name.
+func readSmallFile(path string, limit int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	return io.ReadAll(io.LimitReader(f, limit))
+}
+
+// SendStartFile hands st to a PID 1 polling for name in dir
+// (Config.StartFile): written beside it, then renamed there, so PID 1
+// reads all of it or nothing.
+func SendStartFile(dir *os.Root, name string, st Start) error {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	tmp := name + ".new"
+	f, err := dir.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return dir.Rename(tmp, name)
 }
 
 // waitURL polls WaitURL until it answers 200 or WaitTimeout passes.

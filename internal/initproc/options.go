@@ -38,6 +38,9 @@ type Options struct {
 	// WaitStart holds the entrypoint back until a JSON start arrives on
 	// this FIFO (warm pools).
 	WaitStart string
+	// WaitStartFile holds it back until a JSON start is renamed into this
+	// file (gVisor sandboxes, where a host FIFO can lose it).
+	WaitStartFile string
 	// WaitURL holds the entrypoint back until a GET of it answers 200,
 	// for at most WaitTimeout.
 	WaitURL     string
@@ -77,6 +80,7 @@ func (o *Options) Register(fs *flag.FlagSet) {
 	fs.StringVar(&o.ExitPath, "exit-path", o.ExitPath, "file that receives the entrypoint's exit code, for runtimes that pass no descriptors (emptied at start)")
 	fs.Int64Var(&o.ConsoleLimit, "console-limit", o.ConsoleLimit, "when stdout is a file, keep it under this many bytes, dropping the oldest output (0: no limit)")
 	fs.StringVar(&o.WaitStart, "wait-start", o.WaitStart, "start no entrypoint until a JSON {\"args\",\"env\"} arrives on this FIFO (warm pools)")
+	fs.StringVar(&o.WaitStartFile, "wait-start-file", o.WaitStartFile, "start no entrypoint until a JSON {\"args\",\"env\"} is renamed into this file (polled)")
 	fs.StringVar(&o.WaitURL, "wait-url", o.WaitURL, "start no entrypoint until an HTTP GET of this URL answers 200 (execd runs meanwhile)")
 	fs.DurationVar(&o.WaitTimeout, "wait-timeout", o.WaitTimeout, "with --wait-url: how long to wait before giving up (PID 1 then exits)")
 	fs.StringVar(&o.ExecdTokenFile, "execd-token-file", o.ExecdTokenFile, "execd reads its access token from this file, re-read when it changes")

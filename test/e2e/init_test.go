@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-dev/corral/internal/initproc"
 	"github.com/corral-dev/corral/internal/testutil"
 )
 
@@ -168,6 +169,55 @@ func TestInitRunsExecd(t *testing.T) {
 	}
 	if _, err := http.Get("http://" + addr + "/ping"); err == nil {
 		t.Errorf("execd still answers after init exited")
+	}
+}
+
+// TestInitWaitsForStartFile: with --wait-start-file the entrypoint is
+// the one the runtime renames into the file, started only then; what is
+// there before (a link, a bad request) is not taken for it.
+func TestInitWaitsForStartFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "started")
+	start := filepath.Join(dir, "start.json")
+	// A link planted where the file will be: not followed.
+	elsewhere := filepath.Join(t.TempDir(), "start.json")
+	if err := os.WriteFile(elsewhere, []byte(`{"args":["sh","-c","echo planted > `+marker+`"]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, start); err != nil {
+		t.Fatal(err)
+	}
+	var out testutil.LockedBuffer
+	cmd := exec.Command(binary, "init", "--no-execd", "--wait-start-file", start, "--")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	time.Sleep(300 * time.Millisecond)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the entrypoint started from a link")
+	}
+	_ = os.Remove(start)
+	if err := os.WriteFile(start, []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "the bad request to be reported", func() bool { return strings.Contains(out.String(), "bad start request") })
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	if err := initproc.SendStartFile(root, "start.json", initproc.Start{Args: []string{"sh", "-c", "echo $GREETING > " + marker}, Env: []string{"GREETING=hi"}}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "the entrypoint to start", func() bool {
+		b, _ := os.ReadFile(marker)
+		return string(b) == "hi\n"
+	})
+	if err := cmd.Wait(); exitCode(err) != 0 {
+		t.Errorf("init exited %d: %s", exitCode(err), out.String())
 	}
 }
 

@@ -4,8 +4,10 @@
 package e2e
 
 import (
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/internal/testutil"
@@ -62,10 +64,20 @@ func runscEgressPolicy(t *testing.T, runtime, image string) {
 	}
 	t.Run("EntrypointStartsPoliced", func(t *testing.T) {
 		var out string
-		testutil.WaitFor(t, 10e9, "the entrypoint's first probe", func() bool {
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 			out, _, _ = x.run("cat /tmp/first-probe")
-			return strings.Contains(out, "exit=")
-		})
+			if strings.Contains(out, "exit=") {
+				break
+			}
+			if time.Now().After(deadline) {
+				ps, _, _ := x.run("ps -o pid,args; ls -la /tmp /.corral-gate")
+				if runtime == "docker" {
+					logs, _ := exec.Command("docker", "logs", "corral-"+sb.ID).CombinedOutput()
+					ps += "\nconsole:\n" + string(logs)
+				}
+				t.Fatalf("the entrypoint's first probe did not end in 20 s: %q; processes and files:\n%s", out, ps)
+			}
+		}
 		if !strings.Contains(out, "exit=1") {
 			t.Errorf("the entrypoint's first connection to a denied address: %q", out)
 		}

@@ -306,7 +306,12 @@ func (d *Driver) startEgress(ctx context.Context, spec driver.Spec, mode egressM
 	if err != nil {
 		return err
 	}
-	err = initproc.SendStart(ctx, gate, "start", initproc.Start{Args: spec.Entrypoint})
+	st := initproc.Start{Args: spec.Entrypoint}
+	if spec.Isolation == api.IsolationRunsc {
+		err = initproc.SendStartFile(gate, startFile, st)
+	} else {
+		err = initproc.SendStart(ctx, gate, "start", st)
+	}
 	gate.Close()
 	if err != nil {
 		return fmt.Errorf("start the entrypoint of %s: %w", spec.ID, err)
@@ -314,8 +319,12 @@ func (d *Driver) startEgress(ctx context.Context, spec driver.Spec, mode egressM
 	return nil
 }
 
-// gateInSandbox holds the FIFO a policed sandbox's PID 1 waits on.
-const gateInSandbox = "/.corral-gate"
+// gateInSandbox holds the FIFO a policed sandbox's PID 1 waits on (a
+// runsc sandbox's: startFile, which it polls for).
+const (
+	gateInSandbox = "/.corral-gate"
+	startFile     = "start.json"
+)
 
 // containerConfig is the container a spec asks for; a policed one's PID 1
 // holds its entrypoint back until the enforcer's rules are in.
@@ -341,6 +350,10 @@ func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, mode e
 	switch {
 	case mode == sidecarEnforcer:
 		o.WaitURL, o.WaitTimeout, o.Entrypoint = waitURL, d.cfg.ReadyTimeout+30*time.Second, spec.Entrypoint
+	case mode == localEnforcer && spec.Isolation == api.IsolationRunsc:
+		// Under gVisor a host FIFO can lose what is written before PID 1
+		// opens it: the entrypoint comes in a file PID 1 polls for.
+		o.WaitStartFile = gateInSandbox + "/" + startFile
 	case mode == localEnforcer:
 		// The entrypoint comes through the FIFO once the rules are in.
 		o.WaitStart = gateInSandbox + "/start"

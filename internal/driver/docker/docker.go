@@ -82,8 +82,7 @@ type Config struct {
 	// entry) that runs sandboxes of the runsc tier (default "runsc"). On
 	// a local engine it must pass --network=host (execd and the egress
 	// enforcer reach the sandbox through its network namespace, which
-	// gVisor's own network stack would leave empty) and --host-fifo=open
-	// (a policed sandbox's start gate is a host FIFO).
+	// gVisor's own network stack would leave empty).
 	RunscRuntime string
 	// Runtime is the OCI runtime for containers, such as runsc; empty is
 	// the engine's default.
@@ -758,13 +757,12 @@ func runscArgsProblem(name string, args []string) string {
 }
 
 // runscEngineArgs are what a local engine's runsc runtime must pass.
-var runscEngineArgs = []string{"--network=host", "--host-fifo=open"}
+var runscEngineArgs = []string{"--network=host"}
 
-const runscArgsJSON = `"--network=host", "--host-fifo=open"`
+const runscArgsJSON = `"--network=host"`
 
 var runscArgWhy = map[string]string{
-	"--network=host":   "gVisor's own network stack would take the sandbox's network namespace, where execd and the egress enforcer reach it",
-	"--host-fifo=open": "a policed sandbox's PID 1 waits for its entrypoint on a FIFO the server writes once the egress rules are in",
+	"--network=host": "gVisor's own network stack would take the sandbox's network namespace, where execd and the egress enforcer reach it",
 }
 
 // runtimeFor is the engine runtime that runs spec's sandbox ("": the

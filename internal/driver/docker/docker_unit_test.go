@@ -23,16 +23,15 @@ func TestImageIDLike(t *testing.T) {
 	}
 }
 
-func TestRunscRuntimeNeedsHostNetworkAndFIFOs(t *testing.T) {
+func TestRunscRuntimeNeedsHostNetwork(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		want string // "" or a part of the problem
 	}{
-		{[]string{"--network=host", "--host-fifo=open"}, ""},
+		{[]string{"--network=host"}, ""},
 		{[]string{"--debug", "--host-fifo=open", "--network=host"}, ""},
 		{nil, "--network=host"},
-		{[]string{"--network=sandbox", "--host-fifo=open"}, "--network=host"},
-		{[]string{"--network=host"}, "--host-fifo=open"},
+		{[]string{"--network=sandbox"}, "--network=host"},
 	} {
 		got := runscArgsProblem("runsc", tc.args)
 		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/egress"
 	"github.com/corral-dev/corral/internal/initproc"
@@ -24,22 +25,27 @@ func TestInitCommandIsWhatInitParses(t *testing.T) {
 	for _, tc := range []struct {
 		name          string
 		remote, gated bool
+		tier          string
 		check         func(o initproc.Options) bool
 	}{
-		{"local", false, false, func(o initproc.Options) bool {
+		{"local", false, false, "", func(o initproc.Options) bool {
 			return slices.Equal(o.Entrypoint, spec.Entrypoint) && o.WaitStart == "" && o.IsolateNetwork == ""
 		}},
-		{"local, policed", false, true, func(o initproc.Options) bool { return len(o.Entrypoint) == 0 && o.WaitStart == gateInSandbox+"/start" }},
-		{"remote", true, false, func(o initproc.Options) bool {
+		{"local, policed", false, true, "", func(o initproc.Options) bool { return len(o.Entrypoint) == 0 && o.WaitStart == gateInSandbox+"/start" }},
+		{"local, policed, runsc", false, true, api.IsolationRunsc, func(o initproc.Options) bool {
+			return len(o.Entrypoint) == 0 && o.WaitStart == "" && o.WaitStartFile == gateInSandbox+"/"+startFile
+		}},
+		{"remote", true, false, "", func(o initproc.Options) bool {
 			return slices.Equal(o.Entrypoint, spec.Entrypoint) && o.IsolateNetwork == strconv.Itoa(insandbox.ExecdPort)
 		}},
-		{"remote, policed", true, true, func(o initproc.Options) bool {
+		{"remote, policed", true, true, "", func(o initproc.Options) bool {
 			return slices.Equal(o.Entrypoint, spec.Entrypoint) && o.WaitURL == waitURL && o.WaitTimeout == 50*time.Second && o.IsolateNetwork == ""
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := &Driver{cfg: Config{Remote: tc.remote, ReadyTimeout: 20 * time.Second, CorralBinary: "/usr/bin/corral"}}
 			sp := spec
+			sp.Isolation = tc.tier
 			if !tc.gated {
 				sp.NetworkPolicy = nil
 			}
