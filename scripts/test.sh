@@ -125,6 +125,7 @@ required=(
   test/e2e.TestInitAsPID1ReapsOrphans
   test/e2e.TestInitAsPID1ForwardsSIGTERM
   test/e2e.TestInitWaitsForURL
+  test/e2e.TestInitWaitsForStartFile
   test/e2e.TestInitSignalsReadyOnceExecdListens
   internal/imagestore.TestPullUnpacksForOverlay
   internal/imagestore.TestImportDockerAndOCILayout
