@@ -188,6 +188,7 @@ required=(
   test/e2e.TestDockerEscapeSuite
   test/e2e.TestDockerEscapeSuiteRunsc
   test/e2e.TestDockerIsolationNotAllowed
+  test/e2e.TestServeRejectsTiersItCannotRun
   test/e2e.TestOpenSandboxJavaScriptSDKDocker
   test/e2e.TestDockerEngineOutage
   internal/kube/apis/v1alpha1.TestGeneratedFilesAreCurrent

@@ -83,7 +83,12 @@ type ociFlags struct {
 	runsc     string
 }
 
-func (f *ociFlags) check(model.Limits) error { return nil }
+func (f *ociFlags) check(model.Limits) error {
+	if filepath.Base(f.runtime) == "runsc" {
+		return fmt.Errorf("--oci-runtime %s: gVisor runs the runsc tier, chosen per sandbox: use --isolation runsc (or runc,runsc), and --oci-runsc for its path", f.runtime)
+	}
+	return nil
+}
 
 func (f *ociFlags) driver(h runtimeHost) (driver.Driver, error) {
 	pool, err := oci.ParsePool(f.warmPool)

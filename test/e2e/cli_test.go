@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/corral-dev/corral/internal/driver/oci"
 	"github.com/corral-dev/corral/internal/testutil"
 )
 
@@ -120,6 +121,30 @@ func TestConfigFileAndEnvironment(t *testing.T) {
 	}
 }
 
+// TestServeRejectsTiersItCannotRun: an isolation tier the runtime cannot
+// run here stops the server at start, saying why.
+func TestServeRejectsTiersItCannotRun(t *testing.T) {
+	requireOCI(t)
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--isolation", "runc,kata"}, `unknown tier "kata"`},
+		{[]string{"--isolation", "runsc,runsc"}, "named twice"},
+		{[]string{"--isolation", "runsc", "--oci-runsc", "/nonexistent/runsc"}, "cannot run runsc sandboxes here: gVisor's runsc is not installed"},
+	} {
+		dir := t.TempDir()
+		args := append([]string{"serve", "--runtime", "oci", "--listen", "127.0.0.1:0", "--data-dir", dir, "--api-key", testKey}, tc.args...)
+		out, err := exec.Command(binary, args...).CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() == 0 || !strings.Contains(string(out), tc.msg) {
+			t.Errorf("corral %s: %v, output %q; want a failure saying %s", strings.Join(tc.args, " "), err, out, tc.msg)
+		}
+		_ = oci.UnmountRunDir(filepath.Join(dir, "oci"))
+	}
+}
+
 // TestServeRejectsBadEgressFlags: a mistaken egress setting stops the
 // server at start with one sentence naming the flag.
 func TestServeRejectsBadEgressFlags(t *testing.T) {
@@ -147,6 +172,7 @@ func TestServeRejectsBadEgressFlags(t *testing.T) {
 		{[]string{"--server-id", "-dash-first"}, "--server-id"},
 		{[]string{"--server-id", strings.Repeat("a", 64)}, "--server-id"},
 		{[]string{"--runtime", "kubernetes"}, "-tags kube"},
+		{[]string{"--oci-runtime", "/usr/bin/runsc"}, "--isolation runsc"},
 	} {
 		args := append([]string{"serve", "--runtime", "oci", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(),
 			"--api-key", testKey}, tc.args...)

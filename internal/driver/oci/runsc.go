@@ -35,8 +35,9 @@ import (
 //     Sentry's own threads;
 //   - pause is runsc's (the Sentry stops its tasks), not the freezer.
 //
-// No user namespace: gVisor's kernel is the boundary, and its processes
-// run as root on the host only inside the Sentry's seccomp filter.
+// No user namespace: gVisor's kernel is the boundary. The Sentry and the
+// gofer run as host root, confined by gVisor's own seccomp filters and
+// namespaces.
 
 // runscArgs are runsc's global flags for every command.
 var runscArgs = []string{"--network=host"}
