@@ -41,6 +41,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/corral-dev/corral/internal/safefile"
 )
 
 // Config configures PID 1.
@@ -370,7 +372,8 @@ func (p *pid1) pollStart() (Start, error) {
 }
 
 // readSmallFile reads a regular file of at most limit bytes, without
-// following a link at its name.
+// following a link at its name. Not safefile's reader: that one needs
+// openat2, which gVisor's kernel, where this runs, does not have.
 func readSmallFile(path string, limit int64) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
@@ -386,24 +389,12 @@ func readSmallFile(path string, limit int64) ([]byte, error) {
 // SendStartFile hands st to a PID 1 polling for name in dir
 // (Config.StartFile): written beside it, then renamed there, so PID 1
 // reads all of it or nothing.
-func SendStartFile(dir *os.Root, name string, st Start) error {
+func SendStartFile(dir, name string, st Start) error {
 	b, err := json.Marshal(st)
 	if err != nil {
 		return err
 	}
-	tmp := name + ".new"
-	f, err := dir.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	return dir.Rename(tmp, name)
+	return safefile.WriteFileAtomic(dir, name, b, 0o644)
 }
 
 // waitURL polls WaitURL until it answers 200 or WaitTimeout passes.

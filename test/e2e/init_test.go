@@ -204,12 +204,7 @@ func TestInitWaitsForStartFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, 10*time.Second, "the bad request to be reported", func() bool { return strings.Contains(out.String(), "bad start request") })
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	if err := initproc.SendStartFile(root, "start.json", initproc.Start{Args: []string{"sh", "-c", "echo $GREETING > " + marker}, Env: []string{"GREETING=hi"}}); err != nil {
+	if err := initproc.SendStartFile(dir, "start.json", initproc.Start{Args: []string{"sh", "-c", "echo $GREETING > " + marker}, Env: []string{"GREETING=hi"}}); err != nil {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, 10*time.Second, "the entrypoint to start", func() bool {

@@ -302,17 +302,18 @@ func (d *Driver) startEgress(ctx context.Context, spec driver.Spec, mode egressM
 	if err := d.net.Start(ctx, spec.ID, d.egressDir(spec.ID), ns); err != nil {
 		return err
 	}
-	gate, err := os.OpenRoot(filepath.Join(d.egressDir(spec.ID), "gate"))
-	if err != nil {
-		return err
-	}
+	gateDir := filepath.Join(d.egressDir(spec.ID), "gate")
 	st := initproc.Start{Args: spec.Entrypoint}
 	if spec.Isolation == api.IsolationRunsc {
-		err = initproc.SendStartFile(gate, startFile, st)
+		err = initproc.SendStartFile(gateDir, startFile, st)
 	} else {
+		gate, oerr := os.OpenRoot(gateDir)
+		if oerr != nil {
+			return oerr
+		}
 		err = initproc.SendStart(ctx, gate, "start", st)
+		gate.Close()
 	}
-	gate.Close()
 	if err != nil {
 		return fmt.Errorf("start the entrypoint of %s: %w", spec.ID, err)
 	}

@@ -745,24 +745,17 @@ func (d *Driver) checkRunsc(ctx context.Context) string {
 	return runscArgsProblem(d.cfg.RunscRuntime, rt.Args)
 }
 
+// runscArgsJSON is what a local engine's runsc runtime must pass.
+const runscArgsJSON = `"--network=host"`
+
 // runscArgsProblem says what a local engine's runsc runtime named name,
 // passing args, lacks for the runsc tier ("": nothing).
 func runscArgsProblem(name string, args []string) string {
-	for _, arg := range runscEngineArgs {
-		if !slices.Contains(args, arg) {
-			return fmt.Sprintf(`the engine's runtime %q does not pass %s (its "runtimeArgs" must have %s): %s`, name, arg, runscArgsJSON, runscArgWhy[arg])
-		}
+	if slices.Contains(args, "--network=host") {
+		return ""
 	}
-	return ""
-}
-
-// runscEngineArgs are what a local engine's runsc runtime must pass.
-var runscEngineArgs = []string{"--network=host"}
-
-const runscArgsJSON = `"--network=host"`
-
-var runscArgWhy = map[string]string{
-	"--network=host": "gVisor's own network stack would take the sandbox's network namespace, where execd and the egress enforcer reach it",
+	return fmt.Sprintf(`the engine's runtime %q does not pass --network=host (its "runtimeArgs" must have %s): `+
+		"gVisor's own network stack would take the sandbox's network namespace, where execd and the egress enforcer reach it", name, runscArgsJSON)
 }
 
 // runtimeFor is the engine runtime that runs spec's sandbox ("": the

@@ -625,7 +625,7 @@ func (d *Driver) started(b *build, pidFile string) (int, uint64, error) {
 // ready tracks a sandbox whose execd answers and returns its handle.
 func (d *Driver) ready(b *build, hs handleState) *driver.Handle {
 	b.mark("ready")
-	d.track(b.spec.ID, &instance{bundle: b.bundle, pid: hs.Pid, startTime: hs.StartTime, netns: b.netns, ns: b.ns})
+	d.track(b.spec.ID, &instance{bundle: b.bundle, pid: hs.Pid, startTime: hs.StartTime, netns: b.netns, ns: b.ns, runsc: hs.Runsc})
 	state, _ := json.Marshal(hs)
 	return &driver.Handle{ID: b.spec.ID, Driver: Name, Version: 1, State: state}
 }

@@ -140,6 +140,8 @@ type instance struct {
 	// instance saw it).
 	ns    *os.File
 	netns string
+	// runsc: it runs under gVisor, and pid is its Sentry's.
+	runsc bool
 }
 
 // hold keeps f as the sandbox's network namespace.
@@ -392,7 +394,7 @@ func (d *Driver) Recover(ctx context.Context, h *driver.Handle) error {
 	if err := d.thawInterrupted(ctx, h.ID, hs.Bundle); err != nil {
 		return err
 	}
-	sb := &instance{bundle: hs.Bundle, pid: hs.Pid, startTime: hs.StartTime}
+	sb := &instance{bundle: hs.Bundle, pid: hs.Pid, startTime: hs.StartTime, runsc: hs.Runsc}
 	if ns, err := openNetns(hs); err == nil {
 		sb.hold(ns)
 		if err := d.net.Recover(ctx, h.ID, egressDir(hs.Bundle), sb.netns); err != nil {
@@ -485,7 +487,7 @@ func (d *Driver) lookup(ctx context.Context, id string) (*instance, *runc.Contai
 	if sb == nil {
 		// Not made nor recovered by this instance: adopted, with its
 		// namespace if its PID 1 still runs.
-		sb = &instance{bundle: d.bundleDir(id), pid: c.Pid}
+		sb = &instance{bundle: d.bundleDir(id), pid: c.Pid, runsc: bundleRunsc(d.bundleDir(id))}
 		if c.Pid > 0 {
 			sb.startTime, _ = procfs.StartTime(c.Pid)
 			if ns, err := netnsOf(c.Pid, sb.startTime); err == nil {

@@ -74,10 +74,12 @@ func (d *Driver) Tiers() ([]string, map[string]string) {
 	return []string{api.IsolationRunc, api.IsolationRunsc}, nil
 }
 
-// rt is the runtime of sandbox id, from its bundle.
+// rt is the runtime of sandbox id.
 func (d *Driver) rt(id string) *runc.Runc {
-	meta, _ := readMeta(d.bundleDir(id))
-	return d.rtOf(meta)
+	if d.runsc != nil && d.isRunsc(id) {
+		return d.runsc
+	}
+	return d.runc
 }
 
 // rtOf is the runtime of the sandbox meta describes (runc without one).
@@ -88,9 +90,21 @@ func (d *Driver) rtOf(meta *bundleMeta) *runc.Runc {
 	return d.runc
 }
 
-// isRunsc reports whether sandbox id runs under gVisor.
+// isRunsc reports whether sandbox id runs under gVisor: what the driver
+// tracks of it, else its bundle.
 func (d *Driver) isRunsc(id string) bool {
-	meta, _ := readMeta(d.bundleDir(id))
+	d.mu.Lock()
+	sb := d.live[id]
+	d.mu.Unlock()
+	if sb != nil {
+		return sb.runsc
+	}
+	return bundleRunsc(d.bundleDir(id))
+}
+
+// bundleRunsc reports whether the bundle's sandbox runs under gVisor.
+func bundleRunsc(bundle string) bool {
+	meta, _ := readMeta(bundle)
 	return meta != nil && meta.Isolation == api.IsolationRunsc
 }
 
