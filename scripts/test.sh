@@ -208,6 +208,7 @@ required=(
   internal/kube/controller.TestVolumeInputIsChecked
   internal/kube/controller.TestSandboxFollowsItsPod
   internal/kube/controller.TestPoolKeepsItsSize
+  internal/kube/controller.TestPodNotYetCachedIsNotDeleted
   test/e2e.TestKubeEndToEnd
   test/e2e.TestOpenSandboxJavaScriptSDKKube
   test/e2e.TestKubeServerRebuildsFromTheCluster

@@ -223,8 +223,9 @@ func (r *sandboxReconciler) accessSecret(ctx context.Context, sbx *v1alpha1.Sand
 }
 
 // podOf finds the pod of sbx: the one it started (named after it) or the
-// pool pod it adopted, both labelled with its name. Pods being deleted do
-// not count.
+// pool pod it adopted, both labelled with its name, from the cache, or
+// else the one its status names, from the API server. Pods being deleted
+// do not count.
 func (r *sandboxReconciler) podOf(ctx context.Context, sbx *v1alpha1.Sandbox) (*corev1.Pod, error) {
 	var pods corev1.PodList
 	if err := r.client.List(ctx, &pods, client.InNamespace(sbx.Namespace), client.MatchingFields{indexSandbox: sbx.Name}); err != nil {
@@ -238,10 +239,36 @@ func (r *sandboxReconciler) podOf(ctx context.Context, sbx *v1alpha1.Sandbox) (*
 	// A pod of its name that it does not own blocks its own.
 	var pod corev1.Pod
 	err := r.client.Get(ctx, types.NamespacedName{Namespace: sbx.Namespace, Name: sbx.Name}, &pod)
-	if apierrors.IsNotFound(err) || err == nil && !pod.DeletionTimestamp.IsZero() {
+	if err == nil && pod.DeletionTimestamp.IsZero() {
+		return &pod, nil
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	return r.namedPod(ctx, sbx)
+}
+
+// namedPod reads, from the API server, the pod sbx's status names, for
+// when the cache has none: the Sandboxes and the pods come in on separate
+// watches, so the cache can hold a status naming a pod it has not seen
+// yet, and calling that pod deleted would fail a sandbox that has just
+// started. Only a pod sbx controls, not being deleted, counts.
+func (r *sandboxReconciler) namedPod(ctx context.Context, sbx *v1alpha1.Sandbox) (*corev1.Pod, error) {
+	name := sbx.Status.PodName
+	if name == "" {
 		return nil, nil
 	}
-	return &pod, err
+	var pod corev1.Pod
+	err := r.api.Get(ctx, types.NamespacedName{Namespace: sbx.Namespace, Name: name}, &pod)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case !pod.DeletionTimestamp.IsZero() || !metav1.IsControlledBy(&pod, sbx):
+		return nil, nil
+	}
+	return &pod, nil
 }
 
 // stop ends a running pod's containers while keeping the pod: its

@@ -312,6 +312,23 @@ func (c *Cluster) explain(ctx context.Context, t testing.TB, ns string) {
 		t.Logf("pod %s/%s: deletion %v (grace %v), finalizers %v, node %q, status %s",
 			ns, p.Name, p.DeletionTimestamp, p.DeletionGracePeriodSeconds, p.Finalizers, p.Spec.NodeName, st)
 	}
+	// The Sandboxes last, after the kubelet's lines, so that a log cut to
+	// its tail still says why each sandbox is where it is.
+	defer func() {
+		var sbxs v1alpha1.SandboxList
+		if err := c.Client.List(ctx, &sbxs, client.InNamespace(ns)); err != nil {
+			t.Logf("explain %s: list sandboxes: %v", ns, err)
+			return
+		}
+		for _, s := range sbxs.Items {
+			var conds []string
+			for _, cd := range s.Status.Conditions {
+				conds = append(conds, fmt.Sprintf("%s=%s (%s: %s)", cd.Type, cd.Status, cd.Reason, cd.Message))
+			}
+			t.Logf("sandbox %s/%s: phase %s, pod %q, deletion %v, conditions %s", ns, s.Name, s.Status.Phase, s.Status.PodName,
+				s.DeletionTimestamp, strings.Join(conds, "; "))
+		}
+	}()
 	var evs corev1.EventList
 	if err := c.Client.List(ctx, &evs, client.InNamespace(ns)); err == nil {
 		for _, e := range evs.Items {
