@@ -338,3 +338,35 @@ func WriteFileAtomic(dir, name string, data []byte, perm os.FileMode) error {
 	}
 	return nil
 }
+
+// CheckNoLinksInRoot checks the absolute path name in the root file system
+// open at root for what a runtime would follow to place a mount there: it
+// fails with ErrLink if any existing element of name (the last one
+// included) is a symbolic link or a mount point, and with an error
+// wrapping fs.ErrInvalid if one is not a directory before the last.
+// Elements that do not exist yet are fine: the runtime makes them as
+// directories, where the checked prefix leads.
+func CheckNoLinksInRoot(root *os.File, name string) error {
+	rel := strings.TrimPrefix(name, "/")
+	if rel == "" {
+		return nil
+	}
+	how := &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV}
+	fd, err := unix.Openat2(int(root.Fd()), rel, how)
+	for errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) {
+		fd, err = unix.Openat2(int(root.Fd()), rel, how)
+	}
+	if err == nil {
+		unix.Close(fd)
+	}
+	switch {
+	case err == nil, errors.Is(err, unix.ENOENT):
+		return nil
+	case errors.Is(err, unix.ELOOP), errors.Is(err, unix.EXDEV):
+		return fmt.Errorf("%s: %w", name, ErrLink)
+	case errors.Is(err, unix.ENOTDIR):
+		return fmt.Errorf("%s: an element before the last is not a directory: %w", name, fs.ErrInvalid)
+	}
+	return &fs.PathError{Op: "check", Path: name, Err: err}
+}

@@ -236,3 +236,46 @@ func TestWriteFileAtomicReplacesALinkNotItsTarget(t *testing.T) {
 		}
 	}
 }
+
+// A mount target that climbs through a link the image or a snapshot
+// planted (/v -> /, so /v/.corral is /.corral) is refused, wherever the
+// link sits in the path; a path with no link, existing or not, passes.
+func TestCheckNoLinksInRootRefusesPlantedLinks(t *testing.T) {
+	root := t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(filepath.Join(root, ".corral"), 0o755))
+	must(os.MkdirAll(filepath.Join(root, "a", "b"), 0o755))
+	must(os.Symlink("/", filepath.Join(root, "v")))
+	must(os.Symlink("../..", filepath.Join(root, "a", "up")))
+	must(os.Symlink("b", filepath.Join(root, "a", "rel")))
+	must(os.WriteFile(filepath.Join(root, "file"), nil, 0o644))
+	d, err := OpenDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, tc := range []struct {
+		path string
+		want error
+	}{
+		{"/data", nil},
+		{"/a/b", nil},
+		{"/a/b/c/d", nil},
+		{"/v", ErrLink},
+		{"/v/.corral", ErrLink},
+		{"/a/up/.corral", ErrLink},
+		{"/a/rel", ErrLink},
+		{"/a/rel/x", ErrLink},
+		{"/file/x", os.ErrInvalid},
+	} {
+		err := CheckNoLinksInRoot(d, tc.path)
+		if (tc.want == nil) != (err == nil) || (tc.want != nil && !errors.Is(err, tc.want)) {
+			t.Errorf("CheckNoLinksInRoot(%s) = %v, want %v", tc.path, err, tc.want)
+		}
+	}
+}

@@ -76,12 +76,12 @@ func volumeErr(code, format string, args ...any) error {
 // reservedTargets are where no volume may be mounted: what the kernel
 // and the runtime put in every sandbox, and corral's own paths.
 func reservedTargets() []string {
-	return []string{"/proc", "/sys", "/dev", "/.corral", "/run/corral", "/var/lib/corral-execd"}
+	return []string{"/proc", "/sys", "/dev", "/.corral", "/.corral-gate", "/run/corral", "/var/lib/corral-execd", "/etc/corral"}
 }
 
 // reservedFiles are files the runtime mounts that no volume may replace.
 func reservedFiles() []string {
-	return []string{"/etc/hosts", "/etc/hostname", "/etc/resolv.conf"}
+	return []string{"/etc/hosts", "/etc/hostname", "/etc/resolv.conf", "/.corral-exit", "/.corral-execd-envs", "/etc/ssl/corral-ca-bundle.pem"}
 }
 
 // ParseVolumes checks a create's volumes: names, exactly one backend,
@@ -119,6 +119,9 @@ func ParseVolumes(in []api.Volume) ([]Volume, error) {
 			return nil, volumeErr(api.CodeVolumeInvalidMountPath, "volume %q: another volume is mounted at %s", v.Name, vol.Target)
 		}
 		targets[vol.Target] = true
+		if err := notNested(out, v.Name, vol.Target); err != nil {
+			return nil, err
+		}
 		if vol.SubPath, err = subPath(v.Name, v.SubPath); err != nil {
 			return nil, err
 		}
@@ -177,6 +180,32 @@ func CheckMount(name, target, sub string) error {
 	}
 	_, err := subPath(name, sub)
 	return err
+}
+
+// CheckNotNested refuses volumes of which one is mounted inside another
+// (names and targets in the same order), as ParseVolumes does.
+func CheckNotNested(names, targets []string) error {
+	var seen []Volume
+	for i, t := range targets {
+		if err := notNested(seen, names[i], t); err != nil {
+			return err
+		}
+		seen = append(seen, Volume{Name: names[i], Target: t})
+	}
+	return nil
+}
+
+// notNested refuses a volume mounted inside one of vols, or over one:
+// the outer volume's files are the tenant's, written by its sandboxes at
+// any time, so a link among them could carry the inner mount anywhere
+// in the sandbox's root (its reserved paths included) after every check.
+func notNested(vols []Volume, name, target string) error {
+	for _, o := range vols {
+		if strings.HasPrefix(target, o.Target+"/") || strings.HasPrefix(o.Target, target+"/") {
+			return volumeErr(api.CodeVolumeInvalidMountPath, "volume %q: mountPath %s and volume %q's %s are one inside the other; mount volumes side by side", name, target, o.Name, o.Target)
+		}
+	}
+	return nil
 }
 
 // mountTarget checks a mount path: absolute, clean, and none of the

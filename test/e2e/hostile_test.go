@@ -86,6 +86,9 @@ func newHostileRig(t *testing.T, runtime string, args ...string) *hostileRig {
 	if runtime == "oci" {
 		args = append(args, "--max-disk", "8Gi")
 	}
+	if runtime == "oci" || runtime == "docker" {
+		args = append(args, "--isolation", "runc,runsc")
+	}
 	reg := testutil.StartRegistry(t)
 	image := reg + "/corral/busybox:1"
 	testutil.PushImage(t, image, busyboxImage(t))
@@ -498,6 +501,7 @@ func TestHostileSandboxOCI(t *testing.T) {
 	})
 
 	h.sharedAttacks(t)
+	t.Run("VolumeOverCorral", func(t *testing.T) { h.volumeOverCorral(t, h.linkImage(t), api.IsolationRunsc) })
 
 	// A disk limit is a file system of the sandbox's own: a sandbox that
 	// writes without end fills that, and nothing the others or the server
@@ -572,6 +576,7 @@ func TestHostileSandboxDocker(t *testing.T) {
 	h := newHostileRig(t, "docker")
 	h.victimUnaffected(t)
 	h.sharedAttacks(t)
+	t.Run("VolumeOverCorral", func(t *testing.T) { h.volumeOverCorral(t, h.linkImage(t), api.IsolationRunsc) })
 	// Another tenant's snapshot is restored only with its snapshotId, which
 	// is that tenant's (404 to others); as an image, by name or by an
 	// image ID prefix, it is nobody's.

@@ -102,6 +102,9 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 			d.removeFailed(ctx, spec.ID, id, policed)
 		}
 	}()
+	if err := d.checkMountTargets(ctx, id, spec); err != nil {
+		return nil, err
+	}
 	if d.cfg.Remote {
 		if err := d.copyInRemote(ctx, spec.ID, id, policed); err != nil {
 			return nil, err
@@ -196,6 +199,51 @@ func (d *Driver) removeFailed(ctx context.Context, id, containerID string, polic
 	}
 	_, _ = d.cli.ContainerRemove(rctx, containerID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 	d.dropNetns(id)
+}
+
+// checkMountTargets refuses a created container whose image holds a
+// symbolic link on the way to a mount target: the engine follows links
+// in a target inside the container's root, so a volume at /v/.corral
+// with /v -> / would cover corral's binary, and an image link at
+// /var/lib/corral-execd would put a copy of the image's own files over
+// /.corral. Each element of each target is asked of the engine (which
+// reports a final link as such, and follows none) until one is missing:
+// the engine makes the rest as directories, where the checked prefix
+// leads. Volumes are not nested (sandbox.ParseVolumes), and nothing runs
+// in the container yet to change its tree.
+func (d *Driver) checkMountTargets(ctx context.Context, containerID string, spec driver.Spec) error {
+	type target struct{ volume, path string }
+	// corral's own: where a remote engine's copy of the binary goes, and
+	// the volume the engine fills from the image.
+	targets := []target{{"", insandbox.BinaryDir}, {"", insandbox.ExecdStateDir}}
+	for _, v := range spec.Volumes {
+		targets = append(targets, target{v.Name, v.Target})
+	}
+	for _, t := range targets {
+		p := ""
+		for _, part := range strings.Split(strings.TrimPrefix(t.path, "/"), "/") {
+			p += "/" + part
+			cctx, cancel := d.call(ctx)
+			res, err := d.cli.ContainerStatPath(cctx, containerID, client.ContainerStatPathOptions{Path: p})
+			cancel()
+			if cerrdefs.IsNotFound(err) {
+				break
+			}
+			if err != nil {
+				return d.engineErr("stat "+p+" in "+spec.ID, err)
+			}
+			if res.Stat.Mode&os.ModeSymlink == 0 {
+				continue
+			}
+			if t.volume == "" {
+				return errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeInvalidParameter,
+					"the image holds a symbolic link at %s, where corral mounts its own files", p)
+			}
+			return errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeVolumeInvalidMountPath,
+				"volume %q: mountPath %s passes through a symbolic link in the image or snapshot (%s); mount it at a path without links", t.volume, t.path, p)
+		}
+	}
+	return nil
 }
 
 // copyInRemote copies into a remote engine's container what a local one

@@ -35,6 +35,7 @@ import (
 	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/procfs"
 	"github.com/corral-dev/corral/internal/safefile"
+	"github.com/corral-dev/corral/internal/sandbox"
 	"github.com/corral-dev/corral/internal/verifier"
 )
 
@@ -359,7 +360,7 @@ func mountRootfs(ctx context.Context, b *build) error {
 	}
 	// With a user namespace, on an overlay of its own that is gone before
 	// the idmapped one is made: the server's writes there are root's.
-	if b.uid, b.gid, err = prepareRoot(b.plan, b.upper, b.work, b.rootfs, b.cwd, !fits && b.userns == nil); err != nil {
+	if b.uid, b.gid, err = prepareRoot(b.plan, b.upper, b.work, b.rootfs, b.cwd, b.spec.Volumes, !fits && b.userns == nil); err != nil {
 		return err
 	}
 	if b.userns != nil {
@@ -469,7 +470,10 @@ func stageBinds(b *build) error {
 // directories as overlays of their own, PID 1's command line and
 // environment, the limits.
 func (d *Driver) writeSpec(b *build) error {
-	mounts := b.mounts
+	// The runtime mounts in this order: the host image's system
+	// directories, the tenant's volumes, then corral's own files, so no
+	// volume can sit over what corral mounts.
+	var mounts []specs.Mount
 	if b.plan.host {
 		for _, dir := range hostSystemDirs() {
 			if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
@@ -504,6 +508,7 @@ func (d *Driver) writeSpec(b *build) error {
 		}
 	}
 	mounts = append(mounts, b.volumeMounts...)
+	mounts = append(mounts, b.mounts...)
 	args, extra := initCommand(b.spec, initParams{hostname: b.hostname, uid: b.uid, gid: b.gid, warm: b.mode == waitForClaim, gate: b.userns != nil, runsc: b.runsc})
 	env := mergeEnv(b.plan.config.Env, b.spec.Env, extra...)
 	if !hasVar(env, "HOME") {
@@ -659,13 +664,13 @@ func (d *Driver) openGate(ctx context.Context, b *build, pid int, start uint64, 
 	return nil
 }
 
-// prepareRoot resolves the image's user and makes its working directory,
-// in the root file system as the sandbox will see it (links resolve
-// inside it, never on the host): the overlay mounted at rootfs (mounted
-// says so), else one of the same layers attached nowhere, else (a kernel
-// older than 6.8 with a stack longer than one fsconfig value) one mounted
-// at rootfs for the time it takes.
-func prepareRoot(plan *rootfsPlan, upper, work, rootfs, cwd string, mounted bool) (uid, gid uint32, err error) {
+// prepareRoot resolves the image's user, makes its working directory and
+// checks where the volumes go, in the root file system as the sandbox
+// will see it (links resolve inside it, never on the host): the overlay
+// mounted at rootfs (mounted says so), else one of the same layers
+// attached nowhere, else (a kernel older than 6.8 with a stack longer
+// than one fsconfig value) one mounted at rootfs for the time it takes.
+func prepareRoot(plan *rootfsPlan, upper, work, rootfs, cwd string, vols []sandbox.Volume, mounted bool) (uid, gid uint32, err error) {
 	var root *os.File
 	if !mounted {
 		if root, err = detachedOverlay(plan.lowers, upper, work); err != nil {
@@ -684,6 +689,9 @@ func prepareRoot(plan *rootfsPlan, upper, work, rootfs, cwd string, mounted bool
 	if uid, gid, err = resolveUser(root, plan.config.User); err != nil {
 		return 0, 0, errdefs.Wrap(errdefs.ErrInvalidArgument, api.CodeImageBadUser, err.Error(), err)
 	}
+	if err := checkMountTargets(root, plan, vols); err != nil {
+		return 0, 0, err
+	}
 	// runc creates the mount points it needs; only a missing working
 	// directory must be made here.
 	if _, err := safefile.MkdirAllInRootAt(root, cwd, 0o755); err != nil {
@@ -691,6 +699,44 @@ func prepareRoot(plan *rootfsPlan, upper, work, rootfs, cwd string, mounted bool
 			fmt.Sprintf("the image's working directory %q cannot be made: %v", cwd, err), err)
 	}
 	return uid, gid, nil
+}
+
+// checkMountTargets refuses a volume whose mount path passes through a
+// link in the root file system (the image's, or a snapshot's the tenant
+// made): the runtime would follow it, so /v/.corral with /v -> / would
+// cover corral's own /.corral, whatever the path says. With no link on
+// the way, the path is where the volume lands, and ParseVolumes checked
+// it against the reserved paths. Volumes are not nested (ParseVolumes),
+// so no volume's own files are on another's way. Under the host image,
+// the system directories are the host's, mounted on their own: no
+// volume goes there.
+func checkMountTargets(root *os.File, plan *rootfsPlan, vols []sandbox.Volume) error {
+	// Links where corral mounts its own files would only move them in
+	// the sandbox's tree, but no image needs one there: refused too.
+	for _, own := range []string{insandbox.BinaryDir, "/run/corral"} {
+		if err := safefile.CheckNoLinksInRoot(root, own); err != nil {
+			return errdefs.Wrap(errdefs.ErrInvalidArgument, api.CodeInvalidParameter,
+				fmt.Sprintf("the image or snapshot holds a symbolic link at %s, where corral mounts its own files", own), err)
+		}
+	}
+	for _, v := range vols {
+		if plan.host {
+			for _, dir := range hostSystemDirs() {
+				if v.Target == dir || strings.HasPrefix(v.Target, dir+"/") {
+					return errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeVolumeInvalidMountPath,
+						"volume %q: mountPath %s is in %s, which the host image shares from this machine", v.Name, v.Target, dir)
+				}
+			}
+		}
+		if err := safefile.CheckNoLinksInRoot(root, v.Target); err != nil {
+			msg := fmt.Sprintf("volume %q: mountPath %s cannot be used in this sandbox's root file system: %v", v.Name, v.Target, err)
+			if errors.Is(err, safefile.ErrLink) {
+				msg = fmt.Sprintf("volume %q: mountPath %s passes through a symbolic link in the image or snapshot; mount it at a path without links", v.Name, v.Target)
+			}
+			return errdefs.Wrap(errdefs.ErrInvalidArgument, api.CodeVolumeInvalidMountPath, msg, err)
+		}
+	}
+	return nil
 }
 
 func hasVar(env []string, name string) bool {

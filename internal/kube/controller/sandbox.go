@@ -142,12 +142,18 @@ func (r *sandboxReconciler) noPod(ctx context.Context, sbx *v1alpha1.Sandbox, st
 			return nil
 		}
 	}
+	var names, targets []string
 	for _, v := range sbx.Spec.Volumes {
 		// The server checked these; a Sandbox written by hand may not be.
 		if err := sandbox.CheckMount(v.Name, v.MountPath, v.SubPath); err != nil {
 			setCondition(status, v1alpha1.ConditionFailed, true, "InvalidVolume", err.Error())
 			return nil
 		}
+		names, targets = append(names, v.Name), append(targets, v.MountPath)
+	}
+	if err := sandbox.CheckNotNested(names, targets); err != nil {
+		setCondition(status, v1alpha1.ConditionFailed, true, "InvalidVolume", err.Error())
+		return nil
 	}
 	sec, err := r.accessSecret(ctx, sbx)
 	keys := []string{v1alpha1.TokenKey}
