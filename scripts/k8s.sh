@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A real single-node Kubernetes for corral's kube tests, built from the Go
-# module proxy (tools/k8s, tools/etcd) and Debian's containerd, runc and CNI
-# plugins. See docs/kubernetes.md ("Testing against a real cluster").
+# module proxy (tools/k8s, tools/etcd), Debian's containerd and CNI plugins,
+# and the runc scripts/runtimes.sh pins. See docs/kubernetes.md ("Testing
+# against a real cluster").
 #
 #   scripts/k8s.sh build   build (or take from the cache) the binaries; prints their dir
 #   scripts/k8s.sh up      build, then start etcd, apiserver, controller-manager,
@@ -167,7 +168,6 @@ up() {
   local need=()
   [ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
   command -v containerd >/dev/null || need+=(containerd)
-  command -v runc >/dev/null || need+=(runc)
   command -v iptables >/dev/null || need+=(iptables)
   command -v openssl >/dev/null || need+=(openssl)
   command -v curl >/dev/null || need+=(curl)
@@ -175,6 +175,10 @@ up() {
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
   fi
+  # Pods run on the runc corral pins (Debian's containerd pulls in its
+  # older runc too; BinaryName below says which one).
+  local runc
+  runc=$(scripts/runtimes.sh)
   local bin
   bin=$(build)
   local start=$SECONDS
@@ -248,6 +252,8 @@ state = "$ctrd/state"
     conf_dir = "$dir/cni/net.d"
   [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
     runtime_type = "io.containerd.runc.v2"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+      BinaryName = "$runc"
 EOC
   cat >"$dir/cni/net.d/10-corral-test.conflist" <<EOC
 {"cniVersion": "0.4.0", "name": "corral-test", "plugins": [

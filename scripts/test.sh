@@ -13,7 +13,6 @@ fi
 
 need=()
 command -v wrk >/dev/null || need+=(wrk)
-command -v runc >/dev/null || need+=(runc)
 [ -x /bin/busybox ] || need+=(busybox-static)
 command -v unshare >/dev/null || need+=(util-linux)
 command -v npm >/dev/null || need+=(nodejs npm)
@@ -32,6 +31,21 @@ command -v debootstrap >/dev/null || need+=(debootstrap)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+# The runc every tier runs: built at the release tools/runc pins
+# (scripts/runtimes.sh, cached after the first build) and first on PATH,
+# ahead of the older runc Debian's docker.io and containerd pull in. The
+# corral servers the tests start, the dockerd started below (its runtime
+# "runc" is the first on its PATH) and scripts/k8s.sh's containerd run it.
+runc=$(scripts/runtimes.sh)
+PATH=$(dirname "$runc"):$PATH
+runc_version=$(cd tools/runc && go list -m -f '{{.Version}}' github.com/opencontainers/runc)
+runc_says=$(runc --version)
+runc_says=${runc_says%%$'\n'*}
+if [ "$(command -v runc)" != "$runc" ] || [ "$runc_says" != "runc version ${runc_version#v}" ]; then
+  echo "scripts/test.sh: runc on PATH is $(command -v runc) (\"$runc_says\"), not the pinned $runc (runc version ${runc_version#v})" >&2
+  exit 1
 fi
 
 # What this script started is stopped on exit, in reverse order.
@@ -60,6 +74,10 @@ if ! curl -sf --unix-socket /var/run/docker.sock http://docker/_ping >/dev/null 
     sleep 1
   done
   curl -sf --unix-socket /var/run/docker.sock http://docker/_ping >/dev/null || { echo "scripts/test.sh: dockerd did not answer in 60 s" >&2; exit 1; }
+  # The engine reports the runc it runs: the pinned one.
+  engine=$(curl -sf --unix-socket /var/run/docker.sock http://docker/version)
+  [[ "${engine//[$' \n']/}" == *"{\"Name\":\"runc\",\"Version\":\"${runc_version#v}\""* ]] ||
+    { echo "scripts/test.sh: dockerd does not run runc ${runc_version#v}: $engine" >&2; exit 1; }
 fi
 
 # The Kubernetes tier needs a cluster: scripts/k8s.sh builds one from the
@@ -228,6 +246,7 @@ required=(
   internal/egress/nft.TestIsolateOutbound
   internal/imagestore.TestImagesAreTenantScoped
   test/e2e.TestRuntimeVersionIsChecked
+  test/e2e.TestInstalledRuncHasNoKnownEscapes
   test/e2e.TestMCPToolsOverStdio
   test/e2e.TestMCPOverStreamableHTTP
   test/e2e.TestMCPWithTheTypeScriptSDKClient

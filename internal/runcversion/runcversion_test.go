@@ -24,6 +24,8 @@ func TestCheck(t *testing.T) {
 		{"1.4.0-rc.2", "runc version 1.4.0-rc.2\n", []string{"CVE-2025-52881"}},
 		{"1.4.0-rc.3", "runc version 1.4.0-rc.3\n", nil},
 		{"1.4.1", "runc version 1.4.1\ncommit: v1.4.1\n", nil},
+		// What the runc scripts/runtimes.sh builds from tools/runc prints.
+		{"the runc corral installs", "runc version 1.5.3\ncommit: v1.5.3\nspec: 1.3.0\ngo: go1.26.8\nlibseccomp: 2.5.4\n", nil},
 		{"crun", "crun version 1.26\ncommit: abc\nrundir: /run/crun\nspec: 1.0.0\n+SYSTEMD +SECCOMP\n", nil},
 		{"runsc", "runsc version release-20260101.0\nspec: 1.2.1\n", nil},
 		{"unknown", "youki version 0.5.7\n", []string{"not one corral knows"}},
