@@ -23,6 +23,7 @@ import (
 	runc "github.com/containerd/go-runc"
 	"github.com/google/go-containerregistry/pkg/authn"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
@@ -135,9 +136,6 @@ type build struct {
 	// the console log.
 	bundle, disk        string
 	rootfs, upper, work string
-	// overlay is the root mount's options for the runtime ("" when the
-	// stack was mounted at rootfs here).
-	overlay  string
 	cwd      string
 	uid, gid uint32
 	hostname string
@@ -335,22 +333,28 @@ func (d *Driver) prepareBundle(ctx context.Context, b *build) error {
 	return nil
 }
 
-// mountRootfs prepares the root file system. It is mounted by the
-// runtime, inside the sandbox's own mount namespace: the server's holds no
-// mount of it, so it costs no later create anything and goes with the
-// sandbox. A stack too long for one mount call is mounted here instead.
-// The image's user is resolved and its working directory made in it.
+// mountRootfs prepares the root file system. The server mounts it: runc
+// refuses a mount at "/" since its 2025 escape fixes (1.2.8), runsc serves
+// "/" from a directory, and in a user namespace the layers are idmapped
+// first. runc's sandbox keeps its own copy, in its own mount namespace;
+// the server's (private, so that undoing it reaches no copy) is undone
+// once runc has run, and costs later creates nothing. runsc's stays until
+// Destroy. The image's user is resolved and its working directory made
+// in it.
 func mountRootfs(ctx context.Context, b *build) error {
-	overlay, fits := overlayOptions(b.plan.lowers, b.upper, b.work)
-	// runsc serves "/" from a directory: the overlay is mounted here.
-	fits = fits && !b.runsc
-	if !fits && b.userns == nil {
-		overlay = ""
+	mounted := b.userns == nil
+	if mounted {
 		if err := mountOverlay(b.plan.lowers, b.upper, b.work, b.rootfs); err != nil {
 			return err
 		}
+		if err := unix.Mount("", b.rootfs, "", unix.MS_PRIVATE, ""); err != nil {
+			_ = unmount(b.rootfs)
+			return fmt.Errorf("make %s private: %w", b.rootfs, err)
+		}
+		if !b.runsc {
+			b.hostMounts = append(b.hostMounts, b.rootfs)
+		}
 	}
-	b.overlay = overlay
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -360,13 +364,13 @@ func mountRootfs(ctx context.Context, b *build) error {
 	}
 	// With a user namespace, on an overlay of its own that is gone before
 	// the idmapped one is made: the server's writes there are root's.
-	if b.uid, b.gid, err = prepareRoot(b.plan, b.upper, b.work, b.rootfs, b.cwd, b.spec.Volumes, !fits && b.userns == nil); err != nil {
+	if b.uid, b.gid, err = prepareRoot(b.plan, b.upper, b.work, b.rootfs, b.cwd, b.spec.Volumes, mounted); err != nil {
 		return err
 	}
 	if b.userns != nil {
 		// Mounted here, over idmapped layers: runc in the user namespace
 		// could only mount an overlay whose files it sees unowned.
-		b.rootfs, b.overlay = filepath.Join(b.stage, "root"), ""
+		b.rootfs = filepath.Join(b.stage, "root")
 		if err := os.Mkdir(b.rootfs, 0o755); err != nil {
 			return err
 		}
@@ -516,7 +520,7 @@ func (d *Driver) writeSpec(b *build) error {
 	}
 	spec := b.spec
 	p := specParams{
-		id: spec.ID, rootfs: b.rootfs, rootOverlay: b.overlay, hostname: b.hostname, args: args, env: env, cwd: b.cwd,
+		id: spec.ID, rootfs: b.rootfs, hostname: b.hostname, args: args, env: env, cwd: b.cwd,
 		cgroupsPath: cgroupsPath(spec.ID), annotations: driver.BackendLabels(spec), mounts: mounts,
 		cpuMillis: spec.Resources.CPUMillis, memoryBytes: spec.Resources.MemoryBytes, pids: spec.Resources.Pids, runsc: b.runsc,
 	}

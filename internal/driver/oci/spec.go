@@ -57,9 +57,6 @@ func readonlyPaths() []string {
 type specParams struct {
 	id     string
 	rootfs string
-	// rootOverlay, when set, is the mount data of the overlay the runtime
-	// mounts over rootfs before anything else.
-	rootOverlay string
 	hostname    string
 	args        []string
 	env         []string
@@ -146,9 +143,6 @@ func buildSpec(p specParams) (*specs.Spec, error) {
 		period := uint64(100000)
 		quota := p.cpuMillis * 100
 		s.Linux.Resources.CPU = &specs.LinuxCPU{Period: &period, Quota: &quota}
-	}
-	if p.rootOverlay != "" {
-		s.Mounts = append([]specs.Mount{{Destination: "/", Type: "overlay", Source: "overlay", Options: []string{p.rootOverlay}}}, s.Mounts...)
 	}
 	if p.runsc {
 		// Pids holds gVisor's threads and stubs; the sandbox's tasks are
