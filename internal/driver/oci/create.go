@@ -136,9 +136,9 @@ type build struct {
 	// the console log.
 	bundle, disk        string
 	rootfs, upper, work string
-	cwd      string
-	uid, gid uint32
-	hostname string
+	cwd                 string
+	uid, gid            uint32
+	hostname            string
 	// ns holds the sandbox's network namespace; netns names it.
 	ns     *os.File
 	netns  string

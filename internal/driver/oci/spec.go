@@ -55,12 +55,12 @@ func readonlyPaths() []string {
 
 // specParams is what a sandbox's runtime spec is made from.
 type specParams struct {
-	id     string
-	rootfs string
-	hostname    string
-	args        []string
-	env         []string
-	cwd         string
+	id       string
+	rootfs   string
+	hostname string
+	args     []string
+	env      []string
+	cwd      string
 	// netns is the network namespace to join; "" makes a new one (in the
 	// user namespace, with one).
 	netns       string
