@@ -16,8 +16,13 @@ import (
 // container of a Kubernetes sandbox pod uses it to put corral into the
 // volume the sandbox container starts from. The copy is written beside
 // PATH and renamed into place, so a reader never sees half a binary.
+// With --isolate-network it also closes the pod's network namespace to
+// everything but answers (a sandbox without a policy): from this
+// container, which holds NET_ADMIN and is gone before the sandbox's
+// starts, so the sandbox's never holds it.
 func runInstallBinary(_ context.Context, e *env, args []string) int {
-	fs := client.NewFlagSet(e, "install-binary", "install-binary PATH")
+	fs := client.NewFlagSet(e, "install-binary", "install-binary [--isolate-network] PATH")
+	isolate := fs.Bool("isolate-network", false, "also close the pod's network to all but inbound connections and their answers")
 	if ok, code := client.ParseFlags(fs, e, args); !ok {
 		return code
 	}
@@ -32,6 +37,13 @@ func runInstallBinary(_ context.Context, e *env, args []string) int {
 	defer src.Close()
 	if err := writeFileAtomic(dst, src, 0o555); err != nil {
 		return client.Fail(e, "install-binary: %v", err)
+	}
+	if *isolate {
+		// Fail closed: the sandbox never starts in a namespace that could
+		// not be isolated.
+		if err := isolateOutbound(); err != nil {
+			return client.Fail(e, "install-binary: --isolate-network: %v", err)
+		}
 	}
 	return 0
 }

@@ -59,6 +59,7 @@ func commands() []command {
 		{Name: "egress", Summary: "enforce a sandbox's egress policy (DNS, nftables, the policy API on :18080)", Run: runEgress},
 		{Name: "controller", Summary: "run the Kubernetes controller for Sandbox resources", Run: runController},
 		{Name: "install-binary", Summary: "copy this corral binary to a path (the Kubernetes pod's init container)", Run: runInstallBinary},
+		{Name: "check-mounts", Summary: "refuse mount paths that pass through a symbolic link in this root (the Kubernetes pod's init container)", Run: runCheckMounts},
 		{Name: "adopt", Summary: "hand a warm sandbox its token, environment and entrypoint (run inside it by the Kubernetes controller)", Run: runAdopt},
 		{Name: "init", Summary: "run as PID 1 of a sandbox: the entrypoint, execd, reaping and signals", Run: runInit},
 		{Name: "version", Summary: "print the version", Run: runVersion},

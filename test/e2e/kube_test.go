@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -27,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/corral-dev/corral/api"
+	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
 	"github.com/corral-dev/corral/internal/kube/kubetest"
 	"github.com/corral-dev/corral/internal/testutil"
@@ -817,4 +819,62 @@ func TestHostileSandboxKube(t *testing.T) {
 	if err := victim.DeleteSandbox(ctx(t), vsb.ID); err != nil {
 		t.Errorf("delete: %v", err)
 	}
+	// The review's H1 on this runtime: a claim at a path through a link
+	// in the image (/v -> /) is refused before the sandbox's container
+	// starts (the runtime mounts claims after corral's binary, and would
+	// follow the link); the same claim where no link leads mounts.
+	t.Run("VolumeOverCorral", func(t *testing.T) {
+		layer, err := testutil.BusyboxLayer()
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := mutate.AppendLayers(kubetest.Image(t, layer, "/bin/sh"), tarLayer(t, []tarFile{
+			{name: "v", link: "/"}, {name: "deep/", dir: true, mode: 0o755}, {name: "deep/w", link: "/"},
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		const linked = "corral.test/linked:1"
+		w.c.Import(t, linked, img)
+		withTools := func(image, target string) api.CreateSandboxRequest {
+			r := small()
+			r.Image = &api.ImageSpec{URI: image}
+			r.Volumes = []api.Volume{{Name: "tools", PVC: &api.PVCVolume{ClaimName: "tools"}, MountPath: target}}
+			return r
+		}
+		wsb, err := attacker.CreateSandbox(ctx(t), withTools(w.busybox, "/tools"), sdk.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, code := run(attacker, wsb.ID, "printf '#!/bin/sh\\necho TENANT-PID1-RAN\\nexec sleep 3600\\n' > /tools/corral && chmod 755 /tools/corral && echo ok"); code != 0 || out != "ok\n" {
+			t.Fatalf("write the tenant's program: %q (exit %d)", out, code)
+		}
+		if err := attacker.DeleteSandbox(ctx(t), wsb.ID); err != nil {
+			t.Fatal(err)
+		}
+		for _, target := range reservedThroughLink() {
+			sb, err := attacker.CreateSandbox(ctx(t), withTools(linked, target), sdk.CreateOptions{})
+			if err == nil {
+				out, _ := run(attacker, sb.ID, "cat /proc/1/cmdline | tr '\\0' ' '")
+				t.Errorf("%s: the create was accepted (PID 1 runs %q)", target, out)
+				_ = attacker.DeleteSandbox(ctx(t), sb.ID)
+				continue
+			}
+			var ae *sdk.APIError
+			if !errors.As(err, &ae) || ae.Status != 400 || ae.Code != api.CodeVolumeInvalidMountPath || !strings.Contains(ae.Message, target) {
+				t.Errorf("%s: create = %v, want a 400 %s naming the mount path", target, err, api.CodeVolumeInvalidMountPath)
+			}
+		}
+		sb, err := attacker.CreateSandbox(ctx(t), withTools(linked, "/opt/tools"), sdk.CreateOptions{})
+		if err != nil {
+			t.Fatalf("the claim at a path without links: %v", err)
+		}
+		if out, code := run(attacker, sb.ID, "test -x /opt/tools/corral && cat /proc/1/cmdline | tr '\\0' ' '"); code != 0 || !strings.HasPrefix(out, insandbox.Binary+" init ") {
+			t.Errorf("the claim at a path without links: %q (exit %d)", out, code)
+		}
+		if err := attacker.DeleteSandbox(ctx(t), sb.ID); err != nil {
+			t.Errorf("delete: %v", err)
+		}
+		victimWorks()
+	})
 }

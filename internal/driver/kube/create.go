@@ -330,7 +330,11 @@ var userFailures = map[string]bool{
 // startFailure turns the Failed condition into an error a user can act on.
 func startFailure(id string, sbx *v1alpha1.Sandbox) error {
 	kind := errdefs.ErrUnavailable
-	if c := meta.FindStatusCondition(sbx.Status.Conditions, v1alpha1.ConditionFailed); c != nil && userFailures[c.Reason] {
+	c := meta.FindStatusCondition(sbx.Status.Conditions, v1alpha1.ConditionFailed)
+	if c != nil && c.Reason == v1alpha1.ReasonMountThroughLink {
+		return errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeVolumeInvalidMountPath, "sandbox %s did not start: %s", id, c.Message)
+	}
+	if c != nil && userFailures[c.Reason] {
 		kind = errdefs.ErrInvalidArgument
 	}
 	return errdefs.Newf(kind, api.CodeSandboxStartFailed, "sandbox %s did not start: %s", id, failure(sbx))

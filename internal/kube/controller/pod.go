@@ -23,9 +23,13 @@ const (
 	// ContainerName is the sandbox's container: the user's image running
 	// corral init.
 	ContainerName = v1alpha1.SandboxContainer
-	// InstallContainerName copies the corral binary into binVolume.
+	// InstallContainerName copies the corral binary into binVolume, and
+	// isolates the network of a pod without a policy.
 	InstallContainerName = "corral-install"
-	binVolume            = "corral-bin"
+	// CheckMountsContainerName checks, in the sandbox's image, that no
+	// volume's mount path passes through a link.
+	CheckMountsContainerName = "corral-check-mounts"
+	binVolume                = "corral-bin"
 	// EgressContainerName is the egress sidecar.
 	EgressContainerName = "corral-egress"
 	// EgressMark is the socket mark of the sidecar's own DNS queries.
@@ -57,8 +61,8 @@ type template struct {
 	// verifier: the pod never holds the token).
 	execdVerifier string
 	// isolate closes the pod's way out (a pod without an egress policy):
-	// PID 1 programs it before anything runs, with a NET_ADMIN it then
-	// gives up.
+	// The install container programs it, with a NET_ADMIN the sandbox's
+	// container never holds.
 	isolate bool
 	// init is PID 1's command line (corral init).
 	init    initproc.Options
@@ -92,14 +96,41 @@ func (r *sandboxReconciler) podFor(sbx *v1alpha1.Sandbox, token string) *corev1.
 // as pod volume "vol-N" (corral's own are "corral-..."). The kubelet
 // resolves a sub-path inside its volume, refusing links out of it.
 func addVolumes(p *corev1.Pod, vols []v1alpha1.SandboxVolume) {
+	if len(vols) == 0 {
+		return
+	}
 	c := &p.Spec.Containers[0]
+	check := []string{insandbox.Binary, "check-mounts", "--", insandbox.BinaryDir}
 	for i, v := range vols {
 		name := fmt.Sprintf("vol-%d", i)
 		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: v.ClaimName, ReadOnly: v.ReadOnly},
 		}})
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: name, MountPath: v.MountPath, SubPath: v.SubPath, ReadOnly: v.ReadOnly})
+		check = append(check, v.MountPath)
 	}
+	// The runtime follows links in a mount path inside the image's root,
+	// and mounts the claims after corral's binary volume: a claim at
+	// /v/.corral, with /v -> / in the image, would cover corral. The same
+	// image, started first with nothing of the tenant's mounted, refuses
+	// every such path (and a link at corral's own).
+	no, yes, zero := false, true, int64(0)
+	p.Spec.InitContainers = append(p.Spec.InitContainers, corev1.Container{
+		Name:                     CheckMountsContainerName,
+		Image:                    c.Image,
+		ImagePullPolicy:          c.ImagePullPolicy,
+		Command:                  check,
+		VolumeMounts:             []corev1.VolumeMount{{Name: binVolume, MountPath: insandbox.BinaryDir, ReadOnly: true}},
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		SecurityContext: &corev1.SecurityContext{
+			RunAsUser:                &zero,
+			RunAsNonRoot:             &no,
+			ReadOnlyRootFilesystem:   &yes,
+			AllowPrivilegeEscalation: &no,
+			// Enough to look up any path of the image, nothing else.
+			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"DAC_READ_SEARCH"}},
+		},
+	})
 }
 
 // warmPolicy is a warm pod's policy until a Sandbox adopts the pod.
@@ -224,14 +255,18 @@ func newPod(cfg Config, t template) *corev1.Pod {
 	env := append([]corev1.EnvVar{{Name: "EXECD_ACCESS_TOKEN", Value: t.execdVerifier}}, t.env...)
 	grace := int64(gracePeriod)
 	no := false
-	caps := sandboxCapabilities()
-	init := t.init
+	install := []string{"/corral", "install-binary", insandbox.Binary}
+	root := int64(0)
+	var installUser *int64
+	installCaps := &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}
 	if t.isolate {
-		// PID 1 closes the way out, then drops NET_ADMIN for good.
-		caps = append(caps, "NET_ADMIN")
-		init.IsolateNetwork = "any"
+		// The install container closes the way out before the sandbox's
+		// container starts; only it holds NET_ADMIN.
+		install = []string{"/corral", "install-binary", "--isolate-network", insandbox.Binary}
+		installCaps.Add = []corev1.Capability{"NET_ADMIN"}
+		installUser = &root
 	}
-	command := init.Argv(insandbox.Binary)
+	command := t.init.Argv(insandbox.Binary)
 	var hostUsers *bool
 	if cfg.UserNamespaces {
 		hostUsers = &no
@@ -256,11 +291,12 @@ func newPod(cfg Config, t template) *corev1.Pod {
 				Name:            InstallContainerName,
 				Image:           cfg.CorralImage,
 				ImagePullPolicy: cfg.CorralImagePullPolicy,
-				Command:         []string{"/corral", "install-binary", insandbox.Binary},
+				Command:         install,
 				VolumeMounts:    []corev1.VolumeMount{{Name: binVolume, MountPath: insandbox.BinaryDir}},
 				SecurityContext: &corev1.SecurityContext{
+					RunAsUser:                installUser,
 					AllowPrivilegeEscalation: &no,
-					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+					Capabilities:             installCaps,
 				},
 			}},
 			Containers: []corev1.Container{{
@@ -282,7 +318,7 @@ func newPod(cfg Config, t template) *corev1.Pod {
 				SecurityContext: &corev1.SecurityContext{
 					// no_new_privs: no setuid program gains anything.
 					AllowPrivilegeEscalation: &no,
-					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: caps},
+					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: sandboxCapabilities()},
 				},
 			}},
 		},

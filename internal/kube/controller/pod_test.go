@@ -83,11 +83,14 @@ func TestEgressSidecar(t *testing.T) {
 	if len(p.Spec.InitContainers) != 1 || p.Spec.DNSPolicy == corev1.DNSNone {
 		t.Errorf("a Sandbox without a policy got egress parts: %+v", p.Spec)
 	}
-	// Without a policy, no network: PID 1 isolates the pod with a
-	// NET_ADMIN it then gives up.
+	// Without a policy, no network: the install container isolates the
+	// pod, and only it holds NET_ADMIN; the sandbox's never does.
 	sb = p.Spec.Containers[0]
-	if parseInit(t, sb.Command).IsolateNetwork != "any" || !slices.Contains(sb.SecurityContext.Capabilities.Add, "NET_ADMIN") {
-		t.Errorf("a Sandbox without a policy is not isolated: %v %+v", sb.Command, sb.SecurityContext.Capabilities)
+	if in := p.Spec.InitContainers[0]; !slices.Contains(in.Command, "--isolate-network") || !slices.Contains(in.SecurityContext.Capabilities.Add, "NET_ADMIN") {
+		t.Errorf("a Sandbox without a policy is not isolated by its install container: %v %+v", in.Command, in.SecurityContext.Capabilities)
+	}
+	if parseInit(t, sb.Command).IsolateNetwork != "" || slices.Contains(sb.SecurityContext.Capabilities.Add, "NET_ADMIN") {
+		t.Errorf("the sandbox's container isolates, or holds NET_ADMIN: %v %+v", sb.Command, sb.SecurityContext.Capabilities)
 	}
 	// Pools: only pods with the sidecar serve Sandboxes with a policy, and
 	// only Sandboxes with one adopt those; a warm sidecar denies
@@ -105,7 +108,7 @@ func TestEgressSidecar(t *testing.T) {
 		t.Error("a Sandbox without a policy matches the wrong pools")
 	}
 	pr := &poolReconciler{cfg: r.cfg}
-	if w := pr.warmPodFor(plain, "p-1", "warm-token"); len(w.Spec.InitContainers) != 1 || !slices.Contains(w.Spec.Containers[0].Command, "--isolate-network") {
+	if w := pr.warmPodFor(plain, "p-1", "warm-token"); len(w.Spec.InitContainers) != 1 || !slices.Contains(w.Spec.InitContainers[0].Command, "--isolate-network") {
 		t.Errorf("a plain pool's pod has a sidecar, or is not isolated: %+v", w.Spec)
 	}
 	w := pr.warmPodFor(confined, "p-2", "warm-token")
@@ -141,7 +144,7 @@ func TestWarmPodInitIsWhatInitParses(t *testing.T) {
 		Template: v1alpha1.SandboxTemplate{Image: "busybox"}}}
 	p := r.warmPodFor(pool, "p-1", "tok")
 	o := parseInit(t, p.Spec.Containers[0].Command)
-	if o.WaitStart != warmStart || o.ExecdTokenFile != warmTokenFile || o.ExecdEnvFile != warmEnvFile || o.IsolateNetwork != "any" ||
+	if o.WaitStart != warmStart || o.ExecdTokenFile != warmTokenFile || o.ExecdEnvFile != warmEnvFile || o.IsolateNetwork != "" ||
 		o.ExecdStateDir != insandbox.ExecdStateDir || len(o.Entrypoint) != 0 {
 		t.Fatalf("warm PID 1: %+v", o)
 	}
@@ -189,6 +192,14 @@ func TestVolumesAreClaimMounts(t *testing.T) {
 				t.Errorf("init container %s mounts a claim", c.Name)
 			}
 		}
+	}
+	// The image's links are checked before the sandbox starts: in the
+	// sandbox's own image, for corral's path and each volume's.
+	check := p.Spec.InitContainers[len(p.Spec.InitContainers)-1]
+	if check.Name != CheckMountsContainerName || check.Image != "busybox" ||
+		!slices.Equal(check.Command, []string{insandbox.Binary, "check-mounts", "--", insandbox.BinaryDir, "/data", "/ro"}) ||
+		len(check.SecurityContext.Capabilities.Add) != 1 || check.SecurityContext.Capabilities.Add[0] != "DAC_READ_SEARCH" {
+		t.Errorf("the mount check: %+v", check)
 	}
 	tmpl := v1alpha1.SandboxTemplate{Image: "busybox"}
 	if tmpl.Matches(sbx) {

@@ -5,6 +5,7 @@ package controller
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -36,7 +37,11 @@ func observePod(status *v1alpha1.SandboxStatus, pod *corev1.Pod, stopped bool) {
 		}
 	}
 	for _, cs := range pod.Status.InitContainerStatuses {
-		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+		switch t := cs.State.Terminated; {
+		case t == nil || t.ExitCode == 0:
+		case cs.Name == CheckMountsContainerName:
+			setCondition(status, v1alpha1.ConditionFailed, true, v1alpha1.ReasonMountThroughLink, strings.TrimSpace(t.Message))
+		default:
 			setCondition(status, v1alpha1.ConditionFailed, true, "CorralInstallFailed",
 				fmt.Sprintf("the init container copying corral from %s exited %d: %s", cs.Image, t.ExitCode, t.Message))
 		}

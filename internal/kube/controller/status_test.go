@@ -53,6 +53,12 @@ func TestStatusFromPod(t *testing.T) {
 			InitContainerStatuses: []corev1.ContainerStatus{{Name: InstallContainerName, Image: "corral",
 				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}}}},
 			phase: v1alpha1.SandboxFailed, reason: "CorralInstallFailed"},
+		{name: "a mount path through a link", pod: corev1.PodStatus{Phase: corev1.PodFailed,
+			InitContainerStatuses: []corev1.ContainerStatus{{Name: InstallContainerName, Image: "corral",
+				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}},
+				{Name: CheckMountsContainerName, Image: "img",
+					State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: "mountPath /v/.corral passes through a symbolic link"}}}}},
+			phase: v1alpha1.SandboxFailed, reason: v1alpha1.ReasonMountThroughLink},
 		{name: "exited", pod: corev1.PodStatus{Phase: corev1.PodFailed,
 			ContainerStatuses: main(corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 				ExitCode: 3, Reason: "Error", StartedAt: started, FinishedAt: finished}}, false)},

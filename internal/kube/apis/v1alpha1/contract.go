@@ -26,6 +26,10 @@ const (
 	// SandboxContainer is the pod's container that runs the sandbox: the
 	// user's image running corral init (the server reads its log).
 	SandboxContainer = "sandbox"
+	// ReasonMountThroughLink is the Failed reason of a Sandbox whose image
+	// holds a symbolic link on the way to a volume's mount path (or to
+	// corral's own): refused before the sandbox's container starts.
+	ReasonMountThroughLink = "MountThroughLink"
 )
 
 // Scheme returns the scheme of everything the controller and the kube
