@@ -46,12 +46,15 @@ const (
 	CodeVolumeInUse    = "VOLUME::IN_USE"
 	// CodeSnapshotCaptureFailed is corral's: a capture that failed (a fork's).
 	CodeSnapshotCaptureFailed = "SNAPSHOT::CAPTURE_FAILED"
-	CodeProxyUpstream         = "PROXY::UPSTREAM_UNREACHABLE"
-	CodeRouteNotFound         = "ROUTE_NOT_FOUND"
-	CodeMethodNotAllowed      = "METHOD_NOT_ALLOWED"
-	CodeKeyNotFound           = "KEY::NOT_FOUND"
-	CodeHostNotAllowed        = "HOST_NOT_ALLOWED"
-	CodeOriginNotAllowed      = "ORIGIN_NOT_ALLOWED"
+	// CodeSnapshotQuota is corral's: the tenant holds as many snapshots,
+	// or as many bytes of them, as the server allows.
+	CodeSnapshotQuota    = "SNAPSHOT::QUOTA_EXCEEDED"
+	CodeProxyUpstream    = "PROXY::UPSTREAM_UNREACHABLE"
+	CodeRouteNotFound    = "ROUTE_NOT_FOUND"
+	CodeMethodNotAllowed = "METHOD_NOT_ALLOWED"
+	CodeKeyNotFound      = "KEY::NOT_FOUND"
+	CodeHostNotAllowed   = "HOST_NOT_ALLOWED"
+	CodeOriginNotAllowed = "ORIGIN_NOT_ALLOWED"
 	// CodeDiagnosticsNotImplemented is the diagnostics API's 501.
 	CodeDiagnosticsNotImplemented = "DIAGNOSTICS_NOT_IMPLEMENTED"
 )
@@ -63,6 +66,7 @@ const (
 // un-namespaced ones above are OpenSandbox's own spellings.
 const (
 	CodeBudgetSandboxes = "BUDGET::SANDBOXES"
+	CodeBudgetSnapshots = "BUDGET::SNAPSHOTS"
 	CodeBudgetToolCalls = "BUDGET::TOOL_CALLS"
 	CodeBudgetWallTime  = "BUDGET::WALL_TIME"
 

@@ -240,6 +240,8 @@ required=(
   test/e2e.TestHostileSandboxOCI
   test/e2e.TestHostileSandboxDocker
   test/e2e.TestHostileSandboxKube
+  test/e2e.TestStorageBoundsOCI
+  internal/lifecycle.TestSnapshotQuota
   internal/safefile.TestReadFileRefusesADevice
   internal/driver/oci.TestMountOverlayOfManyLayers
   internal/egress/nft.TestPrivateNetworksStayOut

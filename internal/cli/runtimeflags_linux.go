@@ -161,6 +161,17 @@ type snapshotless interface {
 	noHostVolumes() string
 }
 
+// unsizedVolumes is a runtime whose named volumes have no size of their
+// own; it says why, for users.
+type unsizedVolumes interface {
+	noVolumeSize() string
+}
+
+// noVolumeSize implements unsizedVolumes.
+func (f *dockerFlags) noVolumeSize() string {
+	return "the docker runtime's named volumes are the engine's local volumes, which have no size"
+}
+
 // kubeFlags are the kubernetes runtime's.
 type kubeFlags struct {
 	kubeconfig, namespace, records, endpoints, pullPolicy string

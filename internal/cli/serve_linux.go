@@ -56,6 +56,9 @@ type serveConfig struct {
 	imageHostCredentials bool
 	limitFlags           map[string]*string
 	limits               model.Limits
+	storageFlags         struct{ maxVolume, maxSnapshotBytes string }
+	maxSnapshots         int
+	storage              lifecycle.StorageLimits
 	origins              []string
 	maxTimeout           time.Duration
 	allowedHostPaths     string
@@ -168,6 +171,9 @@ func runServe(ctx context.Context, e *env, args []string) int {
 		cfg.limitFlags["default-"+l.key] = fs.String("default-"+l.key, l.def, "a sandbox's "+l.what+" when its create gives none (empty: the runtime's default, or --max-"+l.key+")")
 		cfg.limitFlags["max-"+l.key] = fs.String("max-"+l.key, l.max, "the most "+l.what+" a sandbox may ask for (empty: no maximum); more is a 400")
 	}
+	fs.StringVar(&cfg.storageFlags.maxVolume, "max-volume", "", "the largest named volume a create may make (pvc.storage), and the size of one made without it (default: --max-disk; empty with no --max-disk: no bound)")
+	fs.IntVar(&cfg.maxSnapshots, "max-snapshots", 32, "how many snapshots each tenant may keep (0: no bound); one more is a 429 naming the limit")
+	fs.StringVar(&cfg.storageFlags.maxSnapshotBytes, "max-snapshot-bytes", "", "how many bytes each tenant's snapshots may hold together (20Gi; empty: no bound beyond --max-snapshots times --max-disk)")
 	fs.DurationVar(&cfg.maxTimeout, "max-timeout", 0, "longest time to live a sandbox may ask for (0: no limit, and manual cleanup allowed)")
 	fs.StringVar(&cfg.isolation, "isolation", "", `isolation tiers creates may ask for with extensions["corral.dev/isolation"], comma-separated, the first being the default: runc, runsc (gVisor; docs/isolation.md). Default: runc, on the runtimes with tiers (oci, docker)`)
 	fs.StringVar(&cfg.allowedHostPaths, "allowed-host-paths", "", "host directories (comma-separated) that host volumes may mount, with what is beneath them; links are resolved first (default: none, host volumes are refused)")
@@ -200,6 +206,9 @@ func runServe(ctx context.Context, e *env, args []string) int {
 		return client.Fail(e, "--cors-origins: %v", err)
 	}
 	if cfg.limits, err = parseLimits(cfg.limitFlags); err != nil {
+		return client.Fail(e, "%v", err)
+	}
+	if cfg.storage, err = parseStorage(cfg.storageFlags.maxVolume, cfg.storageFlags.maxSnapshotBytes, cfg.maxSnapshots, cfg.limits); err != nil {
 		return client.Fail(e, "%v", err)
 	}
 	if cfg.hostPaths, err = parseHostPaths(cfg.allowedHostPaths); err != nil {
@@ -282,7 +291,10 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, rt runtimeFlags, log *
 	lcfg := lifecycle.Config{
 		Driver: d, DriverName: cfg.runtime, Store: st, Records: recs, Logger: log, MaxTimeout: cfg.maxTimeout,
 		RecoveryTimeout: cfg.recoveryTimeout, RetainTerminated: cfg.retainTerminated, Secrets: sec,
-		DefaultNetworkPolicy: defaultPolicy, Limits: cfg.limits, AllowedHostPaths: cfg.hostPaths,
+		DefaultNetworkPolicy: defaultPolicy, Limits: cfg.limits, AllowedHostPaths: cfg.hostPaths, Storage: cfg.storage,
+	}
+	if u, ok := rt.(unsizedVolumes); ok {
+		lcfg.VolumeSizeUnsupported = u.noVolumeSize()
 	}
 	if cfg.isolation != "" {
 		for _, t := range strings.Split(cfg.isolation, ",") {
@@ -509,6 +521,29 @@ func parseLimits(flags map[string]*string) (model.Limits, error) {
 		}
 	}
 	return l, l.Check()
+}
+
+// parseStorage reads --max-volume, --max-snapshot-bytes and
+// --max-snapshots; --max-volume defaults to --max-disk.
+func parseStorage(maxVolume, maxSnapshotBytes string, maxSnapshots int, l model.Limits) (lifecycle.StorageLimits, error) {
+	s := lifecycle.StorageLimits{MaxVolumeBytes: l.Max.DiskBytes, MaxSnapshots: maxSnapshots}
+	if maxSnapshots < 0 {
+		return s, fmt.Errorf("--max-snapshots %d: want 0 (no bound) or more", maxSnapshots)
+	}
+	for _, f := range []struct {
+		name, v string
+		dst     *int64
+	}{{"max-volume", maxVolume, &s.MaxVolumeBytes}, {"max-snapshot-bytes", maxSnapshotBytes, &s.MaxSnapshotBytes}} {
+		if f.v == "" {
+			continue
+		}
+		n, err := model.ParseBytes(f.v)
+		if err != nil || n < 4<<20 {
+			return s, fmt.Errorf("--%s %q: want a size of at least 4Mi, such as 10Gi", f.name, f.v)
+		}
+		*f.dst = n
+	}
+	return s, nil
 }
 
 // parseHostPaths reads --allowed-host-paths: absolute directories,

@@ -252,6 +252,9 @@ type SnapshotRef struct {
 	Version int               `json:"version"`
 	State   json.RawMessage   `json:"state,omitempty"`
 	Labels  map[string]string `json:"labels,omitempty"`
+	// Bytes is what the snapshot holds on the backend's disk (0: not
+	// known); the server bounds each tenant's total.
+	Bytes int64 `json:"bytes,omitempty"`
 }
 
 // Phase is the backend's coarse view of a sandbox.

@@ -83,11 +83,32 @@ type Config struct {
 	// RenewOnAccessInterval is how often at most a sandbox that asked for
 	// renew-on-access is renewed by requests to it (default 1m).
 	RenewOnAccessInterval time.Duration
+	// Storage bounds what a tenant keeps on the server's disks besides
+	// its sandboxes: named volumes and snapshots.
+	Storage StorageLimits
+	// VolumeSizeUnsupported says, for users, why a runtime cannot bound a
+	// named volume's size (empty: it can); such a runtime refuses
+	// pvc.storage, and Storage.MaxVolumeBytes does not apply to it.
+	VolumeSizeUnsupported string
 	// Isolation are the isolation tiers creates may ask for with
 	// extensions[corral.dev/isolation], the default first (empty: runc on
 	// a runtime with tiers, driver.Tierer). New refuses a tier the driver
 	// cannot run.
 	Isolation []string
+}
+
+// StorageLimits are a server's bounds on what each tenant stores beyond
+// its sandboxes' own disks (zero: no bound).
+type StorageLimits struct {
+	// MaxVolumeBytes is the largest named volume a create may make; a
+	// named volume made without pvc.storage gets this size.
+	MaxVolumeBytes int64
+	// MaxSnapshots is how many snapshots a tenant may keep (Creating and
+	// Ready ones).
+	MaxSnapshots int
+	// MaxSnapshotBytes is how many bytes a tenant's Ready snapshots may
+	// hold, as the runtime reports them.
+	MaxSnapshotBytes int64
 }
 
 // SecretSource is what a sandbox granted secrets is given: the directory
@@ -131,6 +152,9 @@ type Manager struct {
 	mu        sync.RWMutex
 	sandboxes map[string]*entry
 	snapshots map[string]*sandbox.Snapshot
+	// snapQuota serializes the quota check and the record of a new
+	// snapshot, and of a captured one's size.
+	snapQuota sync.Mutex
 	// expiring holds IDs whose expiry is being handled.
 	expiring map[string]bool
 	// unimported holds backend sandboxes an Importer could not read back;

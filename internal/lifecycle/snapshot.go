@@ -74,6 +74,19 @@ func (m *Manager) CreateSnapshot(ctx context.Context, tenant, sandboxID, name st
 
 // acceptSnapshot records a new snapshot of a sandbox, Creating.
 func (m *Manager) acceptSnapshot(ctx context.Context, tenant, sandboxID, name string) (*sandbox.Snapshot, error) {
+	m.snapQuota.Lock()
+	defer m.snapQuota.Unlock()
+	lim := m.cfg.Storage
+	count, bytes := m.snapshotUse(tenant, "")
+	if lim.MaxSnapshots > 0 && count >= lim.MaxSnapshots {
+		return nil, errdefs.Newf(errdefs.ErrResourceExhausted, api.CodeSnapshotQuota,
+			"this tenant keeps %d snapshots, the most this server allows (set by --max-snapshots); delete one first", count)
+	}
+	if lim.MaxSnapshotBytes > 0 && bytes >= lim.MaxSnapshotBytes {
+		return nil, errdefs.Newf(errdefs.ErrResourceExhausted, api.CodeSnapshotQuota,
+			"this tenant's snapshots hold %s, the most this server allows (%s, set by --max-snapshot-bytes); delete one first",
+			sandbox.FormatBytes(bytes), sandbox.FormatBytes(lim.MaxSnapshotBytes))
+	}
 	now := time.Now().UTC()
 	sn := &sandbox.Snapshot{
 		ID: sandbox.NewID(), Tenant: tenant, SandboxID: sandboxID, Name: name, State: sandbox.SnapshotCreating,
@@ -91,9 +104,16 @@ func (m *Manager) capture(ctx context.Context, snapper driver.Snapshotter, sn *s
 	ctx, cancel := context.WithTimeout(ctx, snapshotTimeout)
 	defer cancel()
 	ref, err := snapper.Snapshot(ctx, sn.SandboxID, sn.ID)
+	// The size check and the Ready record are one step: two captures
+	// cannot both fit in the room left for one.
+	m.snapQuota.Lock()
+	defer m.snapQuota.Unlock()
 	done := sn.Clone()
 	done.LastTransitionAt = time.Now().UTC()
 	evType := "snapshot_ready"
+	if err == nil {
+		err = m.fitsQuota(sn, ref)
+	}
 	if err == nil {
 		done.Ref, err = json.Marshal(ref)
 	}
@@ -111,6 +131,44 @@ func (m *Manager) capture(ctx context.Context, snapper driver.Snapshotter, sn *s
 		}
 	}
 	return done, err
+}
+
+// snapshotUse is how many snapshots tenant keeps (Creating and Ready) and
+// the bytes its Ready ones hold, leaving out snapshot except.
+func (m *Manager) snapshotUse(tenant, except string) (count int, bytes int64) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	for _, sn := range m.snapshots {
+		if sn.Tenant != tenant || sn.ID == except {
+			continue
+		}
+		switch sn.State {
+		case sandbox.SnapshotCreating:
+			count++
+		case sandbox.SnapshotReady:
+			count++
+			var ref driver.SnapshotRef
+			if json.Unmarshal(sn.Ref, &ref) == nil {
+				bytes += ref.Bytes
+			}
+		}
+	}
+	return count, bytes
+}
+
+// fitsQuota refuses a captured snapshot that would take its tenant's
+// snapshots past the server's byte bound.
+func (m *Manager) fitsQuota(sn *sandbox.Snapshot, ref *driver.SnapshotRef) error {
+	limit := m.cfg.Storage.MaxSnapshotBytes
+	if limit <= 0 {
+		return nil
+	}
+	if _, used := m.snapshotUse(sn.Tenant, sn.ID); used+ref.Bytes > limit {
+		return errdefs.Newf(errdefs.ErrResourceExhausted, api.CodeSnapshotQuota,
+			"the snapshot holds %s; with this tenant's other snapshots (%s) that is more than this server allows (%s, set by --max-snapshot-bytes)",
+			sandbox.FormatBytes(ref.Bytes), sandbox.FormatBytes(used), sandbox.FormatBytes(limit))
+	}
+	return nil
 }
 
 // GetSnapshot returns a tenant's snapshot.

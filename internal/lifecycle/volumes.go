@@ -39,6 +39,11 @@ func (m *Manager) admitVolumes(vols []sandbox.Volume) ([]sandbox.Volume, error) 
 	}
 	out := slices.Clone(vols)
 	for i := range out {
+		if out[i].Kind == sandbox.VolumeNamed {
+			if err := m.sizeVolume(&out[i]); err != nil {
+				return nil, err
+			}
+		}
 		if out[i].Kind == sandbox.VolumeHost {
 			if why := m.cfg.HostVolumesUnsupported; why != "" {
 				return nil, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeVolumeUnsupported, "volume %q: the %s runtime mounts no host volumes: %s", out[i].Name, m.cfg.DriverName, why)
@@ -49,6 +54,31 @@ func (m *Manager) admitVolumes(vols []sandbox.Volume) ([]sandbox.Volume, error) 
 		}
 	}
 	return out, nil
+}
+
+// sizeVolume bounds a named volume a create may make: its pvc.storage
+// no more than the server's maximum, and the maximum when it gives none,
+// so that no tenant's volume can fill the disk the server's own state is
+// on. A runtime that cannot size a volume refuses pvc.storage.
+func (m *Manager) sizeVolume(v *sandbox.Volume) error {
+	if why := m.cfg.VolumeSizeUnsupported; why != "" {
+		if v.SizeBytes > 0 {
+			return errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeInvalidParameter,
+				"volume %q: pvc.storage cannot be honoured: %s; leave it out", v.Name, why)
+		}
+		return nil
+	}
+	limit := m.cfg.Storage.MaxVolumeBytes
+	switch {
+	case limit <= 0:
+	case v.SizeBytes > limit:
+		return errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeInvalidParameter,
+			"volume %q: pvc.storage %s is more than this server allows a named volume (%s, set by --max-volume)",
+			v.Name, sandbox.FormatBytes(v.SizeBytes), sandbox.FormatBytes(limit))
+	case v.SizeBytes == 0:
+		v.SizeBytes = limit
+	}
+	return nil
 }
 
 // under reports whether p is prefix or beneath it.

@@ -61,6 +61,9 @@ type Budget struct {
 	ToolCalls int      `toml:"tool_calls"`
 	WallTime  Duration `toml:"wall_time"`
 	Sandboxes int      `toml:"sandboxes"`
+	// Snapshots bounds the snapshots a session takes (sandbox_snapshot);
+	// they are deleted when the session ends, with its sandboxes.
+	Snapshots int `toml:"snapshots"`
 	// Turns bounds the model requests of `corral agent` (unused by mcp).
 	Turns int `toml:"turns"`
 }
@@ -119,6 +122,7 @@ const (
 	DefaultToolCalls      = 200
 	DefaultWallTime       = time.Hour
 	DefaultSandboxes      = 2
+	DefaultSnapshots      = 4
 	DefaultTurns          = 40
 	DefaultMaxTimeout     = time.Hour
 	DefaultWorkdir        = "/workspace"
@@ -182,6 +186,7 @@ func (p *Policy) fill() {
 	setInt(&p.Budget.ToolCalls, DefaultToolCalls)
 	setDur(&p.Budget.WallTime, DefaultWallTime)
 	setInt(&p.Budget.Sandboxes, DefaultSandboxes)
+	setInt(&p.Budget.Snapshots, DefaultSnapshots)
 	setInt(&p.Budget.Turns, DefaultTurns)
 	setDur(&p.Template.MaxTimeout, DefaultMaxTimeout)
 	if p.Template.Resources == nil {
@@ -211,7 +216,7 @@ func (p *Policy) check() error {
 	if p.Limits.CommandTimeout.Duration > p.Limits.CallTimeout.Duration {
 		return fmt.Errorf("limits.command_timeout (%v) is longer than limits.call_timeout (%v)", p.Limits.CommandTimeout, p.Limits.CallTimeout)
 	}
-	if p.Budget.ToolCalls < 0 || p.Budget.Sandboxes < 0 || p.Budget.Turns < 0 {
+	if p.Budget.ToolCalls < 0 || p.Budget.Sandboxes < 0 || p.Budget.Snapshots < 0 || p.Budget.Turns < 0 {
 		return fmt.Errorf("budget: counts must be positive")
 	}
 	if _, err := sandbox.ParseResources(p.Template.Resources); err != nil {

@@ -62,6 +62,7 @@ type Session struct {
 	calls   int
 	created int
 	owned   []string // sandboxes the session created, in order
+	snaps   []string // snapshots the session took, in order
 	conns   map[string]*sdk.Sandbox
 }
 
@@ -106,13 +107,26 @@ func (s *Session) Owned() []string {
 	return slices.Clone(s.owned)
 }
 
-// Close deletes the sandboxes the session created, unless the policy
-// keeps them, and returns the ones it could not delete.
+// Close deletes the snapshots the session took and the sandboxes it
+// created (a pinned sandbox is its caller's), unless the policy keeps
+// them, and returns those it could not delete.
 func (s *Session) Close(ctx context.Context) []string {
-	if s.pol.KeepSandboxes || s.cfg.Sandbox != "" {
+	if s.pol.KeepSandboxes {
 		return nil
 	}
 	var left []string
+	s.mu.Lock()
+	snaps := slices.Clone(s.snaps)
+	s.mu.Unlock()
+	for _, id := range snaps {
+		if err := s.cfg.Client.DeleteSnapshot(ctx, id); err != nil && !errors.Is(err, sdk.ErrNotFound) {
+			left = append(left, id)
+			s.trace.WarnContext(ctx, "session end: snapshot not deleted", "session", s.id, "snapshot_id", id, "err", err)
+		}
+	}
+	if s.cfg.Sandbox != "" {
+		return left
+	}
 	for _, id := range s.Owned() {
 		if err := s.cfg.Client.DeleteSandbox(ctx, id); err != nil && !errors.Is(err, sdk.ErrNotFound) {
 			left = append(left, id)
@@ -269,6 +283,32 @@ func (s *Session) chargeSandboxes(n int) *ToolError {
 	}
 	s.created += n
 	return nil
+}
+
+// chargeSnapshot counts one snapshot against the budget; the session
+// deletes it when it ends (ownSnapshot).
+func (s *Session) chargeSnapshot() *ToolError {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.snaps) >= s.pol.Budget.Snapshots {
+		return budgetSpent(api.CodeBudgetSnapshots, "the session's budget of %d snapshots is spent", s.pol.Budget.Snapshots)
+	}
+	s.snaps = append(s.snaps, "")
+	return nil
+}
+
+// ownSnapshot records the snapshot the last charge was for ("" if the
+// call made none: the charge is given back).
+func (s *Session) ownSnapshot(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i := slices.Index(s.snaps, ""); i >= 0 {
+		if id == "" {
+			s.snaps = slices.Delete(s.snaps, i, i+1)
+		} else {
+			s.snaps[i] = id
+		}
+	}
 }
 
 func (s *Session) own(id string) {

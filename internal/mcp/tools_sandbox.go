@@ -487,10 +487,15 @@ func snapshotSandbox(ctx context.Context, s *Session, c *call, in snapshotIn) (*
 	if err != nil {
 		return nil, err
 	}
+	if terr := s.chargeSnapshot(); terr != nil {
+		return nil, terr
+	}
 	snap, err := s.cfg.Client.CreateSnapshot(ctx, id, in.Name)
 	if err != nil {
+		s.ownSnapshot("")
 		return nil, err
 	}
+	s.ownSnapshot(snap.ID)
 	for delay := 100 * time.Millisecond; snap.Status.State == api.SnapshotCreating; delay = min(delay*2, 2*time.Second) {
 		select {
 		case <-ctx.Done():

@@ -267,6 +267,10 @@ func (l Limits) Check() error {
 	return nil
 }
 
+// FormatBytes writes n bytes in the largest binary unit that divides it
+// (8Gi, 512Mi), as resource limits are written.
+func FormatBytes(n int64) string { return formatBytes(n) }
+
 func formatBytes(n int64) string {
 	for _, u := range []struct {
 		s string

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"image"
 	"image/color"
 	"image/png"
@@ -260,8 +261,16 @@ func TestMCPToolsOverStdio(t *testing.T) {
 	if got := ok(t, cs, "sandbox_get_info", map[string]any{"sandbox_id": id}); got["state"] != "Running" {
 		t.Fatalf("info: %v", got)
 	}
-	if got := ok(t, cs, "sandbox_snapshot", map[string]any{}); got["state"] != "Ready" || got["snapshot_id"] == "" {
-		t.Fatalf("snapshot on the native runtime: %v", got)
+	var snaps []string
+	for range 4 { // the default budget of snapshots
+		got := ok(t, cs, "sandbox_snapshot", map[string]any{})
+		if got["state"] != "Ready" || got["snapshot_id"] == "" {
+			t.Fatalf("snapshot on the native runtime: %v", got)
+		}
+		snaps = append(snaps, got["snapshot_id"].(string))
+	}
+	if e := toolErr(t, cs, "sandbox_snapshot", map[string]any{}); e["class"] != "budget" || e["code"] != "BUDGET::SNAPSHOTS" {
+		t.Fatalf("a fifth snapshot: %v", e)
 	}
 	// Another tenant's sandbox (here: one made outside the session) is off limits.
 	other := createHost(t, s)
@@ -299,6 +308,12 @@ func TestMCPToolsOverStdio(t *testing.T) {
 	})
 	if _, err := c.GetSandbox(ctx(t), other); err != nil {
 		t.Fatalf("the session deleted a sandbox it did not create: %v", err)
+	}
+	// Its snapshots went with it.
+	for _, sn := range snaps {
+		if _, err := c.GetSnapshot(ctx(t), sn); !errors.Is(err, sdk.ErrNotFound) {
+			t.Errorf("the session's snapshot %s after it ended: %v, want not found", sn, err)
+		}
 	}
 
 	// The trace: one line per call, with ids and digests, no arguments.

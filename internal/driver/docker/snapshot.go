@@ -35,7 +35,8 @@ func (d *Driver) Snapshot(ctx context.Context, id, snapshotID string) (*driver.S
 	if !c.State.Running {
 		return nil, fmt.Errorf("sandbox %s is not running: %w", id, errdefs.ErrFailedPrecondition)
 	}
-	if err := d.checkSnapshotSize(ctx, id); err != nil {
+	size, err := d.checkSnapshotSize(ctx, id)
+	if err != nil {
 		return nil, err
 	}
 	ref := snapshotRepo + ":" + strings.ToLower(snapshotID)
@@ -61,7 +62,7 @@ func (d *Driver) Snapshot(ctx context.Context, id, snapshotID string) (*driver.S
 		return nil, d.engineErr("snapshot "+id, err)
 	}
 	st, _ := json.Marshal(snapState{Image: ref})
-	return &driver.SnapshotRef{ID: snapshotID, Driver: Name, Version: stateVersion, State: st, Labels: labels}, nil
+	return &driver.SnapshotRef{ID: snapshotID, Driver: Name, Version: stateVersion, State: st, Labels: labels, Bytes: size}, nil
 }
 
 // DefaultSnapshotLimit is Config.SnapshotLimit's default.
@@ -70,7 +71,7 @@ const DefaultSnapshotLimit = 8 << 30
 // checkSnapshotSize refuses a snapshot whose commit would write more than
 // the limit. The engine's commit writes a sparse file in full: without
 // this, a sandbox with a terabyte of hole fills the engine's disk.
-func (d *Driver) checkSnapshotSize(ctx context.Context, id string) error {
+func (d *Driver) checkSnapshotSize(ctx context.Context, id string) (int64, error) {
 	limit := d.cfg.SnapshotLimit
 	if limit <= 0 {
 		limit = DefaultSnapshotLimit
@@ -79,14 +80,18 @@ func (d *Driver) checkSnapshotSize(ctx context.Context, id string) error {
 	defer cancel()
 	res, err := d.cli.ContainerInspect(cctx, containerName(id), client.ContainerInspectOptions{Size: true})
 	if err != nil {
-		return d.engineErr("size of "+id, err)
+		return 0, d.engineErr("size of "+id, err)
 	}
-	if size := res.Container.SizeRw; size != nil && *size > limit {
-		return errdefs.Newf(errdefs.ErrFailedPrecondition, api.CodeSnapshotInvalidSource,
+	size := res.Container.SizeRw
+	if size == nil {
+		return 0, nil
+	}
+	if *size > limit {
+		return 0, errdefs.Newf(errdefs.ErrFailedPrecondition, api.CodeSnapshotInvalidSource,
 			"sandbox %s changed %d MiB of files (holes counted: the docker runtime's snapshots write them in full), more than this server's snapshot limit of %d MiB",
 			id, *size>>20, limit>>20)
 	}
-	return nil
+	return *size, nil
 }
 
 // RemoveSnapshot implements driver.Snapshotter. Sandboxes still running

@@ -536,8 +536,11 @@ func (d *Driver) Snapshot(_ context.Context, id, snapshotID string) (*driver.Sna
 	if err := writeJSON(d.snapshotPath(snapshotID), &snapshotObject{ID: snapshotID, SandboxID: id, Labels: labels}); err != nil {
 		return nil, err
 	}
-	return &driver.SnapshotRef{ID: snapshotID, Driver: Name, Version: 1, Labels: labels}, nil
+	return &driver.SnapshotRef{ID: snapshotID, Driver: Name, Version: 1, Labels: labels, Bytes: FakeSnapshotBytes}, nil
 }
+
+// FakeSnapshotBytes is the size every fake snapshot reports.
+const FakeSnapshotBytes = 1 << 20
 
 // Console implements driver.Consoler. A fake sandbox's console is the line
 // a shell would echo for its entrypoint (and its exit, once it exited).

@@ -217,7 +217,7 @@ func (d *Driver) copyLayers(id string, host bool, dir string) (int64, error) {
 // snapshotRef is a snapshot's reference: its ID names its directory, so
 // it has no state of its own.
 func (d *Driver) snapshotRef(sm *snapshotMeta) *driver.SnapshotRef {
-	return &driver.SnapshotRef{ID: sm.ID, Driver: Name, Version: 1, Labels: map[string]string{
+	return &driver.SnapshotRef{ID: sm.ID, Driver: Name, Version: 1, Bytes: sm.Bytes, Labels: map[string]string{
 		sandbox.LabelManaged: "true", LabelSnapshotID: sm.ID, sandbox.LabelSandboxID: sm.Sandbox, sandbox.LabelTenant: sm.Tenant,
 	}}
 }
