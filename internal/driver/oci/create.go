@@ -612,7 +612,13 @@ func (d *Driver) start(ctx context.Context, b *build) (*driver.Handle, error) {
 		gate = nil
 	}
 	if err := d.waitReady(ctx, ready, b.netns, pid, start); err != nil {
+		if ierr := d.checkInit(pid); errors.Is(ierr, errdefs.ErrInvalidArgument) {
+			return nil, ierr
+		}
 		return nil, d.startError(b.bundle, b.disk, err)
+	}
+	if err := d.checkInit(pid); err != nil {
+		return nil, err
 	}
 	return d.ready(b, handleState{Bundle: b.bundle, Pid: pid, StartTime: start, UserNS: b.userns != nil}), nil
 }
