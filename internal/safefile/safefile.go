@@ -347,12 +347,23 @@ func WriteFileAtomic(dir, name string, data []byte, perm os.FileMode) error {
 // Elements that do not exist yet are fine: the runtime makes them as
 // directories, where the checked prefix leads.
 func CheckNoLinksInRoot(root *os.File, name string) error {
+	return checkNoLinks(root, name, unix.RESOLVE_NO_XDEV)
+}
+
+// CheckNoLinksAcrossMounts is CheckNoLinksInRoot in a root whose mounts
+// are the runtime's own (a container's /proc, /dev, its volumes): mount
+// points on the way are crossed, links still refused.
+func CheckNoLinksAcrossMounts(root *os.File, name string) error {
+	return checkNoLinks(root, name, 0)
+}
+
+func checkNoLinks(root *os.File, name string, extra uint64) error {
 	rel := strings.TrimPrefix(name, "/")
 	if rel == "" {
 		return nil
 	}
 	how := &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV}
+		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | extra}
 	fd, err := unix.Openat2(int(root.Fd()), rel, how)
 	for errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) {
 		fd, err = unix.Openat2(int(root.Fd()), rel, how)
