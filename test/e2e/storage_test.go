@@ -34,19 +34,7 @@ func TestStorageBoundsOCI(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	s := startServer(t, dir, "--runtime", "oci", "--max-disk", "64Mi", "--max-snapshots", "3", "--max-snapshot-bytes", "80Mi")
-	admin := s.client(t)
-	tenant := func(name string) *sdk.Client {
-		k, err := admin.CreateAPIKey(ctx(t), api.CreateAPIKeyRequest{Tenant: name, Name: name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := sdk.New(sdk.WithBaseURL(s.url), sdk.WithAPIKey(k.Key))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	attacker, victim := tenant("attacker"), tenant("victim")
+	attacker, victim := tenantClient(t, s, "attacker"), tenantClient(t, s, "victim")
 	t.Cleanup(func() {
 		// The named volume has a file system of its own: removed once no
 		// sandbox mounts it.
