@@ -113,7 +113,7 @@ type Driver struct {
 	// volMu serializes the making and removing of named volumes.
 	volMu sync.Mutex
 	// ids hands out the sandboxes' host ID ranges (UserNamespaces); stage
-	// holds what runc mounts in their user namespaces (stageRoot).
+	// holds what runc mounts in their user namespaces (hostStage).
 	ids   *idRanges
 	stage string
 	// stageMu orders the making of a sandbox's stage directory and the
@@ -269,11 +269,24 @@ func New(cfg Config) (*Driver, error) {
 		cfg.Network.Logger = cfg.Logger
 	}
 	d.net = launch.New(cfg.Network)
-	d.ids = &idRanges{binary: cfg.CorralBinary, load: d.rangesInUse, first: firstSlot(cfg.Root)}
-	d.stage = filepath.Join(stageRoot(), stageName(cfg.Root))
+	bundles, err := filepath.Abs(filepath.Join(runDir(cfg.Root), "bundles"))
+	if err != nil {
+		return nil, fmt.Errorf("oci: %w", err)
+	}
+	d.ids = &idRanges{binary: cfg.CorralBinary, load: d.rangesInUse, first: firstSlot(cfg.Root),
+		stage: hostStage, bundles: bundles, log: cfg.Logger}
+	d.stage = filepath.Join(hostStage, stageName(cfg.Root))
 	if cfg.UserNamespaces {
+		if err := checkStageParent(hostStage); err != nil {
+			return nil, fmt.Errorf("oci: user namespaces need %s for the mount points runc reaches as a sandbox's root, and it cannot hold them "+
+				"(make /run root's, mode 0755, or turn user namespaces off with --oci-user-namespaces=false): %w", hostStage, err)
+		}
 		if err := d.probeUserns(); err != nil {
 			return nil, fmt.Errorf("oci: user namespaces cannot be used here (turn them off with --oci-user-namespaces=false, at the cost docs/isolation.md gives): %w", err)
+		}
+		if err := d.ids.retake(); err != nil {
+			d.ids.close()
+			return nil, fmt.Errorf("oci: %w", err)
 		}
 	}
 	if cfg.AllowHostImage {

@@ -124,7 +124,7 @@ func assertNoLeaks(t *testing.T, root string) {
 		}
 	}
 	// What a user namespace's create staged is under the stage directory.
-	stage := (&Driver{stage: filepath.Join(stageRoot(), stageName(root))}).stageDir("")
+	stage := (&Driver{stage: filepath.Join(hostStage, stageName(root))}).stageDir("")
 	f, _ := os.Open("/proc/self/mountinfo")
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -136,6 +136,13 @@ func assertNoLeaks(t *testing.T, root string) {
 	}
 	if entries, err := os.ReadDir(stage); err == nil {
 		t.Errorf("leak: the stage directory %s is left, with %d entries", stage, len(entries))
+	}
+	// Nor a host ID range.
+	slots, _ := filepath.Glob(filepath.Join(hostStage, "slots", "*"))
+	for _, s := range slots {
+		if b, err := os.ReadFile(s); err == nil && strings.HasPrefix(string(b), root+"/") {
+			t.Errorf("leak: the range %s of %s", filepath.Base(s), strings.TrimSpace(string(b)))
+		}
 	}
 	for _, sub := range []string{"sandboxes", "run/bundles", "run/netns"} {
 		if entries, _ := os.ReadDir(filepath.Join(root, sub)); len(entries) > 0 {

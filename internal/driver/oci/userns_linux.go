@@ -4,20 +4,24 @@
 package oci
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
+	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/corral-dev/corral/internal/safefile"
 )
 
 // User namespaces (Config.UserNamespaces). Each sandbox gets a user
@@ -53,7 +57,8 @@ const (
 )
 
 // firstSlot is where the search for a free range starts on the server of
-// data directory root.
+// data directory root: servers on other data directories of one host
+// start elsewhere, so they seldom try the same slots.
 func firstSlot(root string) int {
 	h := fnv.New32a()
 	h.Write([]byte(root))
@@ -66,50 +71,261 @@ func slotHost(slot int) uint32 { return uint32(usernsFirst + slot*usernsSize) }
 // idRanges hands out the host ID ranges of sandboxes and keeps, per
 // range, a user namespace with its mapping: idmapped mounts need one, and
 // making it costs an exec, so it is made once per range and kept.
+//
+// A range is unique on the host, whatever the servers on it: a server
+// takes slot N by making the file slots/N of the host-wide stage root,
+// which names the bundle of the sandbox in it, and holds it locked
+// (flock) for as long as it runs. A sandbox outlives its server (a
+// restart, a crash), so the file outlives the lock: it is removed only
+// when the sandbox is destroyed, and a file no server holds still keeps
+// its slot while the bundle it names exists. A restarted server takes
+// its sandboxes' slots again (retake). A file no one holds that names
+// no bundle is stale (its sandbox was destroyed, or never made, while
+// its server crashed) and its slot is taken over by the next server
+// looking: a lock alone would free a running sandbox's range whenever
+// its server stopped, a file alone would keep a crashed server's slots
+// until the host restarts. (The bundles must be visible to every
+// server: a server in a mount namespace of its own, its bundles' tmpfs
+// unseen by the others, would have its stopped server's slots taken.)
+// Every look at the slot files, by any server, holds a lock on their
+// directory, so no two interleave.
 type idRanges struct {
 	binary string
-	// first is where the search for a free range starts: servers on
-	// other data directories of one host start elsewhere, so their
-	// sandboxes rarely share a range.
+	// first is where the search for a free range starts.
 	first int
-	// used is read from the bundles the first time a range is taken.
+	// stage is the host-wide stage root: the slot files are in its
+	// directory slots.
+	stage string
+	// bundles is the server's bundle directory (absolute): a sandbox's
+	// slot file names its bundle in it.
+	bundles string
+	// load reads the slots of the server's sandboxes from their bundles,
+	// when the ranges are first needed.
 	load func() (map[int]string, error)
+	log  *slog.Logger
 
-	mu   sync.Mutex
-	used map[int]string // slot -> sandbox ID
-	ns   map[int]*os.File
+	// mu guards the fields below.
+	mu sync.Mutex
+	// used is every slot of the server's sandboxes (nil until loaded),
+	// held its slot files that this server holds.
+	used  map[int]string // slot -> sandbox ID
+	held  map[int]*os.File
+	slots *os.File
+	ns    map[int]*os.File
 }
 
-// take gives sandbox id a range no live sandbox has.
+// retake takes again the slots of the server's sandboxes on disk.
+func (r *idRanges) retake() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	unlock, err := r.lockSlots()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return r.loadLocked()
+}
+
+// take gives sandbox id a range no live sandbox of the host has.
 func (r *idRanges) take(id string) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.used == nil {
-		used, err := r.load()
-		if err != nil {
-			return 0, fmt.Errorf("user namespaces: the ranges in use: %w", err)
-		}
-		r.used = used
+	unlock, err := r.lockSlots()
+	if err != nil {
+		return 0, err
 	}
+	defer unlock()
+	if err := r.loadLocked(); err != nil {
+		return 0, err
+	}
+	bundle := filepath.Join(r.bundles, id)
 	for i := range usernsSlots {
 		slot := (r.first + i) % usernsSlots
-		if _, ok := r.used[slot]; !ok {
-			r.used[slot] = id
+		if _, ok := r.used[slot]; ok {
+			continue
+		}
+		f, _, err := r.claim(slot, bundle)
+		if err != nil {
+			return 0, err
+		}
+		if f != nil {
+			r.used[slot], r.held[slot] = id, f
 			return slot, nil
 		}
 	}
 	return 0, errors.New("user namespaces: every host ID range is in use")
 }
 
-// release frees the range of sandbox id.
+// loadLocked reads the slots of the server's sandboxes and takes them
+// again, once.
+func (r *idRanges) loadLocked() error {
+	if r.used != nil {
+		return nil
+	}
+	used, err := r.load()
+	if err != nil {
+		return fmt.Errorf("user namespaces: the ranges in use: %w", err)
+	}
+	if used == nil {
+		used = map[int]string{}
+	}
+	held := map[int]*os.File{}
+	for slot, id := range used {
+		bundle := filepath.Join(r.bundles, id)
+		f, owner, err := r.claim(slot, bundle)
+		switch {
+		case err != nil:
+			for _, f := range held {
+				f.Close()
+			}
+			return err
+		case f != nil:
+			held[slot] = f
+		case owner != bundle:
+			// Given twice before ranges were host-wide: nothing moves
+			// a running sandbox; the other's server keeps the file.
+			r.log.Warn("a sandbox's host ID range is another sandbox's too", "sandbox_id", id, "slot", slot, "other", owner)
+		}
+	}
+	r.used, r.held = used, held
+	return nil
+}
+
+// lockSlots opens the slot files' directory, the first time, and locks
+// it until the returned function is called.
+func (r *idRanges) lockSlots() (func(), error) {
+	if r.slots == nil {
+		f, err := openStage(r.stage, filepath.Join(r.stage, "slots"))
+		if err != nil {
+			return nil, fmt.Errorf("user namespaces: the slots: %w", err)
+		}
+		r.slots = f
+	}
+	fd := int(r.slots.Fd())
+	if err := flock(fd, unix.LOCK_EX); err != nil {
+		return nil, fmt.Errorf("user namespaces: lock the slots: %w", err)
+	}
+	return func() { _ = flock(fd, unix.LOCK_UN) }, nil
+}
+
+func flock(fd, how int) error {
+	for {
+		err := unix.Flock(fd, how)
+		if !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
+}
+
+// claim takes slot for the sandbox of bundle, the slots locked: it
+// returns the slot's file, locked and naming bundle, if the slot is free,
+// stale or bundle's already; else the bundle that has it ("" if
+// unknown).
+func (r *idRanges) claim(slot int, bundle string) (*os.File, string, error) {
+	name := strconv.Itoa(slot)
+	path := filepath.Join(r.slots.Name(), name)
+	dirfd := int(r.slots.Fd())
+	fd, err := unix.Openat(dirfd, name, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if errors.Is(err, unix.EEXIST) {
+		fd, err = unix.Openat(dirfd, name, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	}
+	if err != nil {
+		return nil, "", &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	owner, err := slotOwner(f)
+	if err != nil {
+		f.Close()
+		return nil, "", err
+	}
+	if err := flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, owner, nil // a running server's
+		}
+		return nil, "", &fs.PathError{Op: "lock", Path: path, Err: err}
+	}
+	if owner != bundle && filepath.IsAbs(owner) {
+		if _, err := os.Lstat(owner); !errors.Is(err, fs.ErrNotExist) {
+			f.Close()
+			return nil, owner, nil // a sandbox's whose server is not running
+		}
+	}
+	if err := f.Truncate(0); err != nil {
+		f.Close()
+		return nil, "", err
+	}
+	if _, err := f.WriteAt([]byte(bundle+"\n"), 0); err != nil {
+		f.Close()
+		return nil, "", err
+	}
+	return f, "", nil
+}
+
+// slotOwner reads the bundle a slot file names ("" for none).
+func slotOwner(f *os.File) (string, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("%s: %w", f.Name(), safefile.ErrNotRegular)
+	}
+	b := make([]byte, 4096)
+	n, err := f.ReadAt(b, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", err
+	}
+	return strings.TrimSpace(string(b[:n])), nil
+}
+
+// release frees the range of sandbox id: its slot file goes.
 func (r *idRanges) release(id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for slot, owner := range r.used {
-		if owner == id {
-			delete(r.used, slot)
+		if owner != id {
+			continue
+		}
+		delete(r.used, slot)
+		f := r.held[slot]
+		delete(r.held, slot)
+		if err := r.drop(slot, filepath.Join(r.bundles, id), f); err != nil {
+			r.log.Warn("a host ID range's slot file stays (the next server to look takes it over)", "sandbox_id", id, "slot", slot, "err", err)
 		}
 	}
+}
+
+// drop removes slot's file if it names bundle, f its file if held.
+func (r *idRanges) drop(slot int, bundle string, f *os.File) error {
+	if f != nil {
+		defer f.Close() // the lock goes last, with the file gone
+	}
+	unlock, err := r.lockSlots()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	name := strconv.Itoa(slot)
+	fd, err := unix.Openat(int(r.slots.Fd()), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return nil // released by another instance of the server
+	}
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: filepath.Join(r.slots.Name(), name), Err: err}
+	}
+	cur := os.NewFile(uintptr(fd), filepath.Join(r.slots.Name(), name))
+	defer cur.Close()
+	owner, err := slotOwner(cur)
+	if err != nil {
+		return err
+	}
+	if owner != bundle {
+		// Another sandbox's: it was given twice before ranges were
+		// host-wide.
+		return nil
+	}
+	return unix.Unlinkat(int(r.slots.Fd()), name, 0)
 }
 
 // userns returns a user namespace mapping slot's range (held open by the
@@ -138,6 +354,16 @@ func (r *idRanges) close() {
 	for slot, f := range r.ns {
 		f.Close()
 		delete(r.ns, slot)
+	}
+	// The slot files stay, unlocked, for the sandboxes that outlive the
+	// server: their bundles keep them.
+	for _, f := range r.held {
+		f.Close()
+	}
+	r.used, r.held = nil, nil
+	if r.slots != nil {
+		r.slots.Close()
+		r.slots = nil
 	}
 }
 
@@ -190,18 +416,6 @@ func idmappedPath(path string, userns *os.File) (*os.File, error) {
 	}
 	defer dir.Close()
 	return idmapped(dir, userns)
-}
-
-// attach moves the detached mount mnt onto target and makes it private,
-// so that unmounting it later reaches no copy of it.
-func attach(mnt *os.File, target string) error {
-	if err := unix.MoveMount(int(mnt.Fd()), "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-		return fmt.Errorf("attach %s: %w", target, err)
-	}
-	if err := unix.Mount("", target, "", unix.MS_PRIVATE|unix.MS_REC, ""); err != nil {
-		return fmt.Errorf("make %s private: %w", target, err)
-	}
-	return nil
 }
 
 // idmappedOverlay mounts, at target, the overlay of lowers (top first)
@@ -335,73 +549,4 @@ func (d *Driver) probeUserns() error {
 		return err
 	}
 	return unmount(mnt)
-}
-
-// idmappedBind mounts at target an idmapped copy of the directory src.
-func idmappedBind(src, target string, userns *os.File) error {
-	mnt, err := idmappedPath(src, userns)
-	if err != nil {
-		return err
-	}
-	defer mnt.Close()
-	if err := makeStage(filepath.Dir(target)); err != nil {
-		return err
-	}
-	if err := os.Mkdir(target, 0o700); err != nil {
-		return err
-	}
-	return attach(mnt, target)
-}
-
-// stageFile bind-mounts the file src at target (made empty).
-func stageFile(src, target string) error {
-	if err := makeStage(filepath.Dir(target)); err != nil {
-		return err
-	}
-	if err := os.WriteFile(target, nil, 0o644); err != nil {
-		return err
-	}
-	if err := unix.Mount(src, target, "", unix.MS_BIND, ""); err != nil {
-		return fmt.Errorf("stage %s: %w", src, err)
-	}
-	return unix.Mount("", target, "", unix.MS_PRIVATE, "")
-}
-
-// stageRoot is where the servers of this host stage what runc mounts in
-// a user namespace: runc reaches it by path as the range's root, so every
-// directory on the way must let others pass, as /run does; the data
-// directory need not.
-func stageRoot() string {
-	if fi, err := os.Stat("/run"); err == nil && fi.IsDir() && fi.Mode().Perm()&0o001 != 0 {
-		return "/run/corral"
-	}
-	return filepath.Join(os.TempDir(), "corral-stage")
-}
-
-// stageName is the stage directory's name of the server of data
-// directory root.
-func stageName(root string) string {
-	sum := sha256.Sum256([]byte(root))
-	return hex.EncodeToString(sum[:8])
-}
-
-// stageDir is where sandbox id's mount points are staged.
-func (d *Driver) stageDir(id string) string { return filepath.Join(d.stage, id) }
-
-// makeStage makes dir and the stage directories above it that others may
-// pass through and not list (mode 0711).
-func makeStage(dir string) error {
-	if err := os.MkdirAll(dir, 0o711); err != nil {
-		return err
-	}
-	root := stageRoot()
-	for p := dir; p != "/" && p != "."; p = filepath.Dir(p) {
-		if err := os.Chmod(p, 0o711); err != nil {
-			return err
-		}
-		if p == root {
-			break
-		}
-	}
-	return nil
 }

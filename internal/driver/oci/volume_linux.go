@@ -138,20 +138,10 @@ func (d *Driver) mountVolumes(ctx context.Context, b *build) error {
 		if b.userns != nil {
 			staging = filepath.Join(b.stage, "volumes", v.Name)
 		}
-		err = os.MkdirAll(staging, 0o700)
-		switch {
-		case err != nil:
-		case b.userns != nil:
+		if b.userns != nil {
 			// Its files keep their owners as the sandbox sees them.
-			var mnt *os.File
-			if err = makeStage(filepath.Dir(staging)); err != nil {
-				break
-			}
-			if mnt, err = idmapped(dir, b.userns); err == nil {
-				err = attach(mnt, staging)
-				mnt.Close()
-			}
-		default:
+			err = stageIdmapped(dir, staging, b.userns)
+		} else if err = os.MkdirAll(staging, 0o700); err == nil {
 			err = unix.Mount(fdPath(dir), staging, "", unix.MS_BIND|unix.MS_REC, "")
 		}
 		dir.Close()
