@@ -17,7 +17,6 @@ command -v wrk >/dev/null || need+=(wrk)
 command -v unshare >/dev/null || need+=(util-linux)
 command -v npm >/dev/null || need+=(nodejs npm)
 command -v dockerd >/dev/null || need+=(docker.io)
-command -v runsc >/dev/null || need+=(runsc) # gVisor: the runsc isolation tier
 command -v curl >/dev/null || need+=(curl)
 command -v ip >/dev/null || need+=(iproute2)
 [ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
@@ -48,6 +47,21 @@ if [ "$(command -v runc)" != "$runc" ] || [ "$runc_says" != "runc version ${runc
   exit 1
 fi
 
+# gVisor's runsc, for the runsc tier on both runtimes: built at the commit
+# tools/runsc pins (scripts/runtimes.sh runsc, cached after the first
+# build; Debian's runsc package is a 2022 gVisor) and first on PATH, ahead
+# of /usr/bin/runsc if Debian's is installed. The corral servers the tests
+# start and the dockerd started below (daemon.json names it) run it.
+runsc=$(scripts/runtimes.sh runsc)
+PATH=$(dirname "$runsc"):$PATH
+runsc_version=$(cd tools/runsc && go list -m -f '{{.Version}}' gvisor.dev/gvisor)
+runsc_says=$(runsc --version)
+runsc_says=${runsc_says%%$'\n'*}
+if [ "$(command -v runsc)" != "$runsc" ] || [ "$runsc_says" != "runsc version $runsc_version" ]; then
+  echo "scripts/test.sh: runsc on PATH is $(command -v runsc) (\"$runsc_says\"), not the pinned $runsc (runsc version $runsc_version)" >&2
+  exit 1
+fi
+
 # What this script started is stopped on exit, in reverse order.
 dockerd_pid=
 kube_up=
@@ -62,10 +76,13 @@ trap cleanup EXIT
 
 # The Docker tier needs an engine. Start one (with --live-restore, as
 # production should run it) unless one answers already, and stop it after.
-# Its daemon.json gives it gVisor as the runtime "runsc", with the
-# arguments corral's runsc tier needs (docs/isolation.md).
+# Its daemon.json gives it the pinned gVisor as the runtime "runsc", with
+# the arguments corral's runsc tier needs (docs/isolation.md): host
+# networking, and no overlay of the root (gVisor's default since 2023
+# would keep the sandbox's writes out of the container's writable layer,
+# which snapshots commit).
 if ! curl -sf --unix-socket /var/run/docker.sock http://docker/_ping >/dev/null 2>&1; then
-  printf '{"runtimes": {"runsc": {"path": "%s", "runtimeArgs": ["--network=host"]}}}\n' "$(command -v runsc)" >/tmp/corral-ci-daemon.json
+  printf '{"runtimes": {"runsc": {"path": "%s", "runtimeArgs": ["--network=host", "--overlay2=none"]}}}\n' "$runsc" >/tmp/corral-ci-daemon.json
   dockerd --live-restore --config-file /tmp/corral-ci-daemon.json >/tmp/corral-ci-dockerd.log 2>&1 &
   dockerd_pid=$!
   for _ in $(seq 1 60); do

@@ -39,16 +39,17 @@ func main() {
 	fileBytes := flag.Int64("file-bytes", 256<<20, "bytes to upload and download")
 	bin := flag.String("binary", "", "corral binary (default: build it)")
 	tiers := flag.String("tiers", "", "also measure execd inside a native sandbox of each of these isolation tiers (runc,runsc; as root)")
+	runscs := flag.String("runsc", "", "with -tiers runsc: the runsc binaries to measure the tier with, comma-separated, a row each (--oci-runsc; default runsc on PATH), such as runsc,/usr/bin/runsc")
 	flag.Parse()
-	tierList = *tiers
+	tierList, runscList = *tiers, *runscs
 	if err := run(*bin, *n, *streamBytes, *fileBytes); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-// tierList is -tiers.
-var tierList string
+// tierList is -tiers, runscList -runsc.
+var tierList, runscList string
 
 func run(bin string, n int, streamBytes, fileBytes int64) error {
 	dir, err := os.MkdirTemp("", "corral-bench-execd-")
@@ -143,7 +144,11 @@ func run(bin string, n int, streamBytes, fileBytes int64) error {
 		mib(idle["VmRSS"]), mib(idle["RssAnon"]), mib(idle["RssFile"]))
 	fmt.Print(mem)
 	if tierList != "" {
-		res, err := measureTiers(strings.Split(tierList, ","), n, streamBytes)
+		runscs := []string{""}
+		if runscList != "" {
+			runscs = strings.Split(runscList, ",")
+		}
+		res, err := measureTiers(strings.Split(tierList, ","), runscs, n, streamBytes)
 		if err != nil {
 			return fmt.Errorf("tiers: %w", err)
 		}

@@ -15,6 +15,7 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -47,8 +48,10 @@ func main() {
 	conc := flag.Int("concurrency", 4, "concurrent creates")
 	runtime := flag.String("runtime", "oci", "runtime to measure: oci or docker")
 	disk := flag.String("disk", "", "give each sandbox this disk limit (resourceLimits.disk, such as 1Gi): a file system of its own")
+	runscs := flag.String("runsc", "runsc", "runtime oci: the runsc binaries to measure the gVisor tier with, comma-separated, a row each (--oci-runsc), such as runsc,/usr/bin/runsc")
 	flag.Parse()
 	diskLimit = *disk
+	runscBins = strings.Split(*runscs, ",")
 	if *runtime != "oci" && *runtime != "docker" {
 		fmt.Fprintln(os.Stderr, "bench: -runtime must be oci or docker")
 		os.Exit(2)
@@ -117,16 +120,29 @@ func run(runtime string, n, conc int) error {
 			{name: "runc, user namespaces (the default)", raw: raw, rawName: rawName},
 			{name: "runc, no user namespaces", args: []string{"--oci-user-namespaces=false"}, raw: raw, rawName: rawName},
 		}
-		if _, err := exec.LookPath("runsc"); err == nil {
-			// The same bundle, whose config.json rawRunc wrote.
-			raw, err := rawRun("runsc", filepath.Join(dir, "runsc-root"), filepath.Join(dir, "bundle"), n, "--network=none")
+		for i, bin := range runscBins {
+			path, err := exec.LookPath(bin)
 			if err != nil {
-				return fmt.Errorf("raw runsc: %w", err)
+				fmt.Fprintf(os.Stderr, "bench: no %s: no gVisor row for it\n", bin)
+				continue
 			}
-			tiers = append(tiers, tier{name: "runsc (gVisor)", args: []string{"--isolation", "runc,runsc"}, isolation: "runsc", raw: raw,
-				rawName: "`runsc run` of `true` in the same image's bundle"})
-		} else {
-			fmt.Fprintln(os.Stderr, "bench: no runsc: no gVisor rows")
+			name, rawName := "runsc (gVisor)", "`runsc run` of `true` in the same image's bundle"
+			if len(runscBins) > 1 {
+				v, _ := exec.Command(path, "--version").Output()
+				first, _, _ := strings.Cut(string(v), "\n")
+				name = fmt.Sprintf("runsc (gVisor), %s (%s)", path, strings.TrimPrefix(first, "runsc version "))
+				rawName = fmt.Sprintf("`%s run` of `true` in the same image's bundle", path)
+			}
+			// The same bundle, whose config.json rawRunc wrote, run with
+			// the flags corral gives this runsc (but gVisor's own empty
+			// network).
+			global := append(oci.RunscArgs(context.Background(), path), "--network=none")
+			raw, err := rawRun(path, filepath.Join(dir, fmt.Sprintf("runsc-root-%d", i)), filepath.Join(dir, "bundle"), n, global...)
+			if err != nil {
+				return fmt.Errorf("raw %s: %w", path, err)
+			}
+			tiers = append(tiers, tier{name: name, args: []string{"--isolation", "runc,runsc", "--oci-runsc", path}, isolation: "runsc", raw: raw,
+				rawName: rawName})
 		}
 	}
 	var results []tierResult
@@ -165,6 +181,9 @@ func run(runtime string, n, conc int) error {
 	}
 	return nil
 }
+
+// runscBins is -runsc.
+var runscBins []string
 
 // tier is a server configuration measured: its name, serve flags, the
 // isolation its creates ask for, and its raw runtime's times.

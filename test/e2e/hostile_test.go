@@ -620,8 +620,10 @@ func TestHostileSandboxDocker(t *testing.T) {
 
 // TestRuntimeVersionIsChecked: a runc open to known container escapes is
 // a loud warning at start and in /health for an admin; a fixed one, crun
-// or runsc is not. The runtimes here are wrappers of this machine's runc
-// that report the version under test.
+// or runsc is not. So is a runsc (--oci-runsc) older than the gVisor
+// corral pins, or of a version it cannot date. The runtimes here are
+// wrappers of this machine's runc and runsc that report the version
+// under test.
 func TestRuntimeVersionIsChecked(t *testing.T) {
 	requireOCI(t)
 	t.Parallel()
@@ -629,24 +631,35 @@ func TestRuntimeVersionIsChecked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	realRunsc, err := exec.LookPath("runsc")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name, version string
 		warns         []string
+		runsc         bool // the wrapper is --oci-runsc's, not --oci-runtime's
 	}{
-		{"runc 1.1.11", "runc version 1.1.11\ncommit: v1.1.11-0-g4bccb38c", []string{"CVE-2024-21626", "CVE-2025-31133"}},
-		{"Debian 12's", "runc version 1.1.5+ds1\ncommit: 1.1.5+ds1-1+deb12u1", []string{"CVE-2025-31133"}},
-		{"runc 1.3.3", "runc version 1.3.3\ncommit: v1.3.3-0-gabcdef0", nil},
-		{"crun", "crun version 1.26\ncommit: abc", nil},
+		{"runc 1.1.11", "runc version 1.1.11\ncommit: v1.1.11-0-g4bccb38c", []string{"CVE-2024-21626", "CVE-2025-31133"}, false},
+		{"Debian 12's", "runc version 1.1.5+ds1\ncommit: 1.1.5+ds1-1+deb12u1", []string{"CVE-2025-31133"}, false},
+		{"runc 1.3.3", "runc version 1.3.3\ncommit: v1.3.3-0-gabcdef0", nil, false},
+		{"crun", "crun version 1.26\ncommit: abc", nil, false},
+		{"Debian 12's runsc", "runsc version 0.0~20221219.0\nspec: 1.0.2-dev", []string{"of 2022-12-19: older than the gVisor of"}, true},
+		{"a runsc of no known version", "runsc version VERSION_MISSING\nspec: 1.2.1", []string{"cannot date"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			wrapper := filepath.Join(dir, "runtime")
-			script := "#!/bin/sh\nif [ \"$1\" = --version ]; then printf '%s\\n' '" + strings.ReplaceAll(tc.version, "\n", "' '") + "'; exit 0; fi\nexec " + real + " \"$@\"\n"
+			wraps, flag := real, "--oci-runtime"
+			if tc.runsc {
+				wraps, flag = realRunsc, "--oci-runsc"
+			}
+			script := "#!/bin/sh\nif [ \"$1\" = --version ]; then printf '%s\\n' '" + strings.ReplaceAll(tc.version, "\n", "' '") + "'; exit 0; fi\nexec " + wraps + " \"$@\"\n"
 			if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			s := startServer(t, filepath.Join(dir, "data"), "--runtime", "oci", "--oci-runtime", wrapper)
+			s := startServer(t, filepath.Join(dir, "data"), "--runtime", "oci", flag, wrapper)
 			var h api.Health
 			req, _ := http.NewRequestWithContext(ctx(t), "GET", s.url+"/health", nil)
 			req.Header.Set(api.HeaderAPIKey, testKey)

@@ -261,7 +261,9 @@ func New(cfg Config) (*Driver, error) {
 		runc: &runc.Runc{Command: rt, Root: filepath.Join(runDir(cfg.Root), "runc")},
 		live: map[string]*instance{},
 	}
-	d.runsc, d.noRunsc = newRunsc(cfg, runDir(cfg.Root))
+	var runscWarnings []string
+	d.runsc, d.noRunsc, runscWarnings = newRunsc(cfg, runDir(cfg.Root))
+	d.warnings = append(d.warnings, runscWarnings...)
 	if cfg.Network.Binary == "" {
 		cfg.Network.Binary = cfg.CorralBinary
 	}
@@ -305,8 +307,9 @@ func New(cfg Config) (*Driver, error) {
 	return d, nil
 }
 
-// Warnings returns what is known to be wrong with the OCI runtime binary:
-// the container escapes its version is still open to.
+// Warnings returns what is known to be wrong with the OCI runtime binary
+// (the container escapes its version is still open to) and with runsc's
+// (a gVisor older than the one corral pins, or of no known version).
 func (d *Driver) Warnings() []string { return d.warnings }
 
 // Images returns the image store.
@@ -379,12 +382,16 @@ func notExist(err error) bool {
 
 // state returns runc's view of a container; ErrNotFound if runc has none.
 func (d *Driver) state(ctx context.Context, id string) (*runc.Container, error) {
-	c, err := d.rt(id).State(ctx, id)
+	rt := d.rt(id)
+	c, err := rt.State(ctx, id)
 	if notExist(err) {
 		return nil, fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("runc state %s: %w", id, err)
+	}
+	if rt == d.runsc {
+		runscStateExited(c)
 	}
 	return c, nil
 }

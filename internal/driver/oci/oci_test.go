@@ -75,7 +75,7 @@ func requireRunsc(t *testing.T) {
 	t.Helper()
 	requireRunc(t)
 	if _, err := exec.LookPath("runsc"); err != nil {
-		t.Fatalf("the runsc tier needs gVisor's runsc (apt-get install runsc): %v", err)
+		t.Fatalf("the runsc tier needs gVisor's runsc (scripts/runtimes.sh runsc installs it): %v", err)
 	}
 }
 

@@ -4,17 +4,21 @@
 package oci
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"time"
 
 	runc "github.com/containerd/go-runc"
 
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/procfs"
+	"github.com/corral-dev/corral/internal/runscversion"
 	"github.com/corral-dev/corral/internal/safefile"
 )
 
@@ -39,30 +43,75 @@ import (
 // gofer run as host root, confined by gVisor's own seccomp filters and
 // namespaces.
 
-// runscArgs are runsc's global flags for every command.
-var runscArgs = []string{"--network=host"}
+// runscArgs are runsc's global flags for every command:
+//
+//   - --network=host: the Sentry's sockets are host sockets in the
+//     sandbox's own network namespace (docs/isolation.md);
+//   - --overlay2=none: the root's writes go through the gofer to the
+//     host directory. gVisor's default since 2023, root:self, keeps them
+//     in a file store of the sandbox's own, where the server would not
+//     find PID 1's exit file and snapshots and forks (which copy the
+//     host's writable layer) would miss them. Debian's 2022 runsc has
+//     no overlay by default and takes the flag too.
+var runscArgs = []string{"--network=host", "--overlay2=none"}
+
+// runscGoferNetns is added to runscArgs for a runsc that has the flag
+// (gVisor of 2026; not Debian's): each gofer gets an empty network
+// namespace of its own, as older runsc gave it. Its default, "null",
+// shares one that it pins by a bind mount in runsc's --root, which would
+// stay mounted in the data directory after the last sandbox.
+const runscGoferNetns = "--gofer-network-namespace=new"
 
 // runscExit is where PID 1 of a runsc sandbox writes its exit code, in
 // the sandbox's root.
 const runscExit = "/.corral-exit"
 
 // newRunsc finds the runsc binary (cfg.Runsc, else runsc on PATH) and
-// returns its client, or nil and why the tier is not offered.
-func newRunsc(cfg Config, run string) (*runc.Runc, string) {
+// returns its client, or nil and why the tier is not offered; and what
+// is wrong with its version (runscversion.Check).
+func newRunsc(cfg Config, run string) (*runc.Runc, string, []string) {
 	bin := cfg.Runsc
 	if bin == "" {
 		bin = "runsc"
 	}
 	path, err := exec.LookPath(bin)
 	if err != nil {
-		return nil, fmt.Sprintf("gVisor's runsc is not installed (on Debian: apt-get install runsc): %v", err)
+		return nil, fmt.Sprintf("gVisor's runsc is not installed (scripts/runtimes.sh runsc installs the one corral pins): %v", err), nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, path, "--version").CombinedOutput(); err != nil {
-		return nil, fmt.Sprintf("%s --version failed: %v %s", path, err, out)
+	out, err := exec.CommandContext(ctx, path, "--version").CombinedOutput()
+	if err != nil {
+		return nil, fmt.Sprintf("%s --version failed: %v %s", path, err, out), nil
 	}
-	return &runc.Runc{Command: path, Root: filepath.Join(run, "runsc"), ExtraArgs: runscArgs}, ""
+	warnings := runscversion.Check(path, string(out))
+	return &runc.Runc{Command: path, Root: filepath.Join(run, "runsc"), ExtraArgs: RunscArgs(ctx, path)}, "", warnings
+}
+
+// RunscArgs returns the global flags corral gives the runsc at path:
+// runscArgs, and runscGoferNetns where runsc has that flag.
+func RunscArgs(ctx context.Context, path string) []string {
+	args := slices.Clone(runscArgs)
+	if flags, err := exec.CommandContext(ctx, path, "flags").CombinedOutput(); err == nil &&
+		bytes.Contains(flags, []byte("-gofer-network-namespace")) {
+		args = append(args, runscGoferNetns)
+	}
+	return args
+}
+
+// runscStateExited corrects the state runsc gives of a sandbox whose
+// Sentry has exited: gVisor of 2026 asks the Sentry's control server,
+// and once that is gone counts a Sentry that signal 0 reaches as
+// running, which an exited Sentry is until the host's init reaps it
+// (the driver's Wait returns as it exits). Debian's 2022 runsc had the
+// container's stop from the Sentry before it exited. A Sentry that has
+// exited, or is gone, stops the sandbox.
+func runscStateExited(c *runc.Container) {
+	if (c.Status == "running" || c.Status == "created") && c.Pid > 0 {
+		if _, err := procfs.StartTime(c.Pid); err != nil {
+			c.Status = "stopped"
+		}
+	}
 }
 
 // Tiers implements driver.Tierer: runc (with or without user
