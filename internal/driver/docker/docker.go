@@ -746,16 +746,20 @@ func (d *Driver) checkRunsc(ctx context.Context) string {
 }
 
 // runscArgsJSON is what a local engine's runsc runtime must pass.
-const runscArgsJSON = `"--network=host"`
+const runscArgsJSON = `"--network=host", "--overlay2=none"`
 
 // runscArgsProblem says what a local engine's runsc runtime named name,
 // passing args, lacks for the runsc tier ("": nothing).
 func runscArgsProblem(name string, args []string) string {
-	if slices.Contains(args, "--network=host") {
-		return ""
+	for _, need := range []struct{ arg, why string }{
+		{"--network=host", "gVisor's own network stack would take the sandbox's network namespace, where execd and the egress enforcer reach it"},
+		{"--overlay2=none", "gVisor (since 2023) would keep the root's writes in a store of its own, which snapshots would miss"},
+	} {
+		if !slices.Contains(args, need.arg) {
+			return fmt.Sprintf(`the engine's runtime %q does not pass %s (its "runtimeArgs" must have %s): %s`, name, need.arg, runscArgsJSON, need.why)
+		}
 	}
-	return fmt.Sprintf(`the engine's runtime %q does not pass --network=host (its "runtimeArgs" must have %s): `+
-		"gVisor's own network stack would take the sandbox's network namespace, where execd and the egress enforcer reach it", name, runscArgsJSON)
+	return ""
 }
 
 // runtimeFor is the engine runtime that runs spec's sandbox ("": the

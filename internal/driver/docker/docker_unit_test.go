@@ -28,10 +28,12 @@ func TestRunscRuntimeNeedsHostNetwork(t *testing.T) {
 		args []string
 		want string // "" or a part of the problem
 	}{
-		{[]string{"--network=host"}, ""},
-		{[]string{"--debug", "--host-fifo=open", "--network=host"}, ""},
+		{[]string{"--network=host", "--overlay2=none"}, ""},
+		{[]string{"--debug", "--overlay2=none", "--host-fifo=open", "--network=host"}, ""},
 		{nil, "--network=host"},
-		{[]string{"--network=sandbox"}, "--network=host"},
+		{[]string{"--network=sandbox", "--overlay2=none"}, "--network=host"},
+		{[]string{"--network=host"}, "--overlay2=none"},
+		{[]string{"--network=host", "--overlay2=root:self"}, "--overlay2=none"},
 	} {
 		got := runscArgsProblem("runsc", tc.args)
 		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
