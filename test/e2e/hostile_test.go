@@ -136,7 +136,8 @@ func newHostileRig(t *testing.T, runtime string, args ...string) *hostileRig {
 	return h
 }
 
-// deleteEvery deletes every sandbox and snapshot c's tenant has.
+// deleteEvery deletes every sandbox, snapshot and named volume c's
+// tenant has.
 func deleteEvery(t *testing.T, c *sdk.Client) {
 	t.Helper()
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), time.Minute)
@@ -156,6 +157,17 @@ func deleteEvery(t *testing.T, c *sdk.Client) {
 	for _, sb := range list.Items {
 		if err := c.DeleteSandbox(cctx, sb.ID); err != nil && !errors.Is(err, sdk.ErrNotFound) {
 			t.Errorf("cleanup: delete %s: %v", sb.ID, err)
+		}
+	}
+	// Named volumes outlive their sandboxes (a sized one is a mounted
+	// file system of its own on the native runtime).
+	vols, err := c.ListVolumes(cctx)
+	if err != nil && !errors.Is(err, sdk.ErrNotImplemented) {
+		t.Errorf("cleanup: list volumes: %v", err)
+	}
+	for _, v := range vols {
+		if err := c.DeleteVolume(cctx, v.Name); err != nil && !errors.Is(err, sdk.ErrNotFound) {
+			t.Errorf("cleanup: delete volume %s: %v", v.Name, err)
 		}
 	}
 }
