@@ -125,6 +125,20 @@ build() {
   echo "$dir/$what"
 }
 
+# check_dir makes and prints a temporary directory for a check: bundle/
+# with an empty root whose /bin and /lib are links into the host's /usr
+# (which the check's config binds in), as on a merged-/usr Debian, and
+# state/ for the runtime.
+check_dir() {
+  local t l
+  t=$(mktemp -d)
+  mkdir -p "$t/bundle/rootfs" "$t/state"
+  for l in bin lib lib64 sbin; do
+    if [ -d "/usr/$l" ]; then ln -s "usr/$l" "$t/bundle/rootfs/$l"; fi
+  done
+  echo "$t"
+}
+
 # check runc: fails unless runc reports the pinned release with seccomp and
 # runs a container here: this machine's cgroup layout (limits on memory,
 # pids and cpu), every namespace corral uses but the user namespace, a
@@ -140,14 +154,7 @@ runc_check() {
     die "$runc was built without seccomp (runc features: $out)"
 
   local t id=corral-runtimes-check-$$
-  t=$(mktemp -d)
-  mkdir -p "$t/bundle/rootfs" "$t/state"
-  # The host's /usr holds the programs; the root's /bin and /lib are links
-  # into it, as on a merged-/usr Debian.
-  local l
-  for l in bin lib lib64 sbin; do
-    if [ -d "/usr/$l" ]; then ln -s "usr/$l" "$t/bundle/rootfs/$l"; fi
-  done
+  t=$(check_dir)
   cat >"$t/bundle/config.json" <<EOF
 {
   "ociVersion": "1.2.0",
@@ -208,12 +215,7 @@ runsc_check() {
     die "$runsc --version says \"${out%%$'\n'*}\", not runsc version $version"
 
   local t id=corral-runtimes-check-$$
-  t=$(mktemp -d)
-  mkdir -p "$t/bundle/rootfs" "$t/state"
-  local l
-  for l in bin lib lib64 sbin; do
-    if [ -d "/usr/$l" ]; then ln -s "usr/$l" "$t/bundle/rootfs/$l"; fi
-  done
+  t=$(check_dir)
   cat >"$t/bundle/config.json" <<EOF
 {
   "ociVersion": "1.0.2",
