@@ -271,7 +271,10 @@ func TestWarmPool(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, code := kubetest.Exec(t, ep.String(), spec.ExecdToken, "echo $GREETING; cat /tmp/entry")
+		// The adoption starts the entrypoint; it runs beside execd, so
+		// its first line may come a moment after the create returns.
+		out, code := kubetest.Exec(t, ep.String(), spec.ExecdToken,
+			"echo $GREETING; for i in $(seq 100); do [ -s /tmp/entry ] && break; sleep 0.1; done; cat /tmp/entry")
 		if want := fmt.Sprintf("hello %d\nhello %d\n", i, i); code != 0 || out != want {
 			t.Errorf("command in the adopted pod = %q (exit %d), want %q", out, code, want)
 		}
