@@ -39,6 +39,7 @@ import (
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/egress/launch"
 	"github.com/corral-dev/corral/internal/hostnet/forward"
+	"github.com/corral-dev/corral/internal/hostnet/netns"
 	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/runcversion"
 	"github.com/corral-dev/corral/internal/sandbox"
@@ -514,8 +515,14 @@ func (d *Driver) nsPath(id string, c container.InspectResponse) (string, error) 
 	if err != nil {
 		return "", fmt.Errorf("sandbox %s: its network namespace: %w", id, err)
 	}
+	path := "/proc/self/fd/" + strconv.Itoa(int(f.Fd()))
+	// The container's sysctl does this under runc; gVisor ignores it.
+	if err := netns.ReservePorts(path, insandbox.ExecdPort); err != nil {
+		f.Close()
+		return "", fmt.Errorf("sandbox %s: %w", id, err)
+	}
 	d.netns[id] = f
-	return "/proc/self/fd/" + strconv.Itoa(int(f.Fd())), nil
+	return path, nil
 }
 
 // Endpoint implements driver.Driver. On a local engine every port gets a

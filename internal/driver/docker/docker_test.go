@@ -21,6 +21,8 @@ import (
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/driver/drivertest"
+	"github.com/corral-dev/corral/internal/hostnet/netns"
+	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/sandbox"
 	"github.com/corral-dev/corral/internal/testutil"
 )
@@ -187,6 +189,19 @@ func TestRunscTierIsGVisor(t *testing.T) {
 		}
 		if insp.Container.HostConfig.Runtime != wantRuntime {
 			t.Errorf("%s: the engine runs it with %q", tier, insp.Container.HostConfig.Runtime)
+		}
+		// execd's port is out of the namespace's ephemeral range under
+		// either runtime (gVisor ignores the container's sysctl), so a
+		// readiness ping is never given it and connects to itself.
+		var reserved []byte
+		if err := netns.Do("/proc/"+strconv.Itoa(insp.Container.State.Pid)+"/ns/net", func() (err error) {
+			reserved, err = os.ReadFile("/proc/sys/net/ipv4/ip_local_reserved_ports")
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimSpace(string(reserved)); got != strconv.Itoa(insandbox.ExecdPort) {
+			t.Errorf("%s: the namespace's reserved ports are %q, want execd's", tier, got)
 		}
 		var console []byte
 		testutil.WaitFor(t, 10*time.Second, "the entrypoint's dmesg", func() bool {

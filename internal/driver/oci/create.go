@@ -903,10 +903,15 @@ func (d *Driver) waitReady(ctx context.Context, ready *os.File, netns string, pi
 
 // pollExecd pings execd inside the namespace until it answers, PID 1 (or
 // runsc's Sentry) exits, or ctx ends; the pause between pings doubles
-// from delay up to most.
-func (d *Driver) pollExecd(ctx context.Context, netns string, pid int, start uint64, delay, most time.Duration) error {
+// from delay up to most. execd's port is first taken out of the
+// namespace's ephemeral range: a ping before execd listens could
+// otherwise be given that port and connect to itself.
+func (d *Driver) pollExecd(ctx context.Context, nsPath string, pid int, start uint64, delay, most time.Duration) error {
+	if err := netns.ReservePorts(nsPath, insandbox.ExecdPort); err != nil {
+		return err
+	}
 	for {
-		if ok, err := pingExecd(ctx, netns); ok {
+		if ok, err := pingExecd(ctx, nsPath); ok {
 			return nil
 		} else if ctx.Err() != nil {
 			return fmt.Errorf("execd did not answer within %v: %v", d.cfg.ReadyTimeout, err)

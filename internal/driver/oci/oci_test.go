@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,8 @@ import (
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/driver/drivertest"
+	"github.com/corral-dev/corral/internal/hostnet/netns"
+	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/testutil"
 )
 
@@ -208,6 +211,18 @@ func TestSandboxMountsStayInItsNamespace(t *testing.T) {
 	sb := d.running(spec.ID)
 	if sb == nil {
 		t.Fatal("the sandbox is not running")
+	}
+	// execd's port is out of the namespace's ephemeral range, so a
+	// readiness ping is never given it and connects to itself.
+	var reserved []byte
+	if err := netns.Do(fmt.Sprintf("/proc/%d/ns/net", sb.pid), func() (err error) {
+		reserved, err = os.ReadFile("/proc/sys/net/ipv4/ip_local_reserved_ports")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(reserved)); got != strconv.Itoa(insandbox.ExecdPort) {
+		t.Errorf("the namespace's reserved ports are %q, want execd's", got)
 	}
 	inside, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", sb.pid))
 	if err != nil {

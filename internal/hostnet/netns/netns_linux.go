@@ -59,3 +59,27 @@ func Dial(ctx context.Context, path, addr string) (net.Conn, error) {
 	})
 	return conn, err
 }
+
+// ReservePorts takes ports out of the ephemeral range of the namespace at
+// path, so a connection Dial makes there is never given one of them as
+// its own. Without it a ping to a port whose server has not bound yet
+// can be given that very port and connect to itself (TCP's simultaneous
+// open), which holds the port and makes the server's bind fail. The
+// runtime's own sysctl does this for runc; gVisor ignores it.
+func ReservePorts(path string, ports ...int) error {
+	s := ""
+	for i, p := range ports {
+		if i > 0 {
+			s += ","
+		}
+		s += strconv.Itoa(p)
+	}
+	return Do(path, func() error {
+		// /proc/sys/net answers for the namespace of the thread that
+		// opens it.
+		if err := os.WriteFile("/proc/sys/net/ipv4/ip_local_reserved_ports", []byte(s), 0); err != nil {
+			return fmt.Errorf("reserve ports %s: %w", s, err)
+		}
+		return nil
+	})
+}
