@@ -74,7 +74,7 @@ func runInit(_ context.Context, e *env, args []string) int {
 	}
 	o.Entrypoint = fs.Args()
 	cfg := initproc.Config{Entrypoint: o.Entrypoint, Env: entryEnv, Stderr: e.Stderr, StartFIFO: o.WaitStart, StartFile: o.WaitStartFile,
-		WaitURL: o.WaitURL, WaitTimeout: o.WaitTimeout, ConsoleLimit: o.ConsoleLimit}
+		WaitURL: o.WaitURL, WaitTimeout: o.WaitTimeout, ConsoleLimit: o.ConsoleLimit, ConsoleRelay: o.ConsoleRelay}
 	if o.ExitFD != 0 {
 		f, err := initproc.ExitFile(o.ExitFD)
 		if err != nil {

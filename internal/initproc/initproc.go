@@ -72,6 +72,12 @@ type Config struct {
 	// the daemon print into a pipe PID 1 copies from, and past the limit
 	// the oldest output is dropped with a line that says so.
 	ConsoleLimit int64
+	// ConsoleRelay, when PID 1's stdout is a pipe the runtime drains on
+	// the host (and bounds there), interposes a pipe the same way and
+	// relays to it; while nothing reads it (the runtime restarting) the
+	// output is dropped, and no program in the sandbox gets SIGPIPE for
+	// it.
+	ConsoleRelay bool
 	// StartFIFO, when set, holds the entrypoint back: PID 1 starts the
 	// daemon, then waits for one JSON Start written to this FIFO (a
 	// warm-pool sandbox waiting to be claimed); Entrypoint is then unused.
@@ -199,9 +205,9 @@ func Run(cfg Config) int {
 		syscall.CloseOnExec(int(cfg.ExitFile.Fd()))
 	}
 	var out *console
-	if cfg.ConsoleLimit > 0 {
+	if cfg.ConsoleLimit > 0 || cfg.ConsoleRelay {
 		var err error
-		if out, err = startConsole(os.Stdout, cfg.ConsoleLimit); err != nil {
+		if out, err = startConsole(os.Stdout, cfg.ConsoleLimit, cfg.ConsoleRelay); err != nil {
 			fmt.Fprintln(cfg.Stderr, "corral init: console: "+err.Error())
 		} else if out != nil {
 			cfg.stdout, cfg.stderr = out.w, out.w

@@ -35,6 +35,9 @@ type Options struct {
 	GateFD int
 	// ConsoleLimit bounds the console log when stdout is a file.
 	ConsoleLimit int64
+	// ConsoleRelay: stdout is a pipe the runtime drains, which may have
+	// no reader for a while (the server restarting).
+	ConsoleRelay bool
 	// WaitStart holds the entrypoint back until a JSON start arrives on
 	// this FIFO (warm pools).
 	WaitStart string
@@ -79,6 +82,7 @@ func (o *Options) Register(fs *flag.FlagSet) {
 	fs.IntVar(&o.ExitFD, "exit-fd", o.ExitFD, "descriptor (3 or more) of a file that receives the entrypoint's exit code (the runtime passes it in)")
 	fs.StringVar(&o.ExitPath, "exit-path", o.ExitPath, "file that receives the entrypoint's exit code, for runtimes that pass no descriptors (emptied at start)")
 	fs.Int64Var(&o.ConsoleLimit, "console-limit", o.ConsoleLimit, "when stdout is a file, keep it under this many bytes, dropping the oldest output (0: no limit)")
+	fs.BoolVar(&o.ConsoleRelay, "console-relay", o.ConsoleRelay, "stdout is a pipe the runtime drains: relay what everything prints to it, dropping what cannot be written while nothing reads (nothing dies of SIGPIPE)")
 	fs.StringVar(&o.WaitStart, "wait-start", o.WaitStart, "start no entrypoint until a JSON {\"args\",\"env\"} arrives on this FIFO (warm pools)")
 	fs.StringVar(&o.WaitStartFile, "wait-start-file", o.WaitStartFile, "start no entrypoint until a JSON {\"args\",\"env\"} is renamed into this file (polled)")
 	fs.StringVar(&o.WaitURL, "wait-url", o.WaitURL, "start no entrypoint until an HTTP GET of this URL answers 200 (execd runs meanwhile)")

@@ -16,7 +16,7 @@ func TestOptionsRoundTrip(t *testing.T) {
 	full := Options{NoExecd: true, ExecdListen: "127.0.0.1:1", ExecdStateDir: "/s", ReadyFD: 4, ExitFD: 3, ExitPath: "/x", GateFD: 5, ConsoleLimit: 1 << 20,
 		WaitStart: "/w/start", WaitStartFile: "/w/start.json", WaitURL: "https://127.0.0.1:18080/healthz", WaitTimeout: 90 * time.Second,
 		ExecdTokenFile: "/w/token", ExecdEnvFile: "/w/env", User: "1000:1000", IsolateNetwork: "44772,18080",
-		TrustCA: "/etc/ca.pem", Entrypoint: []string{"sh", "-c", "echo --not-a-flag"}}
+		TrustCA: "/etc/ca.pem", ConsoleRelay: true, Entrypoint: []string{"sh", "-c", "echo --not-a-flag"}}
 	v := reflect.ValueOf(full)
 	for i := range v.NumField() {
 		if v.Field(i).IsZero() {

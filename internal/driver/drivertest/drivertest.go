@@ -12,7 +12,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"io"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -78,6 +80,7 @@ func Run(t *testing.T, h Harness) {
 	}
 	if _, ok := h.New(t).(driver.Consoler); ok {
 		t.Run("Console/KeepsTheEntrypointsOutput", s.console)
+		t.Run("Console/GoesOnAcrossARestart", s.consoleRestart)
 	}
 	t.Run("Leaks", s.leaks)
 }
@@ -391,6 +394,65 @@ func (s *suite) console(t *testing.T) {
 	}
 	if _, _, err := c.Console(ctxT(t), "dt"+randHex(8), 100); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("Console of an unknown sandbox = %v, want ErrNotFound", err)
+	}
+}
+
+// consoleRestart: a sandbox that prints all the time goes on running and
+// printing when the server stops (its driver closed) and another one
+// recovers it: nothing it runs dies for want of a reader meanwhile, and
+// the new instance keeps its console.
+func (s *suite) consoleRestart(t *testing.T) {
+	d1 := s.h.New(t)
+	sp := s.spec(t, d1)
+	sp.Entrypoint = []string{"sh", "-c", "i=0; while :; do i=$((i+1)); echo tick-$i; sleep 0.02; done"}
+	h, err := d1.Create(ctxT(t), sp)
+	if err != nil {
+		t.Fatalf("Create = %v", err)
+	}
+	ticks := func(d driver.Driver) int {
+		out, _, err := d.(driver.Consoler).Console(ctxT(t), sp.ID, 4096)
+		if err != nil {
+			t.Fatalf("Console = %v", err)
+		}
+		last := 0
+		for _, f := range bytes.Fields(out) {
+			if n, err := strconv.Atoi(string(bytes.TrimPrefix(f, []byte("tick-")))); err == nil && bytes.HasPrefix(f, []byte("tick-")) {
+				last = n
+			}
+		}
+		return last
+	}
+	waitTicks := func(d driver.Driver, past int) int {
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+			if n := ticks(d); n > past {
+				return n
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the console shows no tick past %d", past)
+			}
+		}
+	}
+	before := waitTicks(d1, 0)
+	if c, ok := d1.(io.Closer); ok {
+		if err := c.Close(); err != nil {
+			t.Fatalf("Close = %v", err)
+		}
+	}
+	// The sandbox prints for a while with no server to read it.
+	time.Sleep(300 * time.Millisecond)
+	d2 := s.h.New(t)
+	if err := d2.Recover(ctxT(t), h); err != nil {
+		t.Fatalf("Recover = %v", err)
+	}
+	wantPhase(t, d2, sp.ID, driver.PhaseRunning)
+	seen := ticks(d2)
+	if n := waitTicks(d2, max(before, seen)); n <= before {
+		t.Fatalf("tick %d after the restart, %d before", n, before)
+	}
+	wantPhase(t, d2, sp.ID, driver.PhaseRunning)
+	// By the instance that runs it now (the first one is closed).
+	if err := d2.Destroy(ctxT(t), sp.ID); err != nil {
+		t.Fatalf("Destroy = %v", err)
 	}
 }
 

@@ -550,17 +550,15 @@ func (d *Driver) start(ctx context.Context, b *build) (*driver.Handle, error) {
 	if b.runsc {
 		return d.startRunsc(ctx, b)
 	}
-	// Readable too: PID 1 keeps the newest output when it trims the log.
-	// On disk beside the writable layer, not on the runtime tmpfs that
-	// every sandbox's small files share.
-	console, err := os.OpenFile(filepath.Join(b.disk, consoleFile), os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o600)
+	console, err := d.makeConsole(b)
 	if err != nil {
 		return nil, err
 	}
 	defer console.Close()
-	// PID 1 writes its exit code through this descriptor (fd 3) into a
-	// file of the bundle's that no sandbox path leads to.
-	exit, err := os.OpenFile(filepath.Join(b.bundle, exitFile), os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
+	// PID 1 writes its exit code through this descriptor (fd 3), into a
+	// file no sandbox path leads to, on a tmpfs of a page: a PID 1 that
+	// is not corral's can fill nothing the sandboxes share with it.
+	exit, err := makeExitFile(b.bundle)
 	if err != nil {
 		return nil, err
 	}
@@ -772,6 +770,9 @@ func (d *Driver) startError(bundle, disk string, cause error) error {
 	if errors.Is(cause, context.Canceled) || errors.Is(cause, context.DeadlineExceeded) {
 		return cause
 	}
+	// What is in the console pipe reaches the log first: runc's own
+	// words, or the entrypoint's last.
+	d.drains.stop(filepath.Base(bundle))
 	tail := consoleTail(disk, 5)
 	ex, exited := exitCode(bundle)
 	if !exited {
@@ -808,7 +809,7 @@ type initParams struct {
 // it adds to the image's and the request's environment.
 func initCommand(spec driver.Spec, p initParams) (args, env []string) {
 	o := initproc.DefaultOptions()
-	o.ExitFD, o.ReadyFD, o.ConsoleLimit = 3, 4, ConsoleLimit
+	o.ExitFD, o.ReadyFD, o.ConsoleRelay = 3, 4, true
 	if p.gate {
 		o.GateFD = 5
 	}

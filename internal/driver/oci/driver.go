@@ -103,6 +103,8 @@ type Driver struct {
 	pool       *pool
 	net        *launch.Enforcers
 
+	// drains are the consoles this instance drains (console_linux.go).
+	drains drains
 	// warnings are what is wrong with the runtime binary (its version).
 	warnings []string
 	// freeze serializes the freezes of one sandbox: pause, resume and
@@ -338,6 +340,7 @@ func egressDir(bundle string) string { return filepath.Join(bundle, "egress") }
 // and their egress enforcers keep running.
 func (d *Driver) Close() error {
 	d.stopPool()
+	d.drains.stopAll()
 	d.forwarders.Close()
 	d.net.Close()
 	d.ids.close()
@@ -427,6 +430,11 @@ func (d *Driver) Recover(ctx context.Context, h *driver.Handle) error {
 		return fmt.Errorf("sandbox %s: egress: %w", h.ID, err)
 	}
 	d.track(h.ID, sb)
+	if sb.netns != "" {
+		if err := d.drains.start(h.ID, hs.Bundle, d.diskDir(h.ID)); err != nil {
+			return fmt.Errorf("sandbox %s: console: %w", h.ID, err)
+		}
+	}
 	return nil
 }
 
@@ -513,30 +521,39 @@ func (d *Driver) lookup(ctx context.Context, id string) (*instance, *runc.Contai
 			if ns, err := netnsOf(c.Pid, sb.startTime); err == nil {
 				sb.hold(ns)
 				sb = d.adopt(id, sb)
+				if err := d.drains.start(id, sb.bundle, d.diskDir(id)); err != nil {
+					d.log.WarnContext(ctx, "drain the console", "sandbox_id", id, "err", err)
+				}
 			}
 		}
 	}
 	return sb, c, nil
 }
 
-// exitFile is the bundle's file that PID 1 writes its exit code to.
-const exitFile = "exit"
+// exitFile is the file that PID 1 writes its exit code to, on a tmpfs of
+// its own at exitDir in the bundle; sandboxes made before that have it in
+// the bundle itself.
+const (
+	exitDir  = "exitfs"
+	exitFile = "exit"
+)
 
 // exitCode reads the code corral init left in the bundle. Sandboxes
 // made before init wrote through a descriptor left it in their status
 // directory, which they could write: it is read as hostile input.
 func exitCode(bundle string) (driver.Exit, bool) {
-	b, fi, err := safefile.ReadFile(bundle, exitFile, 32)
-	if err != nil || len(b) == 0 {
-		if b, fi, err = safefile.ReadFile(filepath.Join(bundle, "status"), exitFile, 32); err != nil {
+	for _, dir := range []string{filepath.Join(bundle, exitDir), bundle, filepath.Join(bundle, "status")} {
+		b, fi, err := safefile.ReadFile(dir, exitFile, 32)
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		n, ok := parseExitCode(b)
+		if !ok {
 			return driver.Exit{}, false
 		}
+		return driver.Exit{Code: n, At: fi.ModTime().UTC()}, true
 	}
-	n, ok := parseExitCode(b)
-	if !ok {
-		return driver.Exit{}, false
-	}
-	return driver.Exit{Code: n, At: fi.ModTime().UTC()}, true
+	return driver.Exit{}, false
 }
 
 // parseExitCode reads an exit code PID 1 wrote: a number from 0 to 255.
@@ -680,6 +697,7 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 		return nil
 	}
 	d.forwarders.CloseSandbox(id)
+	d.drains.stop(id)
 	meta, _ := readMeta(d.bundleDir(id))
 	var errs []error
 	rt := d.rtOf(meta)

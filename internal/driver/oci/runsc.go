@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -206,7 +205,7 @@ func (d *Driver) paused(ctx context.Context, id string) (bool, error) {
 // then tracks the sandbox and returns its handle. runsc passes stdio
 // only: the console is the one descriptor the sandbox gets.
 func (d *Driver) startRunsc(ctx context.Context, b *build) (*driver.Handle, error) {
-	console, err := os.OpenFile(filepath.Join(b.disk, consoleFile), os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o600)
+	console, err := d.makeConsole(b)
 	if err != nil {
 		return nil, err
 	}
