@@ -258,6 +258,8 @@ required=(
   test/e2e.TestHostileSandboxDocker
   test/e2e.TestHostileSandboxKube
   test/e2e.TestStorageBoundsOCI
+  internal/driver/oci.TestStandInPID1
+  internal/driver/docker.TestStandInPID1
   internal/lifecycle.TestSnapshotQuota
   internal/safefile.TestReadFileRefusesADevice
   internal/driver/oci.TestMountOverlayOfManyLayers

@@ -132,3 +132,16 @@ func Find(match func(args []string) bool) ([]Proc, error) {
 	}
 	return out, nil
 }
+
+// Runs reports whether process pid runs the executable file at path
+// (the same file: device and inode), as seen through /proc/PID/exe.
+func Runs(pid int, path string) (bool, error) {
+	var want, got unix.Stat_t
+	if err := unix.Stat(path, &want); err != nil {
+		return false, err
+	}
+	if err := unix.Stat("/proc/"+strconv.Itoa(pid)+"/exe", &got); err != nil {
+		return false, err
+	}
+	return got.Dev == want.Dev && got.Ino == want.Ino, nil
+}

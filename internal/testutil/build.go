@@ -55,3 +55,22 @@ func RunWithCorral(m interface{ Run() int }, bin *string) int {
 	}
 	return m.Run()
 }
+
+// BuildStandIn builds testdata/standin (statically) into dir and returns
+// its path: a program that stands in for a PID 1 a tenant put where
+// corral's init goes, and abuses everything corral init is given.
+func BuildStandIn(dir string) (string, error) {
+	mod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	bin := filepath.Join(dir, "standin")
+	b := exec.Command("go", "build", "-o", bin, "./internal/testutil/testdata/standin")
+	b.Dir = filepath.Dir(strings.TrimSpace(string(mod)))
+	b.Env = append(os.Environ(), "CGO_ENABLED=0")
+	b.Stdout, b.Stderr = os.Stderr, os.Stderr
+	if err := b.Run(); err != nil {
+		return "", fmt.Errorf("build the stand-in: %w", err)
+	}
+	return bin, nil
+}

@@ -45,6 +45,7 @@ import (
 	"github.com/corral-dev/corral/internal/hostnet/netns"
 	"github.com/corral-dev/corral/internal/initproc"
 	"github.com/corral-dev/corral/internal/insandbox"
+	"github.com/corral-dev/corral/internal/procfs"
 	"github.com/corral-dev/corral/internal/sandbox"
 	"github.com/corral-dev/corral/internal/verifier"
 )
@@ -119,7 +120,11 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 	if err := d.startEgress(ctx, spec, mode, id, upstreams); err != nil {
 		return nil, err
 	}
-	if err := d.waitReady(ctx, spec.ID); err != nil {
+	// PID 1 is the host's own corral binary, bind-mounted, when the
+	// engine is this machine's and its runtime shares the host's kernel
+	// view of processes (runc); gVisor's and a remote engine's are not.
+	identity := !d.cfg.Remote && spec.Isolation != api.IsolationRunsc && (d.cfg.Runtime == "" || d.cfg.Runtime == "runc")
+	if err := d.waitReady(ctx, spec.ID, identity); err != nil {
 		return nil, err
 	}
 	st, _ := json.Marshal(state{ContainerID: id, Isolation: spec.Isolation})
@@ -484,7 +489,11 @@ func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, mode e
 			host.PortBindings[port] = []network.PortBinding{{HostIP: ip, HostPort: "0"}}
 		}
 	} else {
-		host.Binds = []string{d.cfg.CorralBinary + ":" + insandbox.Binary + ":ro"}
+		binary := d.cfg.CorralBinary
+		if d.standIn != "" {
+			binary = d.standIn
+		}
+		host.Binds = []string{binary + ":" + insandbox.Binary + ":ro"}
 	}
 	return cfg, host
 }
@@ -509,10 +518,13 @@ func (d *Driver) startErr(ctx context.Context, id string, err error) error {
 }
 
 // waitReady polls execd's /ping until it answers, the container exits,
-// or ReadyTimeout passes.
-func (d *Driver) waitReady(ctx context.Context, id string) error {
+// or ReadyTimeout passes. With identity it then makes sure PID 1 runs the
+// server's corral binary: an answer on execd's port is what any program
+// could give, such as one that replaced corral init.
+func (d *Driver) waitReady(ctx context.Context, id string, identity bool) error {
 	deadline := time.Now().Add(d.cfg.ReadyTimeout)
 	var dial forward.Dialer
+	pid := 0
 	delay := 2 * time.Millisecond
 	for {
 		if dial == nil || d.cfg.Remote {
@@ -532,6 +544,7 @@ func (d *Driver) waitReady(ctx context.Context, id string) error {
 					}
 				}
 			} else if ns, err := d.nsPath(id, c); err == nil {
+				pid = c.State.Pid
 				dial = func(ctx context.Context) (net.Conn, error) {
 					return netns.Dial(ctx, ns, "127.0.0.1:"+strconv.Itoa(insandbox.ExecdPort))
 				}
@@ -539,6 +552,15 @@ func (d *Driver) waitReady(ctx context.Context, id string) error {
 		}
 		if dial != nil {
 			if ok, _ := forward.Ping(ctx, dial); ok {
+				if !identity {
+					return nil
+				}
+				if ok, err := procfs.Runs(pid, d.cfg.CorralBinary); err != nil {
+					return fmt.Errorf("sandbox %s: its PID 1 (%d): %w", id, pid, err)
+				} else if !ok {
+					return errdefs.New(errdefs.ErrInvalidArgument, api.CodeSandboxStartFailed,
+						"the sandbox's PID 1 is not corral's init: something in the image or a volume replaced "+insandbox.Binary)
+				}
 				return nil
 			}
 		}

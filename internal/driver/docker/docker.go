@@ -117,6 +117,9 @@ type Driver struct {
 	cli        *client.Client
 	forwarders forward.Set
 	net        *launch.Enforcers
+	// standIn, set by tests only, is a program mounted where corral's
+	// binary goes: a PID 1 that a tenant put there.
+	standIn string
 
 	// imgMu guards sidecarRef, the egress sidecar image's reference.
 	imgMu      sync.Mutex

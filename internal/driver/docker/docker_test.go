@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -19,6 +20,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/corral-dev/corral/api"
+	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/driver/drivertest"
 	"github.com/corral-dev/corral/internal/hostnet/netns"
@@ -244,5 +246,34 @@ func TestServersSharingAnEngineSeeOnlyTheirOwn(t *testing.T) {
 	}
 	if !has(a) || has(b) {
 		t.Errorf("listed by its server: %v, by the other: %v", has(a), has(b))
+	}
+}
+
+// TestStandInPID1: a program where corral's init goes (as a tenant who
+// covered /.corral/corral would put there) answers 200 on execd's port;
+// the create is refused as the tenant's failure all the same, since PID 1
+// is not the server's corral binary, and the next create works. (Its
+// console and exit code are the engine's to bound, not PID 1's; under
+// gVisor the host cannot see which program PID 1 runs.)
+func TestStandInPID1(t *testing.T) {
+	testutil.RequireDocker(t)
+	standIn, err := testutil.BuildStandIn(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	image := testutil.DockerBusybox(t)
+	d := newTestDriver(t, Config{StateDir: t.TempDir()})
+	d.standIn = standIn
+	id := sandbox.NewID()
+	t.Cleanup(func() { _ = d.Destroy(context.Background(), id) })
+	_, err = d.Create(t.Context(), driver.Spec{ID: id, Tenant: "mallory", Image: driver.Image{URI: image}, Entrypoint: []string{"sleep", "3600"}})
+	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "PID 1 is not corral's init") {
+		t.Fatalf("Create with a stand-in PID 1 = %v, want the tenant's failure", err)
+	}
+	d.standIn = ""
+	other := sandbox.NewID()
+	t.Cleanup(func() { _ = d.Destroy(context.Background(), other) })
+	if _, err := d.Create(t.Context(), driver.Spec{ID: other, Tenant: "alice", Image: driver.Image{URI: image}, Entrypoint: []string{"sleep", "3600"}}); err != nil {
+		t.Fatalf("another tenant's create after the stand-in = %v", err)
 	}
 }

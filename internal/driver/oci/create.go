@@ -415,7 +415,7 @@ func (d *Driver) attachNetwork(ctx context.Context, b *build) error {
 	// With a user namespace, runc makes the network namespace in it and
 	// start sets it up.
 	b.mounts = []specs.Mount{
-		bindMount(d.cfg.CorralBinary, insandbox.Binary, true),
+		bindMount(d.initBinary(), insandbox.Binary, true),
 		// Read-only: the sandbox can plant nothing there for the host to
 		// read, and cannot fill the tmpfs every bundle shares.
 		bindMount(filepath.Join(b.bundle, "status"), statusInSandbox, true),

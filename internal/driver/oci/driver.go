@@ -105,6 +105,9 @@ type Driver struct {
 
 	// drains are the consoles this instance drains (console_linux.go).
 	drains drains
+	// standIn, set by tests only, is a program mounted where corral's
+	// binary goes: a PID 1 that a tenant put there (identity_linux.go).
+	standIn string
 	// warnings are what is wrong with the runtime binary (its version).
 	warnings []string
 	// freeze serializes the freezes of one sandbox: pause, resume and

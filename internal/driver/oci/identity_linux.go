@@ -5,12 +5,10 @@ package oci
 
 import (
 	"fmt"
-	"strconv"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/internal/procfs"
 )
 
 // checkInit makes sure a runc sandbox's PID 1 (host pid) runs the
@@ -20,16 +18,22 @@ import (
 // program that replaced corral init (through a volume, or a link in the
 // image). A different program is the tenant's doing, reported as such.
 func (d *Driver) checkInit(pid int) error {
-	var want, got unix.Stat_t
-	if err := unix.Stat(d.cfg.CorralBinary, &want); err != nil {
-		return fmt.Errorf("stat the corral binary: %w", err)
-	}
-	if err := unix.Stat("/proc/"+strconv.Itoa(pid)+"/exe", &got); err != nil {
+	ok, err := procfs.Runs(pid, d.cfg.CorralBinary)
+	if err != nil {
 		return fmt.Errorf("the sandbox's PID 1 (%d): %w", pid, err)
 	}
-	if got.Dev != want.Dev || got.Ino != want.Ino {
+	if !ok {
 		return errdefs.New(errdefs.ErrInvalidArgument, api.CodeSandboxStartFailed,
 			"the sandbox's PID 1 is not corral's init: something in the image, a snapshot or a volume replaced /.corral/corral")
 	}
 	return nil
+}
+
+// initBinary is the file the sandboxes see as corral's binary: the
+// server's own, or (tests only) standIn.
+func (d *Driver) initBinary() string {
+	if d.standIn != "" {
+		return d.standIn
+	}
+	return d.cfg.CorralBinary
 }
