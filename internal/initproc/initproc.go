@@ -227,9 +227,22 @@ func Run(cfg Config) int {
 }
 
 // writeExit records the exit code in f in one write, so a reader sees
-// either nothing or the whole code.
+// either nothing or the whole code. A file gets it in place; a pipe (the
+// native runtime's) gets a line, and while no server reads the pipe (one
+// restarting) PID 1 waits for the next rather than lose the code.
 func writeExit(f *os.File, code int) {
 	b := []byte(strconv.Itoa(code) + "\n")
+	if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeNamedPipe != 0 {
+		// Caught, so a write without a reader fails EPIPE instead.
+		signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+		for {
+			_, err := f.Write(b)
+			if !errors.Is(err, syscall.EPIPE) {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 	if _, err := f.WriteAt(b, 0); err == nil {
 		_ = f.Truncate(int64(len(b)))
 	}

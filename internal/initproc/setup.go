@@ -82,8 +82,8 @@ func WaitGate(fd int) error {
 	return nil
 }
 
-// ExitFile checks that fd is an inherited descriptor of a regular file
-// open for writing, and returns it (Config.ExitFile).
+// ExitFile checks that fd is an inherited descriptor of a regular file or
+// a pipe, open for writing, and returns it (Config.ExitFile).
 func ExitFile(fd int) (*os.File, error) {
 	if fd < 3 {
 		return nil, errors.New("want a descriptor of 3 or more")
@@ -96,8 +96,8 @@ func ExitFile(fd int) (*os.File, error) {
 		return nil, errors.New("not open for writing")
 	}
 	f := os.NewFile(uintptr(fd), "exit")
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return nil, errors.New("not a regular file")
+	if fi, err := f.Stat(); err != nil || (!fi.Mode().IsRegular() && fi.Mode()&os.ModeNamedPipe == 0) {
+		return nil, errors.New("not a regular file or a pipe")
 	}
 	return f, nil
 }

@@ -67,6 +67,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("List/TracksCreateAndDestroy", s.listTracks)
 	if h.ExitSpec != nil {
 		t.Run("Exit/CodePropagates", s.exitCode)
+		t.Run("Exit/CodeSurvivesARestart", s.exitCodeRestart)
 	}
 	if _, ok := h.New(t).(driver.Pauser); ok {
 		t.Run("Pause/PauseResume", s.pauseResume)
@@ -354,6 +355,40 @@ func (s *suite) exitCode(t *testing.T) {
 		t.Fatalf("Wait().Code = %d, want 3", exit.Code)
 	}
 	wantPhase(t, d, sp.ID, driver.PhaseExited)
+}
+
+// exitCodeRestart: an entrypoint that exits while no server runs (its
+// driver closed) still has its code reported by the next one.
+func (s *suite) exitCodeRestart(t *testing.T) {
+	d1 := s.h.New(t)
+	sp := s.h.ExitSpec(t, 5)
+	base := s.spec(t, d1)
+	sp.ID, sp.Tenant = base.ID, base.Tenant
+	h, err := d1.Create(ctxT(t), sp)
+	if err != nil {
+		t.Fatalf("Create = %v", err)
+	}
+	if c, ok := d1.(io.Closer); ok {
+		if err := c.Close(); err != nil {
+			t.Fatalf("Close = %v", err)
+		}
+	}
+	time.Sleep(1500 * time.Millisecond) // the entrypoint exits meanwhile
+	d2 := s.h.New(t)
+	if err := d2.Recover(ctxT(t), h); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("Recover = %v", err)
+	}
+	exit, err := d2.Wait(ctxT(t), sp.ID)
+	if err != nil {
+		t.Fatalf("Wait = %v", err)
+	}
+	if exit.Code != 5 {
+		t.Fatalf("Wait().Code after a restart = %d (%s), want 5", exit.Code, exit.Reason)
+	}
+	wantPhase(t, d2, sp.ID, driver.PhaseExited)
+	if err := d2.Destroy(ctxT(t), sp.ID); err != nil {
+		t.Fatalf("Destroy = %v", err)
+	}
 }
 
 // console: what the entrypoint prints can be read back, its end when

@@ -4,62 +4,98 @@
 package oci
 
 import (
+	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/corral-dev/corral/internal/caplog"
+	"github.com/corral-dev/corral/internal/safefile"
 )
 
-// A runc or runsc sandbox prints into a named pipe in its bundle, never
-// into a file of the host's: the server drains the pipe into console.log
-// on the sandbox's disk, through caplog, so the log's bound holds whatever
-// PID 1 does (docs/security.md). PID 1 holds the pipe's write end, so the
-// pipe outlives a server restart and the next server drains it again;
-// while no server reads, corral init drops what it relays
-// (initproc --console-relay).
+// What a runc or runsc sandbox's PID 1 sends the host goes through named
+// pipes in its bundle, never into a file of the host's, so that no bound
+// rests on PID 1 being corral's (docs/security.md):
+//   - the console: the server drains it into console.log on the sandbox's
+//     disk, through caplog, whatever PID 1 prints;
+//   - the exit code (runc only): the server reads it from the pipe when
+//     PID 1 has exited and writes the file it keeps itself. A pipe holds
+//     64 KiB at most, and a PID 1 that writes without end only blocks.
+//
+// PID 1 holds the write ends, so the pipes outlive a server restart and
+// the next server opens them again. While no server reads, corral init
+// drops what it relays to the console, and waits with its exit code
+// until a server is back (initproc --console-relay, --exit-fd).
 
-// consolePipe is the console pipe's name in a sandbox's bundle.
-const consolePipe = "console"
+// consolePipe and exitPipe are the pipes' names in a sandbox's bundle.
+const (
+	consolePipe = "console"
+	exitPipe    = "exit-pipe"
+)
 
-// drains are the consoles a driver instance is draining, by sandbox.
+// drains are the pipes a driver instance reads, by sandbox.
 type drains struct {
 	mu sync.Mutex
 	m  map[string]*drain
 }
 
-// drain copies one sandbox's console pipe into its log.
+// drain copies one sandbox's console pipe into its log and holds its exit
+// pipe open.
 type drain struct {
-	r    *os.File
-	done chan struct{}
+	bundle string
+	r      *os.File
+	done   chan struct{}
+	// exit is the exit pipe, open for reading and writing without
+	// blocking (-1: none); exitMu guards reading it.
+	exitMu sync.Mutex
+	exit   int
 }
 
-// makeConsole makes the console pipe of the sandbox being built, starts
-// draining it and returns the write end for the runtime to hand PID 1.
-func (d *Driver) makeConsole(b *build) (*os.File, error) {
-	fifo := filepath.Join(b.bundle, consolePipe)
-	if err := unix.Mkfifo(fifo, 0o600); err != nil {
-		return nil, err
+// makePipes makes the sandbox's console pipe (and, for runc, its exit
+// pipe), starts draining them and returns the write ends for the runtime
+// to hand PID 1: its stdout and stderr, and fd 3.
+func (d *Driver) makePipes(b *build, withExit bool) (console, exit *os.File, err error) {
+	names := []string{consolePipe}
+	if withExit {
+		names = append(names, exitPipe)
+	}
+	for _, name := range names {
+		if err := unix.Mkfifo(filepath.Join(b.bundle, name), 0o600); err != nil {
+			return nil, nil, err
+		}
 	}
 	if err := d.drains.start(b.spec.ID, b.bundle, b.disk); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	// Blocking (a description of its own, not the reader's non-blocking
-	// one): runc writes its own errors to it too. A reader exists, so the
-	// open returns at once.
-	fd, err := unix.Open(fifo, unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return nil, err
+	var ends []*os.File
+	for _, name := range names {
+		// Blocking (descriptions of their own, not the reader's
+		// non-blocking ones): runc writes its own errors to the console
+		// too. A reader exists, so the open returns at once.
+		p := filepath.Join(b.bundle, name)
+		fd, err := unix.Open(p, unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		if err != nil {
+			for _, f := range ends {
+				f.Close()
+			}
+			return nil, nil, err
+		}
+		ends = append(ends, os.NewFile(uintptr(fd), p))
 	}
-	return os.NewFile(uintptr(fd), fifo), nil
+	if withExit {
+		return ends[0], ends[1], nil
+	}
+	return ends[0], nil, nil
 }
 
-// start drains the console pipe in bundle into the log in disk unless
-// this instance does already; a bundle without the pipe (a sandbox made
-// before consoles were drained by the host) is left alone.
+// start drains the pipes in bundle unless this instance does already; a
+// bundle without them (a sandbox made before the host drained its
+// console) is left alone.
 func (ds *drains) start(id, bundle, disk string) error {
 	ds.mu.Lock()
 	defer ds.mu.Unlock()
@@ -79,16 +115,28 @@ func (ds *drains) start(id, bundle, disk string) error {
 		r.Close()
 		return nil
 	}
+	dr := &drain{bundle: bundle, r: r, done: make(chan struct{}), exit: -1}
+	if fd, err := unix.Open(filepath.Join(bundle, exitPipe), unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0); err == nil {
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFIFO {
+			dr.exit = fd
+		} else {
+			unix.Close(fd)
+		}
+	} else if !errors.Is(err, unix.ENOENT) {
+		r.Close()
+		return err
+	}
 	// Readable too: caplog keeps the newest output when it trims. On
 	// disk beside the writable layer, not on the runtime tmpfs that every
 	// sandbox's small files share; only the server writes there.
 	log, err := os.OpenFile(filepath.Join(disk, consoleFile), os.O_CREATE|os.O_RDWR|os.O_APPEND|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
 		r.Close()
+		dr.closeExit()
 		return err
 	}
 	w := caplog.New(log, ConsoleLimit)
-	dr := &drain{r: r, done: make(chan struct{})}
 	go func() {
 		defer close(dr.done)
 		defer log.Close()
@@ -111,9 +159,55 @@ func (ds *drains) start(id, bundle, disk string) error {
 	return nil
 }
 
-// stop copies what the pipe still holds, for a short while at most (a
-// sandbox may print without end), then stops draining it. Nothing
-// printed later is kept.
+// collectExit moves an exit code waiting in sandbox id's exit pipe into
+// the bundle's exit file, which only the server writes. What PID 1 wrote
+// is read as hostile input: 64 KiB at most, and only the last line
+// counts.
+func (ds *drains) collectExit(id string) {
+	ds.mu.Lock()
+	dr := ds.m[id]
+	ds.mu.Unlock()
+	if dr != nil {
+		dr.collectExit()
+	}
+}
+
+func (dr *drain) collectExit() {
+	dr.exitMu.Lock()
+	defer dr.exitMu.Unlock()
+	if dr.exit < 0 {
+		return
+	}
+	var got []byte
+	buf := make([]byte, 4096)
+	for len(got) < 64<<10 {
+		n, err := unix.Read(dr.exit, buf)
+		if n <= 0 || err != nil {
+			break
+		}
+		got = append(got, buf[:n]...)
+	}
+	got = bytes.TrimRight(got, "\n")
+	if i := bytes.LastIndexByte(got, '\n'); i >= 0 {
+		got = got[i+1:]
+	}
+	if n, ok := parseExitCode(got); ok {
+		_ = safefile.WriteFileAtomic(dr.bundle, exitFile, []byte(strconv.Itoa(n)+"\n"), 0o600)
+	}
+}
+
+func (dr *drain) closeExit() {
+	dr.exitMu.Lock()
+	defer dr.exitMu.Unlock()
+	if dr.exit >= 0 {
+		unix.Close(dr.exit)
+		dr.exit = -1
+	}
+}
+
+// stop copies what the console pipe still holds, for a short while at
+// most (a sandbox may print without end), collects a waiting exit code,
+// then stops reading the pipes. Nothing sent later is kept.
 func (ds *drains) stop(id string) {
 	ds.mu.Lock()
 	dr := ds.m[id]
@@ -123,11 +217,15 @@ func (ds *drains) stop(id string) {
 		return
 	}
 	_ = dr.r.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	dr.collectExit()
 	<-dr.done
 	dr.r.Close()
+	dr.closeExit()
 }
 
-// stopAll stops every drain (the driver closing), all at once.
+// stopAll stops every drain (the driver closing), all at once, after
+// collecting the exit codes waiting (a pipe whose PID 1 has exited ends
+// with its last descriptor).
 func (ds *drains) stopAll() {
 	ds.mu.Lock()
 	all := ds.m
@@ -135,9 +233,11 @@ func (ds *drains) stopAll() {
 	ds.mu.Unlock()
 	for _, dr := range all {
 		_ = dr.r.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		dr.collectExit()
 	}
 	for _, dr := range all {
 		<-dr.done
 		dr.r.Close()
+		dr.closeExit()
 	}
 }

@@ -550,18 +550,14 @@ func (d *Driver) start(ctx context.Context, b *build) (*driver.Handle, error) {
 	if b.runsc {
 		return d.startRunsc(ctx, b)
 	}
-	console, err := d.makeConsole(b)
+	// PID 1 prints into a pipe the server drains, and writes its exit
+	// code into another (fd 3) that the server reads: nothing of the
+	// host's grows by what it writes, whatever program it is.
+	console, exit, err := d.makePipes(b, true)
 	if err != nil {
 		return nil, err
 	}
 	defer console.Close()
-	// PID 1 writes its exit code through this descriptor (fd 3), into a
-	// file no sandbox path leads to, on a tmpfs of a page: a PID 1 that
-	// is not corral's can fill nothing the sandboxes share with it.
-	exit, err := makeExitFile(b.bundle)
-	if err != nil {
-		return nil, err
-	}
 	defer exit.Close()
 	// PID 1 writes a line here (fd 4) once it holds execd's port: only
 	// then does the server connect, so no connection of its can be given

@@ -533,19 +533,16 @@ func (d *Driver) lookup(ctx context.Context, id string) (*instance, *runc.Contai
 	return sb, c, nil
 }
 
-// exitFile is the file that PID 1 writes its exit code to, on a tmpfs of
-// its own at exitDir in the bundle; sandboxes made before that have it in
-// the bundle itself.
-const (
-	exitDir  = "exitfs"
-	exitFile = "exit"
-)
+// exitFile is the bundle's file that holds PID 1's exit code: written by
+// the server from the exit pipe (console_linux.go); sandboxes made before
+// that had PID 1 write it through a descriptor.
+const exitFile = "exit"
 
 // exitCode reads the code corral init left in the bundle. Sandboxes
 // made before init wrote through a descriptor left it in their status
 // directory, which they could write: it is read as hostile input.
 func exitCode(bundle string) (driver.Exit, bool) {
-	for _, dir := range []string{filepath.Join(bundle, exitDir), bundle, filepath.Join(bundle, "status")} {
+	for _, dir := range []string{bundle, filepath.Join(bundle, "status")} {
 		b, fi, err := safefile.ReadFile(dir, exitFile, 32)
 		if err != nil || len(b) == 0 {
 			continue
@@ -580,6 +577,7 @@ func exitOf(bundle string) driver.Exit {
 // sandbox's PID 1 recorded it in its root.
 func (d *Driver) exitOf(bundle string) driver.Exit {
 	id := filepath.Base(bundle)
+	d.drains.collectExit(id)
 	if d.isRunsc(id) {
 		if n, at, ok := runscExitCode(filepath.Join(d.diskDir(id), "rootfs")); ok {
 			return driver.Exit{Code: n, At: at}

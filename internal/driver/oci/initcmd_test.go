@@ -26,7 +26,7 @@ func TestInitCommandIsWhatInitParses(t *testing.T) {
 		if err != nil {
 			t.Fatalf("corral init refuses %q: %v", args, err)
 		}
-		if o.ExitFD != 3 || o.ReadyFD != 4 || o.ConsoleLimit != ConsoleLimit || o.User != "1000:100" || o.TrustCA != insandbox.VaultCA ||
+		if o.ExitFD != 3 || o.ReadyFD != 4 || !o.ConsoleRelay || o.User != "1000:100" || o.TrustCA != insandbox.VaultCA ||
 			o.ExecdStateDir != insandbox.ExecdStateDir || o.ExecdListen != insandbox.ExecdListen || !slices.Equal(o.Entrypoint, spec.Entrypoint) {
 			t.Fatalf("warm=%v: parsed %+v", warm, o)
 		}

@@ -205,7 +205,7 @@ func (d *Driver) paused(ctx context.Context, id string) (bool, error) {
 // then tracks the sandbox and returns its handle. runsc passes stdio
 // only: the console is the one descriptor the sandbox gets.
 func (d *Driver) startRunsc(ctx context.Context, b *build) (*driver.Handle, error) {
-	console, err := d.makeConsole(b)
+	console, _, err := d.makePipes(b, false)
 	if err != nil {
 		return nil, err
 	}
