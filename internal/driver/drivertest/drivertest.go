@@ -360,9 +360,10 @@ func (s *suite) exitCode(t *testing.T) {
 // exitCodeRestart: an entrypoint that exits while no server runs (its
 // driver closed) still has its code reported by the next one.
 func (s *suite) exitCodeRestart(t *testing.T) {
+	// The test's cleanup goes through an instance that stays open.
+	base := s.spec(t, s.h.New(t))
 	d1 := s.h.New(t)
 	sp := s.h.ExitSpec(t, 5)
-	base := s.spec(t, d1)
 	sp.ID, sp.Tenant = base.ID, base.Tenant
 	h, err := d1.Create(ctxT(t), sp)
 	if err != nil {
@@ -437,8 +438,9 @@ func (s *suite) console(t *testing.T) {
 // recovers it: nothing it runs dies for want of a reader meanwhile, and
 // the new instance keeps its console.
 func (s *suite) consoleRestart(t *testing.T) {
+	// The test's cleanup goes through an instance that stays open.
+	sp := s.spec(t, s.h.New(t))
 	d1 := s.h.New(t)
-	sp := s.spec(t, d1)
 	sp.Entrypoint = []string{"sh", "-c", "i=0; while :; do i=$((i+1)); echo tick-$i; sleep 0.02; done"}
 	h, err := d1.Create(ctxT(t), sp)
 	if err != nil {
