@@ -260,6 +260,7 @@ required=(
   test/e2e.TestStorageBoundsOCI
   internal/driver/oci.TestStandInPID1
   internal/driver/docker.TestStandInPID1
+  internal/driver/oci.TestRunscExitComesThroughThePipe
   internal/lifecycle.TestSnapshotQuota
   internal/safefile.TestReadFileRefusesADevice
   internal/driver/oci.TestMountOverlayOfManyLayers

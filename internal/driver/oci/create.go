@@ -513,7 +513,7 @@ func (d *Driver) writeSpec(b *build) error {
 	}
 	mounts = append(mounts, b.volumeMounts...)
 	mounts = append(mounts, b.mounts...)
-	args, extra := initCommand(b.spec, initParams{hostname: b.hostname, uid: b.uid, gid: b.gid, warm: b.mode == waitForClaim, gate: b.userns != nil, runsc: b.runsc})
+	args, extra := initCommand(b.spec, initParams{hostname: b.hostname, uid: b.uid, gid: b.gid, warm: b.mode == waitForClaim, gate: b.userns != nil, runsc: b.runsc, runscPassFD: b.runsc && d.runscPassFD})
 	env := mergeEnv(b.plan.config.Env, b.spec.Env, extra...)
 	if !hasVar(env, "HOME") {
 		env = append(env, "HOME=/root")
@@ -796,9 +796,10 @@ type initParams struct {
 	warm bool
 	// gate holds PID 1 until the server set its network up (fd 5).
 	gate bool
-	// runsc passes no descriptors: the exit code goes to a file in the
-	// sandbox's root, and readiness is execd answering.
-	runsc bool
+	// runsc: readiness is execd answering; the exit code goes through
+	// the exit pipe where runsc passes it (runscPassFD), else to a file in
+	// the sandbox's root.
+	runsc, runscPassFD bool
 }
 
 // initCommand is PID 1's command line (`corral init`) and the variables
@@ -810,7 +811,10 @@ func initCommand(spec driver.Spec, p initParams) (args, env []string) {
 		o.GateFD = 5
 	}
 	if p.runsc {
-		o.ExitFD, o.ReadyFD, o.ExitPath = 0, 0, runscExit
+		o.ReadyFD = 0
+		if !p.runscPassFD {
+			o.ExitFD, o.ExitPath = 0, runscExit
+		}
 	}
 	if p.uid != 0 || p.gid != 0 {
 		o.User = formatUser(p.uid, p.gid)

@@ -105,6 +105,9 @@ type Driver struct {
 
 	// drains are the consoles this instance drains (console_linux.go).
 	drains drains
+	// runscPassFD: the runsc passes descriptors to PID 1 (--pass-fd), so
+	// its exit code comes back through the exit pipe as runc's does.
+	runscPassFD bool
 	// standIn, set by tests only, is a program mounted where corral's
 	// binary goes: a PID 1 that a tenant put there (identity_linux.go).
 	standIn string
@@ -269,6 +272,9 @@ func New(cfg Config) (*Driver, error) {
 	var runscWarnings []string
 	d.runsc, d.noRunsc, runscWarnings = newRunsc(cfg, runDir(cfg.Root))
 	d.warnings = append(d.warnings, runscWarnings...)
+	if d.runsc != nil {
+		d.runscPassFD = runscCanPassFD(d.runsc.Command)
+	}
 	if cfg.Network.Binary == "" {
 		cfg.Network.Binary = cfg.CorralBinary
 	}
@@ -578,6 +584,9 @@ func exitOf(bundle string) driver.Exit {
 func (d *Driver) exitOf(bundle string) driver.Exit {
 	id := filepath.Base(bundle)
 	d.drains.collectExit(id)
+	if ex, ok := exitCode(bundle); ok {
+		return ex
+	}
 	if d.isRunsc(id) {
 		if n, at, ok := runscExitCode(filepath.Join(d.diskDir(id), "rootfs")); ok {
 			return driver.Exit{Code: n, At: at}

@@ -7,9 +7,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	runc "github.com/containerd/go-runc"
@@ -62,8 +64,18 @@ var runscArgs = []string{"--network=host", "--overlay2=none"}
 const runscGoferNetns = "--gofer-network-namespace=new"
 
 // runscExit is where PID 1 of a runsc sandbox writes its exit code, in
-// the sandbox's root.
+// the sandbox's root, when the runsc cannot pass it the exit pipe
+// (Debian's of 2022 has no --pass-fd).
 const runscExit = "/.corral-exit"
+
+// runscCanPassFD reports whether the runsc at path passes host
+// descriptors to the container's process (run --pass-fd).
+func runscCanPassFD(path string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out, _ := exec.CommandContext(ctx, path, "help", "run").CombinedOutput()
+	return bytes.Contains(out, []byte("-pass-fd"))
+}
 
 // newRunsc finds the runsc binary (cfg.Runsc, else runsc on PATH) and
 // returns its client, or nil and why the tier is not offered; and what
@@ -202,17 +214,23 @@ func (d *Driver) paused(ctx context.Context, id string) (bool, error) {
 }
 
 // startRunsc runs the bundle under gVisor and waits until execd answers,
-// then tracks the sandbox and returns its handle. runsc passes stdio
-// only: the console is the one descriptor the sandbox gets.
+// then tracks the sandbox and returns its handle. PID 1 gets the console
+// and, where runsc can pass it (--pass-fd), the exit pipe as fd 3.
 func (d *Driver) startRunsc(ctx context.Context, b *build) (*driver.Handle, error) {
-	console, _, err := d.makePipes(b, false)
+	console, exit, err := d.makePipes(b, d.runscPassFD)
 	if err != nil {
 		return nil, err
 	}
 	defer console.Close()
 	pidFile := filepath.Join(b.bundle, "init.pid")
-	opts := &runc.CreateOpts{IO: fileIO{console}, PidFile: pidFile, Detach: true}
-	if _, err := d.runsc.Run(ctx, b.spec.ID, b.bundle, opts); err != nil {
+	if exit != nil {
+		defer exit.Close()
+		err = d.runRunscPassing(ctx, b.spec.ID, b.bundle, pidFile, console, exit)
+	} else {
+		opts := &runc.CreateOpts{IO: fileIO{console}, PidFile: pidFile, Detach: true}
+		_, err = d.runsc.Run(ctx, b.spec.ID, b.bundle, opts)
+	}
+	if err != nil {
 		return nil, d.startError(b.bundle, b.disk, fmt.Errorf("runsc run: %w", err))
 	}
 	b.mark("runsc")
@@ -225,4 +243,29 @@ func (d *Driver) startRunsc(ctx context.Context, b *build) (*driver.Handle, erro
 		return nil, d.startError(b.bundle, b.disk, err)
 	}
 	return d.ready(b, handleState{Bundle: b.bundle, Pid: pid, StartTime: start, Runsc: true}), nil
+}
+
+// runRunscPassing runs `runsc run --detach` with files handed to PID 1 as
+// its descriptors 3 and up. go-runc cannot ask for that: it passes extra
+// files with runc's --preserve-fds, which runsc does not have, so the
+// command is made here the way go-runc makes it (global flags, then run).
+func (d *Driver) runRunscPassing(ctx context.Context, id, bundle, pidFile string, console *os.File, files ...*os.File) error {
+	pidFile, err := filepath.Abs(pidFile)
+	if err != nil {
+		return err
+	}
+	args := append([]string{"--root", d.runsc.Root}, d.runsc.ExtraArgs...)
+	args = append(args, "run", "--bundle", bundle, "--pid-file", pidFile, "--detach")
+	for i := range files {
+		args = append(args, "--pass-fd", fmt.Sprintf("%d:%d", 3+i, 3+i))
+	}
+	cmd := exec.CommandContext(ctx, d.runsc.Command, append(args, id)...)
+	cmd.Stdout, cmd.Stderr = console, console
+	cmd.ExtraFiles = files
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "NOTIFY_SOCKET=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	return cmd.Run()
 }

@@ -124,3 +124,32 @@ func TestStandInPID1(t *testing.T) {
 		})
 	}
 }
+
+// TestRunscExitComesThroughThePipe: the pinned runsc passes PID 1 the exit
+// pipe (--pass-fd), so the exit code comes back as a runc sandbox's does
+// and nothing is written in the sandbox's root for it.
+func TestRunscExitComesThroughThePipe(t *testing.T) {
+	requireRunsc(t)
+	root := t.TempDir()
+	t.Cleanup(func() { _ = UnmountRunDir(root) })
+	d := newTestDriverWith(t, Config{Root: root})
+	if !d.runscPassFD {
+		t.Fatalf("the runsc on PATH (%s) has no --pass-fd: not the one scripts/runtimes.sh pins", d.runsc.Command)
+	}
+	id := sandbox.NewID()
+	if _, err := d.Create(t.Context(), driver.Spec{ID: id, Image: driver.Image{URI: HostImage},
+		Entrypoint: []string{"sh", "-c", "sleep 0.3; exit 7"}, Isolation: api.IsolationRunsc}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Destroy(context.Background(), id) })
+	exit, err := d.Wait(t.Context(), id)
+	if err != nil || exit.Code != 7 {
+		t.Fatalf("Wait = %+v, %v; want code 7", exit, err)
+	}
+	if _, err := os.Lstat(filepath.Join(d.diskDir(id), "rootfs", runscExit)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s in the sandbox's root: %v", runscExit, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(d.bundleDir(id), exitFile)); err != nil || strings.TrimSpace(string(b)) != "7" {
+		t.Errorf("the bundle's exit file: %q, %v", b, err)
+	}
+}
