@@ -19,24 +19,30 @@ func BuildCorral(dir string) (string, error) { return BuildCorralTagged(dir, "")
 // BuildCorralTagged builds corral with build tags (comma-separated; "kube"
 // adds the Kubernetes commands) into dir, named corral or corral-TAGS.
 func BuildCorralTagged(dir, tags string) (string, error) {
-	mod, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
 	bin := filepath.Join(dir, "corral")
-	args := []string{"build", "-o", bin}
+	var flags []string
 	if tags != "" {
 		bin += "-" + strings.ReplaceAll(tags, ",", "-")
-		args = []string{"build", "-tags", tags, "-o", bin}
+		flags = []string{"-tags", tags}
 	}
-	b := exec.Command("go", append(args, "./cmd/corral")...)
-	b.Dir = filepath.Dir(strings.TrimSpace(string(mod)))
-	b.Env = append(os.Environ(), "CGO_ENABLED=0")
-	b.Stdout, b.Stderr = os.Stderr, os.Stderr
-	if err := b.Run(); err != nil {
+	if err := goBuild(bin, "./cmd/corral", flags...); err != nil {
 		return "", fmt.Errorf("build corral: %w", err)
 	}
 	return bin, nil
+}
+
+// goBuild builds the module's package pkg (statically) into bin.
+func goBuild(bin, pkg string, flags ...string) error {
+	mod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return fmt.Errorf("go env GOMOD: %w", err)
+	}
+	args := append(append([]string{"build"}, flags...), "-o", bin, pkg)
+	b := exec.Command("go", args...)
+	b.Dir = filepath.Dir(strings.TrimSpace(string(mod)))
+	b.Env = append(os.Environ(), "CGO_ENABLED=0")
+	b.Stdout, b.Stderr = os.Stderr, os.Stderr
+	return b.Run()
 }
 
 // RunWithCorral is a TestMain body: it builds the corral binary into a
@@ -60,16 +66,8 @@ func RunWithCorral(m interface{ Run() int }, bin *string) int {
 // its path: a program that stands in for a PID 1 a tenant put where
 // corral's init goes, and abuses everything corral init is given.
 func BuildStandIn(dir string) (string, error) {
-	mod, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
 	bin := filepath.Join(dir, "standin")
-	b := exec.Command("go", "build", "-o", bin, "./internal/testutil/testdata/standin")
-	b.Dir = filepath.Dir(strings.TrimSpace(string(mod)))
-	b.Env = append(os.Environ(), "CGO_ENABLED=0")
-	b.Stdout, b.Stderr = os.Stderr, os.Stderr
-	if err := b.Run(); err != nil {
+	if err := goBuild(bin, "./internal/testutil/testdata/standin"); err != nil {
 		return "", fmt.Errorf("build the stand-in: %w", err)
 	}
 	return bin, nil
