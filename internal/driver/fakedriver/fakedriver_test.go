@@ -31,6 +31,7 @@ func TestConformance(t *testing.T) {
 		ExitSpec: func(_ *testing.T, code int) driver.Spec {
 			return driver.Spec{Image: driver.Image{URI: fmt.Sprintf("fake:exit=%d", code)}}
 		},
+		NoPrograms: true,
 		Kill: func(t *testing.T, id string) {
 			if err := os.Remove(filepath.Join(dir, "objects", id+".json")); err != nil {
 				t.Fatal(err)
