@@ -14,9 +14,9 @@ import (
 	"github.com/corral-dev/corral/sdk"
 )
 
-// ncGet fetches http://host/ with busybox's nc, which gives a failure
-// without a timeout of its own (the BusyboxWget subtest checks wget, which
-// Debian's 2022 runsc broke in this mode: google/gvisor#8156).
+// ncGet fetches http://host/ with busybox's nc and says whether it got a
+// 200 (the BusyboxWget subtest checks wget, which Debian's 2022 runsc
+// broke in this mode: google/gvisor#8156).
 func ncGet(x *execd, host string) (string, bool) {
 	out, _, code := x.run(`printf 'GET / HTTP/1.0\r\nHost: ` + host + `\r\n\r\n' | timeout 3 nc ` + host + ` 80`)
 	return out, code == 0 && strings.Contains(out, "200 OK")
