@@ -261,6 +261,7 @@ required=(
   internal/driver/oci.TestStandInPID1
   internal/driver/docker.TestStandInPID1
   internal/driver/oci.TestRunscExitComesThroughThePipe
+  internal/cli.TestEveryCommandIsReachable
   internal/lifecycle.TestSnapshotQuota
   internal/safefile.TestReadFileRefusesADevice
   internal/driver/oci.TestMountOverlayOfManyLayers

@@ -27,43 +27,24 @@ type env = client.Env
 // imageSummary is the image command's line in usage, in every build.
 const imageSummary = "import, pull, list and remove images of the native runtime"
 
-// commands is corral's command table: the user's commands (package
-// client, which uses only the SDK) and the server's, the runtimes' and
-// the in-sandbox roles' (here), in the order usage lists them.
+// commands is corral's one command table, which dispatch, usage and
+// completion read: the user's commands (package client, which uses only
+// the SDK), then the server's, the runtimes' and the in-sandbox roles'
+// (here), in the order usage lists them.
 func commands() []command {
-	c := client.Commands()
-	return []command{
-		c["create"],
-		c["ls"],
-		c["get"],
-		c["exec"],
-		c["mcp"],
-		c["agent"],
-		c["code"],
-		c["shell"],
-		c["logs"],
-		c["cp"],
-		c["endpoint"],
-		c["pause"],
-		c["resume"],
-		c["renew"],
-		c["kill"],
-		c["diagnostics"],
-		c["snapshot"],
-		{Name: "serve", Summary: "run the lifecycle API server (the control plane)", Run: runServe},
-		c["keys"],
-		c["config"],
+	return append(client.Commands(),
+		command{Name: "serve", Summary: "run the lifecycle API server (the control plane)", Run: runServe},
 		imageCommand(),
 		completionCommand(),
-		{Name: "execd", Summary: "run the in-sandbox daemon (the execd API on :44772)", Run: runExecd},
-		{Name: "egress", Summary: "enforce a sandbox's egress policy (DNS, nftables, the policy API on :18080)", Run: runEgress},
-		{Name: "controller", Summary: "run the Kubernetes controller for Sandbox resources", Run: runController},
-		{Name: "install-binary", Summary: "copy this corral binary to a path (the Kubernetes pod's init container)", Run: runInstallBinary},
-		{Name: "check-mounts", Summary: "refuse mount paths that pass through a symbolic link in this root (the Kubernetes pod's init container)", Run: runCheckMounts},
-		{Name: "adopt", Summary: "hand a warm sandbox its token, environment and entrypoint (run inside it by the Kubernetes controller)", Run: runAdopt},
-		{Name: "init", Summary: "run as PID 1 of a sandbox: the entrypoint, execd, reaping and signals", Run: runInit},
-		{Name: "version", Summary: "print the version", Run: runVersion},
-	}
+		command{Name: "execd", Summary: "run the in-sandbox daemon (the execd API on :44772)", Run: runExecd},
+		command{Name: "egress", Summary: "enforce a sandbox's egress policy (DNS, nftables, the policy API on :18080)", Run: runEgress},
+		command{Name: "controller", Summary: "run the Kubernetes controller for Sandbox resources", Run: runController},
+		command{Name: "install-binary", Summary: "copy this corral binary to a path (the Kubernetes pod's init container)", Run: runInstallBinary},
+		command{Name: "check-mounts", Summary: "refuse mount paths that pass through a symbolic link in this root (the Kubernetes pod's init container)", Run: runCheckMounts},
+		command{Name: "adopt", Summary: "hand a warm sandbox its token, environment and entrypoint (run inside it by the Kubernetes controller)", Run: runAdopt},
+		command{Name: "init", Summary: "run as PID 1 of a sandbox: the entrypoint, execd, reaping and signals", Run: runInit},
+		command{Name: "version", Summary: "print the version", Run: runVersion},
+	)
 }
 
 // Main runs the corral command line and returns the exit code.

@@ -93,10 +93,11 @@ func (c Command) help(w io.Writer) {
 	}
 }
 
-// Commands are the user's commands, by name.
-func Commands() map[string]Command {
-	m := map[string]Command{}
-	for _, c := range []Command{
+// Commands are the user's commands, in the order usage lists them: the
+// head of the one command table (internal/cli), which adds the server's
+// and the runtimes' own. Every one of them must be there; a test checks.
+func Commands() []Command {
+	return []Command{
 		{Name: "create", Summary: "create a sandbox and print its id", Run: runCreate},
 		{Name: "ls", Summary: "list sandboxes", Run: runList},
 		{Name: "get", Summary: "show a sandbox", Run: runGet, TakesID: true},
@@ -118,8 +119,5 @@ func Commands() map[string]Command {
 		volumeCommand,
 		keysCommand,
 		configCommand,
-	} {
-		m[c.Name] = c
 	}
-	return m
 }

@@ -15,10 +15,13 @@ import (
 // and help, dispatch and aliases all come from it.
 func TestCommandTable(t *testing.T) {
 	t.Parallel()
-	for name, c := range Commands() {
-		if name != c.Name || (c.Run == nil) == (len(c.Subs) == 0) {
-			t.Errorf("command %q: Run and Subs are not one or the other", name)
+	names := map[string]bool{}
+	for _, c := range Commands() {
+		name := c.Name
+		if names[name] || (c.Run == nil) == (len(c.Subs) == 0) {
+			t.Errorf("command %q: named twice, or Run and Subs are not one or the other", name)
 		}
+		names[name] = true
 		seen := map[string]bool{}
 		for _, s := range c.Subs {
 			for _, n := range append([]string{s.Name}, s.Aliases...) {
