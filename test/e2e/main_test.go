@@ -102,6 +102,7 @@ func startServerOf(t *testing.T, bin, dir string, args ...string) *server {
 	select {
 	case s.url = <-urlCh:
 	case err := <-s.done:
+		s.done <- err // for the cleanup above, which waits on it
 		t.Fatalf("corral serve exited: %v\n%s", err, s.stderr.String())
 	case <-time.After(60 * time.Second):
 		t.Fatalf("corral serve did not start:\n%s", s.stderr.String())
