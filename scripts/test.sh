@@ -262,6 +262,7 @@ required=(
   internal/driver/docker.TestStandInPID1
   internal/driver/oci.TestRunscExitComesThroughThePipe
   internal/cli.TestEveryCommandIsReachable
+  internal/archtest.TestEveryPackageHasARow
   internal/lifecycle.TestSnapshotQuota
   internal/safefile.TestReadFileRefusesADevice
   internal/driver/oci.TestMountOverlayOfManyLayers

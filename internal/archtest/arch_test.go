@@ -8,7 +8,9 @@ package archtest
 import (
 	"bufio"
 	"bytes"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -172,6 +174,24 @@ func TestEveryPackageIsDocumented(t *testing.T) {
 			t.Errorf("%s has no package comment", path)
 		} else if !strings.HasPrefix(p.doc, "Package "+name+" ") && !strings.HasPrefix(p.doc, "Command ") && name != "corral" {
 			t.Errorf("%s: package comment %q should start with \"Package %s \"", path, p.doc, name)
+		}
+	}
+}
+
+// TestEveryPackageHasARow: the package table of docs/architecture.md has
+// a row for every package under internal/, so the map cannot lose one.
+func TestEveryPackageHasARow(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(testutil.ModuleRoot(t), "docs", "architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path := range list(t) {
+		rel, ok := strings.CutPrefix(path, module+"/")
+		if !ok || !strings.HasPrefix(rel, "internal/") {
+			continue
+		}
+		if !bytes.Contains(doc, []byte("| `"+rel+"` |")) {
+			t.Errorf("docs/architecture.md has no row for %s in its package table", rel)
 		}
 	}
 }
