@@ -3,8 +3,9 @@
 
 // Package insandbox holds the fixed points of the interface between a
 // runtime and what it starts inside a sandbox: where the corral binary,
-// execd's state and the credential vault's CA are inside, and the ports
-// of execd and the egress API. Every runtime (oci, docker, the
+// execd's state and the credential vault's CA are inside, the ports of
+// execd and the egress API, and the capability set a sandbox's processes
+// keep. Every runtime (oci, docker, the
 // Kubernetes controller) and every in-sandbox role (corral init, execd,
 // corral egress) takes them from here, so that they cannot drift apart.
 // Each runtime's own hand-over files (warm pools' start FIFOs and token
@@ -50,3 +51,13 @@ const (
 	EgressLoopback   = "127.0.0.1:18080"
 	VaultProxyListen = "127.0.0.1:18081"
 )
+
+// Capabilities is the capability set a sandbox's processes keep, on
+// every runtime (names without the CAP_ prefix; a new slice each call):
+// Docker's default set without MKNOD (no device files), NET_RAW (no
+// forged packets or ICMP sockets past the egress rules), AUDIT_WRITE and
+// SETFCAP (no file capabilities to hand on).
+func Capabilities() []string {
+	return []string{"CHOWN", "DAC_OVERRIDE", "FSETID", "FOWNER", "SETGID", "SETUID",
+		"SETPCAP", "NET_BIND_SERVICE", "SYS_CHROOT", "KILL"}
+}

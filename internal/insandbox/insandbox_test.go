@@ -6,6 +6,7 @@ package insandbox
 import (
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -15,5 +16,26 @@ func TestListenAddressesUseThePorts(t *testing.T) {
 		if err != nil || p != strconv.Itoa(port) {
 			t.Errorf("%s: port %q, want %d (%v)", addr, p, port, err)
 		}
+	}
+}
+
+// The one capability set holds none that would undo the sandbox, and a
+// runtime that adds to its copy (docker's NET_ADMIN for PID 1) changes
+// no other sandbox's.
+func TestCapabilities(t *testing.T) {
+	caps := Capabilities()
+	for _, c := range caps {
+		switch c {
+		case "SYS_ADMIN", "NET_ADMIN", "NET_RAW", "MKNOD", "SYS_PTRACE", "SYS_MODULE", "DAC_READ_SEARCH", "SETFCAP", "AUDIT_WRITE", "SYS_RESOURCE":
+			t.Errorf("the sandbox set holds %s", c)
+		}
+		if strings.HasPrefix(c, "CAP_") {
+			t.Errorf("%s: names go without the CAP_ prefix", c)
+		}
+	}
+	caps[0] = "SYS_ADMIN"
+	_ = append(caps[:1], "NET_ADMIN")
+	if again := Capabilities(); again[0] == "SYS_ADMIN" || again[1] == "NET_ADMIN" {
+		t.Errorf("a change to one copy reached the next: %q", again)
 	}
 }

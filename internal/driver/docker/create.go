@@ -386,12 +386,12 @@ func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, mode e
 	hex := strings.ReplaceAll(spec.ID, "-", "")
 	hostname := "sandbox-" + hex[:min(12, len(hex))]
 	o := initproc.DefaultOptions()
-	caps := capabilities
+	caps := insandbox.Capabilities()
 	if mode == isolatedBridge {
 		// On the engine's bridge without a policy: PID 1 closes the
 		// namespace to all but execd's port, then gives NET_ADMIN up.
 		o.IsolateNetwork = strconv.Itoa(insandbox.ExecdPort)
-		caps = append(slices.Clip(capabilities), "NET_ADMIN")
+		caps = append(caps, "NET_ADMIN")
 	}
 	o.User = imageUser
 	env := make([]string, 0, len(spec.Env)+1)

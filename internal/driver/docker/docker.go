@@ -57,11 +57,6 @@ const (
 	snapshotRepo    = "corral-snapshot"
 )
 
-// capabilities are the only ones a sandbox keeps (the same set as the
-// native runtime's).
-var capabilities = []string{"CHOWN", "DAC_OVERRIDE", "FSETID", "FOWNER", "SETGID", "SETUID",
-	"SETPCAP", "NET_BIND_SERVICE", "SYS_CHROOT", "KILL"}
-
 // Config configures the driver.
 type Config struct {
 	// Host is the engine's address (unix:///var/run/docker.sock,

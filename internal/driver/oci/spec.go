@@ -32,13 +32,14 @@ const ConsoleLimit = 1 << 20
 // no pids limit.
 const DefaultPids = 4096
 
-// capabilities is the capability set of a sandbox's processes: Docker's
-// default set without MKNOD, NET_RAW, AUDIT_WRITE and SETFCAP.
+// capabilities is the capability set of a sandbox's processes
+// (insandbox.Capabilities), as the OCI spec names them.
 func capabilities() []string {
-	return []string{
-		"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_SETGID", "CAP_SETUID",
-		"CAP_SETPCAP", "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_KILL",
+	caps := insandbox.Capabilities()
+	for i, c := range caps {
+		caps[i] = "CAP_" + c
 	}
+	return caps
 }
 
 func maskedPaths() []string {

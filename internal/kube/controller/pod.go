@@ -247,8 +247,11 @@ func sandboxLabels(sbx *v1alpha1.Sandbox) map[string]string {
 // runtime's default set, as the other runtimes do: no MKNOD, NET_RAW,
 // SETFCAP or AUDIT_WRITE.
 func sandboxCapabilities() []corev1.Capability {
-	return []corev1.Capability{"CHOWN", "DAC_OVERRIDE", "FSETID", "FOWNER", "SETGID", "SETUID", "SETPCAP",
-		"NET_BIND_SERVICE", "SYS_CHROOT", "KILL"}
+	var caps []corev1.Capability
+	for _, c := range insandbox.Capabilities() {
+		caps = append(caps, corev1.Capability(c))
+	}
+	return caps
 }
 
 func newPod(cfg Config, t template) *corev1.Pod {
