@@ -590,11 +590,7 @@ func (d *Driver) exitedEarly(ctx context.Context, id string, c container.Inspect
 		logs.Close()
 		out = strings.TrimSpace(demux(b))
 	}
-	msg := fmt.Sprintf("sandbox %s exited with code %d before it was ready", id, c.State.ExitCode)
-	if out != "" {
-		msg += ": " + out
-	}
-	return errdefs.New(errdefs.ErrInvalidArgument, api.CodeSandboxStartFailed, msg)
+	return driver.ExitedDuringStart(id, c.State.ExitCode, "", out, nil)
 }
 
 // demux strips the 8-byte frame headers of a non-TTY log stream.

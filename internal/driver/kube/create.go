@@ -282,8 +282,7 @@ func (d *Driver) waitReady(ctx context.Context, id string) error {
 			return startFailure(id, sbx)
 		case v1alpha1.SandboxExited:
 			e := exitOf(sbx)
-			return errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeSandboxStartFailed,
-				"sandbox %s: the entrypoint exited with status %d (%s) before execd answered", id, e.Code, e.Reason)
+			return driver.ExitedDuringStart(id, e.Code, e.Reason, "", nil)
 		case v1alpha1.SandboxRunning:
 			// execd starts within milliseconds of the container; no event
 			// tells when it listens, so it is pinged until it answers

@@ -194,7 +194,7 @@ func TestStartFailuresAreExplained(t *testing.T) {
 		{"entrypoint exits", driver.Spec{Image: driver.Image{URI: w.image}, Entrypoint: []string{"sh", "-c", "exit 7"}},
 			errdefs.ErrInvalidArgument, "status 7"},
 		{"entrypoint missing", driver.Spec{Image: driver.Image{URI: w.image}, Entrypoint: []string{"/no/such/program"}},
-			errdefs.ErrInvalidArgument, "before execd answered"},
+			errdefs.ErrInvalidArgument, "before it was ready"},
 		{"no entrypoint", driver.Spec{Image: driver.Image{URI: w.image}}, errdefs.ErrInvalidArgument, "entrypoint is empty"},
 		{"credential vault", driver.Spec{Image: driver.Image{URI: w.image}, Entrypoint: []string{"sleep", "1"}, NetworkPolicy: []byte(`{}`),
 			EgressToken: "t", CredentialProxy: true}, errdefs.ErrNotImplemented, "credential vault"},

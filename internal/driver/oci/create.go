@@ -781,11 +781,7 @@ func (d *Driver) startError(bundle, disk string, cause error) error {
 		}
 		return errdefs.Wrap(errdefs.ErrUnavailable, api.CodeSandboxStartFailed, "the runtime could not start the sandbox (details are in the server log)", cause)
 	}
-	msg := fmt.Sprintf("the entrypoint exited during start with code %d", ex.Code)
-	if tail != "" {
-		msg += ": " + tail
-	}
-	return errdefs.Wrap(errdefs.ErrInvalidArgument, api.CodeSandboxStartFailed, msg, cause)
+	return driver.ExitedDuringStart(filepath.Base(bundle), ex.Code, "", tail, cause)
 }
 
 // initParams are what initCommand needs besides the spec.
