@@ -192,7 +192,7 @@ func TestStartFailuresAreExplained(t *testing.T) {
 		{"image not on the node", driver.Spec{Image: driver.Image{URI: "corral.test/absent:1"}, Entrypoint: []string{"sleep", "1"}},
 			errdefs.ErrInvalidArgument, "ImageNotPresent"},
 		{"entrypoint exits", driver.Spec{Image: driver.Image{URI: w.image}, Entrypoint: []string{"sh", "-c", "exit 7"}},
-			errdefs.ErrInvalidArgument, "status 7"},
+			errdefs.ErrInvalidArgument, "exited with code 7"},
 		{"entrypoint missing", driver.Spec{Image: driver.Image{URI: w.image}, Entrypoint: []string{"/no/such/program"}},
 			errdefs.ErrInvalidArgument, "before it was ready"},
 		{"no entrypoint", driver.Spec{Image: driver.Image{URI: w.image}}, errdefs.ErrInvalidArgument, "entrypoint is empty"},
