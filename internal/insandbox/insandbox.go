@@ -29,6 +29,18 @@ const (
 	// CABundle is the system CA bundle plus VaultCA that corral init
 	// writes (SSL_CERT_FILE and friends point there).
 	CABundle = "/etc/ssl/corral-ca-bundle.pem"
+	// SecretsDir is where the runtime mounts the directory of a
+	// sandbox's secrets socket (internal/secrets), read-only.
+	SecretsDir = "/run/corral"
+	// ExitFile is where PID 1 writes its exit code in the sandbox's root
+	// when the runtime can hand it no pipe (a runsc without --pass-fd).
+	ExitFile = "/.corral-exit"
+	// GateFile is the FIFO a policed Docker sandbox's PID 1 waits on
+	// until the enforcer's rules are in.
+	GateFile = "/.corral-gate"
+	// ImageBinary is where corral's own image (the Docker egress
+	// sidecar's, the Kubernetes install container's) holds the binary.
+	ImageBinary = "/corral"
 	// ExecdEnvs is the file corral init makes for the entrypoint and
 	// exports as EXECD_ENVS (unless the image or the request names one):
 	// KEY=VALUE lines the entrypoint writes there reach later commands.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/internal/insandbox"
 )
 
 // VolumeKind is a volume's backend.
@@ -76,12 +77,12 @@ func volumeErr(code, format string, args ...any) error {
 // reservedTargets are where no volume may be mounted: what the kernel
 // and the runtime put in every sandbox, and corral's own paths.
 func reservedTargets() []string {
-	return []string{"/proc", "/sys", "/dev", "/.corral", "/.corral-gate", "/run/corral", "/var/lib/corral-execd", "/etc/corral"}
+	return []string{"/proc", "/sys", "/dev", insandbox.BinaryDir, insandbox.GateFile, insandbox.SecretsDir, insandbox.ExecdStateDir, path.Dir(insandbox.VaultCA)}
 }
 
 // reservedFiles are files the runtime mounts that no volume may replace.
 func reservedFiles() []string {
-	return []string{"/etc/hosts", "/etc/hostname", "/etc/resolv.conf", "/.corral-exit", "/.corral-execd-envs", "/etc/ssl/corral-ca-bundle.pem"}
+	return []string{"/etc/hosts", "/etc/hostname", "/etc/resolv.conf", insandbox.ExitFile, insandbox.ExecdEnvs, insandbox.CABundle}
 }
 
 // ParseVolumes checks a create's volumes: names, exactly one backend,

@@ -33,6 +33,7 @@ import (
 
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/internal/insandbox"
 
 	"github.com/corral-dev/corral/internal/unixsock"
 )
@@ -42,7 +43,7 @@ const (
 	// Extension grants secrets at create: comma-separated names.
 	Extension = "corral.dev/secrets"
 	// MountDir is where the socket's directory appears in a sandbox.
-	MountDir   = "/run/corral"
+	MountDir   = insandbox.SecretsDir
 	SocketName = "secrets.sock"
 	// HeaderSessionKey carries the sandbox's session key.
 	HeaderSessionKey = "Corral-Session-Key"

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -81,9 +82,6 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 	}
 	// The engine bound them at the start; the sandbox keeps its own.
 	defer unstage(staged)
-	if spec.SecretsDir != "" {
-		host.Binds = append(host.Binds, spec.SecretsDir+":/run/corral:ro")
-	}
 	if policed {
 		defer func() {
 			if err != nil {
@@ -376,7 +374,7 @@ func (d *Driver) startEgress(ctx context.Context, spec driver.Spec, mode egressM
 // gateInSandbox holds the FIFO a policed sandbox's PID 1 waits on (a
 // runsc sandbox's: startFile, which it polls for).
 const (
-	gateInSandbox = "/.corral-gate"
+	gateInSandbox = insandbox.GateFile
 	startFile     = "start.json"
 )
 
@@ -397,8 +395,9 @@ func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, mode e
 	env := make([]string, 0, len(spec.Env)+1)
 	if spec.CredentialProxy && spec.Policed() {
 		o.TrustCA = insandbox.VaultCA
-		for k, v := range launch.TrustEnv() {
-			env = append(env, k+"="+v)
+		trust := launch.TrustEnv()
+		for _, k := range slices.Sorted(maps.Keys(trust)) {
+			env = append(env, k+"="+trust[k])
 		}
 	}
 	switch {
@@ -415,8 +414,8 @@ func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, mode e
 		o.Entrypoint = spec.Entrypoint
 	}
 	args := o.Argv(insandbox.Binary)
-	for k, v := range spec.Env {
-		env = append(env, k+"="+v)
+	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
+		env = append(env, k+"="+spec.Env[k])
 	}
 	// Only the token's verifier: code in the container can read PID 1's
 	// environment, and the engine's inspect shows it.
@@ -494,6 +493,9 @@ func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, mode e
 			binary = d.standIn
 		}
 		host.Binds = []string{binary + ":" + insandbox.Binary + ":ro"}
+	}
+	if spec.SecretsDir != "" {
+		host.Binds = append(host.Binds, spec.SecretsDir+":"+insandbox.SecretsDir+":ro")
 	}
 	return cfg, host
 }

@@ -67,7 +67,7 @@ const (
 	// waitURL is what a policed sandbox's PID 1 waits for.
 	waitURL = "https://" + insandbox.EgressLoopback + "/healthz"
 	// sidecarBinary is where the sidecar image holds corral.
-	sidecarBinary = "/corral"
+	sidecarBinary = insandbox.ImageBinary
 	// The sidecar API's certificate and key, in the sandbox's directory
 	// on this machine and in sidecarDir.
 	apiCertFile = "api-cert.pem"

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -414,17 +415,7 @@ func (d *Driver) attachNetwork(ctx context.Context, b *build) error {
 	}
 	// With a user namespace, runc makes the network namespace in it and
 	// start sets it up.
-	b.mounts = []specs.Mount{
-		bindMount(d.initBinary(), insandbox.Binary, true),
-		// Read-only: the sandbox can plant nothing there for the host to
-		// read, and cannot fill the tmpfs every bundle shares.
-		bindMount(filepath.Join(b.bundle, "status"), statusInSandbox, true),
-		bindMount(filepath.Join(b.bundle, "hosts"), "/etc/hosts", true),
-		bindMount(filepath.Join(b.bundle, "hostname"), "/etc/hostname", true),
-	}
-	if b.spec.SecretsDir != "" {
-		b.mounts = append(b.mounts, bindMount(b.spec.SecretsDir, "/run/corral", true))
-	}
+	var ca string
 	if b.spec.Policed() {
 		dir := egressDir(b.bundle)
 		if err := launch.Prepare(dir, launch.Sandbox{ID: b.spec.ID, Policy: b.spec.NetworkPolicy, Token: b.spec.EgressToken, CredentialProxy: b.spec.CredentialProxy}); err != nil {
@@ -435,16 +426,38 @@ func (d *Driver) attachNetwork(ctx context.Context, b *build) error {
 				return err
 			}
 		}
-		b.mounts = append(b.mounts, bindMount(filepath.Join(dir, "resolv.conf"), "/etc/resolv.conf", true))
-		if ca := launch.CAFile(dir); ca != "" {
-			b.mounts = append(b.mounts, bindMount(ca, insandbox.VaultCA, true))
-		}
+		ca = launch.CAFile(dir)
 		b.mark("egress")
 	}
+	b.mounts = corralMounts(d.initBinary(), b.bundle, b.spec, ca)
 	if b.userns != nil {
 		return stageBinds(b)
 	}
 	return nil
+}
+
+// corralMounts are the files corral binds into a sandbox: its own binary,
+// the status directory, the identity files, the granted secrets, and for
+// a policed sandbox its resolver and the vault's CA (ca, when not "").
+func corralMounts(binary, bundle string, spec driver.Spec, ca string) []specs.Mount {
+	m := []specs.Mount{
+		bindMount(binary, insandbox.Binary, true),
+		// Read-only: the sandbox can plant nothing there for the host to
+		// read, and cannot fill the tmpfs every bundle shares.
+		bindMount(filepath.Join(bundle, "status"), statusInSandbox, true),
+		bindMount(filepath.Join(bundle, "hosts"), "/etc/hosts", true),
+		bindMount(filepath.Join(bundle, "hostname"), "/etc/hostname", true),
+	}
+	if spec.SecretsDir != "" {
+		m = append(m, bindMount(spec.SecretsDir, insandbox.SecretsDir, true))
+	}
+	if spec.Policed() {
+		m = append(m, bindMount(filepath.Join(egressDir(bundle), "resolv.conf"), "/etc/resolv.conf", true))
+		if ca != "" {
+			m = append(m, bindMount(ca, insandbox.VaultCA, true))
+		}
+	}
+	return m
 }
 
 // stageBinds moves the sources of a user namespace's binds to the stage
@@ -452,7 +465,7 @@ func (d *Driver) attachNetwork(ctx context.Context, b *build) error {
 // directories whose files the sandbox's root must read (its status, its
 // secrets) as idmapped copies, the files as they are.
 func stageBinds(b *build) error {
-	idmap := map[string]bool{statusInSandbox: true, "/run/corral": true}
+	idmap := map[string]bool{statusInSandbox: true, insandbox.SecretsDir: true}
 	for i, m := range b.mounts {
 		staged := filepath.Join(b.stage, "binds", strconv.Itoa(i))
 		var err error
@@ -511,25 +524,11 @@ func (d *Driver) writeSpec(b *build) error {
 			mounts = append(mounts, overlayMount(d.hostLowers(b.plan, dir), up, wk, dir))
 		}
 	}
-	mounts = append(mounts, b.volumeMounts...)
-	mounts = append(mounts, b.mounts...)
-	args, extra := initCommand(b.spec, initParams{hostname: b.hostname, uid: b.uid, gid: b.gid, warm: b.mode == waitForClaim, gate: b.userns != nil, runsc: b.runsc, runscPassFD: b.runsc && d.runscPassFD})
-	env := mergeEnv(b.plan.config.Env, b.spec.Env, extra...)
-	if !hasVar(env, "HOME") {
-		env = append(env, "HOME=/root")
+	var netns string
+	if b.userns == nil {
+		netns = "/proc/" + strconv.Itoa(os.Getpid()) + "/fd/" + strconv.Itoa(int(b.ns.Fd()))
 	}
-	spec := b.spec
-	p := specParams{
-		id: spec.ID, rootfs: b.rootfs, hostname: b.hostname, args: args, env: env, cwd: b.cwd,
-		cgroupsPath: cgroupsPath(spec.ID), annotations: driver.BackendLabels(spec), mounts: mounts,
-		cpuMillis: spec.Resources.CPUMillis, memoryBytes: spec.Resources.MemoryBytes, pids: spec.Resources.Pids, runsc: b.runsc,
-	}
-	if b.userns != nil {
-		p.idFirst = b.first()
-	} else {
-		p.netns = "/proc/" + strconv.Itoa(os.Getpid()) + "/fd/" + strconv.Itoa(int(b.ns.Fd()))
-	}
-	s, err := buildSpec(p)
+	s, err := d.sandboxSpec(b, mounts, netns)
 	if err != nil {
 		return err
 	}
@@ -542,6 +541,30 @@ func (d *Driver) writeSpec(b *build) error {
 	}
 	b.mark("spec")
 	return nil
+}
+
+// sandboxSpec is the runtime spec of the sandbox b describes, without
+// side effects: hostDirs (the host image's system directories, as
+// overlays) are mounted first, then the tenant's volumes, then corral's
+// own files; netns is the network namespace to join ("" with a user
+// namespace, in which runc makes one). The golden tests pin its output.
+func (d *Driver) sandboxSpec(b *build, hostDirs []specs.Mount, netns string) (*specs.Spec, error) {
+	mounts := slices.Concat(hostDirs, b.volumeMounts, b.mounts)
+	args, extra := initCommand(b.spec, initParams{hostname: b.hostname, uid: b.uid, gid: b.gid, warm: b.mode == waitForClaim, gate: b.userns != nil, runsc: b.runsc, runscPassFD: b.runsc && d.runscPassFD})
+	env := mergeEnv(b.plan.config.Env, b.spec.Env, extra...)
+	if !hasVar(env, "HOME") {
+		env = append(env, "HOME=/root")
+	}
+	spec := b.spec
+	p := specParams{
+		id: spec.ID, rootfs: b.rootfs, hostname: b.hostname, args: args, env: env, cwd: b.cwd, netns: netns,
+		cgroupsPath: cgroupsPath(spec.ID), annotations: driver.BackendLabels(spec), mounts: mounts,
+		cpuMillis: spec.Resources.CPUMillis, memoryBytes: spec.Resources.MemoryBytes, pids: spec.Resources.Pids, runsc: b.runsc,
+	}
+	if b.userns != nil {
+		p.idFirst = b.first()
+	}
+	return buildSpec(p)
 }
 
 // start runs the bundle and waits until execd answers, then tracks the
@@ -717,7 +740,7 @@ func prepareRoot(plan *rootfsPlan, upper, work, rootfs, cwd string, vols []sandb
 func checkMountTargets(root *os.File, plan *rootfsPlan, vols []sandbox.Volume) error {
 	// Links where corral mounts its own files would only move them in
 	// the sandbox's tree, but no image needs one there: refused too.
-	for _, own := range []string{insandbox.BinaryDir, "/run/corral"} {
+	for _, own := range []string{insandbox.BinaryDir, insandbox.SecretsDir} {
 		if err := safefile.CheckNoLinksInRoot(root, own); err != nil {
 			return errdefs.Wrap(errdefs.ErrInvalidArgument, api.CodeInvalidParameter,
 				fmt.Sprintf("the image or snapshot holds a symbolic link at %s, where corral mounts its own files", own), err)
@@ -824,8 +847,9 @@ func initCommand(spec driver.Spec, p initParams) (args, env []string) {
 	}
 	if spec.Policed() && spec.CredentialProxy {
 		o.TrustCA = insandbox.VaultCA
-		for k, v := range launch.TrustEnv() {
-			env = append(env, k+"="+v)
+		trust := launch.TrustEnv()
+		for _, k := range slices.Sorted(maps.Keys(trust)) {
+			env = append(env, k+"="+trust[k])
 		}
 	}
 	o.Entrypoint = spec.Entrypoint

@@ -18,6 +18,7 @@ import (
 
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/procfs"
 	"github.com/corral-dev/corral/internal/runscversion"
 	"github.com/corral-dev/corral/internal/safefile"
@@ -66,7 +67,7 @@ const runscGoferNetns = "--gofer-network-namespace=new"
 // runscExit is where PID 1 of a runsc sandbox writes its exit code, in
 // the sandbox's root, when the runsc cannot pass it the exit pipe
 // (Debian's of 2022 has no --pass-fd).
-const runscExit = "/.corral-exit"
+const runscExit = insandbox.ExitFile
 
 // runscCanPassFD reports whether the runsc at path passes host
 // descriptors to the container's process (run --pass-fd).

@@ -5,6 +5,8 @@ package oci
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -200,8 +202,8 @@ func mergeEnv(base []string, overrides map[string]string, extra ...string) []str
 	for _, kv := range base {
 		set(kv)
 	}
-	for k, v := range overrides {
-		set(k + "=" + v)
+	for _, k := range slices.Sorted(maps.Keys(overrides)) {
+		set(k + "=" + overrides[k])
 	}
 	for _, kv := range extra {
 		set(kv)

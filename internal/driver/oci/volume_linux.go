@@ -149,13 +149,18 @@ func (d *Driver) mountVolumes(ctx context.Context, b *build) error {
 			return fmt.Errorf("volume %q: stage: %w", v.Name, err)
 		}
 		b.volumeStaging = append(b.volumeStaging, staging)
-		opts := []string{"rbind", "nosuid", "nodev"}
-		if v.ReadOnly {
-			opts = append(opts, "ro")
-		}
-		b.volumeMounts = append(b.volumeMounts, specs.Mount{Destination: v.Target, Type: "bind", Source: staging, Options: opts})
+		b.volumeMounts = append(b.volumeMounts, volumeMount(v, staging))
 	}
 	return nil
+}
+
+// volumeMount is the mount of volume v, staged at staging.
+func volumeMount(v sandbox.Volume, staging string) specs.Mount {
+	opts := []string{"rbind", "nosuid", "nodev"}
+	if v.ReadOnly {
+		opts = append(opts, "ro")
+	}
+	return specs.Mount{Destination: v.Target, Type: "bind", Source: staging, Options: opts}
 }
 
 // openNamed opens a named volume's directory (its sub-path), making the

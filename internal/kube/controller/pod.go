@@ -150,7 +150,7 @@ func addEgress(cfg Config, p *corev1.Pod, name, policy, tokenSecret string) {
 	o.Netns, o.SandboxID, o.Policy = "self", name, policy
 	o.PolicyFile, o.TokenState, o.ExemptMark = egressDir+"/policy.json", egressDir+"/token", fmt.Sprintf("%#x", EgressMark)
 	o.Upstreams, o.Deny, o.AllowPrivate = strings.Join(cfg.EgressUpstreams, ","), strings.Join(cfg.EgressDeny, ","), cfg.EgressAllowPrivate
-	args := o.Argv("/corral")
+	args := o.Argv(insandbox.ImageBinary)
 	p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: egressVolume, VolumeSource: corev1.VolumeSource{
 		EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory},
 	}})
@@ -258,14 +258,14 @@ func newPod(cfg Config, t template) *corev1.Pod {
 	env := append([]corev1.EnvVar{{Name: "EXECD_ACCESS_TOKEN", Value: t.execdVerifier}}, t.env...)
 	grace := int64(gracePeriod)
 	no := false
-	install := []string{"/corral", "install-binary", insandbox.Binary}
+	install := []string{insandbox.ImageBinary, "install-binary", insandbox.Binary}
 	root := int64(0)
 	var installUser *int64
 	installCaps := &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}
 	if t.isolate {
 		// The install container closes the way out before the sandbox's
 		// container starts; only it holds NET_ADMIN.
-		install = []string{"/corral", "install-binary", "--isolate-network", insandbox.Binary}
+		install = []string{insandbox.ImageBinary, "install-binary", "--isolate-network", insandbox.Binary}
 		installCaps.Add = []corev1.Capability{"NET_ADMIN"}
 		installUser = &root
 	}

@@ -49,6 +49,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/corral-dev/corral/api"
+	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
 	"github.com/corral-dev/corral/internal/kube/controller"
 	"github.com/corral-dev/corral/internal/testutil"
@@ -433,7 +434,7 @@ func (c *Cluster) CorralImage(t testing.TB, bin string) string {
 		t.Fatal(err)
 	}
 	const ref = "corral.test/corral:dev"
-	c.Import(t, ref, Image(t, layer, "/corral"))
+	c.Import(t, ref, Image(t, layer, insandbox.ImageBinary))
 	return ref
 }
 
