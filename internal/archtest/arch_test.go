@@ -145,23 +145,6 @@ func TestTheClientLinksNoServer(t *testing.T) {
 	}
 }
 
-// TestOnlyTheCompositionRootOpensTheStore: the SQLite store implements
-// the contracts of lifecycle, auth and secrets in their own types, so no
-// package but corral serve's needs to import it.
-func TestOnlyTheCompositionRootOpensTheStore(t *testing.T) {
-	for path, p := range list(t) {
-		rel := strings.TrimPrefix(path, module+"/")
-		if rel == "internal/cli" || rel == "internal/store" || rel == "cmd/corral" {
-			continue
-		}
-		for _, d := range p.imports {
-			if d == module+"/internal/store" {
-				t.Errorf("%s imports internal/store", rel)
-			}
-		}
-	}
-}
-
 // TestEveryPackageIsDocumented asks each package for a package comment
 // that starts the way godoc expects.
 func TestEveryPackageIsDocumented(t *testing.T) {

@@ -4,11 +4,14 @@
 // Package driver is the runtime contract: the Driver interface every
 // backend (native OCI, Docker, Kubernetes, the in-memory fake) implements,
 // the Spec it is given, the Handle the lifecycle manager persists to recover
-// a sandbox after a restart, and the small optional capability interfaces.
+// a sandbox after a restart, the small optional capability interfaces,
+// and what every runtime words or sizes alike (ExitedDuringStart,
+// RunscHostPids).
 // The conformance suite in drivertest checks every implementation against
-// this contract. It imports only the standard library and errdefs; lifecycle
-// consumes it, concrete drivers implement it, and only internal/cli wires a
-// concrete driver in.
+// this contract. Besides the standard library it imports only api, errdefs
+// and internal/sandbox; lifecycle consumes it, concrete drivers implement
+// it, and internal/cli wires one in: no other package under internal/
+// imports a concrete driver (internal/archtest checks both).
 package driver
 
 import (

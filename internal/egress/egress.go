@@ -1,14 +1,21 @@
 // Copyright 2026 The corral Authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Package egress is a sandbox's egress enforcer: a process on the host,
-// outside the sandbox's pid and mount namespaces, that programs the
-// sandbox's network namespace (internal/egress/nft), answers its DNS
-// (internal/egress/dnsproxy, listening inside the namespace, asking the
-// upstream resolvers from the host's) and serves the egress contract's
-// policy API inside the namespace on port 18080, authenticated by
-// OPENSANDBOX-EGRESS-AUTH. A policy change is persisted, programmed into
-// the kernel, then swapped into the DNS proxy — never half-applied.
+// Package egress is a sandbox's egress enforcer, `corral egress`: it
+// programs the sandbox's network namespace (internal/egress/nft), answers
+// its DNS (internal/egress/dnsproxy, listening inside the namespace) and
+// serves the egress contract's policy API, authenticated by
+// OPENSANDBOX-EGRESS-AUTH. For the local runtimes (native, local Docker)
+// it is a process on the host, outside the sandbox's pid and mount
+// namespaces, started by internal/egress/launch: it asks the upstream
+// resolvers from the host's namespace and serves the API on a host Unix
+// socket only (Config.APISocket, launch.APISocket), which nothing in the
+// sandbox can reach. As a sidecar (remote Docker engines, Kubernetes pods)
+// it runs inside the namespace it confines and serves the API there on
+// port 18080 (a Docker sidecar over TLS its clients pin, as the sandbox
+// could take the port while it restarts). A policy change is persisted,
+// programmed into the kernel, then swapped into the DNS proxy — never
+// half-applied.
 package egress
 
 import (

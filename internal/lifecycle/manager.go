@@ -8,8 +8,11 @@
 // starts (recover every live sandbox through its handle, destroy half-made
 // ones, sweep orphans, reap what expired while the server was down). It
 // serves reads from memory, so creates in flight never slow a GET. It
-// depends on the driver contract, the store and the sandbox model; the
-// server is its only caller.
+// depends on the driver contract and the sandbox model, and keeps its
+// records behind contracts of its own (Records, LocalStore,
+// SharedRecords), which internal/store and internal/kube/records
+// implement. internal/cli makes the Manager and internal/server calls it;
+// outside tests no other package imports it (internal/archtest checks).
 package lifecycle
 
 import (

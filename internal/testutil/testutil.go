@@ -1,12 +1,17 @@
 // Copyright 2026 The corral Authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Package testutil holds helpers for tests only: the gates of the
-// integration tiers (RequireRoot, RequireDocker, RequireKube, which skip
-// unless an environment variable opts in and fail if it opts in but the
-// tier cannot run), polling with WaitFor, and validation of HTTP answers
-// against the reference OpenSandbox contracts. Only _test.go files and the
-// bench/ commands import it.
+// Package testutil holds what tests share: the gates of the root and
+// Docker tiers (RequireRoot, RequireDocker, which skip unless an
+// environment variable opts in and fail if it opts in but the tier cannot
+// run; the Kubernetes tier's is kubetest.RequireKube), polling with
+// WaitFor, goroutine-leak checks for TestMain (VerifyTestMain, NoLeaks),
+// network-namespace worlds with DNS and HTTP servers in them, local image
+// registries and the busybox test image, test CAs, building and serving
+// corral, tree comparisons, and validation of HTTP answers against the
+// reference OpenSandbox contracts. Only tests, the Kubernetes tier's
+// helpers (internal/kube/kubetest) and the bench/ commands import it
+// (internal/archtest checks).
 package testutil
 
 import (

@@ -9,8 +9,9 @@
 // with execd on port 44772. The controller deletes Sandboxes whose
 // expireTime passed (requeued for that moment, no polling), ends the
 // entrypoint of a stopped Sandbox while keeping its pod for the exit
-// status, and reports conditions a user can act on. Imported only by
-// internal/cli and by tests.
+// status, and reports conditions a user can act on. Only internal/cli and
+// the Kubernetes test tier (internal/kube/kubetest, which runs it in the
+// test process) import it (internal/archtest checks).
 package controller
 
 import (
@@ -35,14 +36,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
+	"github.com/corral-dev/corral/internal/sandbox"
 )
 
-// Labels the controller stamps on what it creates; the same keys as the
-// driver contract's (internal/driver), which this package may not import.
+// Labels the controller stamps on what it creates: internal/sandbox's
+// keys, which every runtime's backend objects carry.
 const (
-	LabelSandboxID = "corral.dev/sandbox-id"
-	LabelManaged   = "corral.dev/managed"
-	LabelTenant    = "corral.dev/tenant"
+	LabelSandboxID = sandbox.LabelSandboxID
+	LabelManaged   = sandbox.LabelManaged
+	LabelTenant    = sandbox.LabelTenant
 )
 
 // Config configures the controller.
