@@ -15,7 +15,6 @@ package launch
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -27,7 +26,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,13 +35,10 @@ import (
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/egress"
 	"github.com/corral-dev/corral/internal/egress/audit"
-	"github.com/corral-dev/corral/internal/egress/mitm"
-	"github.com/corral-dev/corral/internal/egress/policy"
 	"github.com/corral-dev/corral/internal/hostnet/netns"
 	"github.com/corral-dev/corral/internal/hostnet/uplink"
 	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/procfs"
-	"github.com/corral-dev/corral/internal/safefile"
 	"github.com/corral-dev/corral/internal/unixsock"
 )
 
@@ -77,22 +72,6 @@ type Config struct {
 // sandbox's bundle on a file system shared with every other sandbox.
 const LogLimit = 1 << 20
 
-// APISocket is where a sandbox's enforcer serves the egress API: a Unix
-// socket on the host, in the sandbox's directory. The API has no
-// listener inside the sandbox, so code there cannot take its port over
-// and be handed the token (the endpoint of port 18080 leads here).
-func APISocket(dir string) string { return filepath.Join(dir, "api.sock") }
-
-// ResolvConf is the sandbox's /etc/resolv.conf: the enforcer's DNS.
-const ResolvConf = "nameserver 127.0.0.1\noptions ndots:0\n"
-
-// state is what a sandbox's directory keeps about its enforcer.
-type state struct {
-	Addr      netip.Addr `json:"addr"`
-	Pid       int        `json:"pid"`
-	StartTime uint64     `json:"startTime"`
-}
-
 // proc supervises one enforcer.
 type proc struct {
 	cancel context.CancelFunc
@@ -121,90 +100,35 @@ func New(cfg Config) *Enforcers {
 	return &Enforcers{cfg: cfg, log: cfg.Logger, procs: map[string]*proc{}}
 }
 
-func (n *Enforcers) uplink() (*uplink.Uplink, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.up != nil {
-		return n.up, nil
+func (e *Enforcers) uplink() (*uplink.Uplink, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.up != nil {
+		return e.up, nil
 	}
-	u, err := uplink.Open(n.cfg.Uplink)
+	u, err := uplink.Open(e.cfg.Uplink)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errdefs.ErrUnavailable, err)
 	}
-	n.up = u
+	e.up = u
 	return u, nil
-}
-
-// TrustEnv is the environment that points the usual TLS clients at the
-// bundle that includes the sandbox's CA.
-func TrustEnv() map[string]string {
-	return map[string]string{"SSL_CERT_FILE": insandbox.CABundle, "REQUESTS_CA_BUNDLE": insandbox.CABundle,
-		"CURL_CA_BUNDLE": insandbox.CABundle, "NODE_EXTRA_CA_CERTS": insandbox.VaultCA}
-}
-
-// CAFile is the CA certificate to mount at insandbox.VaultCA, "" when the
-// sandbox has no credential vault.
-func CAFile(dir string) string {
-	p := filepath.Join(dir, mitm.CACertFile)
-	if _, err := os.Stat(p); err != nil {
-		return ""
-	}
-	return p
-}
-
-// Sandbox is what Prepare needs of a sandbox.
-type Sandbox struct {
-	ID string
-	// Policy is the network policy, as the create request gave it.
-	Policy json.RawMessage
-	// Token guards the enforcer's API.
-	Token string
-	// CredentialProxy gives the sandbox a CA of its own for the vault.
-	CredentialProxy bool
-}
-
-// Prepare checks the policy and writes the sandbox's directory: the seed
-// policy, the API token and the resolv.conf the runtime mounts at
-// /etc/resolv.conf; with a credential proxy, a new CA too.
-func Prepare(dir string, sb Sandbox) error {
-	pol, err := policy.Decode(sb.Policy)
-	if err != nil {
-		return errdefs.Wrap(errdefs.ErrInvalidArgument, api.CodeInvalidParameter, "networkPolicy: "+err.Error(), err)
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	seed, _ := json.Marshal(pol)
-	for name, body := range map[string][]byte{"policy.json": seed, "token": []byte(sb.Token), "resolv.conf": []byte(ResolvConf)} {
-		mode := os.FileMode(0o600)
-		if name == "resolv.conf" {
-			mode = 0o644
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), body, mode); err != nil {
-			return err
-		}
-	}
-	if sb.CredentialProxy {
-		return mitm.CreateCA(dir, "corral sandbox "+sb.ID)
-	}
-	return nil
 }
 
 // Start polices the namespace at nsPath for sandbox id, whose directory
 // Prepare wrote: the enforcer first, then the veth.
-func (n *Enforcers) Start(ctx context.Context, id, dir, nsPath string) error {
-	u, err := n.uplink()
+func (e *Enforcers) Start(ctx context.Context, id, dir, nsPath string) error {
+	u, err := e.uplink()
 	if err != nil {
 		return err
 	}
 	var st state
-	if err := n.launch(ctx, id, dir, nsPath, &st); err != nil {
+	if err := e.launch(ctx, id, dir, nsPath, &st); err != nil {
 		return err
 	}
 	if err := attach(u, id, dir, nsPath, &st); err != nil {
 		return err
 	}
-	n.supervise(id, dir, nsPath, st)
+	e.supervise(id, dir, nsPath, st)
 	return nil
 }
 
@@ -220,15 +144,15 @@ func attach(u *uplink.Uplink, id, dir, nsPath string, st *state) error {
 
 // launch starts the enforcer, records it and waits until its rules are
 // in the kernel.
-func (n *Enforcers) launch(ctx context.Context, id, dir, nsPath string, st *state) error {
+func (e *Enforcers) launch(ctx context.Context, id, dir, nsPath string, st *state) error {
 	var err error
-	if st.Pid, st.StartTime, err = n.spawn(id, dir, nsPath); err != nil {
+	if st.Pid, st.StartTime, err = e.spawn(id, dir, nsPath); err != nil {
 		return err
 	}
 	if err := writeState(dir, *st); err != nil {
 		return err
 	}
-	return n.waitReady(ctx, dir, *st)
+	return e.waitReady(ctx, dir, *st)
 }
 
 // PortDialer returns how a forwarder reaches port of a sandbox whose
@@ -253,36 +177,17 @@ func apiClient(dir string, keepAlives bool) *http.Client {
 	}}
 }
 
-// The sandbox's directory is the server's, but its enforcer (a root
-// process that parses the sandbox's traffic) writes there too: what the
-// server reads back is read as it would read a sandbox's files, and
-// written without following a link (internal/safefile).
-
-func writeState(dir string, st state) error {
-	b, _ := json.Marshal(st)
-	return safefile.WriteFileAtomic(dir, "state.json", b, 0o600)
-}
-
-func readState(dir string) (state, bool) {
-	var st state
-	b, _, err := safefile.ReadFile(dir, "state.json", 64<<10)
-	if err != nil || json.Unmarshal(b, &st) != nil {
-		return st, false
-	}
-	return st, true
-}
-
 // enforcerArgv is the command line of sandbox id's enforcer, whose
 // namespace is its descriptor 3 and whose files are in dir.
-func (n *Enforcers) enforcerArgv(id, dir string, deny []string) []string {
+func (e *Enforcers) enforcerArgv(id, dir string, deny []string) []string {
 	o := egress.DefaultOptions()
 	o.Netns, o.SandboxID, o.PolicyFile, o.TokenFile = "/proc/self/fd/3", id, filepath.Join(dir, "policy.json"), filepath.Join(dir, "token")
 	o.APIListen, o.APISocket, o.Deny, o.LogLimit = "none", APISocket(dir), strings.Join(deny, ","), LogLimit
-	o.Upstreams, o.AllowPrivate = strings.Join(n.cfg.Upstreams, ","), JoinPrefixes(n.cfg.AllowPrivate)
+	o.Upstreams, o.AllowPrivate = strings.Join(e.cfg.Upstreams, ","), JoinPrefixes(e.cfg.AllowPrivate)
 	if CAFile(dir) != "" {
-		o.VaultDir, o.UpstreamCA = dir, n.cfg.UpstreamCA
+		o.VaultDir, o.UpstreamCA = dir, e.cfg.UpstreamCA
 	}
-	return o.Argv(n.cfg.Binary)
+	return o.Argv(e.cfg.Binary)
 }
 
 // isEnforcer reports whether args are those of `corral egress` for
@@ -346,8 +251,8 @@ func kill(ctx context.Context, pid int, start uint64) error {
 // uplink's network namespace (where it asks the upstream resolvers), in a
 // session of its own so that it outlives a server restart. The sandbox's
 // namespace is handed over as an open descriptor.
-func (n *Enforcers) spawn(id, dir, nsPath string) (int, uint64, error) {
-	u, err := n.uplink()
+func (e *Enforcers) spawn(id, dir, nsPath string) (int, uint64, error) {
+	u, err := e.uplink()
 	if err != nil {
 		return 0, 0, err
 	}
@@ -356,7 +261,7 @@ func (n *Enforcers) spawn(id, dir, nsPath string) (int, uint64, error) {
 		return 0, 0, err
 	}
 	deny := []string{u.Subnet().String()}
-	for _, p := range append(hosts, n.cfg.Deny...) {
+	for _, p := range append(hosts, e.cfg.Deny...) {
 		deny = append(deny, p.String())
 	}
 	ns, err := os.Open(nsPath)
@@ -364,7 +269,7 @@ func (n *Enforcers) spawn(id, dir, nsPath string) (int, uint64, error) {
 		return 0, 0, fmt.Errorf("the sandbox's network namespace: %w", err)
 	}
 	defer ns.Close()
-	args := n.enforcerArgv(id, dir, deny)
+	args := e.enforcerArgv(id, dir, deny)
 	// Readable too: the enforcer keeps the newest lines when it trims it.
 	logf, err := os.OpenFile(filepath.Join(dir, "log"), os.O_CREATE|os.O_RDWR|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
@@ -377,7 +282,7 @@ func (n *Enforcers) spawn(id, dir, nsPath string) (int, uint64, error) {
 	cmd.ExtraFiles = []*os.File{ns}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	start := cmd.Start
-	if up := n.cfg.Uplink.Netns; up != "" {
+	if up := e.cfg.Uplink.Netns; up != "" {
 		// The child is cloned from this locked thread, inside up.
 		start = func() error { return netns.Do(up, cmd.Start) }
 	}
@@ -396,9 +301,9 @@ func (n *Enforcers) spawn(id, dir, nsPath string) (int, uint64, error) {
 }
 
 // waitReady polls the enforcer's /healthz on its socket.
-func (n *Enforcers) waitReady(ctx context.Context, dir string, st state) error {
+func (e *Enforcers) waitReady(ctx context.Context, dir string, st state) error {
 	logPath := filepath.Join(dir, "log")
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.ReadyTimeout)
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.ReadyTimeout)
 	defer cancel()
 	hc := apiClient(dir, false)
 	delay := time.Millisecond
@@ -415,7 +320,7 @@ func (n *Enforcers) waitReady(ctx context.Context, dir string, st state) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the egress enforcer did not become ready within %v", n.cfg.ReadyTimeout)
+			return fmt.Errorf("the egress enforcer did not become ready within %v", e.cfg.ReadyTimeout)
 		case <-time.After(delay):
 		}
 		delay = min(delay*2, 20*time.Millisecond)
@@ -442,18 +347,18 @@ func lastLine(path string) string {
 // supervise restarts the enforcer if it dies. Its rules stay in the
 // kernel meanwhile, so a dead enforcer fails closed: nothing new
 // resolves, nothing unlisted gets out.
-func (n *Enforcers) supervise(id, dir, nsPath string, st state) {
+func (e *Enforcers) supervise(id, dir, nsPath string, st state) {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &proc{cancel: cancel, done: make(chan struct{})}
-	n.mu.Lock()
-	if old := n.procs[id]; old != nil {
+	e.mu.Lock()
+	if old := e.procs[id]; old != nil {
 		old.cancel()
 	}
-	n.procs[id] = p
-	n.mu.Unlock()
+	e.procs[id] = p
+	e.mu.Unlock()
 	var followed sync.WaitGroup
-	if n.cfg.Audit != nil {
-		followed.Go(func() { n.follow(ctx, id, dir, apiClient(dir, true)) })
+	if e.cfg.Audit != nil {
+		followed.Go(func() { e.follow(ctx, id, dir, apiClient(dir, true)) })
 	}
 	go func() {
 		defer close(p.done)
@@ -463,181 +368,38 @@ func (n *Enforcers) supervise(id, dir, nsPath string, st state) {
 			if err := procfs.WaitExit(ctx, st.Pid, st.StartTime); ctx.Err() != nil {
 				return
 			} else if err != nil {
-				n.log.Warn("watch the egress enforcer", "sandbox_id", id, "err", err)
+				e.log.Warn("watch the egress enforcer", "sandbox_id", id, "err", err)
 			}
-			n.log.Warn("the egress enforcer exited; restarting it", "sandbox_id", id, "log", filepath.Join(dir, "log"))
+			e.log.Warn("the egress enforcer exited; restarting it", "sandbox_id", id, "log", filepath.Join(dir, "log"))
 			select {
 			case <-ctx.Done():
 				return
 			case <-time.After(backoff):
 			}
 			backoff = min(backoff*2, 10*time.Second)
-			pid, start, err := n.spawn(id, dir, nsPath)
+			pid, start, err := e.spawn(id, dir, nsPath)
 			if err != nil {
-				n.log.Error("restart the egress enforcer", "sandbox_id", id, "err", err)
+				e.log.Error("restart the egress enforcer", "sandbox_id", id, "err", err)
 				continue
 			}
 			st.Pid, st.StartTime = pid, start
 			if err := writeState(dir, st); err != nil {
-				n.log.Error("record the egress enforcer", "sandbox_id", id, "err", err)
+				e.log.Error("record the egress enforcer", "sandbox_id", id, "err", err)
 			}
 			backoff = 100 * time.Millisecond
 		}
 	}()
 }
 
-// position is how far the server has forwarded an enforcer's audit log.
-type position struct {
-	Epoch int64 `json:"epoch"`
-	Seq   int64 `json:"seq"`
-}
-
-// follow forwards the enforcer's audit events to Config.Audit until ctx
-// ends, reconnecting when the enforcer restarts. The forwarded position
-// is kept in dir, so a server restart neither loses nor repeats events
-// the enforcer still holds.
-func (n *Enforcers) follow(ctx context.Context, id, dir string, hc *http.Client) {
-	var pos position
-	if b, _, err := safefile.ReadFile(dir, "audit.pos", 4096); err == nil {
-		_ = json.Unmarshal(b, &pos)
-	}
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		err := n.followOnce(ctx, hc, id, dir, &pos)
-		if ctx.Err() != nil {
-			return
-		}
-		n.log.Debug("the audit stream ended; reconnecting", "sandbox_id", id, "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, 5*time.Second)
-	}
-}
-
-// followOnce reads one connection's worth of events, handing them on in
-// batches of what has arrived (at most 256, or every 100 ms).
-func (n *Enforcers) followOnce(ctx context.Context, hc *http.Client, id, dir string, pos *position) error {
-	token, _, err := safefile.ReadFile(dir, "token", 4096)
-	if err != nil {
-		return err
-	}
-	u := fmt.Sprintf("http://egress/events?follow=true&since=%d&epoch=%d", pos.Seq, pos.Epoch)
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(rctx, http.MethodGet, u, nil)
-	req.Header.Set("OPENSANDBOX-EGRESS-AUTH", strings.TrimSpace(string(token)))
-	res, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET /events: %s", res.Status)
-	}
-	evc := make(chan audit.Event, 256)
-	errc := make(chan error, 1)
-	go func() {
-		// One event a line, each bounded: the enforcer's words are read
-		// as a sandbox's would be.
-		sc := bufio.NewScanner(res.Body)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for {
-			var ev audit.Event
-			err := io.EOF
-			if sc.Scan() {
-				err = json.Unmarshal(sc.Bytes(), &ev)
-			} else if sc.Err() != nil {
-				err = sc.Err()
-			}
-			if err != nil {
-				errc <- err
-				close(evc)
-				return
-			}
-			select {
-			case evc <- ev:
-			case <-rctx.Done():
-				return
-			}
-		}
-	}()
-	var batch []audit.Event
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		if err := n.cfg.Audit(ctx, id, batch); err != nil {
-			return err
-		}
-		last := batch[len(batch)-1]
-		*pos = position{Epoch: last.Epoch, Seq: last.Seq}
-		b, _ := json.Marshal(pos)
-		_ = safefile.WriteFileAtomic(dir, "audit.pos", b, 0o600)
-		batch = batch[:0]
-		return nil
-	}
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case ev, ok := <-evc:
-			if !ok {
-				if err := flush(); err != nil {
-					return err
-				}
-				return <-errc
-			}
-			batch = append(batch, ev)
-			if len(batch) >= 256 {
-				if err := flush(); err != nil {
-					return err
-				}
-			}
-		case <-tick.C:
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-	}
-}
-
-// Follow forwards the audit events of an enforcer it did not
-// start (a Docker sidecar on a remote engine), reached through dial, to
-// Config.Audit until Stop; dir is the sandbox's directory (Prepare's).
-// Following again replaces the earlier follower.
-func (n *Enforcers) Follow(id, dir string, dial func(ctx context.Context) (net.Conn, error)) {
-	if n.cfg.Audit == nil {
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	p := &proc{cancel: cancel, done: make(chan struct{})}
-	n.mu.Lock()
-	old := n.procs[id]
-	n.procs[id] = p
-	n.mu.Unlock()
-	if old != nil {
-		old.cancel()
-		<-old.done
-	}
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) }}}
-	go func() {
-		defer close(p.done)
-		n.follow(ctx, id, dir, hc)
-	}()
-}
-
 // Recover re-adopts a sandbox's enforcer after a restart, starting it
 // again if it is gone. A directory without state is not policed: nothing
 // to do.
-func (n *Enforcers) Recover(ctx context.Context, id, dir, nsPath string) error {
+func (e *Enforcers) Recover(ctx context.Context, id, dir, nsPath string) error {
 	st, ok := readState(dir)
 	if !ok {
 		return nil
 	}
-	u, err := n.uplink()
+	u, err := e.uplink()
 	if err != nil {
 		return err
 	}
@@ -652,7 +414,7 @@ func (n *Enforcers) Recover(ctx context.Context, id, dir, nsPath string) error {
 		if err := killStrays(ctx, id, dir); err != nil {
 			return err
 		}
-		if err := n.launch(ctx, id, dir, nsPath, &st); err != nil {
+		if err := e.launch(ctx, id, dir, nsPath, &st); err != nil {
 			return err
 		}
 	}
@@ -666,16 +428,16 @@ func (n *Enforcers) Recover(ctx context.Context, id, dir, nsPath string) error {
 			return err
 		}
 	}
-	n.supervise(id, dir, nsPath, st)
+	e.supervise(id, dir, nsPath, st)
 	return nil
 }
 
 // Stop ends the enforcer and removes the veth. It is idempotent.
-func (n *Enforcers) Stop(ctx context.Context, id, dir string) error {
-	n.mu.Lock()
-	p := n.procs[id]
-	delete(n.procs, id)
-	n.mu.Unlock()
+func (e *Enforcers) Stop(ctx context.Context, id, dir string) error {
+	e.mu.Lock()
+	p := e.procs[id]
+	delete(e.procs, id)
+	e.mu.Unlock()
 	if p != nil {
 		p.cancel()
 		<-p.done
@@ -695,7 +457,7 @@ func (n *Enforcers) Stop(ctx context.Context, id, dir string) error {
 	}
 	// The veth is named after the sandbox: removed even when a cut start
 	// never wrote its address down.
-	u, err := n.uplink()
+	u, err := e.uplink()
 	if err != nil {
 		return err
 	}
@@ -704,13 +466,13 @@ func (n *Enforcers) Stop(ctx context.Context, id, dir string) error {
 
 // Close stops supervising; the enforcers keep running for the next
 // server to re-adopt.
-func (n *Enforcers) Close() {
-	n.mu.Lock()
-	procs := n.procs
-	n.procs = map[string]*proc{}
-	up := n.up
-	n.up = nil
-	n.mu.Unlock()
+func (e *Enforcers) Close() {
+	e.mu.Lock()
+	procs := e.procs
+	e.procs = map[string]*proc{}
+	up := e.up
+	e.up = nil
+	e.mu.Unlock()
 	for _, p := range procs {
 		p.cancel()
 		<-p.done
@@ -718,16 +480,4 @@ func (n *Enforcers) Close() {
 	if up != nil {
 		up.Close()
 	}
-}
-
-// Pid returns the pid of the enforcer whose directory is dir.
-func Pid(dir string) (int, error) {
-	st, ok := readState(dir)
-	if !ok || st.Pid == 0 {
-		return 0, fmt.Errorf("no egress enforcer recorded in %s: %w", dir, errdefs.ErrNotFound)
-	}
-	if !procfs.Alive(st.Pid, st.StartTime) {
-		return 0, fmt.Errorf("the egress enforcer (pid %s) is not running: %w", strconv.Itoa(st.Pid), errdefs.ErrNotFound)
-	}
-	return st.Pid, nil
 }

@@ -15,9 +15,9 @@ import (
 // the server recognises as that sandbox's enforcer (and nobody else's).
 func TestEnforcerArgvIsWhatEgressParses(t *testing.T) {
 	dir := t.TempDir()
-	n := &Enforcers{cfg: Config{Binary: "/usr/bin/corral", Upstreams: []string{"10.0.0.2:53", "10.0.0.3:53"},
+	e := &Enforcers{cfg: Config{Binary: "/usr/bin/corral", Upstreams: []string{"10.0.0.2:53", "10.0.0.3:53"},
 		AllowPrivate: []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")}, UpstreamCA: "/etc/ca.pem"}}
-	args := n.enforcerArgv("sb-1", dir, []string{"10.213.0.0/16", "192.0.2.1/32"})
+	args := e.enforcerArgv("sb-1", dir, []string{"10.213.0.0/16", "192.0.2.1/32"})
 	if args[0] != "/usr/bin/corral" || args[1] != "egress" {
 		t.Fatalf("argv %q", args)
 	}
