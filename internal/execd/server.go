@@ -90,7 +90,7 @@ type Server struct {
 	log      *slog.Logger
 	table    *process.Table
 	sessions *process.Sessions
-	ptys     *ptyTable
+	ptys     *process.PTYs
 	code     *code.Manager
 	metrics  *sampler
 	mux      *http.ServeMux
@@ -160,7 +160,7 @@ func New(cfg Config) (*Server, error) {
 		wd = "/"
 	}
 	s := &Server{
-		cfg: cfg, log: cfg.Logger, table: table, sessions: process.NewSessions(table), ptys: newPTYTable(),
+		cfg: cfg, log: cfg.Logger, table: table, sessions: process.NewSessions(table), ptys: process.NewPTYs(),
 		metrics: newSampler(), mux: http.NewServeMux(), baseEnv: cleanEnv(os.Environ()), workdir: wd, token: tokenFile{path: cfg.AccessTokenFile},
 	}
 	s.code = code.New(code.Config{
@@ -219,7 +219,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	_ = hs.Shutdown(sctx)
 	_ = hs.Close()
 	stop()
-	s.ptys.closeAll()
+	s.ptys.Close()
 	s.code.Close()
 	s.sessions.Close()
 	wg.Wait()

@@ -4,7 +4,10 @@
 // Package process runs execd's commands and sessions: it starts them in
 // their own process groups, keeps their output in an on-disk log any
 // number of readers can follow from a byte offset, and retains finished
-// commands within count, size and age limits.
+// commands within count, size and age limits. It also runs PTY sessions:
+// interactive shells on a terminal or on pipes, one viewer at a time, with
+// the last MiB of output kept in memory for a viewer that reconnects; the
+// WebSocket protocol that carries them is execd's.
 package process
 
 import (
