@@ -405,7 +405,7 @@ func serveSecrets(ctx context.Context, sec *secrets.Service, mgr *lifecycle.Mana
 		if !ok {
 			typ = "secret.denied"
 		}
-		log.Info("secret requested from a sandbox", "sandbox_id", id, "secret", name, "granted", ok, "why", why)
+		log.InfoContext(ctx, "secret requested from a sandbox", "sandbox_id", id, "secret", name, "granted", ok, "why", why)
 		// A sandbox hammering the socket must not grow the database
 		// without bound.
 		if ok || denials.Allow() {

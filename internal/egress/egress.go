@@ -249,7 +249,7 @@ func (s *Service) Run(ctx context.Context) error {
 	s.serveProxies(ls)
 	hs := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
 	if rd, err := nflog.Listen(s.cfg.Netns, nft.AuditGroup); err != nil {
-		s.log.Warn("connections will not be audited (DNS answers still are)", "err", err)
+		s.log.WarnContext(ctx, "connections will not be audited (DNS answers still are)", "err", err)
 	} else {
 		actx, stop := context.WithCancel(ctx)
 		defer func() { stop(); rd.Close() }()
@@ -264,13 +264,13 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	if s.cfg.DropPrivileges {
 		if boundingKept, err := dropPrivileges(); err != nil {
-			s.log.Warn("the enforcer keeps its privileges", "err", err)
+			s.log.WarnContext(ctx, "the enforcer keeps its privileges", "err", err)
 		} else if boundingKept {
-			s.log.Info("kept only CAP_NET_ADMIN; the capability bounding set stays its container's (no CAP_SETPCAP to narrow it)")
+			s.log.InfoContext(ctx, "kept only CAP_NET_ADMIN; the capability bounding set stays its container's (no CAP_SETPCAP to narrow it)")
 		}
 	}
 	s.ready.Store(true)
-	s.log.Info("egress enforcing", "netns", s.cfg.Netns, "mode", s.cur.Load().Mode())
+	s.log.InfoContext(ctx, "egress enforcing", "netns", s.cfg.Netns, "mode", s.cur.Load().Mode())
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
@@ -432,7 +432,7 @@ func (s *Service) auditConnections(ctx context.Context, rd *nflog.Reader) {
 		if err != nil {
 			// Overrun (ENOBUFS) or another hiccup: some events are lost,
 			// the stream goes on.
-			s.log.Warn("reading the kernel's connection log", "err", err)
+			s.log.WarnContext(ctx, "reading the kernel's connection log", "err", err)
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
@@ -692,12 +692,12 @@ func (s *Service) serveToken(w http.ResponseWriter, r *http.Request) {
 	defer s.mu.Unlock()
 	if s.cfg.TokenStateFile != "" {
 		if err := writeFileSync(s.cfg.TokenStateFile, []byte(req.Token)); err != nil {
-			s.log.Error("keep the new token", "err", err)
+			s.log.ErrorContext(r.Context(), "keep the new token", "err", err)
 			http.Error(w, "the token could not be kept", http.StatusInternalServerError)
 			return
 		}
 	}
 	s.token.Store(&req.Token)
-	s.log.Info("the API token was replaced")
+	s.log.InfoContext(r.Context(), "the API token was replaced")
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -168,11 +168,11 @@ func (s *Service) serveVault(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, cur.State())
 	case r.Method == http.MethodDelete:
 		if err := s.setVault(nil); err != nil {
-			s.log.Error("delete the vault", "err", err)
+			s.log.ErrorContext(r.Context(), "delete the vault", "err", err)
 			http.Error(w, "could not delete the vault", http.StatusInternalServerError)
 			return
 		}
-		s.log.Info("credential vault deleted")
+		s.log.InfoContext(r.Context(), "credential vault deleted")
 		w.WriteHeader(http.StatusNoContent)
 	case r.Method == http.MethodPost || r.Method == http.MethodPatch:
 		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20+1))
@@ -206,11 +206,11 @@ func (s *Service) serveVault(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if err := s.setVault(&next); err != nil {
-			s.log.Error("apply the vault", "err", err)
+			s.log.ErrorContext(r.Context(), "apply the vault", "err", err)
 			http.Error(w, "could not apply the vault", http.StatusInternalServerError)
 			return
 		}
-		s.log.Info("credential vault changed", "revision", next.Revision, "bindings", len(next.Bindings))
+		s.log.InfoContext(r.Context(), "credential vault changed", "revision", next.Revision, "bindings", len(next.Bindings))
 		writeJSON(w, status, next.State())
 	default:
 		w.Header().Set("Allow", "GET, POST, PATCH, DELETE")

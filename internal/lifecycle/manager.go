@@ -290,11 +290,8 @@ func (m *Manager) commit(ctx context.Context, e *entry, next *sandbox.Sandbox, e
 	}
 	m.mu.Unlock()
 	m.wakeReaper()
-	attrs := []any{"state", next.Status.State.String(), "reason", next.Status.Reason}
-	if !logctx.Has(ctx, "sandbox_id") {
-		attrs = append(attrs, "sandbox_id", next.ID)
-	}
-	m.log.InfoContext(ctx, "sandbox "+evType, attrs...)
+	// logctx.Handler writes sandbox_id once, whether ctx carries it or not.
+	m.log.InfoContext(ctx, "sandbox event", "event", evType, "sandbox_id", next.ID, "state", next.Status.State.String(), "reason", next.Status.Reason)
 	return nil
 }
 
@@ -309,7 +306,7 @@ func (m *Manager) remove(ctx context.Context, e *entry, evType string) error {
 		delete(m.sandboxes, sb.ID)
 	}
 	m.mu.Unlock()
-	m.log.InfoContext(ctx, "sandbox "+evType, "sandbox_id", sb.ID)
+	m.log.InfoContext(ctx, "sandbox event", "event", evType, "sandbox_id", sb.ID)
 	return nil
 }
 

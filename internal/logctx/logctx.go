@@ -30,16 +30,6 @@ func Attrs(ctx context.Context) []slog.Attr {
 	return a
 }
 
-// Has reports whether ctx carries an attribute with key.
-func Has(ctx context.Context, key string) bool {
-	for _, a := range Attrs(ctx) {
-		if a.Key == key {
-			return true
-		}
-	}
-	return false
-}
-
 // Handler wraps another handler and adds the attributes carried by the
 // record's context.
 type Handler struct {
@@ -54,11 +44,22 @@ func (h *Handler) Enabled(ctx context.Context, level slog.Level) bool {
 	return h.inner.Enabled(ctx, level)
 }
 
-// Handle adds the context's attributes and passes the record on.
+// Handle adds the context's attributes and passes the record on. An
+// attribute the record has itself is not added again from the context:
+// a key appears once in a record.
 func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
-	if attrs := Attrs(ctx); len(attrs) > 0 {
-		r = r.Clone()
-		r.AddAttrs(attrs...)
+	attrs := Attrs(ctx)
+	if len(attrs) == 0 {
+		return h.inner.Handle(ctx, r)
+	}
+	own := make(map[string]bool, r.NumAttrs())
+	r.Attrs(func(a slog.Attr) bool { own[a.Key] = true; return true })
+	r = r.Clone()
+	for _, a := range attrs {
+		if !own[a.Key] {
+			own[a.Key] = true
+			r.AddAttrs(a)
+		}
 	}
 	return h.inner.Handle(ctx, r)
 }

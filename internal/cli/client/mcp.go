@@ -120,7 +120,7 @@ func runMCP(ctx context.Context, e *env, args []string) int {
 		return fail(e, "mcp: --listen %q: %v", *listen, err)
 	}
 	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		cfg.Trace.Warn("the MCP HTTP transport listens beyond loopback; anyone who can reach it and has the key drives your sandboxes", "listen", *listen)
+		cfg.Trace.WarnContext(ctx, "the MCP HTTP transport listens beyond loopback; anyone who can reach it and has the key drives your sandboxes", "listen", *listen)
 	}
 	for _, o := range origins {
 		if !strings.HasPrefix(o, "http://") && !strings.HasPrefix(o, "https://") {
@@ -133,7 +133,7 @@ func runMCP(ctx context.Context, e *env, args []string) int {
 		return fail(e, "mcp: %v", err)
 	}
 	srv := &http.Server{Handler: hub, ReadHeaderTimeout: 10 * time.Second}
-	cfg.Trace.Info("serving", "listen", "http://"+ln.Addr().String()+"/", "transport", "streamable-http")
+	cfg.Trace.InfoContext(ctx, "serving", "listen", "http://"+ln.Addr().String()+"/", "transport", "streamable-http")
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

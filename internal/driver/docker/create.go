@@ -524,61 +524,62 @@ func (d *Driver) startErr(ctx context.Context, id string, err error) error {
 // server's corral binary: an answer on execd's port is what any program
 // could give, such as one that replaced corral init.
 func (d *Driver) waitReady(ctx context.Context, id string, identity bool) error {
-	deadline := time.Now().Add(d.cfg.ReadyTimeout)
-	var dial forward.Dialer
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.ReadyTimeout)
+	defer cancel()
+	var target func(ctx context.Context) (net.Conn, error)
 	pid := 0
-	delay := 2 * time.Millisecond
-	for {
-		if dial == nil || d.cfg.Remote {
-			c, err := d.inspect(ctx, id)
-			if err != nil {
-				return err
-			}
-			if !c.State.Running {
-				return d.exitedEarly(ctx, id, c)
-			}
-			if d.cfg.Remote {
-				addr, err := d.published(c, insandbox.ExecdPort)
-				if err == nil {
-					dial = func(ctx context.Context) (net.Conn, error) {
-						var nd net.Dialer
-						return nd.DialContext(ctx, "tcp", addr.String())
-					}
+	var looked time.Time
+	// The container is looked at until its execd can be dialled, then
+	// every 50 ms (did it exit?); a remote one at every try.
+	alive := func(ctx context.Context) error {
+		if target != nil && !d.cfg.Remote && time.Since(looked) < 50*time.Millisecond {
+			return nil
+		}
+		looked = time.Now()
+		c, err := d.inspect(ctx, id)
+		if err != nil {
+			return err
+		}
+		if !c.State.Running {
+			return d.exitedEarly(ctx, id, c)
+		}
+		if d.cfg.Remote {
+			if addr, err := d.published(c, insandbox.ExecdPort); err == nil {
+				target = func(ctx context.Context) (net.Conn, error) {
+					var nd net.Dialer
+					return nd.DialContext(ctx, "tcp", addr.String())
 				}
-			} else if ns, err := d.nsPath(id, c); err == nil {
-				pid = c.State.Pid
-				dial = func(ctx context.Context) (net.Conn, error) {
-					return netns.Dial(ctx, ns, "127.0.0.1:"+strconv.Itoa(insandbox.ExecdPort))
-				}
+			}
+		} else if ns, err := d.nsPath(id, c); err == nil && target == nil {
+			pid = c.State.Pid
+			target = func(ctx context.Context) (net.Conn, error) {
+				return netns.Dial(ctx, ns, "127.0.0.1:"+strconv.Itoa(insandbox.ExecdPort))
 			}
 		}
-		if dial != nil {
-			if ok, _ := forward.Ping(ctx, dial); ok {
-				if !identity {
-					return nil
-				}
-				if ok, err := procfs.Runs(pid, d.cfg.CorralBinary); err != nil {
-					return fmt.Errorf("sandbox %s: its PID 1 (%d): %w", id, pid, err)
-				} else if !ok {
-					return errdefs.New(errdefs.ErrInvalidArgument, api.CodeSandboxStartFailed,
-						"the sandbox's PID 1 is not corral's init: something in the image or a volume replaced "+insandbox.Binary)
-				}
-				return nil
-			}
+		return nil
+	}
+	dial := func(ctx context.Context) (net.Conn, error) {
+		if target == nil {
+			return nil, errors.New("the container's network is not known yet")
 		}
-		if time.Now().After(deadline) {
+		return target(ctx)
+	}
+	if err := forward.AwaitPing(ctx, dial, alive, 2*time.Millisecond, 50*time.Millisecond); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return errdefs.Newf(errdefs.ErrUnavailable, api.CodeSandboxStartFailed, "sandbox %s: execd did not answer within %v", id, d.cfg.ReadyTimeout)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, 50*time.Millisecond)
-		if !d.cfg.Remote && dial != nil && delay >= 50*time.Millisecond {
-			dial = nil // look at the container again: did it exit?
-		}
+		return err
 	}
+	if !identity {
+		return nil
+	}
+	if ok, err := procfs.Runs(pid, d.cfg.CorralBinary); err != nil {
+		return fmt.Errorf("sandbox %s: its PID 1 (%d): %w", id, pid, err)
+	} else if !ok {
+		return errdefs.New(errdefs.ErrInvalidArgument, api.CodeSandboxStartFailed,
+			"the sandbox's PID 1 is not corral's init: something in the image or a volume replaced "+insandbox.Binary)
+	}
+	return nil
 }
 
 // exitedEarly is the error for a container that exited before execd

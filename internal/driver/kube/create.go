@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -66,7 +67,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 			defer cancel()
 			if derr := d.Destroy(cctx, spec.ID); derr != nil {
-				d.cfg.Logger.Warn("kube: removing a sandbox that failed to start", "sandbox", spec.ID, "err", derr)
+				d.cfg.Logger.WarnContext(ctx, "removing a sandbox that failed to start", "sandbox_id", spec.ID, "err", derr)
 			}
 		}
 	}()
@@ -204,7 +205,7 @@ func (d *Driver) poolFor(ctx context.Context, sbx *v1alpha1.Sandbox) (string, er
 func (d *Driver) deleteSecrets(ctx context.Context, secrets []*corev1.Secret) {
 	for _, sec := range secrets {
 		if err := d.c.Delete(ctx, sec); client.IgnoreNotFound(err) != nil {
-			d.cfg.Logger.Warn("kube: removing a secret of a sandbox that failed to start", "secret", sec.Name, "err", err)
+			d.cfg.Logger.WarnContext(ctx, "removing a secret of a sandbox that failed to start", "secret", sec.Name, "err", err)
 		}
 	}
 }
@@ -258,65 +259,82 @@ func (d *Driver) waitReady(ctx context.Context, id string) error {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.ReadyTimeout)
 	defer cancel()
-	seen := false
+	var last *v1alpha1.Sandbox
+	err := d.awaitRunning(ctx, id, &last)
+	if err == nil {
+		// execd starts within milliseconds of the container; no event
+		// tells when it listens, so it is pinged until it answers (and
+		// the Sandbox looked at in between: it may have exited).
+		var addr netip.AddrPort
+		if addr, err = d.endpoint(ctx, last, insandbox.ExecdPort); err == nil {
+			dial := func(ctx context.Context) (net.Conn, error) {
+				var nd net.Dialer
+				return nd.DialContext(ctx, "tcp", addr.String())
+			}
+			err = forward.AwaitPing(ctx, dial, func(ctx context.Context) error { return d.stillStarting(ctx, id, &last) }, time.Millisecond, 5*time.Millisecond)
+		}
+	}
+	if err != nil && ctx.Err() != nil {
+		if parent := context.Cause(ctx); errors.Is(parent, context.DeadlineExceeded) && time.Since(start) >= d.cfg.ReadyTimeout {
+			why := ""
+			if last != nil {
+				if c := meta.FindStatusCondition(last.Status.Conditions, v1alpha1.ConditionScheduled); c != nil && c.Status != metav1.ConditionTrue && c.Message != "" {
+					// Such as a claim no volume binds to.
+					why = ": the pod is not scheduled: " + c.Message
+				}
+			}
+			return errdefs.Newf(errdefs.ErrUnavailable, api.CodeSandboxStartFailed, "sandbox %s: not ready within %v%s", id, d.cfg.ReadyTimeout, why)
+		}
+		return ctx.Err()
+	}
+	return err
+}
+
+// awaitRunning waits, on the cache's changes, until Sandbox id runs, and
+// leaves it in last; a Sandbox that failed, exited or went away ends the
+// wait with why.
+func (d *Driver) awaitRunning(ctx context.Context, id string, last **v1alpha1.Sandbox) error {
 	for {
 		ch := d.changes()
 		// From the cache only: had a read from the API server said ready,
 		// a read just after Create returned could still find the cache's
 		// older copy (not running yet, no pod).
-		sbx, err := d.cached(ctx, id)
-		var phase v1alpha1.SandboxPhase
-		switch {
-		case errors.Is(err, errdefs.ErrNotFound) && seen:
-			return errdefs.Newf(errdefs.ErrUnavailable, api.CodeSandboxStartFailed, "sandbox %s was deleted while it started", id)
-		case errors.Is(err, errdefs.ErrNotFound):
-			// The cache has not seen the Sandbox just written yet.
-		case err != nil:
+		if err := d.stillStarting(ctx, id, last); err != nil {
 			return err
-		default:
-			seen, phase = true, sbx.Status.Phase
 		}
-		wait := (<-chan time.Time)(nil)
-		switch phase {
-		case v1alpha1.SandboxFailed:
-			return startFailure(id, sbx)
-		case v1alpha1.SandboxExited:
-			e := exitOf(sbx)
-			return driver.ExitedDuringStart(id, e.Code, e.Reason, "", nil)
-		case v1alpha1.SandboxRunning:
-			// execd starts within milliseconds of the container; no event
-			// tells when it listens, so it is pinged until it answers
-			// (and the Sandbox re-read in between: it may have exited).
-			addr, err := d.endpoint(ctx, sbx, insandbox.ExecdPort)
-			if err != nil && ctx.Err() == nil {
-				return err
-			}
-			ok, _ := forward.Ping(ctx, func(ctx context.Context) (net.Conn, error) {
-				var nd net.Dialer
-				return nd.DialContext(ctx, "tcp", addr.String())
-			})
-			if ok {
-				return nil
-			}
-			wait = time.After(5 * time.Millisecond)
+		if *last != nil && (*last).Status.Phase == v1alpha1.SandboxRunning {
+			return nil
 		}
 		select {
 		case <-ch:
-		case <-wait:
 		case <-ctx.Done():
-			if parent := context.Cause(ctx); errors.Is(parent, context.DeadlineExceeded) && time.Since(start) >= d.cfg.ReadyTimeout {
-				why := ""
-				if sbx != nil {
-					if c := meta.FindStatusCondition(sbx.Status.Conditions, v1alpha1.ConditionScheduled); c != nil && c.Status != metav1.ConditionTrue && c.Message != "" {
-						// Such as a claim no volume binds to.
-						why = ": the pod is not scheduled: " + c.Message
-					}
-				}
-				return errdefs.Newf(errdefs.ErrUnavailable, api.CodeSandboxStartFailed, "sandbox %s: not ready within %v%s", id, d.cfg.ReadyTimeout, why)
-			}
 			return ctx.Err()
 		}
 	}
+}
+
+// stillStarting reads Sandbox id from the cache into last, and says why
+// it will not become ready if it will not: it failed, exited, or was
+// deleted (once seen; the cache may not have the one just written yet).
+func (d *Driver) stillStarting(ctx context.Context, id string, last **v1alpha1.Sandbox) error {
+	sbx, err := d.cached(ctx, id)
+	switch {
+	case errors.Is(err, errdefs.ErrNotFound) && *last != nil:
+		return errdefs.Newf(errdefs.ErrUnavailable, api.CodeSandboxStartFailed, "sandbox %s was deleted while it started", id)
+	case errors.Is(err, errdefs.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	}
+	*last = sbx
+	switch sbx.Status.Phase {
+	case v1alpha1.SandboxFailed:
+		return startFailure(id, sbx)
+	case v1alpha1.SandboxExited:
+		e := exitOf(sbx)
+		return driver.ExitedDuringStart(id, e.Code, e.Reason, "", nil)
+	}
+	return nil
 }
 
 // userFailures are the Failed reasons the creator can fix (the image, the

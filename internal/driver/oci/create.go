@@ -931,21 +931,22 @@ func (d *Driver) pollExecd(ctx context.Context, nsPath string, pid int, start ui
 	if err := netns.ReservePorts(nsPath, insandbox.ExecdPort); err != nil {
 		return err
 	}
-	for {
-		if ok, err := pingExecd(ctx, nsPath); ok {
-			return nil
-		} else if ctx.Err() != nil {
+	dial := func(ctx context.Context) (net.Conn, error) {
+		return netns.Dial(ctx, nsPath, "127.0.0.1:"+strconv.Itoa(insandbox.ExecdPort))
+	}
+	alive := func(context.Context) error {
+		if !procfs.Alive(pid, start) {
+			return errors.New("the sandbox exited before execd answered")
+		}
+		return nil
+	}
+	if err := forward.AwaitPing(ctx, dial, alive, delay, most); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("execd did not answer within %v: %v", d.cfg.ReadyTimeout, err)
 		}
-		if !procfs.Alive(pid, start) {
-			return fmt.Errorf("the sandbox exited before execd answered")
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, most)
+		return err
 	}
+	return nil
 }
 
 // pingExecd sends GET /ping to execd inside the namespace.

@@ -278,7 +278,7 @@ func (c *relay) forward(req *http.Request) bool {
 	}
 	res, err := c.roundTrip(req, host)
 	if err != nil {
-		c.p.cfg.Logger.Warn("credential proxy: upstream failed", "host", host, "err", err)
+		c.p.cfg.Logger.WarnContext(req.Context(), "credential proxy: upstream failed", "host", host, "err", err)
 		return c.fail(req, http.StatusBadGateway, "the upstream request failed: "+upstreamReason(err))
 	}
 	// Interim answers (103 Early Hints) go through first.

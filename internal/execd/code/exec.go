@@ -156,7 +156,7 @@ func (t *Turn) Run(ctx context.Context, code string, emit func(...api.ServerStre
 	interrupt := func() {
 		gone.Store(true)
 		once.Do(func() {
-			c.m.log.Info("code client went away: interrupting", "context_id", c.ID)
+			c.m.log.InfoContext(ctx, "code client went away: interrupting", "context_id", c.ID)
 			_ = c.interrupt(context.Background(), k, t.seq)
 		})
 	}
@@ -213,11 +213,11 @@ func (t *Turn) Run(ctx context.Context, code string, emit func(...api.ServerStre
 	}
 	switch {
 	case errors.Is(err, context.Canceled):
-		c.m.log.Warn("execution did not stop after an interrupt: kernel stopped", "context_id", c.ID, "timeout", c.m.cfg.InterruptTimeout)
+		c.m.log.WarnContext(ctx, "execution did not stop after an interrupt: kernel stopped", "context_id", c.ID, "timeout", c.m.cfg.InterruptTimeout)
 		_ = k.Shutdown(0)
 		send(errorEvent("KernelUnresponsive", fmt.Sprintf("the execution did not stop within %v of an interrupt, so its kernel was stopped; context %s is dead: restart it (POST /code/contexts/%s/restart) or delete it", c.m.cfg.InterruptTimeout, c.ID, c.ID), nil))
 	case errors.Is(err, jupyter.ErrUnresponsive):
-		c.m.log.Warn("kernel unresponsive: killed", "context_id", c.ID)
+		c.m.log.WarnContext(ctx, "kernel unresponsive: killed", "context_id", c.ID)
 		_ = k.Shutdown(0)
 		send(errorEvent("KernelUnresponsive", fmt.Sprintf("the kernel did not take the execution within %v and was stopped; context %s is dead: restart it (POST /code/contexts/%s/restart) or delete it", jupyter.AckTimeout, c.ID, c.ID), nil))
 	case errors.Is(err, jupyter.ErrDied):

@@ -172,7 +172,7 @@ func (r *sandboxReconciler) adopt(ctx context.Context, sbx *v1alpha1.Sandbox, po
 		return true, nil
 	}
 	r.cfg.Logger.WarnContext(ctx, "adopting a warm pod failed; starting a pod of its own", "namespace", sbx.Namespace,
-		"sandbox", sbx.Name, "pod", pod.Name, "err", err)
+		"sandbox_id", sbx.Name, "pod", pod.Name, "err", err)
 	r.events.Eventf(sbx, corev1.EventTypeWarning, "AdoptionFailed", "handing pod %s over failed (%v); starting a pod of its own", pod.Name, err)
 	return false, client.IgnoreNotFound(r.client.Delete(ctx, pod))
 }

@@ -46,14 +46,14 @@ func (r *sandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if exp := sbx.Spec.ExpireTime; exp != nil {
 		left := exp.Sub(r.cfg.Now())
 		if left <= 0 {
-			r.cfg.Logger.InfoContext(ctx, "sandbox expired; deleting it", "namespace", sbx.Namespace, "sandbox", sbx.Name)
+			r.cfg.Logger.InfoContext(ctx, "sandbox expired; deleting it", "namespace", sbx.Namespace, "sandbox_id", sbx.Name)
 			msg := fmt.Sprintf("expireTime %s passed; deleting the sandbox", exp.UTC().Format(time.RFC3339))
 			r.events.Eventf(&sbx, corev1.EventTypeNormal, "Expired", "%s", msg)
 			if !conditionTrue(&sbx.Status, v1alpha1.ConditionExpired) {
 				patch := client.MergeFrom(sbx.DeepCopy())
 				setCondition(&sbx.Status, v1alpha1.ConditionExpired, true, "TTLExpired", msg)
 				if err := r.client.Status().Patch(ctx, &sbx, patch); err != nil {
-					r.cfg.Logger.WarnContext(ctx, "record the expiry", "namespace", sbx.Namespace, "sandbox", sbx.Name, "err", err)
+					r.cfg.Logger.WarnContext(ctx, "record the expiry", "namespace", sbx.Namespace, "sandbox_id", sbx.Name, "err", err)
 				}
 			}
 			err := r.client.Delete(ctx, &sbx, client.PropagationPolicy(metav1.DeletePropagationBackground),

@@ -23,7 +23,7 @@ func StartCache(ctx context.Context, ca cache.Cache, log *slog.Logger, hint stri
 	go func() {
 		defer close(done)
 		if err := ca.Start(runCtx); err != nil && log != nil {
-			log.Error("kube: a cache stopped", "err", err)
+			log.ErrorContext(ctx, "kube: a cache stopped", "err", err)
 		}
 	}()
 	stop = func() { cancel(); <-done }

@@ -531,7 +531,7 @@ func (r *Records) Follow(ctx context.Context, changed func(*sandbox.Sandbox), de
 	return r.follow(ctx, func(s *corev1.Secret) {
 		sb, err := decode(s)
 		if err != nil {
-			r.cfg.logger().Warn("an unreadable sandbox record is skipped", "secret", s.Name, "err", err)
+			r.cfg.logger().WarnContext(ctx, "an unreadable sandbox record is skipped", "secret", s.Name, "err", err)
 			return
 		}
 		changed(sb)
