@@ -149,6 +149,14 @@ func (m *Manager) specFor(req CreateRequest) (driver.Spec, error) {
 		return spec, err
 	}
 	if len(grants) > 0 {
+		if tier == api.IsolationRunsc {
+			// gVisor connects to no host Unix socket unless every sandbox
+			// of it may (--host-uds): refused, rather than a socket that
+			// silently never answers.
+			return spec, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeAPINotSupported,
+				"extensions[%s]: secrets on demand are not available to %s sandboxes; ask for %s isolation (extensions[%s])",
+				secrets.Extension, api.IsolationRunsc, api.IsolationRunc, api.ExtensionIsolation)
+		}
 		if m.cfg.Secrets == nil {
 			return spec, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeAPINotSupported, "extensions[%s]: this server does not serve secrets", secrets.Extension)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver/fakedriver"
 	"github.com/corral-dev/corral/internal/sandbox"
+	"github.com/corral-dev/corral/internal/secrets"
 	"github.com/corral-dev/corral/internal/store"
 )
 
@@ -102,5 +103,23 @@ func TestIsolationTiersTheDriverCannotRunStopTheStart(t *testing.T) {
 				t.Errorf("New = %v, want an error containing %q", err, tc.wantContains)
 			}
 		})
+	}
+}
+
+// gVisor sandboxes cannot reach the host's secrets socket: a create that
+// asks for both is a clear 400, not a sandbox whose fetches never answer.
+func TestSecretsOnDemandAreRefusedUnderRunsc(t *testing.T) {
+	r := newRig(t, t.TempDir(), func(c *Config, f *fakedriver.Config) {
+		f.Tiers = []string{api.IsolationRunc, api.IsolationRunsc}
+		c.Isolation = []string{api.IsolationRunc, api.IsolationRunsc}
+	})
+	rq := req("t1", "fake:ok")
+	rq.Extensions = map[string]string{api.ExtensionIsolation: api.IsolationRunsc, secrets.Extension: "db-password"}
+	_, err := r.m.Create(t.Context(), rq)
+	if !errors.Is(err, errdefs.ErrInvalidArgument) || codeOf(err) != api.CodeAPINotSupported || !strings.Contains(err.Error(), "runsc") {
+		t.Errorf("create = %v (code %q), want a 400 naming runsc", err, codeOf(err))
+	}
+	if ids := backendIDs(t, r.d); len(ids) != 0 {
+		t.Errorf("the refused create left sandboxes: %v", ids)
 	}
 }
