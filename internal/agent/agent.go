@@ -15,8 +15,6 @@ package agent
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,7 +26,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	sdkmcp "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -92,48 +89,6 @@ type Credential struct {
 	Value string
 }
 
-// Report is what a run did, from tool results and the model's usage
-// counts, not from what the model says about itself.
-type Report struct {
-	StopReason string `json:"stop_reason"`
-	// StopMessage explains the stop in a sentence.
-	StopMessage      string     `json:"stop_message,omitempty"`
-	Model            string     `json:"model"`
-	SandboxID        string     `json:"sandbox_id,omitempty"`
-	SandboxDeleted   bool       `json:"sandbox_deleted"`
-	SandboxExpiresAt *time.Time `json:"sandbox_expires_at,omitempty"`
-	Network          []string   `json:"network"`
-	// Credentials are the hosts whose HTTPS requests the vault signs.
-	Credentials      []string        `json:"credentials,omitempty"`
-	Turns            int             `json:"turns"`
-	ToolCalls        int             `json:"tool_calls"`
-	ToolErrors       int             `json:"tool_errors"`
-	Commands         []CommandRecord `json:"commands"`
-	PromptTokens     int             `json:"prompt_tokens"`
-	CompletionTokens int             `json:"completion_tokens"`
-	DurationMS       int64           `json:"duration_ms"`
-	Artifacts        []Artifact      `json:"artifacts"`
-	// ModelSummary is the model's final message, quoted as it wrote it.
-	ModelSummary string `json:"model_summary,omitempty"`
-}
-
-// CommandRecord is one command_run or code_run as its result reported it.
-type CommandRecord struct {
-	Tool       string `json:"tool"`
-	ExitCode   *int   `json:"exit_code,omitempty"`
-	CodeError  string `json:"code_error,omitempty"`
-	TimedOut   bool   `json:"timed_out"`
-	DurationMS int64  `json:"duration_ms"`
-}
-
-// Artifact is a file pulled out of the work directory.
-type Artifact struct {
-	Path   string `json:"path"`
-	Local  string `json:"local"`
-	Bytes  int64  `json:"bytes"`
-	SHA256 string `json:"sha256"`
-}
-
 // modelTools are the tools the model may call; the sandbox's lifecycle
 // is the agent's, not the model's.
 var modelTools = []string{"command_run", "command_interrupt", "code_run", "file_read", "file_write", "file_delete", "file_search",
@@ -155,42 +110,11 @@ type run struct {
 // for a run that could not start at all (bad configuration); every stop
 // after that, failures included, is a Report with its StopReason.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
-	if strings.TrimSpace(cfg.Task) == "" {
-		return nil, errors.New("the task is empty")
-	}
-	if cfg.ModelURL == "" || cfg.Model == "" {
-		return nil, errors.New("a model endpoint (--model-url) and a model name (--model) are needed")
-	}
-	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = http.DefaultClient
-	}
-	if cfg.ModelAttempts == 0 {
-		cfg.ModelAttempts = 5
-	}
-	cfg.Domains = slices.Clone(cfg.Domains)
-	for _, c := range cfg.Credentials {
-		if c.Host == "" || strings.ContainsAny(c.Host, "/:@* ") {
-			return nil, fmt.Errorf("credential host %q: give a host name, such as api.example.com", c.Host)
-		}
-		if c.Value == "" {
-			return nil, fmt.Errorf("credential for %s: the value is empty", c.Host)
-		}
-		if !slices.Contains(cfg.Domains, c.Host) {
-			cfg.Domains = append(cfg.Domains, c.Host)
-		}
-	}
-	for _, in := range cfg.Inputs {
-		if fi, err := os.Stat(in); err != nil || !fi.Mode().IsRegular() {
-			return nil, fmt.Errorf("input %s: not a readable file", in)
-		}
+	cfg, err := checkConfig(cfg)
+	if err != nil {
+		return nil, err
 	}
 	pol := cfg.Policy
-	pol.Tools = slices.DeleteFunc(slices.Clone(pol.Tools), func(t string) bool { return !slices.Contains(modelTools, t) && t != "sandbox_create" })
-	if !slices.Contains(pol.Tools, "sandbox_create") {
-		pol.Tools = append(pol.Tools, "sandbox_create")
-	}
-	pol.ToolPrefix = ""
-	cfg.Policy = pol
 	r := &run{cfg: cfg, start: time.Now(), traj: &trajectory{w: cfg.Trajectory},
 		rep: &Report{Model: cfg.Model, Network: []string{}, Commands: []CommandRecord{}, Artifacts: []Artifact{}},
 		model: &model{url: strings.TrimSuffix(cfg.ModelURL, "/") + "/chat/completions", name: cfg.Model, key: cfg.ModelKey,
@@ -215,6 +139,49 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	r.stop(r.loop(ctx, wctx))
 	r.finish(ctx)
 	return r.rep, nil
+}
+
+// checkConfig refuses a configuration a run cannot start with and fills
+// in the defaults: the credentials' hosts join the domains, and the tool
+// policy allows the model's tools only, plus sandbox_create for setup.
+func checkConfig(cfg Config) (Config, error) {
+	if strings.TrimSpace(cfg.Task) == "" {
+		return cfg, errors.New("the task is empty")
+	}
+	if cfg.ModelURL == "" || cfg.Model == "" {
+		return cfg, errors.New("a model endpoint (--model-url) and a model name (--model) are needed")
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = http.DefaultClient
+	}
+	if cfg.ModelAttempts == 0 {
+		cfg.ModelAttempts = 5
+	}
+	cfg.Domains = slices.Clone(cfg.Domains)
+	for _, c := range cfg.Credentials {
+		if c.Host == "" || strings.ContainsAny(c.Host, "/:@* ") {
+			return cfg, fmt.Errorf("credential host %q: give a host name, such as api.example.com", c.Host)
+		}
+		if c.Value == "" {
+			return cfg, fmt.Errorf("credential for %s: the value is empty", c.Host)
+		}
+		if !slices.Contains(cfg.Domains, c.Host) {
+			cfg.Domains = append(cfg.Domains, c.Host)
+		}
+	}
+	for _, in := range cfg.Inputs {
+		if fi, err := os.Stat(in); err != nil || !fi.Mode().IsRegular() {
+			return cfg, fmt.Errorf("input %s: not a readable file", in)
+		}
+	}
+	pol := cfg.Policy
+	pol.Tools = slices.DeleteFunc(slices.Clone(pol.Tools), func(t string) bool { return !slices.Contains(modelTools, t) && t != "sandbox_create" })
+	if !slices.Contains(pol.Tools, "sandbox_create") {
+		pol.Tools = append(pol.Tools, "sandbox_create")
+	}
+	pol.ToolPrefix = ""
+	cfg.Policy = pol
+	return cfg, nil
 }
 
 // stopErr carries a stop reason out of the loop.
@@ -343,6 +310,11 @@ func (r *run) setup(ctx context.Context) error {
 	if err := r.fillVault(ctx, id); err != nil {
 		return err
 	}
+	return r.copyInputs(ctx, id)
+}
+
+// copyInputs uploads the inputs into the work directory.
+func (r *run) copyInputs(ctx context.Context, id string) error {
 	if len(r.cfg.Inputs) == 0 {
 		return nil
 	}
@@ -537,24 +509,31 @@ func (r *run) callTool(ctx context.Context, turn int, tc toolCall) (string, erro
 		return toJSON(out), nil
 	}
 	if name == "command_run" || name == "code_run" {
-		rec := CommandRecord{Tool: name, TimedOut: out["timed_out"] == true}
-		if ec, ok := out["exit_code"].(float64); ok {
-			c := int(ec)
-			rec.ExitCode, ev["exit_code"] = &c, c
-		}
-		if ce, ok := out["error"].(map[string]any); ok {
-			rec.CodeError = fmt.Sprint(ce["name"])
-		}
-		if d, ok := out["duration_ms"].(float64); ok {
-			rec.DurationMS = int64(d)
-		}
-		ev["timed_out"], ev["truncated"] = rec.TimedOut, out["truncated"]
-		r.rep.Commands = append(r.rep.Commands, rec)
+		r.rep.Commands = append(r.rep.Commands, commandRecord(name, out, ev))
 	}
 	if res != nil && len(res.Content) > 1 {
 		out["note"] = fmt.Sprintf("%d image(s) were produced; they are not shown to you, but they are in the results", len(res.Content)-1)
 	}
 	return toJSON(out), nil
+}
+
+// commandRecord is what the result out of a command_run or code_run
+// reports; the trajectory's event ev gets the exit code, timeout and
+// truncation too.
+func commandRecord(name string, out, ev map[string]any) CommandRecord {
+	rec := CommandRecord{Tool: name, TimedOut: out["timed_out"] == true}
+	if ec, ok := out["exit_code"].(float64); ok {
+		c := int(ec)
+		rec.ExitCode, ev["exit_code"] = &c, c
+	}
+	if ce, ok := out["error"].(map[string]any); ok {
+		rec.CodeError = fmt.Sprint(ce["name"])
+	}
+	if d, ok := out["duration_ms"].(float64); ok {
+		rec.DurationMS = int64(d)
+	}
+	ev["timed_out"], ev["truncated"] = rec.TimedOut, out["truncated"]
+	return rec
 }
 
 // sandboxAlive asks corral (with its retries) whether the sandbox runs.
@@ -589,87 +568,6 @@ func (r *run) finish(parent context.Context) {
 		"turns": r.rep.Turns, "tool_calls": r.rep.ToolCalls, "duration_ms": r.rep.DurationMS})
 }
 
-// maxArtifactBytes bounds what one pull copies out.
-const maxArtifactBytes = 256 << 20
-
-// pull copies the work directory's files into OutDir, which they cannot
-// leave (a name with .. or a symlink in OutDir does not lead out).
-func (r *run) pull(ctx context.Context) error {
-	sb, err := r.cfg.Client.Sandbox(ctx, r.rep.SandboxID, sdk.SandboxOptions{})
-	if err != nil {
-		return err
-	}
-	wd := r.cfg.Policy.Template.Workdir
-	infos, err := sb.Search(ctx, wd, "*")
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(r.cfg.OutDir, 0o755); err != nil {
-		return err
-	}
-	root, err := os.OpenRoot(r.cfg.OutDir)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	var total int64
-	for _, fi := range infos {
-		if fi.Type == "directory" {
-			continue
-		}
-		rel := strings.TrimPrefix(path.Clean(fi.Path), strings.TrimSuffix(wd, "/")+"/")
-		if rel == fi.Path || rel == "" || strings.HasPrefix(rel, "../") {
-			continue
-		}
-		if total+fi.Size > maxArtifactBytes {
-			r.traj.write(map[string]any{"type": "artifact", "path": fi.Path, "skipped": "over the 256 MiB pull limit"})
-			continue
-		}
-		if dir := path.Dir(rel); dir != "." {
-			if err := root.MkdirAll(dir, 0o755); err != nil {
-				return err
-			}
-		}
-		f, err := root.OpenFile(rel, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-		if err != nil {
-			return err
-		}
-		h := sha256.New()
-		n, err := sb.Download(ctx, fi.Path, io.MultiWriter(f, h))
-		f.Close()
-		if err != nil {
-			return err
-		}
-		total += n
-		a := Artifact{Path: fi.Path, Local: filepath.Join(r.cfg.OutDir, filepath.FromSlash(rel)), Bytes: n, SHA256: hex.EncodeToString(h.Sum(nil))}
-		r.rep.Artifacts = append(r.rep.Artifacts, a)
-		r.traj.write(map[string]any{"type": "artifact", "path": a.Path, "local": a.Local, "bytes": a.Bytes, "sha256": a.SHA256})
-	}
-	return nil
-}
-
-// trajectory writes JSON lines, one per event, each with its time.
-type trajectory struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (t *trajectory) write(ev map[string]any) {
-	if t.w == nil {
-		return
-	}
-	ev["time"] = time.Now().UTC().Format(time.RFC3339Nano)
-	b, _ := json.Marshal(ev)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	_, _ = t.w.Write(append(b, '\n'))
-}
-
-func sha(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])
-}
-
 func toJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
@@ -680,60 +578,4 @@ func orEmpty(s string) string {
 		return "{}"
 	}
 	return s
-}
-
-// Markdown renders the report for people.
-func (rep *Report) Markdown() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "# corral agent report\n\n")
-	fmt.Fprintf(&b, "- **Stopped**: `%s` — %s\n", rep.StopReason, rep.StopMessage)
-	fmt.Fprintf(&b, "- **Model**: %s, %d turns, %d prompt and %d completion tokens\n", rep.Model, rep.Turns, rep.PromptTokens, rep.CompletionTokens)
-	fmt.Fprintf(&b, "- **Tool calls**: %d (%d failed)\n", rep.ToolCalls, rep.ToolErrors)
-	net := "none"
-	if len(rep.Network) > 0 {
-		net = strings.Join(rep.Network, ", ")
-	}
-	if len(rep.Credentials) > 0 {
-		net += " (credentials injected for " + strings.Join(rep.Credentials, ", ") + ")"
-	}
-	fmt.Fprintf(&b, "- **Sandbox**: %s, network: %s, ", rep.SandboxID, net)
-	switch {
-	case rep.SandboxID == "":
-		b.WriteString("never created\n")
-	case rep.SandboxDeleted:
-		b.WriteString("deleted\n")
-	case rep.SandboxExpiresAt != nil:
-		fmt.Fprintf(&b, "NOT deleted: it expires at %s (its TTL)\n", rep.SandboxExpiresAt.UTC().Format(time.RFC3339))
-	default:
-		b.WriteString("NOT deleted\n")
-	}
-	fmt.Fprintf(&b, "- **Duration**: %.1f s\n\n", float64(rep.DurationMS)/1000)
-	if len(rep.Commands) > 0 {
-		b.WriteString("## Commands (from their results)\n\n| # | tool | exit | timed out | ms |\n|---|---|---|---|---|\n")
-		for i, c := range rep.Commands {
-			exit := "-"
-			if c.ExitCode != nil {
-				exit = fmt.Sprint(*c.ExitCode)
-			}
-			if c.CodeError != "" {
-				exit = c.CodeError
-			}
-			fmt.Fprintf(&b, "| %d | %s | %s | %v | %d |\n", i+1, c.Tool, exit, c.TimedOut, c.DurationMS)
-		}
-		b.WriteString("\n")
-	}
-	if len(rep.Artifacts) > 0 {
-		b.WriteString("## Artifacts\n\n")
-		for _, a := range rep.Artifacts {
-			fmt.Fprintf(&b, "- `%s` → `%s` (%d bytes, sha256 %s)\n", a.Path, a.Local, a.Bytes, a.SHA256[:12])
-		}
-		b.WriteString("\n")
-	}
-	if rep.ModelSummary != "" {
-		b.WriteString("## The model's summary (its own words)\n\n")
-		for _, l := range strings.Split(rep.ModelSummary, "\n") {
-			b.WriteString("> " + l + "\n")
-		}
-	}
-	return b.String()
 }
