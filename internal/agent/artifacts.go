@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"io"
 	"os"
 	"path"
@@ -41,8 +42,10 @@ func (r *run) pull(ctx context.Context) error {
 
 // pullArtifacts copies the files under wd into outDir, which they cannot
 // leave (a name with .. or a symlink in outDir does not lead out), up to
-// limit bytes in all; a file that would pass the limit is skipped. It
-// returns what it copied, also when it stops at an error.
+// limit bytes in all; a file that would pass the limit is skipped, by the
+// size the search reported or, for a file larger than that (one that grew,
+// or a sandbox that lies), by what its download brings. It returns what it
+// copied, also when it stops at an error.
 func pullArtifacts(ctx context.Context, files workFiles, wd, outDir string, limit int64, traj *trajectory) ([]Artifact, error) {
 	infos, err := files.Search(ctx, wd, "*")
 	if err != nil {
@@ -70,7 +73,11 @@ func pullArtifacts(ctx context.Context, files workFiles, wd, outDir string, limi
 			traj.write(map[string]any{"type": "artifact", "path": fi.Path, "skipped": "over the 256 MiB pull limit"})
 			continue
 		}
-		a, err := pullArtifact(ctx, files, root, fi.Path, rel)
+		a, err := pullArtifact(ctx, files, root, fi.Path, rel, limit-total)
+		if errors.Is(err, errOverLimit) {
+			traj.write(map[string]any{"type": "artifact", "path": fi.Path, "skipped": "over the 256 MiB pull limit"})
+			continue
+		}
 		if err != nil {
 			return arts, err
 		}
@@ -84,17 +91,19 @@ func pullArtifacts(ctx context.Context, files workFiles, wd, outDir string, limi
 
 // artifactPath is where the file at p (as the sandbox named it) goes,
 // relative to the out directory: its path under wd. ok is false for a
-// path that is not under wd.
+// path that is not under wd, however it is spelled.
 func artifactPath(wd, p string) (rel string, ok bool) {
-	rel = strings.TrimPrefix(path.Clean(p), strings.TrimSuffix(wd, "/")+"/")
-	if rel == p || rel == "" || strings.HasPrefix(rel, "../") {
+	clean := path.Clean(p)
+	rel = strings.TrimPrefix(clean, strings.TrimSuffix(wd, "/")+"/")
+	if rel == clean || rel == "" || strings.HasPrefix(rel, "../") {
 		return "", false
 	}
 	return rel, true
 }
 
-// pullArtifact downloads the file at p to rel under root.
-func pullArtifact(ctx context.Context, files workFiles, root *os.Root, p, rel string) (Artifact, error) {
+// pullArtifact downloads the file at p to rel under root. A file larger
+// than budget is removed again, and the error is errOverLimit.
+func pullArtifact(ctx context.Context, files workFiles, root *os.Root, p, rel string, budget int64) (Artifact, error) {
 	if dir := path.Dir(rel); dir != "." {
 		if err := root.MkdirAll(dir, 0o755); err != nil {
 			return Artifact{}, err
@@ -105,10 +114,32 @@ func pullArtifact(ctx context.Context, files workFiles, root *os.Root, p, rel st
 		return Artifact{}, err
 	}
 	h := sha256.New()
-	n, err := files.Download(ctx, p, io.MultiWriter(f, h))
+	n, err := files.Download(ctx, p, &limitWriter{w: io.MultiWriter(f, h), n: budget})
 	f.Close()
+	if errors.Is(err, errOverLimit) {
+		_ = root.Remove(rel)
+	}
 	if err != nil {
 		return Artifact{}, err
 	}
 	return Artifact{Path: p, Bytes: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+// errOverLimit ends a download that would take a pull past its limit.
+var errOverLimit = errors.New("over the pull limit")
+
+// limitWriter passes on at most n bytes; a write that would pass more
+// fails with errOverLimit.
+type limitWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (l *limitWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > l.n {
+		return 0, errOverLimit
+	}
+	n, err := l.w.Write(p)
+	l.n -= int64(n)
+	return n, err
 }

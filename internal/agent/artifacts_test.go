@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -109,6 +110,9 @@ func TestArtifactPath(t *testing.T) {
 		{"/workspace", "/etc/passwd", "", false},
 		{"/workspace", "/workspace2/x", "", false},
 		{"/workspace", "report.md", "", false},
+		{"/workspace", "/workspace/../etc/passwd", "", false},
+		{"/workspace", "/workspace/sub/../../escape.txt", "", false},
+		{"/workspace", "/workspace/", "", false},
 		{"/workspace", "../report.md", "", false},
 		{"/", "/etc/passwd", "etc/passwd", true},
 	} {
@@ -217,6 +221,9 @@ func TestPullArtifactsStayInOutDir(t *testing.T) {
 			}
 			files := (&fakeFiles{}).file(tc.path, "pwned")
 			arts, err := pullArtifacts(t.Context(), files, "/workspace", out, maxArtifactBytes, &trajectory{})
+			if tc.prepare == nil && err != nil {
+				t.Errorf("a name that leads out is not skipped: %v", err)
+			}
 			t.Logf("pull: %v", err)
 			if len(arts) != 0 {
 				t.Errorf("pulled %v", arts)
@@ -233,5 +240,52 @@ func TestPullArtifactsStayInOutDir(t *testing.T) {
 				t.Errorf("files outside the out directory: %v", tree)
 			}
 		})
+	}
+}
+
+// A file larger than the search said (one that grew since, or a sandbox
+// that lies about it) is bounded by the limit all the same: its download
+// stops there, the part is removed, and the files after it still come.
+func TestPullArtifactsLimitHoldsForAFileLargerThanListed(t *testing.T) {
+	t.Parallel()
+	files := (&fakeFiles{}).file("/workspace/a", "1234").file("/workspace/huge", "").file("/workspace/b", "5678")
+	files.content["/workspace/huge"] = strings.Repeat("x", 1000)
+	out := t.TempDir()
+	var buf bytes.Buffer
+	arts, err := pullArtifacts(t.Context(), files, "/workspace", out, 10, &trajectory{w: &buf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, a := range arts {
+		got = append(got, a.Path)
+	}
+	if want := []string{"/workspace/a", "/workspace/b"}; !slices.Equal(got, want) {
+		t.Errorf("pulled %v, want %v", got, want)
+	}
+	if diff := cmp.Diff(map[string]string{"a": "1234", "b": "5678"}, treeOf(t, out)); diff != "" {
+		t.Errorf("the out directory (-want +got):\n%s", diff)
+	}
+	skipped := map[string]any{"type": "artifact", "path": "/workspace/huge", "skipped": "over the 256 MiB pull limit"}
+	if lines := trajectoryLines(t, &buf); len(lines) != 3 || !cmp.Equal(lines[1], skipped) {
+		t.Errorf("trajectory = %v, want the skip of huge second", lines)
+	}
+}
+
+func TestLimitWriter(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	w := &limitWriter{w: &buf, n: 5}
+	if n, err := w.Write([]byte("abc")); n != 3 || err != nil {
+		t.Errorf("Write(abc) = %d, %v", n, err)
+	}
+	if n, err := w.Write([]byte("def")); n != 0 || !errors.Is(err, errOverLimit) {
+		t.Errorf("Write past the limit = %d, %v; want 0, errOverLimit", n, err)
+	}
+	if n, err := w.Write([]byte("de")); n != 2 || err != nil {
+		t.Errorf("Write(de) up to the limit = %d, %v", n, err)
+	}
+	if buf.String() != "abcde" {
+		t.Errorf("written %q, want abcde", buf.String())
 	}
 }
