@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Runs every test tier of corral on a Debian machine as root: installs what
-# the tiers need, opts them in, and fails if a required integration test
-# was skipped. Starts dockerd for the Docker tier if none runs (and stops
-# it at the end). Usage: scripts/test.sh
+# Runs every test tier of corral on a Debian machine as root: first the
+# fast gate (scripts/check.sh), then installs what the tiers need, opts
+# them in, and fails if a required integration test was skipped. Starts a
+# dockerd of its own for the Docker tier (and stops it at the end).
+# Usage: scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +11,10 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "scripts/test.sh: run as root (the integration tiers drive runc, namespaces and cgroups)" >&2
   exit 1
 fi
+
+# The fast gate first (no root, a few minutes): a formatting, lint or
+# unit failure fails here, before anything is installed or built.
+scripts/check.sh
 
 need=()
 command -v wrk >/dev/null || need+=(wrk)
@@ -65,37 +70,49 @@ fi
 # What this script started is stopped on exit, in reverse order.
 dockerd_pid=
 kube_up=
+bridge=corral-ci0
 cleanup() {
   if [ -n "$kube_up" ]; then scripts/k8s.sh down || true; fi
   if [ -n "$dockerd_pid" ]; then
     kill "$dockerd_pid" 2>/dev/null
     wait "$dockerd_pid" 2>/dev/null || true
   fi
+  ip link del "$bridge" 2>/dev/null || true
 }
 trap cleanup EXIT
 
-# The Docker tier needs an engine. Start one (with --live-restore, as
-# production should run it) unless one answers already, and stop it after.
-# Its daemon.json gives it the pinned gVisor as the runtime "runsc", with
-# the arguments corral's runsc tier needs (docs/isolation.md): host
+# The Docker tier runs on an engine this script starts and configures
+# itself, whatever else runs on the machine: its own socket, exec root,
+# data root (kept between runs: the images tests build stay cached) and
+# bridge, with --live-restore as production should run it. Its
+# daemon.json gives it the pinned gVisor as the runtime "runsc", with the
+# arguments corral's runsc tier needs (docs/isolation.md): host
 # networking, and no overlay of the root (gVisor's default since 2023
 # would keep the sandbox's writes out of the container's writable layer,
-# which snapshots commit).
-if ! curl -sf --unix-socket /var/run/docker.sock http://docker/_ping >/dev/null 2>&1; then
-  printf '{"runtimes": {"runsc": {"path": "%s", "runtimeArgs": ["--network=host", "--overlay2=none"]}}}\n' "$runsc" >/tmp/corral-ci-daemon.json
-  dockerd --live-restore --config-file /tmp/corral-ci-daemon.json >/tmp/corral-ci-dockerd.log 2>&1 &
-  dockerd_pid=$!
-  for _ in $(seq 1 60); do
-    curl -sf --unix-socket /var/run/docker.sock http://docker/_ping >/dev/null 2>&1 && break
-    kill -0 "$dockerd_pid" 2>/dev/null || { cat /tmp/corral-ci-dockerd.log >&2; echo "scripts/test.sh: dockerd exited" >&2; exit 1; }
-    sleep 1
-  done
-  curl -sf --unix-socket /var/run/docker.sock http://docker/_ping >/dev/null || { echo "scripts/test.sh: dockerd did not answer in 60 s" >&2; exit 1; }
-  # The engine reports the runc it runs: the pinned one.
-  engine=$(curl -sf --unix-socket /var/run/docker.sock http://docker/version)
-  [[ "${engine//[$' \n']/}" == *"{\"Name\":\"runc\",\"Version\":\"${runc_version#v}\""* ]] ||
-    { echo "scripts/test.sh: dockerd does not run runc ${runc_version#v}: $engine" >&2; exit 1; }
-fi
+# which snapshots commit). Every test reaches it through DOCKER_HOST.
+docker_run=/run/corral-ci-docker
+docker_data=/var/lib/corral-ci-docker
+mkdir -p "$docker_run" "$docker_data"
+printf '{"runtimes": {"runsc": {"path": "%s", "runtimeArgs": ["--network=host", "--overlay2=none"]}}}\n' "$runsc" >"$docker_run/daemon.json"
+# A bridge of its own, beside any docker0 another engine has.
+ip link del "$bridge" 2>/dev/null || true
+ip link add "$bridge" type bridge
+ip addr add 10.254.173.1/24 dev "$bridge"
+ip link set "$bridge" up
+export DOCKER_HOST=unix://$docker_run/docker.sock
+dockerd --host "$DOCKER_HOST" --exec-root "$docker_run/exec" --data-root "$docker_data" --pidfile "$docker_run/docker.pid" \
+  --bridge "$bridge" --live-restore --config-file "$docker_run/daemon.json" >"$docker_run/dockerd.log" 2>&1 &
+dockerd_pid=$!
+for _ in $(seq 1 60); do
+  curl -sf --unix-socket "$docker_run/docker.sock" http://docker/_ping >/dev/null 2>&1 && break
+  kill -0 "$dockerd_pid" 2>/dev/null || { cat "$docker_run/dockerd.log" >&2; echo "scripts/test.sh: dockerd exited" >&2; exit 1; }
+  sleep 1
+done
+curl -sf --unix-socket "$docker_run/docker.sock" http://docker/_ping >/dev/null || { cat "$docker_run/dockerd.log" >&2; echo "scripts/test.sh: dockerd did not answer in 60 s" >&2; exit 1; }
+# The engine reports the runc it runs: the pinned one.
+engine=$(curl -sf --unix-socket "$docker_run/docker.sock" http://docker/version)
+[[ "${engine//[$' \n']/}" == *"{\"Name\":\"runc\",\"Version\":\"${runc_version#v}\""* ]] ||
+  { echo "scripts/test.sh: dockerd does not run runc ${runc_version#v}: $engine" >&2; exit 1; }
 
 # The Kubernetes tier needs a cluster: scripts/k8s.sh builds one from the
 # Go module proxy (about 16 minutes the first time on 2 cores, cached
@@ -122,22 +139,8 @@ export CORRAL_TEST_DOCKER=1
 # Tests that must run and pass; a skip is a failure (hack/tiercheck/required.txt).
 mapfile -t required < <(grep -v -e '^#' -e '^$' hack/tiercheck/required.txt)
 
-# The rules the tree keeps: formatted, vetted and staticcheck-clean
-# (staticcheck.conf turns on every check; go.mod pins the tool), on each
-# build the code has: Linux, the kube tag, and the client off Linux.
-unformatted=$(gofmt -l .)
-[ -z "$unformatted" ] || { echo "scripts/test.sh: gofmt -l lists files to format:" >&2; echo "$unformatted" >&2; exit 1; }
-go vet ./...
-go vet -tags kube ./internal/cli ./cmd/corral
-staticcheck=$(mktemp -d)/staticcheck
-go build -o "$staticcheck" honnef.co/go/tools/cmd/staticcheck
-"$staticcheck" ./...
-"$staticcheck" -tags kube ./internal/cli ./cmd/corral
-GOOS=darwin "$staticcheck" -tests=false ./cmd/corral ./internal/cli/...
-GOOS=windows "$staticcheck" -tests=false ./cmd/corral ./internal/cli/...
-# Off Linux corral is the client (the CLI, corral mcp, corral agent): it must build there.
-GOOS=darwin GOARCH=arm64 go build -o /dev/null ./cmd/corral
-GOOS=windows GOARCH=amd64 go build -o /dev/null ./cmd/corral
+# Every tier, with the race detector; the tier variables are set, so a
+# required test that skips fails the run.
 go test -race -json -timeout 60m ./... | go run ./hack/tiercheck "${required[@]}"
 
 # Every fuzz target, briefly (CORRAL_FUZZTIME each: 50000 inputs by default;

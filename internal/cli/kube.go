@@ -77,7 +77,7 @@ func runKubeController(ctx context.Context, e *env, args []string) int {
 	}
 	kubeconfig.SetGlobalLoggers(log)
 	if len(upstreams) == 0 {
-		log.Warn("no resolver for egress sidecars (--egress-upstream): sandboxes with a network policy resolve nothing")
+		log.WarnContext(ctx, "no resolver for egress sidecars (--egress-upstream): sandboxes with a network policy resolve nothing")
 	}
 	rc, err := kubeconfig.Load(*kc)
 	if err != nil {

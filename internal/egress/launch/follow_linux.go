@@ -39,7 +39,7 @@ func (e *Enforcers) follow(ctx context.Context, id, dir string, hc *http.Client)
 		if ctx.Err() != nil {
 			return
 		}
-		e.log.Debug("the audit stream ended; reconnecting", "sandbox_id", id, "err", err)
+		e.log.DebugContext(ctx, "the audit stream ended; reconnecting", "sandbox_id", id, "err", err)
 		select {
 		case <-ctx.Done():
 			return

@@ -35,6 +35,7 @@ import (
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/egress"
 	"github.com/corral-dev/corral/internal/egress/audit"
+	"github.com/corral-dev/corral/internal/hostnet/forward"
 	"github.com/corral-dev/corral/internal/hostnet/netns"
 	"github.com/corral-dev/corral/internal/hostnet/uplink"
 	"github.com/corral-dev/corral/internal/insandbox"
@@ -306,25 +307,28 @@ func (e *Enforcers) waitReady(ctx context.Context, dir string, st state) error {
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.ReadyTimeout)
 	defer cancel()
 	hc := apiClient(dir, false)
-	delay := time.Millisecond
-	for {
+	healthy := func(ctx context.Context) (bool, error) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://egress/healthz", nil)
-		if res, err := hc.Do(req); err == nil {
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return nil
-			}
+		res, err := hc.Do(req)
+		if err != nil {
+			return false, err
 		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK, nil
+	}
+	alive := func(context.Context) error {
 		if !procfs.Alive(st.Pid, st.StartTime) {
 			return errdefs.New(errdefs.ErrUnavailable, api.CodeSandboxEgressFailed, "the egress enforcer exited during start: "+lastLine(logPath))
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("the egress enforcer did not become ready within %v", e.cfg.ReadyTimeout)
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, 20*time.Millisecond)
+		return nil
 	}
+	if err := forward.Await(ctx, healthy, alive, time.Millisecond, 20*time.Millisecond); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("the egress enforcer did not become ready within %v", e.cfg.ReadyTimeout)
+		}
+		return err
+	}
+	return nil
 }
 
 // lastLine is the last line the enforcer logged, for error messages.
