@@ -37,6 +37,34 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
+# What this script started is stopped on exit, in reverse order.
+image_pid=
+dockerd_pid=
+kube_up=
+bridge=corral-ci0
+cleanup() {
+  if [ -n "$kube_up" ]; then scripts/k8s.sh down || true; fi
+  if [ -n "$dockerd_pid" ]; then
+    kill "$dockerd_pid" 2>/dev/null
+    wait "$dockerd_pid" 2>/dev/null || true
+  fi
+  ip link del "$bridge" 2>/dev/null || true
+  if [ -n "$image_pid" ]; then
+    kill "$image_pid" 2>/dev/null
+    wait "$image_pid" 2>/dev/null || true
+  fi
+}
+trap cleanup EXIT
+
+# The code interpreter's image, from Debian packages (cached by a digest of
+# its recipe: minutes the first time, nothing after), builds in the
+# background while the runtimes and the cluster compile: it is mostly
+# downloads and dpkg, they are mostly CPU.
+image_out=$(mktemp)
+image_err=$(mktemp)
+images/code-interpreter/build.sh >"$image_out" 2>"$image_err" &
+image_pid=$!
+
 # The runc every tier runs: built at the release tools/runc pins
 # (scripts/runtimes.sh, cached after the first build) and first on PATH,
 # ahead of the older runc Debian's docker.io and containerd pull in. The
@@ -67,19 +95,6 @@ if [ "$(command -v runsc)" != "$runsc" ] || [ "$runsc_says" != "runsc version $r
   exit 1
 fi
 
-# What this script started is stopped on exit, in reverse order.
-dockerd_pid=
-kube_up=
-bridge=corral-ci0
-cleanup() {
-  if [ -n "$kube_up" ]; then scripts/k8s.sh down || true; fi
-  if [ -n "$dockerd_pid" ]; then
-    kill "$dockerd_pid" 2>/dev/null
-    wait "$dockerd_pid" 2>/dev/null || true
-  fi
-  ip link del "$bridge" 2>/dev/null || true
-}
-trap cleanup EXIT
 
 # The Docker tier runs on an engine this script starts and configures
 # itself, whatever else runs on the machine: its own socket, exec root,
@@ -127,9 +142,11 @@ set -a
 set +a
 export CORRAL_TEST_KUBE=1
 
-# The code interpreter's image, from Debian packages (cached by a digest of
-# its recipe: minutes the first time, nothing after).
-CORRAL_TEST_CODE_IMAGE=$(images/code-interpreter/build.sh)
+# The code interpreter's image, started above.
+wait "$image_pid" || { cat "$image_err" >&2; echo "scripts/test.sh: images/code-interpreter/build.sh failed" >&2; exit 1; }
+image_pid=
+CORRAL_TEST_CODE_IMAGE=$(cat "$image_out")
+[ -s "$CORRAL_TEST_CODE_IMAGE" ] || { cat "$image_err" >&2; echo "scripts/test.sh: the code-interpreter build printed no image ($CORRAL_TEST_CODE_IMAGE)" >&2; exit 1; }
 export CORRAL_TEST_CODE_IMAGE
 
 export CGO_ENABLED=1 # the race detector needs cgo; the shipped binary is built with CGO_ENABLED=0
