@@ -12,21 +12,17 @@
 package oci
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	runc "github.com/containerd/go-runc"
@@ -138,48 +134,6 @@ var (
 	_ driver.Isolator    = (*Driver)(nil)
 )
 
-// instance is what the driver knows of a running sandbox.
-type instance struct {
-	bundle    string
-	pid       int
-	startTime uint64
-	// ns holds the sandbox's network namespace open; netns names it for
-	// this process ("" while none is held: its PID 1 exited before this
-	// instance saw it).
-	ns    *os.File
-	netns string
-	// runsc: it runs under gVisor, and pid is its Sentry's.
-	runsc bool
-}
-
-// hold keeps f as the sandbox's network namespace.
-func (sb *instance) hold(f *os.File) {
-	sb.ns, sb.netns = f, fdPath(f)
-}
-
-// release closes the namespace the sandbox held.
-func (sb *instance) release() {
-	if sb != nil && sb.ns != nil {
-		sb.ns.Close()
-		sb.ns, sb.netns = nil, ""
-	}
-}
-
-// handleState is the driver-private part of a handle.
-type handleState struct {
-	Bundle    string `json:"bundle"`
-	Pid       int    `json:"pid"`
-	StartTime uint64 `json:"startTime"`
-	// Netns is the namespace's pin of a sandbox made before namespaces
-	// were held by descriptors; since then it is empty, and the
-	// namespace is PID 1's.
-	Netns string `json:"netns,omitempty"`
-	// UserNS: the sandbox has a user namespace of its own.
-	UserNS bool `json:"userns,omitempty"`
-	// Runsc: the sandbox runs under gVisor; Pid is its Sentry's.
-	Runsc bool `json:"runsc,omitempty"`
-}
-
 // Isolation implements driver.Isolator.
 func (d *Driver) Isolation(h *driver.Handle) string {
 	var hs handleState
@@ -190,28 +144,6 @@ func (d *Driver) Isolation(h *driver.Handle) string {
 		return api.IsolationRuncUserns
 	}
 	return api.IsolationRunc
-}
-
-// bundleMeta is written first into a bundle, so List finds even a sandbox
-// whose create was interrupted.
-type bundleMeta struct {
-	ID      string            `json:"id"`
-	Tenant  string            `json:"tenant"`
-	Labels  map[string]string `json:"labels"`
-	Created time.Time         `json:"created"`
-	Layers  []string          `json:"layers"`
-	// Base is what the root file system lies on (nil in bundles made
-	// before snapshots).
-	Base *rootBase `json:"base,omitempty"`
-	// Volumes are the named volumes the sandbox mounts; DeleteVolumes
-	// those it removes when destroyed, if it made them.
-	Volumes       []string `json:"volumes,omitempty"`
-	DeleteVolumes []string `json:"deleteVolumes,omitempty"`
-	// IDRange is the sandbox's host ID range (slot + 1; 0: no user
-	// namespace).
-	IDRange int `json:"idRange,omitempty"`
-	// Isolation is the sandbox's tier when it is not runc (runsc).
-	Isolation string `json:"isolation,omitempty"`
 }
 
 // New checks the runtime binary and prepares the driver's directories.
@@ -326,25 +258,6 @@ func (d *Driver) Warnings() []string { return d.warnings }
 // Images returns the image store.
 func (d *Driver) Images() *imagestore.Store { return d.images }
 
-// Where a sandbox's parts live. The bundle (runtime config, metadata,
-// status, exit code, the enforcer's files) and the runc state are small
-// files written on every create: they live on a tmpfs under Root/run,
-// where what a sandbox can make grow is capped by its writer (the
-// enforcer's log). The root filesystem's writable layer and the console
-// log (capped by PID 1) live on disk under Root/sandboxes. No mount of
-// a sandbox's is made in the server's mount namespace (but the file
-// system of a disk limit): see create.
-func runDir(root string) string              { return filepath.Join(root, "run") }
-func (d *Driver) bundleDir(id string) string { return filepath.Join(runDir(d.cfg.Root), "bundles", id) }
-func (d *Driver) diskDir(id string) string   { return filepath.Join(d.cfg.Root, "sandboxes", id) }
-
-// netnsPath is where sandboxes made before namespaces were held by
-// descriptors have their namespace's pin.
-func (d *Driver) netnsPath(id string) string { return filepath.Join(runDir(d.cfg.Root), "netns", id) }
-
-// egressDir holds a sandbox's egress enforcer's files.
-func egressDir(bundle string) string { return filepath.Join(bundle, "egress") }
-
 // Close destroys the warm pool and stops the port forwarders; sandboxes
 // and their egress enforcers keep running.
 func (d *Driver) Close() error {
@@ -355,27 +268,6 @@ func (d *Driver) Close() error {
 	d.ids.close()
 	_ = os.Remove(d.stage) // if no sandbox has anything there
 	return nil
-}
-
-// rangesInUse reads the host ID ranges of the sandboxes on disk.
-func (d *Driver) rangesInUse() (map[int]string, error) {
-	entries, err := os.ReadDir(filepath.Join(runDir(d.cfg.Root), "bundles"))
-	if err != nil {
-		return nil, err
-	}
-	used := map[int]string{}
-	for _, e := range entries {
-		m, err := readMeta(filepath.Join(runDir(d.cfg.Root), "bundles", e.Name()))
-		switch {
-		case err == nil && m.IDRange > 0:
-			used[m.IDRange-1] = e.Name()
-		case err != nil && !errors.Is(err, fs.ErrNotExist):
-			// Metadata is written before the range is used: a bundle
-			// whose metadata cannot be read never ran in one.
-			d.log.Warn("a bundle's metadata cannot be read", "bundle", e.Name(), "err", err)
-		}
-	}
-	return used, nil
 }
 
 func validID(id string) error {
@@ -390,209 +282,6 @@ func validID(id string) error {
 // reads it).
 func notExist(err error) bool {
 	return err != nil && (strings.Contains(err.Error(), "does not exist") || strings.Contains(err.Error(), "not exist"))
-}
-
-// state returns runc's view of a container; ErrNotFound if runc has none.
-func (d *Driver) state(ctx context.Context, id string) (*runc.Container, error) {
-	rt := d.rt(id)
-	c, err := rt.State(ctx, id)
-	if notExist(err) {
-		return nil, fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("runc state %s: %w", id, err)
-	}
-	if rt == d.runsc {
-		runscStateExited(c)
-	}
-	return c, nil
-}
-
-// Recover implements driver.Driver.
-func (d *Driver) Recover(ctx context.Context, h *driver.Handle) error {
-	if h == nil || h.Driver != Name {
-		return fmt.Errorf("recover: not an %s handle: %w", Name, errdefs.ErrInvalidArgument)
-	}
-	var hs handleState
-	if err := json.Unmarshal(h.State, &hs); err != nil {
-		return fmt.Errorf("recover %s: corrupt handle: %w", h.ID, errdefs.ErrInvalidArgument)
-	}
-	if _, err := d.state(ctx, h.ID); err != nil {
-		return err
-	}
-	if _, err := os.Stat(hs.Bundle); err != nil {
-		return fmt.Errorf("sandbox %s: bundle gone: %w", h.ID, errdefs.ErrNotFound)
-	}
-	if err := d.thawInterrupted(ctx, h.ID, hs.Bundle); err != nil {
-		return err
-	}
-	sb := &instance{bundle: hs.Bundle, pid: hs.Pid, startTime: hs.StartTime, runsc: hs.Runsc}
-	if ns, err := openNetns(hs); err == nil {
-		sb.hold(ns)
-		if err := d.net.Recover(ctx, h.ID, egressDir(hs.Bundle), sb.netns); err != nil {
-			sb.release()
-			return fmt.Errorf("sandbox %s: egress: %w", h.ID, err)
-		}
-	} else if err := d.net.Stop(ctx, h.ID, egressDir(hs.Bundle)); err != nil {
-		// PID 1 exited while no server ran, and its namespace with it:
-		// nothing is left to police.
-		return fmt.Errorf("sandbox %s: egress: %w", h.ID, err)
-	}
-	d.track(h.ID, sb)
-	if sb.netns != "" {
-		if err := d.drains.start(h.ID, hs.Bundle, d.diskDir(h.ID)); err != nil {
-			return fmt.Errorf("sandbox %s: console: %w", h.ID, err)
-		}
-	}
-	return nil
-}
-
-// openNetns opens a recovered sandbox's network namespace: its pin if
-// it has one, else its PID 1's.
-func openNetns(hs handleState) (*os.File, error) {
-	if hs.Netns != "" {
-		if f, err := os.Open(hs.Netns); err == nil {
-			return f, nil
-		}
-	}
-	return netnsOf(hs.Pid, hs.StartTime)
-}
-
-// track records sb as what the driver knows of sandbox id, releasing
-// what it knew before.
-func (d *Driver) track(id string, sb *instance) {
-	d.mu.Lock()
-	old := d.live[id]
-	d.live[id] = sb
-	d.mu.Unlock()
-	if old != sb {
-		old.release()
-	}
-}
-
-// adopt records sb for sandbox id unless the driver knows it by now (a
-// create or a recovery that finished meanwhile), and returns what it
-// knows.
-func (d *Driver) adopt(id string, sb *instance) *instance {
-	d.mu.Lock()
-	old := d.live[id]
-	if old == nil {
-		d.live[id] = sb
-	}
-	d.mu.Unlock()
-	if old != nil {
-		sb.release()
-		return old
-	}
-	return sb
-}
-
-// forget drops sandbox id and releases its namespace.
-func (d *Driver) forget(id string) {
-	d.mu.Lock()
-	sb := d.live[id]
-	delete(d.live, id)
-	d.mu.Unlock()
-	sb.release()
-}
-
-// running returns a sandbox this instance tracks whose PID 1 is alive,
-// without asking runc (an exec of runc costs milliseconds).
-func (d *Driver) running(id string) *instance {
-	d.mu.Lock()
-	sb := d.live[id]
-	d.mu.Unlock()
-	if sb != nil && procfs.Alive(sb.pid, sb.startTime) {
-		return sb
-	}
-	return nil
-}
-
-// lookup returns what the driver knows of id, reading it from runc and
-// the bundle if this instance did not create or recover it.
-func (d *Driver) lookup(ctx context.Context, id string) (*instance, *runc.Container, error) {
-	if err := validID(id); err != nil {
-		return nil, nil, fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
-	}
-	c, err := d.state(ctx, id)
-	if err != nil {
-		return nil, nil, err
-	}
-	d.mu.Lock()
-	sb := d.live[id]
-	d.mu.Unlock()
-	if sb == nil {
-		// Not made nor recovered by this instance: adopted, with its
-		// namespace if its PID 1 still runs.
-		sb = &instance{bundle: d.bundleDir(id), pid: c.Pid, runsc: bundleRunsc(d.bundleDir(id))}
-		if c.Pid > 0 {
-			sb.startTime, _ = procfs.StartTime(c.Pid)
-			if ns, err := netnsOf(c.Pid, sb.startTime); err == nil {
-				sb.hold(ns)
-				sb = d.adopt(id, sb)
-				if err := d.drains.start(id, sb.bundle, d.diskDir(id)); err != nil {
-					d.log.WarnContext(ctx, "drain the console", "sandbox_id", id, "err", err)
-				}
-			}
-		}
-	}
-	return sb, c, nil
-}
-
-// exitFile is the bundle's file that holds PID 1's exit code: written by
-// the server from the exit pipe (console_linux.go); sandboxes made before
-// that had PID 1 write it through a descriptor.
-const exitFile = "exit"
-
-// exitCode reads the code corral init left in the bundle. Sandboxes
-// made before init wrote through a descriptor left it in their status
-// directory, which they could write: it is read as hostile input.
-func exitCode(bundle string) (driver.Exit, bool) {
-	for _, dir := range []string{bundle, filepath.Join(bundle, "status")} {
-		b, fi, err := safefile.ReadFile(dir, exitFile, 32)
-		if err != nil || len(b) == 0 {
-			continue
-		}
-		n, ok := parseExitCode(b)
-		if !ok {
-			return driver.Exit{}, false
-		}
-		return driver.Exit{Code: n, At: fi.ModTime().UTC()}, true
-	}
-	return driver.Exit{}, false
-}
-
-// parseExitCode reads an exit code PID 1 wrote: a number from 0 to 255.
-func parseExitCode(b []byte) (int, bool) {
-	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || n < 0 || n > 255 {
-		return 0, false
-	}
-	return n, true
-}
-
-// exitOf is the exit of a stopped sandbox: what init recorded, or a kill.
-func exitOf(bundle string) driver.Exit {
-	if ex, ok := exitCode(bundle); ok {
-		return ex
-	}
-	return driver.Exit{Code: 137, At: time.Now().UTC(), Reason: "killed"}
-}
-
-// exitOf is the exit of a stopped sandbox whose bundle is bundle; a runsc
-// sandbox's PID 1 recorded it in its root.
-func (d *Driver) exitOf(bundle string) driver.Exit {
-	id := filepath.Base(bundle)
-	d.drains.collectExit(id)
-	if ex, ok := exitCode(bundle); ok {
-		return ex
-	}
-	if d.isRunsc(id) {
-		if n, at, ok := runscExitCode(filepath.Join(d.diskDir(id), "rootfs")); ok {
-			return driver.Exit{Code: n, At: at}
-		}
-	}
-	return exitOf(bundle)
 }
 
 // Inspect implements driver.Driver.
@@ -770,80 +459,6 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 	return nil
 }
 
-// mountsUnder lists the mount points under dir, deepest first.
-func mountsUnder(bundle string) []string {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return []string{filepath.Join(bundle, "rootfs")}
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && (fields[4] == bundle || strings.HasPrefix(fields[4], bundle+"/")) {
-			out = append(out, fields[4])
-		}
-	}
-	// Deeper mounts first.
-	for i := 0; i < len(out); i++ {
-		for j := i + 1; j < len(out); j++ {
-			if len(out[j]) > len(out[i]) {
-				out[i], out[j] = out[j], out[i]
-			}
-		}
-	}
-	return out
-}
-
-func cgroupsPath(id string) string { return "/corral/" + id }
-
-// removeCgroups removes what is left of a sandbox's cgroups after runc
-// (runc deletes them itself; a create interrupted midway, or processes
-// still being reaped when runc tried, can leave them). A cgroup that still
-// holds processes is busy: they are killed and the removal retried for a
-// few seconds.
-func removeCgroups(path string) error {
-	entries, err := os.ReadDir("/sys/fs/cgroup")
-	if err != nil {
-		return nil
-	}
-	dirs := []string{filepath.Join("/sys/fs/cgroup", path)}
-	for _, e := range entries {
-		dirs = append(dirs, filepath.Join("/sys/fs/cgroup", e.Name(), path))
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	var errs []error
-	for _, dir := range dirs {
-		for {
-			err := os.Remove(dir)
-			if err == nil || errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-				break
-			}
-			if !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
-				errs = append(errs, fmt.Errorf("remove cgroup %s: %w", dir, err))
-				break
-			}
-			killCgroupProcs(dir)
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// killCgroupProcs sends SIGKILL to every process listed in a cgroup.
-func killCgroupProcs(dir string) {
-	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-	if err != nil {
-		return
-	}
-	for _, f := range strings.Fields(string(b)) {
-		if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
-}
-
 // Pause implements driver.Pauser with the cgroup freezer.
 func (d *Driver) Pause(ctx context.Context, id string) error {
 	defer d.freeze.lock(id)()
@@ -947,48 +562,4 @@ func (d *Driver) List(ctx context.Context) ([]driver.Listing, error) {
 		}
 	}
 	return out, nil
-}
-
-func readMeta(bundle string) (*bundleMeta, error) {
-	b, err := os.ReadFile(filepath.Join(bundle, "meta.json"))
-	if err != nil {
-		return nil, err
-	}
-	var m bundleMeta
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, err
-	}
-	return &m, nil
-}
-
-// LayersInUse returns the layers of every sandbox on disk, for image GC.
-func (d *Driver) LayersInUse() map[string]bool {
-	return LayersInUse(d.cfg.Root)
-}
-
-// LayersInUse reads the layers of every sandbox bundle and every
-// snapshot under root.
-func LayersInUse(root string) map[string]bool {
-	out := map[string]bool{}
-	snaps := filepath.Join(root, "snapshots")
-	snapEntries, _ := os.ReadDir(snaps)
-	for _, e := range snapEntries {
-		// A removed snapshot's image layers are kept by the bundles of
-		// the sandboxes that still stack it.
-		if sm, err := readSnapshotIn(snaps, e.Name()); err == nil {
-			for _, l := range sm.Base.Layers {
-				out[l] = true
-			}
-		}
-	}
-	bundles := filepath.Join(runDir(root), "bundles")
-	entries, _ := os.ReadDir(bundles)
-	for _, e := range entries {
-		if m, err := readMeta(filepath.Join(bundles, e.Name())); err == nil {
-			for _, l := range m.Layers {
-				out[l] = true
-			}
-		}
-	}
-	return out
 }
