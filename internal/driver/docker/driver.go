@@ -22,8 +22,6 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
-	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,7 +37,6 @@ import (
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/egress/launch"
 	"github.com/corral-dev/corral/internal/hostnet/forward"
-	"github.com/corral-dev/corral/internal/hostnet/netns"
 	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/runcversion"
 	"github.com/corral-dev/corral/internal/sandbox"
@@ -130,19 +127,6 @@ type Driver struct {
 	warnings []string
 	// noRunsc says why the engine cannot run the runsc tier ("": it can).
 	noRunsc string
-}
-
-// state is the handle's driver-private part.
-type state struct {
-	ContainerID string `json:"containerId"`
-	// Isolation is the tier the sandbox was made in (Spec.Isolation);
-	// empty in handles made before tiers, which ran the default.
-	Isolation string `json:"isolation,omitempty"`
-}
-
-// snapState is a snapshot reference's driver-private part.
-type snapState struct {
-	Image string `json:"image"`
 }
 
 // New connects to the engine and checks that it answers.
@@ -264,84 +248,6 @@ func validID(id string) error {
 		}
 	}
 	return nil
-}
-
-// inspect returns the sandbox's container; ErrNotFound if there is none
-// or it is not ours.
-func (d *Driver) inspect(ctx context.Context, id string) (container.InspectResponse, error) {
-	if validID(id) != nil {
-		return container.InspectResponse{}, fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
-	}
-	cctx, cancel := d.call(ctx)
-	defer cancel()
-	res, err := d.cli.ContainerInspect(cctx, containerName(id), client.ContainerInspectOptions{})
-	if err != nil {
-		if cerrdefs.IsNotFound(err) {
-			return container.InspectResponse{}, fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
-		}
-		return container.InspectResponse{}, d.engineErr("inspect "+id, err)
-	}
-	c := res.Container
-	if c.Config == nil || c.Config.Labels[sandbox.LabelSandboxID] != id || c.State == nil {
-		return container.InspectResponse{}, fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
-	}
-	return c, nil
-}
-
-// Recover implements driver.Driver.
-func (d *Driver) Recover(ctx context.Context, h *driver.Handle) error {
-	if h.Driver != Name {
-		return fmt.Errorf("handle of driver %q: %w", h.Driver, errdefs.ErrInvalidArgument)
-	}
-	var st state
-	if len(h.State) > 0 {
-		if err := json.Unmarshal(h.State, &st); err != nil {
-			return fmt.Errorf("handle state: %w", errdefs.ErrInvalidArgument)
-		}
-	}
-	c, err := d.inspect(ctx, h.ID)
-	if err != nil {
-		return err
-	}
-	if st.ContainerID != "" && c.ID != st.ContainerID {
-		return fmt.Errorf("sandbox %s: its container was replaced: %w", h.ID, errdefs.ErrNotFound)
-	}
-	if d.cfg.Remote {
-		return d.recoverSidecar(ctx, h.ID, c)
-	}
-	if dir := d.egressDir(h.ID); dir != "" && c.State.Running {
-		if _, err := os.Stat(dir); err == nil {
-			ns, err := d.nsPath(h.ID, c)
-			if err != nil {
-				return err
-			}
-			if err := d.net.Recover(ctx, h.ID, dir, ns); err != nil {
-				return fmt.Errorf("sandbox %s: egress: %w", h.ID, err)
-			}
-		}
-	}
-	return nil
-}
-
-// egressDir holds sandbox id's egress enforcer's files ("" without a
-// state directory).
-func (d *Driver) egressDir(id string) string {
-	if d.cfg.StateDir == "" {
-		return ""
-	}
-	return filepath.Join(d.cfg.StateDir, "egress", id)
-}
-
-// stopNetwork ends sandbox id's enforcer and removes its files.
-func (d *Driver) stopNetwork(ctx context.Context, id string) error {
-	dir := d.egressDir(id)
-	if dir == "" {
-		return nil
-	}
-	if err := d.net.Stop(ctx, id, dir); err != nil {
-		return err
-	}
-	return os.RemoveAll(dir)
 }
 
 // Inspect implements driver.Driver.
@@ -485,42 +391,6 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 		d.removeVolumesOf(ctx, id, labels)
 	}
 	return nil
-}
-
-func (d *Driver) dropNetns(id string) {
-	d.mu.Lock()
-	f := d.netns[id]
-	delete(d.netns, id)
-	d.mu.Unlock()
-	if f != nil {
-		f.Close()
-	}
-}
-
-// nsPath returns a path to sandbox id's network namespace that stays
-// right for as long as the driver tracks the sandbox: it names a
-// descriptor held open, not a pid.
-func (d *Driver) nsPath(id string, c container.InspectResponse) (string, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if f, ok := d.netns[id]; ok {
-		return "/proc/self/fd/" + strconv.Itoa(int(f.Fd())), nil
-	}
-	if c.State.Pid <= 0 {
-		return "", fmt.Errorf("sandbox %s is not running: %w", id, errdefs.ErrFailedPrecondition)
-	}
-	f, err := os.Open("/proc/" + strconv.Itoa(c.State.Pid) + "/ns/net")
-	if err != nil {
-		return "", fmt.Errorf("sandbox %s: its network namespace: %w", id, err)
-	}
-	path := "/proc/self/fd/" + strconv.Itoa(int(f.Fd()))
-	// The container's sysctl does this under runc; gVisor ignores it.
-	if err := netns.ReservePorts(path, insandbox.ExecdPort); err != nil {
-		f.Close()
-		return "", fmt.Errorf("sandbox %s: %w", id, err)
-	}
-	d.netns[id] = f
-	return path, nil
 }
 
 // Endpoint implements driver.Driver. On a local engine every port gets a
@@ -719,59 +589,6 @@ func (d *Driver) Isolation(h *driver.Handle) string {
 	}
 	if d.cfg.Runtime == "" {
 		return api.IsolationRunc
-	}
-	return d.cfg.Runtime
-}
-
-// Tiers implements driver.Tierer: runc (the engine's runtime, or
-// Config.Runtime) always; runsc when the engine has Config.RunscRuntime.
-func (d *Driver) Tiers() ([]string, map[string]string) {
-	if d.noRunsc != "" {
-		return []string{api.IsolationRunc}, map[string]string{api.IsolationRunsc: d.noRunsc}
-	}
-	return []string{api.IsolationRunc, api.IsolationRunsc}, nil
-}
-
-// checkRunsc says why the engine cannot run the runsc tier, "" if it
-// can: it needs the runtime, and on a local engine that runtime must use
-// the sandbox's network namespace as it is (--network=host).
-func (d *Driver) checkRunsc(ctx context.Context) string {
-	info, err := d.cli.Info(ctx, client.InfoOptions{})
-	if err != nil {
-		return "the engine's info: " + err.Error()
-	}
-	rt, ok := info.Info.Runtimes[d.cfg.RunscRuntime]
-	if !ok {
-		return fmt.Sprintf(`the engine has no runtime %q (add it to daemon.json's "runtimes", with "runtimeArgs": [%s])`, d.cfg.RunscRuntime, runscArgsJSON)
-	}
-	if d.cfg.Remote {
-		return ""
-	}
-	return runscArgsProblem(d.cfg.RunscRuntime, rt.Args)
-}
-
-// runscArgsJSON is what a local engine's runsc runtime must pass.
-const runscArgsJSON = `"--network=host", "--overlay2=none"`
-
-// runscArgsProblem says what a local engine's runsc runtime named name,
-// passing args, lacks for the runsc tier ("": nothing).
-func runscArgsProblem(name string, args []string) string {
-	for _, need := range []struct{ arg, why string }{
-		{"--network=host", "gVisor's own network stack would take the sandbox's network namespace, where execd and the egress enforcer reach it"},
-		{"--overlay2=none", "gVisor (since 2023) would keep the root's writes in a store of its own, which snapshots would miss"},
-	} {
-		if !slices.Contains(args, need.arg) {
-			return fmt.Sprintf(`the engine's runtime %q does not pass %s (its "runtimeArgs" must have %s): %s`, name, need.arg, runscArgsJSON, need.why)
-		}
-	}
-	return ""
-}
-
-// runtimeFor is the engine runtime that runs spec's sandbox ("": the
-// engine's default).
-func (d *Driver) runtimeFor(spec driver.Spec) string {
-	if spec.Isolation == api.IsolationRunsc {
-		return d.cfg.RunscRuntime
 	}
 	return d.cfg.Runtime
 }
