@@ -15,6 +15,7 @@ import (
 
 	"github.com/corral-dev/corral/internal/driver/oci"
 	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/corraltest"
 	"github.com/corral-dev/corral/sdk"
 )
 
@@ -43,13 +44,13 @@ func withServer(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	bin, err := testutil.BuildCorral(dir)
+	bin, err := corraltest.Build(dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	data := filepath.Join(dir, "data")
-	srv, err := testutil.Serve(bin, data, exampleKey, "--runtime", "oci")
+	srv, err := corraltest.Serve(bin, data, exampleKey, "--runtime", "oci")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

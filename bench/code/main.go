@@ -34,7 +34,7 @@ import (
 
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/bench/internal/benchsrv"
-	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/corraltest"
 	"github.com/corral-dev/corral/sse"
 )
 
@@ -111,7 +111,7 @@ func run(bin string, n, starts, streamMB int) error {
 	}
 	defer os.RemoveAll(dir)
 	if bin == "" {
-		if bin, err = testutil.BuildCorral(dir); err != nil {
+		if bin, err = corraltest.Build(dir); err != nil {
 			return err
 		}
 	}

@@ -32,7 +32,8 @@ import (
 
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/internal/driver/oci"
-	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/corraltest"
+	"github.com/corral-dev/corral/internal/testutil/netlab"
 	"github.com/corral-dev/corral/sdk"
 )
 
@@ -53,8 +54,8 @@ func BenchmarkEgress(b *testing.B) {
 	if _, err := os.Stat("/usr/bin/wrk"); err != nil {
 		b.Skip("needs wrk (apt-get install wrk)")
 	}
-	w := testutil.NewWorld(b)
-	ca := testutil.NewTestCA(b, "bench world CA")
+	w := netlab.NewWorld(b)
+	ca := netlab.NewCA(b, "bench world CA")
 	caFile := filepath.Join(b.TempDir(), "ca.pem")
 	if err := os.WriteFile(caFile, ca.PEM, 0o644); err != nil {
 		b.Fatal(err)
@@ -67,9 +68,9 @@ func BenchmarkEgress(b *testing.B) {
 		}
 		_, _ = w.Write(body)
 	})
-	testutil.ServeHTTPIn(b, w.World, testutil.WorldWeb+":8080", h)
-	testutil.ServeHTTPIn(b, w.World, testutil.WorldWeb+":443", h, ca.Issue(b, "secure.test"))
-	testutil.ServeDNS(b, w.World, testutil.WorldDNS+":53", map[string]string{"bench.test.": testutil.WorldWeb, "secure.test.": testutil.WorldWeb,
+	netlab.ServeHTTPIn(b, w.World, netlab.WorldWeb+":8080", h)
+	netlab.ServeHTTPIn(b, w.World, netlab.WorldWeb+":443", h, ca.Issue(b, "secure.test"))
+	netlab.ServeDNS(b, w.World, netlab.WorldDNS+":53", map[string]string{"bench.test.": netlab.WorldWeb, "secure.test.": netlab.WorldWeb,
 		"relay.test.": worldRelay})
 	startRelay(b, w)
 
@@ -135,19 +136,19 @@ func TestMain(m *testing.M) {
 // process of its own in the World, from worldRelay:443 to the HTTPS
 // server: one more process on the path and nothing else, the least any
 // interception by another process costs.
-func startRelay(b *testing.B, w testutil.World) {
+func startRelay(b *testing.B, w netlab.World) {
 	if out, err := exec.Command("ip", "-n", w.World, "addr", "add", worldRelay+"/32", "dev", "lo").CombinedOutput(); err != nil {
 		b.Fatalf("%v %s", err, out)
 	}
 	cmd := exec.Command("ip", "netns", "exec", w.World, os.Args[0])
-	cmd.Env = append(os.Environ(), "CORRAL_BENCH_RELAY_LISTEN="+worldRelay+":443", "CORRAL_BENCH_RELAY_TO="+testutil.WorldWeb+":443")
+	cmd.Env = append(os.Environ(), "CORRAL_BENCH_RELAY_LISTEN="+worldRelay+":443", "CORRAL_BENCH_RELAY_TO="+netlab.WorldWeb+":443")
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	deadline := time.Now().Add(10 * time.Second)
-	for !testutil.Reaches(w.World, worldRelay+":443") {
+	for !netlab.Reaches(w.World, worldRelay+":443") {
 		if time.Now().After(deadline) {
 			b.Fatal("the relay did not listen")
 		}
@@ -179,9 +180,9 @@ func relay(listen, to string) int {
 	}
 }
 
-func startServer(b *testing.B, w testutil.World, caFile string) *sdk.Client {
+func startServer(b *testing.B, w netlab.World, caFile string) *sdk.Client {
 	dir := b.TempDir()
-	bin, err := testutil.BuildCorral(dir)
+	bin, err := corraltest.Build(dir)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -197,8 +198,8 @@ func startServer(b *testing.B, w testutil.World, caFile string) *sdk.Client {
 		b.Fatal(err)
 	}
 	cmd := exec.Command(bin, "serve", "--runtime", "oci", "--listen", addr, "--data-dir", data, "--api-key", key,
-		"--log-format", "json", "--egress-uplink-netns", testutil.NetnsPath(w.Uplink), "--egress-subnet", "10.217.0.0/24",
-		"--egress-upstream", testutil.WorldDNS+":53", "--egress-upstream-ca", caFile)
+		"--log-format", "json", "--egress-uplink-netns", netlab.NetnsPath(w.Uplink), "--egress-subnet", "10.217.0.0/24",
+		"--egress-upstream", netlab.WorldDNS+":53", "--egress-upstream-ca", caFile)
 	cmd.Stderr = logf
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)

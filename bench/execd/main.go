@@ -30,7 +30,7 @@ import (
 	"github.com/corral-dev/corral/bench/internal/benchsrv"
 	"github.com/corral-dev/corral/sse"
 
-	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/corraltest"
 )
 
 func main() {
@@ -58,7 +58,7 @@ func run(bin string, n int, streamBytes, fileBytes int64) error {
 	}
 	defer os.RemoveAll(dir)
 	if bin == "" {
-		if bin, err = testutil.BuildCorral(dir); err != nil {
+		if bin, err = corraltest.Build(dir); err != nil {
 			return err
 		}
 	}

@@ -28,7 +28,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/corraltest"
 )
 
 const key = "ck_bench-admin-key-0123456789"
@@ -52,7 +52,7 @@ func run(bin string, duration time.Duration, conc, n int) error {
 	}
 	defer os.RemoveAll(dir)
 	if bin == "" {
-		if bin, err = testutil.BuildCorral(dir); err != nil {
+		if bin, err = corraltest.Build(dir); err != nil {
 			return err
 		}
 	}

@@ -37,7 +37,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/corral-dev/corral/internal/driver/oci"
-	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/corraltest"
 	"github.com/corral-dev/corral/sse"
 )
 
@@ -70,7 +70,7 @@ func run(runtime string, n, conc int) error {
 	defer os.RemoveAll(dir)
 	// The native runtime mounts a tmpfs in its data dir; it goes first.
 	defer func() { _ = oci.UnmountRunDir(filepath.Join(dir, "data", "oci")) }()
-	bin, err := testutil.BuildCorral(dir)
+	bin, err := corraltest.Build(dir)
 	if err != nil {
 		return err
 	}

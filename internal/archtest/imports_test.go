@@ -58,7 +58,12 @@ func TestWhoImportsWhat(t *testing.T) {
 		// Tests only.
 		{"internal/driver/drivertest", nil},
 		{"internal/kube/kubetest", nil},
-		{"internal/testutil", []string{"internal/kube/kubetest", "bench/..."}},
+		{"internal/testutil", []string{"internal/kube/kubetest", "internal/testutil/...", "bench/..."}},
+		{"internal/testutil/netlab", nil},
+		{"internal/testutil/registry", []string{"internal/kube/kubetest", "internal/testutil/dockertest"}},
+		{"internal/testutil/dockertest", nil},
+		{"internal/testutil/corraltest", []string{"bench/..."}},
+		{"internal/testutil/contracttest", nil},
 	}
 	pkgs := list(t)
 	for _, r := range importers {

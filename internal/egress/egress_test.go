@@ -23,11 +23,12 @@ import (
 	"github.com/corral-dev/corral/internal/egress/policy"
 	"github.com/corral-dev/corral/internal/hostnet/netns"
 	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/netlab"
 )
 
 // resolver is an upstream DNS server on the host's loopback.
 func resolver(t *testing.T, zone map[string]string) string {
-	return testutil.ServeDNS(t, "", "127.0.0.1:0", zone)
+	return netlab.ServeDNS(t, "", "127.0.0.1:0", zone)
 }
 
 // lookup asks the sandbox's resolver (DNS over TCP from inside).
@@ -35,7 +36,7 @@ func lookup(t *testing.T, ns, name string) (rcode int, addrs []string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	c, err := netns.Dial(ctx, testutil.NetnsPath(ns), "127.0.0.1:53")
+	c, err := netns.Dial(ctx, netlab.NetnsPath(ns), "127.0.0.1:53")
 	if err != nil {
 		t.Fatalf("dial the sandbox resolver: %v", err)
 	}
@@ -70,7 +71,7 @@ func policyAPI(t *testing.T, ns, method, token, body string) (int, string) {
 func apiAt(t *testing.T, ns, method, path, token, body string) (int, string) {
 	t.Helper()
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
-		return netns.Dial(ctx, testutil.NetnsPath(ns), "127.0.0.1:18080")
+		return netns.Dial(ctx, netlab.NetnsPath(ns), "127.0.0.1:18080")
 	}}}
 	req, _ := http.NewRequest(method, "http://egress"+path, strings.NewReader(body))
 	if token != "" {
@@ -89,7 +90,7 @@ func apiAt(t *testing.T, ns, method, path, token, body string) (int, string) {
 func events(t *testing.T, ns, token, query string) []audit.Event {
 	t.Helper()
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
-		return netns.Dial(ctx, testutil.NetnsPath(ns), "127.0.0.1:18080")
+		return netns.Dial(ctx, netlab.NetnsPath(ns), "127.0.0.1:18080")
 	}}}
 	req, _ := http.NewRequest("GET", "http://egress/events?"+query, nil)
 	req.Header.Set(HeaderAuth, token)
@@ -151,29 +152,29 @@ func start(t *testing.T, cfg Config) context.CancelFunc {
 // that at run time, durably.
 func TestEnforcerEndToEnd(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testutil.NewNetPair(t)
+	p := netlab.NewNetPair(t)
 	for _, a := range []string{"198.51.100.3:8080", "198.51.100.4:8080"} {
-		testutil.ListenIn(t, p.Outside, "tcp", a)
+		netlab.ListenIn(t, p.Outside, "tcp", a)
 	}
 	up := resolver(t, map[string]string{"api.example.com.": "198.51.100.4", "other.net.": "198.51.100.3", "meta.example.com.": "169.254.169.254"})
 	file := filepath.Join(t.TempDir(), "policy.json")
-	cfg := Config{Netns: testutil.NetnsPath(p.Inside), Token: "egress-token", PolicyFile: file, Upstreams: []string{up},
+	cfg := Config{Netns: netlab.NetnsPath(p.Inside), Token: "egress-token", PolicyFile: file, Upstreams: []string{up},
 		Initial: policy.Policy{DefaultAction: "deny", Egress: []policy.Rule{{Action: "allow", Target: "*.example.com"}}}}
 	stop := start(t, cfg)
 
-	if testutil.Reaches(p.Inside, "198.51.100.4:8080") {
+	if netlab.Reaches(p.Inside, "198.51.100.4:8080") {
 		t.Fatal("reachable before resolving: literal addresses must be denied")
 	}
 	if rc, addrs := lookup(t, p.Inside, "api.example.com"); rc != dns.RcodeSuccess || len(addrs) != 1 || addrs[0] != "198.51.100.4" {
 		t.Fatalf("lookup api.example.com = %d %v", rc, addrs)
 	}
-	if !testutil.ReachesSoon(p.Inside, "198.51.100.4:8080") {
+	if !netlab.ReachesSoon(p.Inside, "198.51.100.4:8080") {
 		t.Error("a resolved, allowed name is unreachable")
 	}
 	if rc, _ := lookup(t, p.Inside, "other.net"); rc != dns.RcodeNameError {
 		t.Errorf("a denied name resolved: %d", rc)
 	}
-	if testutil.Reaches(p.Inside, "198.51.100.3:8080") {
+	if netlab.Reaches(p.Inside, "198.51.100.3:8080") {
 		t.Error("a denied address is reachable")
 	}
 	if _, addrs := lookup(t, p.Inside, "meta.example.com"); len(addrs) != 0 {
@@ -196,13 +197,13 @@ func TestEnforcerEndToEnd(t *testing.T) {
 		t.Fatalf("PATCH = %d %s", code, body)
 	}
 	lookup(t, p.Inside, "other.net")
-	if !testutil.ReachesSoon(p.Inside, "198.51.100.3:8080") {
+	if !netlab.ReachesSoon(p.Inside, "198.51.100.3:8080") {
 		t.Error("a name allowed by PATCH is unreachable")
 	}
 	if code, body := policyAPI(t, p.Inside, "DELETE", "egress-token", `["*.example.com"]`); code != 200 {
 		t.Fatalf("DELETE = %d %s", code, body)
 	}
-	if testutil.Reaches(p.Inside, "198.51.100.4:8080") {
+	if netlab.Reaches(p.Inside, "198.51.100.4:8080") {
 		t.Error("an address resolved for a removed rule is still reachable")
 	}
 	if code, body := policyAPI(t, p.Inside, "DELETE", "egress-token", `["nope.example"]`); code != 200 || !strings.Contains(body, "no matching targets") {
@@ -261,7 +262,7 @@ func TestEnforcerEndToEnd(t *testing.T) {
 	}
 	// Following: a decision made while a reader waits reaches it.
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
-		return netns.Dial(ctx, testutil.NetnsPath(p.Inside), "127.0.0.1:18080")
+		return netns.Dial(ctx, netlab.NetnsPath(p.Inside), "127.0.0.1:18080")
 	}}}
 	req, _ := http.NewRequestWithContext(t.Context(), "GET", fmt.Sprintf("http://egress/events?since=%d&follow=true", last.Seq), nil)
 	req.Header.Set(HeaderAuth, "egress-token")

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/netlab"
 )
 
 // The API's token can be replaced with the current one only, takes effect
@@ -18,9 +19,9 @@ import (
 // bad replacements are refused without changing anything.
 func TestTokenReplacement(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testutil.NewNetPair(t)
+	p := netlab.NewNetPair(t)
 	state := filepath.Join(t.TempDir(), "token")
-	cfg := Config{Netns: testutil.NetnsPath(p.Inside), Token: "warm-token-0123456789", TokenStateFile: state}
+	cfg := Config{Netns: netlab.NetnsPath(p.Inside), Token: "warm-token-0123456789", TokenStateFile: state}
 	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/corral-dev/corral/internal/egress/mitm"
 	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/netlab"
 )
 
 // Vault writes carry credentials: over plain HTTP they are accepted from
@@ -19,7 +20,7 @@ import (
 // are not restricted.
 func TestVaultWritesNeedTLSOrLoopback(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testutil.NewNetPair(t)
+	p := netlab.NewNetPair(t)
 	const token = "vault-test-token-0123456789"
 	body := `{"credentials":[{"name":"k","source":{"type":"inline","value":"v"}}],"bindings":[]}`
 	for _, tc := range []struct {
@@ -36,7 +37,7 @@ func TestVaultWritesNeedTLSOrLoopback(t *testing.T) {
 		if err := mitm.CreateCA(dir, "test"); err != nil {
 			t.Fatal(err)
 		}
-		s, err := New(Config{Netns: testutil.NetnsPath(p.Inside), Token: token, VaultDir: dir})
+		s, err := New(Config{Netns: netlab.NetnsPath(p.Inside), Token: token, VaultDir: dir})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,12 +21,14 @@ import (
 
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/contracttest"
+	"github.com/corral-dev/corral/internal/testutil/corraltest"
 	"github.com/corral-dev/corral/sse"
 )
 
 var (
 	corralBin string
-	contracts testutil.Contracts
+	contracts contracttest.Contracts
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -38,7 +40,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	corralBin, err = testutil.BuildCorral(dir)
+	corralBin, err = corraltest.Build(dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -54,7 +56,7 @@ type daemon struct {
 	url      string
 	pid      int
 	stateDir string
-	contract *testutil.Contract
+	contract *contracttest.Contract
 	stopOnce sync.Once
 	stopFn   func()
 }
@@ -112,7 +114,7 @@ func startExecd(t *testing.T, extra ...string) *daemon {
 	}
 	select {
 	case a := <-addr:
-		d := &daemon{t: t, url: "http://" + a, pid: cmd.Process.Pid, stateDir: state, contract: contracts.Get(t, testutil.ExecdContract), stopFn: stop}
+		d := &daemon{t: t, url: "http://" + a, pid: cmd.Process.Pid, stateDir: state, contract: contracts.Get(t, contracttest.Execd), stopFn: stop}
 		t.Cleanup(func() { d.stop(t) })
 		return d
 	case <-time.After(30 * time.Second):

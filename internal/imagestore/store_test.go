@@ -27,6 +27,7 @@ import (
 
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/registry"
 )
 
 type entry struct {
@@ -109,8 +110,8 @@ func sampleImage(t *testing.T) v1.Image {
 func TestPullUnpacksForOverlay(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
-	reg := testutil.StartRegistry(t)
-	testutil.PushImage(t, reg+"/test/sample:v1", sampleImage(t))
+	reg := registry.Start(t)
+	registry.Push(t, reg+"/test/sample:v1", sampleImage(t))
 	s, err := Open(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -176,9 +177,9 @@ func TestPullUnpacksForOverlay(t *testing.T) {
 func TestConcurrentPullsShareWork(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
-	reg := testutil.StartRegistry(t)
-	testutil.PushImage(t, reg+"/test/sample:v1", sampleImage(t))
-	testutil.PushImage(t, reg+"/test/other:v1", sampleImage(t))
+	reg := registry.Start(t)
+	registry.Push(t, reg+"/test/sample:v1", sampleImage(t))
+	registry.Push(t, reg+"/test/other:v1", sampleImage(t))
 	s, _ := Open(t.TempDir(), nil)
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
@@ -210,7 +211,7 @@ func TestConcurrentPullsShareWork(t *testing.T) {
 
 func TestPullErrors(t *testing.T) {
 	t.Parallel()
-	reg := testutil.StartRegistry(t)
+	reg := registry.Start(t)
 	s, _ := Open(t.TempDir(), nil)
 	cases := []struct {
 		ref  string
@@ -320,11 +321,11 @@ func TestImportDockerAndOCILayout(t *testing.T) {
 // the requester did not bring.
 func TestImagesAreTenantScoped(t *testing.T) {
 	testutil.RequireRoot(t)
-	reg := testutil.StartAuthRegistry(t,
-		testutil.RegistryUser{Name: "alice", Password: "a-secret", Prefixes: []string{"acme/"}},
-		testutil.RegistryUser{Name: "bob", Password: "b-secret", Prefixes: []string{"bob/"}})
+	reg := registry.StartAuth(t,
+		registry.User{Name: "alice", Password: "a-secret", Prefixes: []string{"acme/"}},
+		registry.User{Name: "bob", Password: "b-secret", Prefixes: []string{"bob/"}})
 	private := imageOf(t, layerOf(t, entry{name: "secret.txt", body: "acme's secret"}))
-	testutil.PushImageAs(t, reg+"/acme/internal:prod", private, "alice", "a-secret")
+	registry.PushAs(t, reg+"/acme/internal:prod", private, "alice", "a-secret")
 	s, _ := Open(t.TempDir(), nil)
 	ctx := t.Context()
 	img, err := s.Resolve(ctx, reg+"/acme/internal:prod", PullOptions{Tenant: "a", Username: "alice", Password: "a-secret"})
@@ -379,7 +380,7 @@ func TestImagesAreTenantScoped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testutil.PushImageAs(t, reg+"/bob/forged:1", forged, "bob", "b-secret")
+	registry.PushAs(t, reg+"/bob/forged:1", forged, "bob", "b-secret")
 	if got, err := s.Resolve(ctx, reg+"/bob/forged:1", PullOptions{Tenant: "b", Username: "bob", Password: "b-secret"}); !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "hashes to") {
 		t.Fatalf("an image claiming another's DiffID = %+v, %v; want it refused", got, err)
 	}

@@ -22,10 +22,10 @@ import (
 	"github.com/corral-dev/corral/internal/driver/fakedriver"
 	"github.com/corral-dev/corral/internal/lifecycle"
 	"github.com/corral-dev/corral/internal/store"
-	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/contracttest"
 )
 
-var contracts testutil.Contracts
+var contracts contracttest.Contracts
 
 // ts is a real server over real SQLite and the fake driver, reached over a
 // real socket, with an admin key for tenant t1 and a plain key for t2.
@@ -36,7 +36,7 @@ type ts struct {
 	keyA     string // admin of t1
 	keyB     string // tenant t2
 	mgr      *lifecycle.Manager
-	contract *testutil.Contract
+	contract *contracttest.Contract
 }
 
 type resp struct {
@@ -131,7 +131,7 @@ func newTSFull(t testing.TB, edit func(*Config), wrap func(*fakedriver.Driver) d
 		_ = d.Close()
 		_ = st.Close()
 	})
-	return &ts{t: t, handler: srv.Handler(), url: hs.URL, keyA: keyA, keyB: keyB, mgr: mgr, contract: contracts.Get(t, testutil.LifecycleContract)}
+	return &ts{t: t, handler: srv.Handler(), url: hs.URL, keyA: keyA, keyB: keyB, mgr: mgr, contract: contracts.Get(t, contracttest.Lifecycle)}
 }
 
 // call sends a request with key (none if empty) and validates the answer

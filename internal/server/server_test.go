@@ -12,6 +12,7 @@ import (
 
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/contracttest"
 )
 
 func TestHealthNeedsNoKey(t *testing.T) {
@@ -569,7 +570,7 @@ func TestInsecureNoAuthRefusesWebPages(t *testing.T) {
 // status.
 func TestContractCatchesDrift(t *testing.T) {
 	t.Parallel()
-	c := contracts.Get(t, testutil.LifecycleContract)
+	c := contracts.Get(t, contracttest.Lifecycle)
 	h := http.Header{"Content-Type": {"application/json"}, api.HeaderRequestID: {"8cb2e1d5-7961-40f7-b810-fa48f383fc97"}}
 	good := `{"id":"a","status":{"state":"Running"},"entrypoint":["x"],"createdAt":"2026-01-01T00:00:00Z"}`
 	if err := c.Check("GET", "/sandboxes/a", "", 200, h, []byte(good)); err != nil {

@@ -1,17 +1,18 @@
 // Copyright 2026 The corral Authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Package testutil holds what tests share: the gates of the root and
-// Docker tiers (RequireRoot, RequireDocker, which skip unless an
-// environment variable opts in and fail if it opts in but the tier cannot
-// run; the Kubernetes tier's is kubetest.RequireKube), polling with
-// WaitFor, goroutine-leak checks for TestMain (VerifyTestMain, NoLeaks),
-// network-namespace worlds with DNS and HTTP servers in them, local image
-// registries and the busybox test image, test CAs, building and serving
-// corral, tree comparisons, and validation of HTTP answers against the
-// reference OpenSandbox contracts. Only tests, the Kubernetes tier's
-// helpers (internal/kube/kubetest) and the bench/ commands import it
-// (internal/archtest checks).
+// Package testutil holds what most tests share and nothing heavy: the
+// root tier's gate (RequireRoot, which skips unless CORRAL_TEST_ROOT=1
+// and fails if it is set but the test cannot run) and the tiers'
+// environment variables, polling with WaitFor, goroutine-leak checks for
+// TestMain (VerifyTestMain, NoLeaks), LockedBuffer, ModuleRoot and tree
+// comparisons. It links only the standard library and goleak; what needs
+// more lives beside it: netlab (network test worlds), registry (local
+// registries and test image layers), dockertest (the Docker tier's gate
+// and image), corraltest (building and serving corral) and contracttest
+// (the reference contracts); the Kubernetes tier's are in
+// internal/kube/kubetest. Only tests, those helpers and the bench/
+// commands import it (internal/archtest checks).
 package testutil
 
 import (

@@ -20,6 +20,7 @@ import (
 
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/netlab"
 	"github.com/corral-dev/corral/sdk"
 )
 
@@ -124,7 +125,7 @@ func (e *privateEngine) start() {
 		args = append(args, "--bip", e.opts.bridge)
 	}
 	// nsenter execs dockerd in the namespace: the process is dockerd.
-	e.cmd = exec.Command("nsenter", append([]string{"--net=" + testutil.NetnsPath(e.opts.netns), "dockerd"}, args...)...)
+	e.cmd = exec.Command("nsenter", append([]string{"--net=" + netlab.NetnsPath(e.opts.netns), "dockerd"}, args...)...)
 	e.cmd.Stdout, e.cmd.Stderr = e.log, e.log
 	if err := e.cmd.Start(); err != nil {
 		e.t.Fatal(err)

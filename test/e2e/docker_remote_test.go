@@ -21,6 +21,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/netlab"
 )
 
 // A remote engine's addresses: its bridge (the sandboxes' gateway), and
@@ -38,7 +39,7 @@ const (
 // its end of a veth from this machine. It returns the engine, the
 // server flags that make it a remote engine, and a busybox image loaded
 // into it.
-func remoteEngine(t *testing.T, w testutil.World) (*privateEngine, []string, string) {
+func remoteEngine(t *testing.T, w netlab.World) (*privateEngine, []string, string) {
 	t.Helper()
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)

@@ -18,6 +18,8 @@ import (
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/internal/sandbox"
 	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/dockertest"
+	"github.com/corral-dev/corral/internal/testutil/registry"
 	"github.com/corral-dev/corral/sdk"
 )
 
@@ -25,7 +27,7 @@ import (
 // registry on loopback, which the engine pulls from.
 func requireDocker(t *testing.T) *client.Client {
 	t.Helper()
-	testutil.RequireDocker(t)
+	dockertest.RequireDocker(t)
 	cli, err := client.New(client.FromEnv)
 	if err != nil {
 		t.Fatal(err)
@@ -38,8 +40,8 @@ func requireDocker(t *testing.T) *client.Client {
 // and removes the engine's copy at the end.
 func registryImage(t *testing.T, cli *client.Client) string {
 	t.Helper()
-	ref := testutil.StartRegistry(t) + "/corral/busybox:1"
-	testutil.PushImage(t, ref, busyboxImage(t))
+	ref := registry.Start(t) + "/corral/busybox:1"
+	registry.Push(t, ref, busyboxImage(t))
 	t.Cleanup(func() {
 		_, _ = cli.ImageRemove(context.Background(), ref, client.ImageRemoveOptions{Force: true, PruneChildren: true})
 	})

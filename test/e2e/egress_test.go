@@ -24,6 +24,8 @@ import (
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/internal/hostnet/netns"
 	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/netlab"
+	"github.com/corral-dev/corral/internal/testutil/registry"
 	"github.com/corral-dev/corral/sdk"
 )
 
@@ -37,27 +39,27 @@ const (
 // every address is in a namespace this test made, so nothing escapes to
 // the real network even with enforcement broken. Each web host answers
 // with its own name.
-func egressWorld(t *testing.T) testutil.World {
+func egressWorld(t *testing.T) netlab.World {
 	t.Helper()
-	w := testutil.NewWorld(t)
+	w := netlab.NewWorld(t)
 	for _, a := range []string{worldWild, worldLater} {
 		if out, err := exec.Command("ip", "-n", w.World, "addr", "add", a+"/32", "dev", "lo").CombinedOutput(); err != nil {
 			t.Fatalf("%v %s", err, out)
 		}
 	}
-	for name, addr := range map[string]string{"web": testutil.WorldWeb, "other": testutil.WorldOther, "wild": worldWild,
-		"later": worldLater, "metadata": testutil.WorldMetadata} {
-		testutil.ServeHTTPIn(t, w.World, addr+":80", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	for name, addr := range map[string]string{"web": netlab.WorldWeb, "other": netlab.WorldOther, "wild": worldWild,
+		"later": worldLater, "metadata": netlab.WorldMetadata} {
+		netlab.ServeHTTPIn(t, w.World, addr+":80", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			_, _ = io.WriteString(w, "hello from "+name+"\n")
 		}))
 	}
 	// A service on the uplink itself: the "host" no sandbox may reach.
-	testutil.ServeHTTPIn(t, w.Uplink, "0.0.0.0:8088", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	netlab.ServeHTTPIn(t, w.Uplink, "0.0.0.0:8088", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "hello from the host\n")
 	}))
-	testutil.ServeDNS(t, w.World, testutil.WorldDNS+":53", map[string]string{
-		"allowed.test.":  testutil.WorldWeb,
-		"denied.test.":   testutil.WorldOther,
+	netlab.ServeDNS(t, w.World, netlab.WorldDNS+":53", map[string]string{
+		"allowed.test.":  netlab.WorldWeb,
+		"denied.test.":   netlab.WorldOther,
 		"wild.test.":     worldWild,
 		"api.wild.test.": worldWild,
 		"later.test.":    worldLater,
@@ -111,9 +113,9 @@ type egressRig struct {
 
 // localRig polices sandboxes of a runtime on this machine: a bridge in
 // the World's uplink, enforcers as processes here.
-func localRig(w testutil.World, runtime, image string, egressDir func(dataDir, id string) string) egressRig {
+func localRig(w netlab.World, runtime, image string, egressDir func(dataDir, id string) string) egressRig {
 	return egressRig{runtime: runtime, image: image, gateway: "10.214.0.1",
-		args: []string{"--egress-uplink-netns", testutil.NetnsPath(w.Uplink), "--egress-subnet", "10.214.0.0/24"},
+		args: []string{"--egress-uplink-netns", netlab.NetnsPath(w.Uplink), "--egress-subnet", "10.214.0.0/24"},
 		log: func(dataDir, id string) string {
 			b, _ := os.ReadFile(filepath.Join(egressDir(dataDir, id), "log"))
 			return string(b)
@@ -130,8 +132,8 @@ func localRig(w testutil.World, runtime, image string, egressDir func(dataDir, i
 func TestOCIEgressPolicy(t *testing.T) {
 	requireOCI(t)
 	t.Parallel()
-	reg := testutil.StartRegistry(t)
-	testutil.PushImage(t, reg+"/corral/busybox:1", busyboxImage(t))
+	reg := registry.Start(t)
+	registry.Push(t, reg+"/corral/busybox:1", busyboxImage(t))
 	w := egressWorld(t)
 	runEgressPolicy(t, w, localRig(w, "oci", reg+"/corral/busybox:1", func(dataDir, id string) string {
 		return filepath.Join(dataDir, "oci", "run", "bundles", id, "egress")
@@ -172,22 +174,22 @@ func TestDockerRemoteEgressPolicy(t *testing.T) {
 			}
 			srv := &http.Server{Handler: h}
 			go func() {
-				_ = srv.Serve(tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{testutil.NewTestCA(t, "impostor").Issue(t, "egress")}}))
+				_ = srv.Serve(tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{netlab.NewCA(t, "impostor").Issue(t, "egress")}}))
 			}()
 			return func() { _ = srv.Close() }
 		},
 	})
 }
 
-func runEgressPolicy(t *testing.T, w testutil.World, rig egressRig) {
+func runEgressPolicy(t *testing.T, w netlab.World, rig egressRig) {
 	dir := t.TempDir()
-	args := append([]string{"--runtime", rig.runtime, "--egress-upstream", testutil.WorldDNS + ":53"}, rig.args...)
+	args := append([]string{"--runtime", rig.runtime, "--egress-upstream", netlab.WorldDNS + ":53"}, rig.args...)
 	s := startServer(t, dir, args...)
 	c := s.client(t)
 	// The entrypoint notes what network it saw when it started, and
 	// tries an address no rule allows at once.
 	req := ociCreate(rig.image, "sh", "-c", "ip -4 addr show eth0 > /tmp/net-at-start 2>&1; "+
-		"timeout 2 wget -q -O- http://"+testutil.WorldOther+"/ > /tmp/first-probe 2>&1; echo exit=$? >> /tmp/first-probe; exec sleep 3600")
+		"timeout 2 wget -q -O- http://"+netlab.WorldOther+"/ > /tmp/first-probe 2>&1; echo exit=$? >> /tmp/first-probe; exec sleep 3600")
 	req.NetworkPolicy = &api.NetworkPolicy{DefaultAction: "deny", Egress: []api.NetworkRule{
 		{Action: "allow", Target: "allowed.test"}, {Action: "allow", Target: "*.wild.test"},
 	}}
@@ -228,16 +230,16 @@ func runEgressPolicy(t *testing.T, w testutil.World, rig egressRig) {
 		// Its address, once resolved, is reachable as a literal too, for
 		// that name (the name gate checks the Host on ports 80 and 443:
 		// an address is shared by every site served from it).
-		if out, _, code := x.run("timeout 5 wget -q -O- --header 'Host: allowed.test' http://" + testutil.WorldWeb + "/"); code != 0 || out != "hello from web\n" {
+		if out, _, code := x.run("timeout 5 wget -q -O- --header 'Host: allowed.test' http://" + netlab.WorldWeb + "/"); code != 0 || out != "hello from web\n" {
 			t.Errorf("the resolved address of an allowed name, for that name: %q (exit %d)", out, code)
 		}
-		if out, ok := get(x, "http://"+testutil.WorldWeb+"/"); ok {
+		if out, ok := get(x, "http://"+netlab.WorldWeb+"/"); ok {
 			t.Errorf("the resolved address of an allowed name answered a request naming no allowed name: %q", out)
 		}
 	})
 	t.Run("DeniedDomainGetsNoAnswer", func(t *testing.T) {
 		out, _, code := x.run("nslookup denied.test")
-		if code == 0 || strings.Contains(out, testutil.WorldOther) {
+		if code == 0 || strings.Contains(out, netlab.WorldOther) {
 			t.Errorf("denied.test resolved: %q", out)
 		}
 		if _, ok := get(x, "http://denied.test/"); ok {
@@ -245,7 +247,7 @@ func runEgressPolicy(t *testing.T, w testutil.World, rig egressRig) {
 		}
 	})
 	t.Run("LiteralIPDenied", func(t *testing.T) {
-		if out, ok := get(x, "http://"+testutil.WorldOther+"/"); ok {
+		if out, ok := get(x, "http://"+netlab.WorldOther+"/"); ok {
 			t.Errorf("a literal IP no rule allows answered: %q", out)
 		}
 	})
@@ -258,7 +260,7 @@ func runEgressPolicy(t *testing.T, w testutil.World, rig egressRig) {
 		}
 	})
 	t.Run("OtherResolverBlocked", func(t *testing.T) {
-		if out, _, code := x.run("nslookup allowed.test " + testutil.WorldDNS); code == 0 {
+		if out, _, code := x.run("nslookup allowed.test " + netlab.WorldDNS); code == 0 {
 			t.Errorf("DNS to another resolver answered: %q", out)
 		}
 	})
@@ -395,7 +397,7 @@ func runEgressPolicy(t *testing.T, w testutil.World, rig egressRig) {
 		if !running(pid) {
 			t.Error("the sandbox killed its enforcer")
 		}
-		if _, ok := get(x, "http://"+testutil.WorldOther+"/"); ok {
+		if _, ok := get(x, "http://"+netlab.WorldOther+"/"); ok {
 			t.Error("a denied address answered after the attempts")
 		}
 	})
@@ -403,15 +405,15 @@ func runEgressPolicy(t *testing.T, w testutil.World, rig egressRig) {
 		if _, err := eg.ReplacePolicy(ctx(t), api.NetworkPolicy{DefaultAction: "allow"}); err != nil {
 			t.Fatal(err)
 		}
-		if out, ok := get(x, "http://"+testutil.WorldOther+"/"); !ok || out != "hello from other\n" {
+		if out, ok := get(x, "http://"+netlab.WorldOther+"/"); !ok || out != "hello from other\n" {
 			t.Errorf("defaultAction allow did not open the world: %q %v", out, ok)
 		}
-		for _, target := range []string{testutil.WorldMetadata, w.UplinkAddr + ":8088", rig.gateway + ":8088"} {
+		for _, target := range []string{netlab.WorldMetadata, w.UplinkAddr + ":8088", rig.gateway + ":8088"} {
 			if out, ok := get(x, "http://"+target+"/"); ok {
 				t.Errorf("%s answered under defaultAction allow: %q", target, out)
 			}
 		}
-		if out, _, code := x.run("nslookup allowed.test " + testutil.WorldDNS); code == 0 {
+		if out, _, code := x.run("nslookup allowed.test " + netlab.WorldDNS); code == 0 {
 			t.Errorf("DNS to another resolver answered under defaultAction allow: %q", out)
 		}
 		if _, err := eg.ReplacePolicy(ctx(t), api.NetworkPolicy{DefaultAction: "deny",
@@ -422,15 +424,15 @@ func runEgressPolicy(t *testing.T, w testutil.World, rig egressRig) {
 	t.Run("EveryDecisionIsInTheServersEventLog", func(t *testing.T) {
 		want := []struct{ typ, target, decision, rule string }{
 			{"egress.dns", "allowed.test", "allow", "allowed.test"},
-			{"egress.connection", testutil.WorldWeb + ":80", "allow", "allowed.test"},
+			{"egress.connection", netlab.WorldWeb + ":80", "allow", "allowed.test"},
 			{"egress.dns", "denied.test", "deny", "default deny"},
-			{"egress.connection", testutil.WorldOther + ":80", "deny", "default deny"},
+			{"egress.connection", netlab.WorldOther + ":80", "deny", "default deny"},
 			{"egress.dns", "wild.test", "deny", "default deny"},
 			{"egress.connection", worldWild + ":80", "allow", "*.wild.test"},
-			{"egress.connection", testutil.WorldDNS + ":53", "deny", "DNS goes only"},
-			{"egress.connection", testutil.WorldMetadata + ":80", "deny", "always denied"},
+			{"egress.connection", netlab.WorldDNS + ":53", "deny", "DNS goes only"},
+			{"egress.connection", netlab.WorldMetadata + ":80", "deny", "always denied"},
 			{"egress.connection", w.UplinkAddr + ":8088", "deny", "always denied"},
-			{"egress.connection", testutil.WorldOther + ":80", "allow", "default allow"},
+			{"egress.connection", netlab.WorldOther + ":80", "allow", "default allow"},
 		}
 		var missing []string
 		complete := func() bool {
@@ -482,12 +484,12 @@ func runEgressPolicy(t *testing.T, w testutil.World, rig egressRig) {
 			}
 			defer func() { _ = c.DeleteSandbox(ctx(t), other.ID) }()
 			y := sandboxExecd(t, c, other.ID)
-			for _, target := range []string{testutil.WorldWeb, testutil.WorldOther, rig.gateway + ":8088"} {
+			for _, target := range []string{netlab.WorldWeb, netlab.WorldOther, rig.gateway + ":8088"} {
 				if out, ok := get(y, "http://"+target+"/"); ok {
 					t.Errorf("%s answered a sandbox without a policy: %q", target, out)
 				}
 			}
-			if out, _, code := y.run("nslookup allowed.test " + testutil.WorldDNS); code == 0 {
+			if out, _, code := y.run("nslookup allowed.test " + netlab.WorldDNS); code == 0 {
 				t.Errorf("DNS answered a sandbox without a policy: %q", out)
 			}
 			for _, cmd := range []string{"ip link set eth0 down", "ip addr add 10.218.0.250/24 dev eth0"} {
@@ -535,7 +537,7 @@ func runEgressPolicy(t *testing.T, w testutil.World, rig egressRig) {
 		if out, ok := get(x2, "http://allowed.test/"); !ok || out != "hello from web\n" {
 			t.Errorf("allowed.test after the crash: %q %v", out, ok)
 		}
-		if _, ok := get(x2, "http://"+testutil.WorldOther+"/"); ok {
+		if _, ok := get(x2, "http://"+netlab.WorldOther+"/"); ok {
 			t.Error("the replaced policy was lost in the crash")
 		}
 		if err := c2.DeleteSandbox(ctx(t), sb.ID); err != nil {
@@ -588,12 +590,12 @@ func running(pid int) bool {
 func TestOCIEgressEnforcerNobodyRecorded(t *testing.T) {
 	requireOCI(t)
 	t.Parallel()
-	reg := testutil.StartRegistry(t)
-	testutil.PushImage(t, reg+"/corral/busybox:1", busyboxImage(t))
+	reg := registry.Start(t)
+	registry.Push(t, reg+"/corral/busybox:1", busyboxImage(t))
 	w := egressWorld(t)
 	dir := t.TempDir()
 	rig := localRig(w, "oci", reg+"/corral/busybox:1", nil)
-	args := append([]string{"--runtime", "oci", "--egress-upstream", testutil.WorldDNS + ":53"}, rig.args...)
+	args := append([]string{"--runtime", "oci", "--egress-upstream", netlab.WorldDNS + ":53"}, rig.args...)
 	s := startServer(t, dir, args...)
 	req := ociCreate(reg+"/corral/busybox:1", "sleep", "3600")
 	req.NetworkPolicy = &api.NetworkPolicy{DefaultAction: "deny", Egress: []api.NetworkRule{{Action: "allow", Target: "allowed.test"}}}
@@ -666,7 +668,7 @@ func TestOCIEgressEnforcerNobodyRecorded(t *testing.T) {
 		if out, ok := get(x, "http://allowed.test/"); !ok || out != "hello from web\n" {
 			t.Errorf("allowed.test after recovery: %q %v", out, ok)
 		}
-		if _, ok := get(x, "http://"+testutil.WorldOther+"/"); ok {
+		if _, ok := get(x, "http://"+netlab.WorldOther+"/"); ok {
 			t.Error("the policy was lost in recovery")
 		}
 	})

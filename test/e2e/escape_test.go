@@ -20,7 +20,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
 	"github.com/corral-dev/corral/api"
-	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/registry"
 	"github.com/corral-dev/corral/sdk"
 )
 
@@ -182,12 +182,12 @@ func ociEscapeSuite(t *testing.T, userns bool, tier string) {
 	requireOCI(t)
 	t.Parallel()
 	dir := t.TempDir()
-	reg := testutil.StartRegistry(t)
+	reg := registry.Start(t)
 	img := busyboxImage(t)
 	if runtime.GOARCH == "amd64" {
 		img = withInt80(t, img)
 	}
-	testutil.PushImage(t, reg+"/corral/busybox:1", img)
+	registry.Push(t, reg+"/corral/busybox:1", img)
 	s := startServer(t, dir, "--runtime", "oci", "--oci-user-namespaces="+strconv.FormatBool(userns), "--isolation", "runc,runsc")
 	c := s.client(t)
 	req := ociCreate(reg + "/corral/busybox:1")

@@ -15,7 +15,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
 	"github.com/corral-dev/corral/api"
-	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/registry"
 	"github.com/corral-dev/corral/sdk"
 )
 
@@ -36,7 +36,7 @@ func (h *hostileRig) linkImage(t *testing.T) string {
 		t.Fatal(err)
 	}
 	ref := strings.Replace(h.image, "/corral/busybox:1", "/corral/linked:1", 1)
-	testutil.PushImage(t, ref, img)
+	registry.Push(t, ref, img)
 	h.refs = append(h.refs, ref)
 	return ref
 }

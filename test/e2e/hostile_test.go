@@ -27,6 +27,8 @@ import (
 	"github.com/corral-dev/corral/internal/driver/oci"
 	"github.com/corral-dev/corral/internal/egress/launch"
 	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/netlab"
+	"github.com/corral-dev/corral/internal/testutil/registry"
 	"github.com/corral-dev/corral/sdk"
 )
 
@@ -62,14 +64,14 @@ func newHostileRig(t *testing.T, runtime string, args ...string) *hostileRig {
 	dir := t.TempDir()
 	// Sandboxes with a policy go out through a world the test made, never
 	// through this machine's real network.
-	w := testutil.NewWorld(t)
+	w := netlab.NewWorld(t)
 	for _, a := range []string{hostilePrivate, hostilePrivateLAN} {
 		if out, err := exec.Command("ip", "-n", w.World, "addr", "add", a+"/32", "dev", "lo").CombinedOutput(); err != nil {
 			t.Fatalf("ip addr add: %v %s", err, out)
 		}
 	}
-	for _, a := range []string{testutil.WorldWeb, hostilePrivate, hostilePrivateLAN} {
-		testutil.ServeHTTPIn(t, w.World, a+":80", http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+	for _, a := range []string{netlab.WorldWeb, hostilePrivate, hostilePrivateLAN} {
+		netlab.ServeHTTPIn(t, w.World, a+":80", http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 			if r.Host == "evil.test" {
 				_, _ = io.WriteString(rw, "the evil site on a shared address\n")
 				return
@@ -77,11 +79,11 @@ func newHostileRig(t *testing.T, runtime string, args ...string) *hostileRig {
 			_, _ = io.WriteString(rw, "reached "+a+"\n")
 		}))
 	}
-	testutil.ServeDNS(t, w.World, testutil.WorldDNS+":53", map[string]string{
-		"public.test.": testutil.WorldWeb, "evil.test.": testutil.WorldWeb, "internal.test.": hostilePrivate, "rebind.test.": hostilePrivateLAN,
+	netlab.ServeDNS(t, w.World, netlab.WorldDNS+":53", map[string]string{
+		"public.test.": netlab.WorldWeb, "evil.test.": netlab.WorldWeb, "internal.test.": hostilePrivate, "rebind.test.": hostilePrivateLAN,
 	})
-	args = append([]string{"--egress-uplink-netns", testutil.NetnsPath(w.Uplink), "--egress-subnet", "10.219.0.0/24",
-		"--egress-upstream", testutil.WorldDNS + ":53",
+	args = append([]string{"--egress-uplink-netns", netlab.NetnsPath(w.Uplink), "--egress-subnet", "10.219.0.0/24",
+		"--egress-upstream", netlab.WorldDNS + ":53",
 		"--max-memory", "4Gi", "--max-cpu", "2", "--max-pids", "8192", "--default-cpu", "1"}, args...)
 	if runtime == "oci" {
 		args = append(args, "--max-disk", "8Gi")
@@ -89,9 +91,9 @@ func newHostileRig(t *testing.T, runtime string, args ...string) *hostileRig {
 	if runtime == "oci" || runtime == "docker" {
 		args = append(args, "--isolation", "runc,runsc")
 	}
-	reg := testutil.StartRegistry(t)
+	reg := registry.Start(t)
 	image := reg + "/corral/busybox:1"
-	testutil.PushImage(t, image, busyboxImage(t))
+	registry.Push(t, image, busyboxImage(t))
 	s := startServer(t, dir, append([]string{"--runtime", runtime}, args...)...)
 	admin := s.client(t)
 	h := &hostileRig{s: s, dir: dir, runtime: runtime, image: image}
@@ -311,7 +313,7 @@ func (h *hostileRig) privateNetworkPivot(t *testing.T) {
 		}}
 	})
 	x := sandboxExecd(t, h.attacker, id)
-	if out, _, code := x.run("timeout 10 wget -q -O- http://public.test/"); code != 0 || out != "reached "+testutil.WorldWeb+"\n" {
+	if out, _, code := x.run("timeout 10 wget -q -O- http://public.test/"); code != 0 || out != "reached "+netlab.WorldWeb+"\n" {
 		t.Fatalf("allow-all does not reach a public host: %q (exit %d)", out, code)
 	}
 	for _, target := range []string{hostilePrivate, hostilePrivateLAN, "internal.test", "rebind.test"} {
@@ -381,12 +383,12 @@ func (h *hostileRig) sharedAddress(t *testing.T) {
 		r.NetworkPolicy = &api.NetworkPolicy{DefaultAction: "deny", Egress: []api.NetworkRule{{Action: "allow", Target: "public.test"}}}
 	})
 	x := sandboxExecd(t, h.attacker, id)
-	if out, _, code := x.run("timeout 10 wget -q -O- http://public.test/"); code != 0 || out != "reached "+testutil.WorldWeb+"\n" {
+	if out, _, code := x.run("timeout 10 wget -q -O- http://public.test/"); code != 0 || out != "reached "+netlab.WorldWeb+"\n" {
 		t.Fatalf("the allowed name: %q (exit %d)", out, code)
 	}
 	for _, cmd := range []string{"timeout 5 wget -q -O- --header 'Host: evil.test' http://public.test/",
-		"timeout 5 wget -q -O- --header 'Host: evil.test' http://" + testutil.WorldWeb + "/",
-		"printf 'GET / HTTP/1.0\\r\\nHost: evil.test\\r\\n\\r\\n' | timeout 5 nc " + testutil.WorldWeb + " 80"} {
+		"timeout 5 wget -q -O- --header 'Host: evil.test' http://" + netlab.WorldWeb + "/",
+		"printf 'GET / HTTP/1.0\\r\\nHost: evil.test\\r\\n\\r\\n' | timeout 5 nc " + netlab.WorldWeb + " 80"} {
 		if out, _, _ := x.run(cmd); strings.Contains(out, "evil site") {
 			t.Errorf("%s reached another site on the allowed name's address: %q", cmd, out)
 		}
@@ -408,16 +410,16 @@ func (h *hostileRig) sharedAddress(t *testing.T) {
 // registry refuses; an image of the attacker's own whose config claims
 // the private image's layers gets none of them.
 func (h *hostileRig) privateImages(t *testing.T) {
-	reg := testutil.StartAuthRegistry(t,
-		testutil.RegistryUser{Name: "victim", Password: "v-pass", Prefixes: []string{"victimco/"}},
-		testutil.RegistryUser{Name: "attacker", Password: "x-pass", Prefixes: []string{"attacker/"}})
+	reg := registry.StartAuth(t,
+		registry.User{Name: "victim", Password: "v-pass", Prefixes: []string{"victimco/"}},
+		registry.User{Name: "attacker", Password: "x-pass", Prefixes: []string{"attacker/"}})
 	base := busyboxImage(t)
 	private, err := mutate.AppendLayers(base, tarLayer(t, []tarFile{{name: "etc/victim-secret", body: "the victim's secret\n"}}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ref := reg + "/victimco/app:prod"
-	testutil.PushImageAs(t, ref, private, "victim", "v-pass")
+	registry.PushAs(t, ref, private, "victim", "v-pass")
 	h.refs = append(h.refs, ref)
 	withAuth := func(user, pass string) func(*api.CreateSandboxRequest) {
 		return func(r *api.CreateSandboxRequest) {
@@ -466,7 +468,7 @@ func (h *hostileRig) privateImages(t *testing.T) {
 			t.Fatal(err)
 		}
 		fref := reg + "/attacker/forged:" + strconv.Itoa(i)
-		testutil.PushImageAs(t, fref, img, "attacker", "x-pass")
+		registry.PushAs(t, fref, img, "attacker", "x-pass")
 		h.refs = append(h.refs, fref)
 		req := ociCreate(fref, "sh", "-c", "cat /etc/victim-secret; sleep 3600")
 		req.Image.Auth = &api.ImageAuth{Username: "attacker", Password: "x-pass"}

@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/registry"
 )
 
 // requireOCI gates the native-runtime tier: root, runc and a static
@@ -74,8 +75,8 @@ func tarLayer(t *testing.T, files []tarFile) v1.Layer {
 // and returns its reference.
 func busyboxInRegistry(t *testing.T) string {
 	t.Helper()
-	ref := testutil.StartRegistry(t) + "/corral/busybox:1"
-	testutil.PushImage(t, ref, busyboxImage(t))
+	ref := registry.Start(t) + "/corral/busybox:1"
+	registry.Push(t, ref, busyboxImage(t))
 	return ref
 }
 

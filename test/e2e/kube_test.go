@@ -32,6 +32,9 @@ import (
 	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
 	"github.com/corral-dev/corral/internal/kube/kubetest"
 	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/corraltest"
+	"github.com/corral-dev/corral/internal/testutil/netlab"
+	"github.com/corral-dev/corral/internal/testutil/registry"
 	"github.com/corral-dev/corral/sdk"
 )
 
@@ -53,7 +56,7 @@ type kubeWorld struct {
 func newKubeWorld(t *testing.T, controllerArgs ...string) kubeWorld {
 	t.Helper()
 	c := kubetest.RequireKube(t)
-	kubeBinary.Do(func() { kubeBinary.path, kubeBinary.err = testutil.BuildCorralTagged(binDir, "kube") })
+	kubeBinary.Do(func() { kubeBinary.path, kubeBinary.err = corraltest.BuildTagged(binDir, "kube") })
 	if kubeBinary.err != nil {
 		t.Fatal(kubeBinary.err)
 	}
@@ -435,7 +438,7 @@ func TestKubeEgressPolicy(t *testing.T) {
 		t.Cleanup(func() { _ = exec.Command("ip", "addr", "del", a+"/32", "dev", "k8sbr0").Run() })
 	}
 	node := kubetest.NodeAddress
-	dnsAddr := testutil.ServeDNS(t, "", node+":53", map[string]string{
+	dnsAddr := netlab.ServeDNS(t, "", node+":53", map[string]string{
 		"web.test.": web, "denied.test.": web, "later.test.": other, "node.test.": node,
 	})
 	var port string
@@ -635,7 +638,7 @@ func capBit(t *testing.T, line string, n uint) bool {
 // start with one sentence naming the mistaken flag.
 func TestKubeCommandsRejectBadInput(t *testing.T) {
 	kubetest.RequireKube(t)
-	kubeBinary.Do(func() { kubeBinary.path, kubeBinary.err = testutil.BuildCorralTagged(binDir, "kube") })
+	kubeBinary.Do(func() { kubeBinary.path, kubeBinary.err = corraltest.BuildTagged(binDir, "kube") })
 	if kubeBinary.err != nil {
 		t.Fatal(kubeBinary.err)
 	}
@@ -708,7 +711,7 @@ func TestHostileSandboxKube(t *testing.T) {
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { srv.Close() })
 	node := kubetest.NodeAddress
-	dnsAddr := testutil.ServeDNS(t, "", node+":53", map[string]string{"public.test.": web, "node.test.": node})
+	dnsAddr := netlab.ServeDNS(t, "", node+":53", map[string]string{"public.test.": web, "node.test.": node})
 	w := newKubeWorld(t, "--egress-upstream", dnsAddr)
 	s := w.server(t)
 	admin := s.client(t)
@@ -824,7 +827,7 @@ func TestHostileSandboxKube(t *testing.T) {
 	// starts (the runtime mounts claims after corral's binary, and would
 	// follow the link); the same claim where no link leads mounts.
 	t.Run("VolumeOverCorral", func(t *testing.T) {
-		layer, err := testutil.BusyboxLayer()
+		layer, err := registry.BusyboxLayer()
 		if err != nil {
 			t.Fatal(err)
 		}

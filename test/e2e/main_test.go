@@ -22,6 +22,7 @@ import (
 
 	"github.com/corral-dev/corral/internal/driver/oci"
 	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/corraltest"
 	"github.com/corral-dev/corral/sdk"
 )
 
@@ -40,7 +41,7 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	binDir = dir
-	binary, err = testutil.BuildCorral(dir)
+	binary, err = corraltest.Build(dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

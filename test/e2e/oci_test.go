@@ -13,6 +13,7 @@ import (
 
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/registry"
 	"github.com/corral-dev/corral/sdk"
 )
 
@@ -43,10 +44,10 @@ func TestOCIEndToEnd(t *testing.T) {
 	requireOCI(t)
 	t.Parallel()
 	dir := t.TempDir()
-	reg := testutil.StartRegistry(t)
+	reg := registry.Start(t)
 	img := busyboxImage(t)
 	ref := reg + "/corral/busybox:1"
-	testutil.PushImage(t, ref, img)
+	registry.Push(t, ref, img)
 	tarPath := filepath.Join(t.TempDir(), "busybox.tar")
 	saveImage(t, tarPath, "example.com/tools/busybox:1", img)
 	if out, err := runCorral(t, "image", "import", tarPath, "--name", "local/busybox:1", "--data-dir", dir); err != nil {
@@ -158,8 +159,8 @@ func TestOCIStartFailuresAreExplained(t *testing.T) {
 	requireOCI(t)
 	t.Parallel()
 	dir := t.TempDir()
-	reg := testutil.StartRegistry(t)
-	testutil.PushImage(t, reg+"/corral/busybox:1", busyboxImage(t))
+	reg := registry.Start(t)
+	registry.Push(t, reg+"/corral/busybox:1", busyboxImage(t))
 	s := startServer(t, dir, "--runtime", "oci")
 	c := s.client(t)
 	for _, tc := range []struct {

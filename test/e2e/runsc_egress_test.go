@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/corral-dev/corral/api"
-	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/netlab"
+	"github.com/corral-dev/corral/internal/testutil/registry"
 	"github.com/corral-dev/corral/sdk"
 )
 
@@ -38,19 +39,19 @@ func TestDockerRunscEgressPolicy(t *testing.T) {
 func TestOCIRunscEgressPolicy(t *testing.T) {
 	requireOCI(t)
 	t.Parallel()
-	reg := testutil.StartRegistry(t)
-	testutil.PushImage(t, reg+"/corral/busybox:1", busyboxImage(t))
+	reg := registry.Start(t)
+	registry.Push(t, reg+"/corral/busybox:1", busyboxImage(t))
 	runscEgressPolicy(t, "oci", reg+"/corral/busybox:1")
 }
 
 func runscEgressPolicy(t *testing.T, runtime, image string) {
 	w := egressWorld(t)
 	s := startServer(t, t.TempDir(), "--runtime", runtime, "--isolation", "runc,runsc",
-		"--egress-upstream", testutil.WorldDNS+":53",
-		"--egress-uplink-netns", testutil.NetnsPath(w.Uplink), "--egress-subnet", "10.214.0.0/24")
+		"--egress-upstream", netlab.WorldDNS+":53",
+		"--egress-uplink-netns", netlab.NetnsPath(w.Uplink), "--egress-subnet", "10.214.0.0/24")
 	c := s.client(t)
 	req := ociCreate(image, "sh", "-c",
-		"nc -w 2 "+testutil.WorldOther+" 80 </dev/null > /tmp/first-probe 2>&1; echo exit=$? >> /tmp/first-probe; exec sleep 3600")
+		"nc -w 2 "+netlab.WorldOther+" 80 </dev/null > /tmp/first-probe 2>&1; echo exit=$? >> /tmp/first-probe; exec sleep 3600")
 	req.NetworkPolicy = &api.NetworkPolicy{DefaultAction: "deny", Egress: []api.NetworkRule{{Action: "allow", Target: "allowed.test"}}}
 	req.Extensions = map[string]string{api.ExtensionIsolation: api.IsolationRunsc}
 	sb, err := c.CreateSandbox(ctx(t), req, sdk.CreateOptions{})
@@ -95,7 +96,7 @@ func runscEgressPolicy(t *testing.T, runtime, image string) {
 		}
 	})
 	t.Run("OtherAddressDenied", func(t *testing.T) {
-		if out, ok := ncGet(x, testutil.WorldOther); ok {
+		if out, ok := ncGet(x, netlab.WorldOther); ok {
 			t.Errorf("a denied address answered: %q", out)
 		}
 		if out, _, code := x.run("nslookup denied.test"); code == 0 {
@@ -121,7 +122,7 @@ func runscEgressPolicy(t *testing.T, runtime, image string) {
 		// gVisor's netlink is its own; nothing in the sandbox reaches the
 		// namespace's routes or rules, and CAP_NET_ADMIN is not granted.
 		_, _, _ = x.run("ip route flush table main; ip link set eth0 down; ip addr flush dev eth0")
-		if out, ok := ncGet(x, testutil.WorldOther); ok {
+		if out, ok := ncGet(x, netlab.WorldOther); ok {
 			t.Errorf("a denied address answered after the attempts: %q", out)
 		}
 		if out, ok := ncGet(x, "allowed.test"); !ok {

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/corral-dev/corral/api"
-	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/netlab"
 	"github.com/corral-dev/corral/sdk"
 )
 
@@ -38,7 +38,7 @@ const (
 // bound by nothing, and imposter.test over HTTPS with a certificate
 // nobody trusts.
 type vaultWorld struct {
-	testutil.World
+	netlab.World
 	upstreamCA string
 	mu         sync.Mutex
 	seen       map[string][]string // host → Authorization and X-Api-Key values received
@@ -47,8 +47,8 @@ type vaultWorld struct {
 func newVaultWorld(t *testing.T) *vaultWorld {
 	t.Helper()
 	vw := &vaultWorld{World: egressWorld(t), seen: map[string][]string{}}
-	trusted := testutil.NewTestCA(t, "world CA")
-	untrusted := testutil.NewTestCA(t, "nobody's CA")
+	trusted := netlab.NewCA(t, "world CA")
+	untrusted := netlab.NewCA(t, "nobody's CA")
 	vw.upstreamCA = filepath.Join(t.TempDir(), "world-ca.pem")
 	if err := os.WriteFile(vw.upstreamCA, trusted.PEM, 0o644); err != nil {
 		t.Fatal(err)
@@ -62,18 +62,18 @@ func newVaultWorld(t *testing.T) *vaultWorld {
 			fmt.Fprintf(w, "%s auth=%s key=%s\n", host, fingerprint(r.Header.Get("Authorization")), fingerprint(r.Header.Get("X-Api-Key")))
 		})
 	}
-	testutil.ServeHTTPIn(t, vw.World.World, testutil.WorldWeb+":443", report("secure.test"), trusted.Issue(t, "secure.test"))
-	testutil.ServeHTTPIn(t, vw.World.World, worldLater+":443", report("imposter.test"), untrusted.Issue(t, "imposter.test"))
-	testutil.ServeHTTPIn(t, vw.World.World, worldWild+":8080", report("plain.test"))
-	testutil.ServeHTTPIn(t, vw.World.World, testutil.WorldOther+":8080", report("nobind.test"))
+	netlab.ServeHTTPIn(t, vw.World.World, netlab.WorldWeb+":443", report("secure.test"), trusted.Issue(t, "secure.test"))
+	netlab.ServeHTTPIn(t, vw.World.World, worldLater+":443", report("imposter.test"), untrusted.Issue(t, "imposter.test"))
+	netlab.ServeHTTPIn(t, vw.World.World, worldWild+":8080", report("plain.test"))
+	netlab.ServeHTTPIn(t, vw.World.World, netlab.WorldOther+":8080", report("nobind.test"))
 	if out, err := exec.Command("ip", "-n", vw.World.World, "addr", "add", "203.0.113.54/32", "dev", "lo").CombinedOutput(); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
-	testutil.ServeDNS(t, vw.World.World, "203.0.113.54:53", map[string]string{
-		"secure.test.":   testutil.WorldWeb,
+	netlab.ServeDNS(t, vw.World.World, "203.0.113.54:53", map[string]string{
+		"secure.test.":   netlab.WorldWeb,
 		"imposter.test.": worldLater,
 		"plain.test.":    worldWild,
-		"nobind.test.":   testutil.WorldOther,
+		"nobind.test.":   netlab.WorldOther,
 	})
 	return vw
 }
@@ -116,7 +116,7 @@ func TestOCICredentialVault(t *testing.T) {
 	}
 	vw := newVaultWorld(t)
 	dir := t.TempDir()
-	s := startServer(t, dir, "--runtime", "oci", "--egress-uplink-netns", testutil.NetnsPath(vw.Uplink),
+	s := startServer(t, dir, "--runtime", "oci", "--egress-uplink-netns", netlab.NetnsPath(vw.Uplink),
 		"--egress-subnet", "10.215.0.0/24", "--egress-upstream", "203.0.113.54:53", "--egress-upstream-ca", vw.upstreamCA)
 	c := s.client(t)
 	req := ociCreate("host")
@@ -283,7 +283,7 @@ func TestDockerCredentialVault(t *testing.T) {
 	cli := requireDocker(t)
 	t.Parallel()
 	vw := newVaultWorld(t)
-	runDockerVault(t, vw, registryImage(t, cli), "--egress-uplink-netns", testutil.NetnsPath(vw.Uplink), "--egress-subnet", "10.216.0.0/24")
+	runDockerVault(t, vw, registryImage(t, cli), "--egress-uplink-netns", netlab.NetnsPath(vw.Uplink), "--egress-subnet", "10.216.0.0/24")
 }
 
 // TestDockerRemoteCredentialVault: the same on a remote engine, where the

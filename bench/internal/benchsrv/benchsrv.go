@@ -16,7 +16,7 @@ import (
 
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/internal/driver/oci"
-	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/corraltest"
 	"github.com/corral-dev/corral/sdk"
 )
 
@@ -25,7 +25,7 @@ const AdminKey = "ck_bench-admin-key-0123456789"
 
 // Server is a running server and what it runs from.
 type Server struct {
-	*testutil.Served
+	*corraltest.Served
 	// Data is its data directory.
 	Data string
 	// Admin is a client with the admin key.
@@ -46,11 +46,11 @@ func Start(args ...string) (_ *Server, err error) {
 			s.Close()
 		}
 	}()
-	bin, err := testutil.BuildCorral(dir)
+	bin, err := corraltest.Build(dir)
 	if err != nil {
 		return nil, err
 	}
-	if s.Served, err = testutil.Serve(bin, s.Data, AdminKey, args...); err != nil {
+	if s.Served, err = corraltest.Serve(bin, s.Data, AdminKey, args...); err != nil {
 		return nil, err
 	}
 	if s.Admin, err = sdk.New(sdk.WithBaseURL(s.URL), sdk.WithAPIKey(AdminKey)); err != nil {

@@ -27,12 +27,14 @@ import (
 	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/sandbox"
 	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/corraltest"
+	"github.com/corral-dev/corral/internal/testutil/dockertest"
 )
 
 var corralBin string
 
 // The package's tests end every goroutine they start.
-func TestMain(m *testing.M) { os.Exit(testutil.NoLeaks(testutil.RunWithCorral(m, &corralBin))) }
+func TestMain(m *testing.M) { os.Exit(testutil.NoLeaks(corraltest.RunWithCorral(m, &corralBin))) }
 
 func newTestDriver(t *testing.T, cfg Config) *Driver {
 	t.Helper()
@@ -59,8 +61,8 @@ func engine(t *testing.T) *client.Client {
 func conformance(t *testing.T, cfg Config) { conformanceIn(t, cfg, "") }
 
 func conformanceIn(t *testing.T, cfg Config, tier string) {
-	testutil.RequireDocker(t)
-	image := testutil.DockerBusybox(t)
+	dockertest.RequireDocker(t)
+	image := dockertest.Busybox(t)
 	cli := engine(t)
 	// The engine is shared with other tests running now: what this suite
 	// checks is only what carries its own server ID.
@@ -156,7 +158,7 @@ func TestConformanceRunsc(t *testing.T) {
 // runsc tier needs it (fails, under CORRAL_TEST_DOCKER, if it has not).
 func requireRunscEngine(t *testing.T) {
 	t.Helper()
-	testutil.RequireDocker(t)
+	dockertest.RequireDocker(t)
 	d := newTestDriver(t, Config{})
 	if tiers, why := d.Tiers(); !slices.Contains(tiers, api.IsolationRunsc) {
 		t.Fatalf("the engine cannot run the runsc tier: %s (scripts/test.sh sets it up)", why[api.IsolationRunsc])
@@ -167,7 +169,7 @@ func requireRunscEngine(t *testing.T) {
 // it reports the tier, and a runc sandbox beside it stays on runc.
 func TestRunscTierIsGVisor(t *testing.T) {
 	requireRunscEngine(t)
-	image := testutil.DockerBusybox(t)
+	image := dockertest.Busybox(t)
 	d := newTestDriver(t, Config{StateDir: t.TempDir()})
 	cli := engine(t)
 	for _, tier := range []string{api.IsolationRunsc, api.IsolationRunc} {
@@ -223,8 +225,8 @@ func TestConformanceRemote(t *testing.T) { conformance(t, Config{Remote: true}) 
 // TestServersSharingAnEngineSeeOnlyTheirOwn: List (and so the orphan
 // sweep) of one server never shows another server's containers.
 func TestServersSharingAnEngineSeeOnlyTheirOwn(t *testing.T) {
-	testutil.RequireDocker(t)
-	image := testutil.DockerBusybox(t)
+	dockertest.RequireDocker(t)
+	image := dockertest.Busybox(t)
 	a := newTestDriver(t, Config{ServerID: "a" + strings.Repeat("0", 31)})
 	b := newTestDriver(t, Config{ServerID: "b" + strings.Repeat("0", 31)})
 	id := "dt-share-" + strings.ReplaceAll(t.Name(), "/", "")[:8] + fmt.Sprint(time.Now().UnixNano()%1e6)
@@ -256,12 +258,12 @@ func TestServersSharingAnEngineSeeOnlyTheirOwn(t *testing.T) {
 // console and exit code are the engine's to bound, not PID 1's; under
 // gVisor the host cannot see which program PID 1 runs.)
 func TestStandInPID1(t *testing.T) {
-	testutil.RequireDocker(t)
-	standIn, err := testutil.BuildStandIn(t.TempDir())
+	dockertest.RequireDocker(t)
+	standIn, err := corraltest.BuildStandIn(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	image := testutil.DockerBusybox(t)
+	image := dockertest.Busybox(t)
 	d := newTestDriver(t, Config{StateDir: t.TempDir()})
 	d.standIn = standIn
 	id := sandbox.NewID()

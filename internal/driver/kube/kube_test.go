@@ -30,12 +30,13 @@ import (
 	"github.com/corral-dev/corral/internal/kube/kubetest"
 	"github.com/corral-dev/corral/internal/sandbox"
 	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/corraltest"
 )
 
 var corralBin string
 
 // The package's tests end every goroutine they start.
-func TestMain(m *testing.M) { os.Exit(kubetest.NoLeaks(testutil.RunWithCorral(m, &corralBin))) }
+func TestMain(m *testing.M) { os.Exit(kubetest.NoLeaks(corraltest.RunWithCorral(m, &corralBin))) }
 
 // world is a namespace of the test cluster with the controller running
 // for it.

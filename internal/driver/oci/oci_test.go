@@ -22,11 +22,12 @@ import (
 	"github.com/corral-dev/corral/internal/hostnet/netns"
 	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/corraltest"
 )
 
 var corralBin string
 
-func TestMain(m *testing.M) { os.Exit(testutil.NoLeaks(testutil.RunWithCorral(m, &corralBin))) }
+func TestMain(m *testing.M) { os.Exit(testutil.NoLeaks(corraltest.RunWithCorral(m, &corralBin))) }
 
 // requireRunc gates the tier and fails when runc is missing in CI.
 func requireRunc(t *testing.T) {

@@ -19,7 +19,7 @@ import (
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/sandbox"
-	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/corraltest"
 )
 
 // TestStandInPID1: a program where corral's init goes (as a tenant who
@@ -34,7 +34,7 @@ import (
 // sandbox's create works after.
 func TestStandInPID1(t *testing.T) {
 	requireRunc(t)
-	standIn, err := testutil.BuildStandIn(t.TempDir())
+	standIn, err := corraltest.BuildStandIn(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 
 	"github.com/corral-dev/corral/internal/egress/audit"
 	"github.com/corral-dev/corral/internal/egress/policy"
-	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/netlab"
 )
 
 // The shared address an allowed name resolved to (a CDN edge, say).
@@ -74,7 +74,7 @@ var onlyAllowed = policy.Policy{DefaultAction: "deny", Egress: []policy.Rule{
 // TLS: the server name decides; the handshake is the upstream's own.
 func TestTLSServerNameDecides(t *testing.T) {
 	t.Parallel()
-	ca := testutil.NewTestCA(t, "namegate")
+	ca := netlab.NewCA(t, "namegate")
 	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{
 		ca.Issue(t, "allowed.test"), ca.Issue(t, "evil.test"), ca.Issue(t, "also-allowed.test")}})
 	if err != nil {

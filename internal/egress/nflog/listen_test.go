@@ -15,6 +15,7 @@ import (
 	"github.com/corral-dev/corral/internal/egress/policy"
 	"github.com/corral-dev/corral/internal/hostnet/netns"
 	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/netlab"
 )
 
 // Packets the enforcer logs while a reader binds the group (IPv6 router
@@ -23,8 +24,8 @@ import (
 // and the packets must not be lost.
 func TestListenWhilePacketsAreLogged(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testutil.NewNetPair(t)
-	e, err := nft.New(testutil.NetnsPath(p.Inside))
+	p := netlab.NewNetPair(t)
+	e, err := nft.New(netlab.NetnsPath(p.Inside))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +43,7 @@ func TestListenWhilePacketsAreLogged(t *testing.T) {
 	wg.Add(1)
 	go func() { // a steady stream of denied, logged datagrams
 		defer wg.Done()
-		_ = netns.Do(testutil.NetnsPath(p.Inside), func() error {
+		_ = netns.Do(netlab.NetnsPath(p.Inside), func() error {
 			for ctx.Err() == nil {
 				// A new source port each time: only a connection's first
 				// packet is logged.
@@ -55,7 +56,7 @@ func TestListenWhilePacketsAreLogged(t *testing.T) {
 		})
 	}()
 	for i := range 40 {
-		rd, err := nflog.Listen(testutil.NetnsPath(p.Inside), nft.AuditGroup)
+		rd, err := nflog.Listen(netlab.NetnsPath(p.Inside), nft.AuditGroup)
 		if err != nil {
 			t.Fatalf("listen %d: %v", i, err)
 		}

@@ -15,13 +15,14 @@ import (
 	"github.com/corral-dev/corral/internal/egress/policy"
 	"github.com/corral-dev/corral/internal/hostnet/netns"
 	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/netlab"
 )
 
 // dialMarked connects from inside ns with socket mark m (0: none).
 func dialMarked(t *testing.T, ns, addr string, m int) bool {
 	t.Helper()
 	var ok bool
-	err := netns.Do(testutil.NetnsPath(ns), func() error {
+	err := netns.Do(netlab.NetnsPath(ns), func() error {
 		d := net.Dialer{Timeout: 400 * time.Millisecond, Control: func(_, _ string, c syscall.RawConn) error {
 			var serr error
 			if m != 0 {
@@ -47,13 +48,13 @@ func dialMarked(t *testing.T, ns, addr string, m int) bool {
 // nothing else; another mark is not the exemption.
 func TestExemptMark(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testutil.NewNetPair(t)
-	testutil.ListenIn(t, p.Outside, "tcp", "198.51.100.2:8080")
-	testutil.ListenIn(t, p.Outside, "tcp", "198.51.100.2:53")
-	if !testutil.ReachesSoon(p.Inside, "198.51.100.2:8080") {
+	p := netlab.NewNetPair(t)
+	netlab.ListenIn(t, p.Outside, "tcp", "198.51.100.2:8080")
+	netlab.ListenIn(t, p.Outside, "tcp", "198.51.100.2:53")
+	if !netlab.ReachesSoon(p.Inside, "198.51.100.2:8080") {
 		t.Fatal("the test network does not work without a policy")
 	}
-	e, err := New(testutil.NetnsPath(p.Inside))
+	e, err := New(netlab.NetnsPath(p.Inside))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,11 +11,12 @@ import (
 
 	"github.com/corral-dev/corral/internal/hostnet/netns"
 	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/netlab"
 )
 
 // withIPv6 gives both ends of p an IPv6 address: inside fd00:250::1,
 // outside fd00:250::2.
-func withIPv6(t *testing.T, p testutil.NetPair) {
+func withIPv6(t *testing.T, p netlab.NetPair) {
 	t.Helper()
 	for ns, addr := range map[string]string{p.Inside: "fd00:250::1/64", p.Outside: "fd00:250::2/64"} {
 		out, err := exec.Command("ip", "-n", ns, "-o", "link", "show", "type", "veth").Output()
@@ -36,39 +37,39 @@ func withIPv6(t *testing.T, p testutil.NetPair) {
 // rules.
 func TestIsolate(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testutil.NewNetPair(t)
+	p := netlab.NewNetPair(t)
 	withIPv6(t, p)
 	for _, addr := range []string{"198.51.100.2:8080", "[fd00:250::2]:8080"} {
-		testutil.ListenIn(t, p.Outside, "tcp", addr)
+		netlab.ListenIn(t, p.Outside, "tcp", addr)
 	}
 	for _, addr := range []string{"[::]:44772", "[::]:9000", "127.0.0.1:7000"} {
-		testutil.ListenIn(t, p.Inside, "tcp", addr)
+		netlab.ListenIn(t, p.Inside, "tcp", addr)
 	}
 	for ns, addr := range map[string]string{p.Inside: "198.51.100.2:8080", p.Outside: "198.51.100.1:9000"} {
-		if !testutil.ReachesSoon(ns, addr) {
+		if !netlab.ReachesSoon(ns, addr) {
 			t.Fatalf("the test network does not work before isolation: %s from %s", addr, ns)
 		}
 	}
 	for range 2 {
-		if err := netns.Do(testutil.NetnsPath(p.Inside), func() error { return Isolate([]uint16{44772}) }); err != nil {
+		if err := netns.Do(netlab.NetnsPath(p.Inside), func() error { return Isolate([]uint16{44772}) }); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, addr := range []string{"198.51.100.2:8080", "[fd00:250::2]:8080"} {
-		if testutil.Reaches(p.Inside, addr) {
+		if netlab.Reaches(p.Inside, addr) {
 			t.Errorf("an isolated namespace reached %s", addr)
 		}
 	}
-	if !testutil.Reaches(p.Inside, "127.0.0.1:7000") {
+	if !netlab.Reaches(p.Inside, "127.0.0.1:7000") {
 		t.Error("an isolated namespace lost its loopback")
 	}
 	for _, addr := range []string{"198.51.100.1:44772", "[fd00:250::1]:44772"} {
-		if !testutil.Reaches(p.Outside, addr) {
+		if !netlab.Reaches(p.Outside, addr) {
 			t.Errorf("the listed port is unreachable from outside: %s", addr)
 		}
 	}
 	for _, addr := range []string{"198.51.100.1:9000", "[fd00:250::1]:9000"} {
-		if testutil.Reaches(p.Outside, addr) {
+		if netlab.Reaches(p.Outside, addr) {
 			t.Errorf("a port not listed is reachable from outside: %s", addr)
 		}
 	}
@@ -78,23 +79,23 @@ func TestIsolate(t *testing.T) {
 // and every TCP port can be reached from outside.
 func TestIsolateOutbound(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testutil.NewNetPair(t)
-	testutil.ListenIn(t, p.Outside, "tcp", "198.51.100.2:8080")
-	testutil.ListenIn(t, p.Outside, "udp", "198.51.100.2:53")
+	p := netlab.NewNetPair(t)
+	netlab.ListenIn(t, p.Outside, "tcp", "198.51.100.2:8080")
+	netlab.ListenIn(t, p.Outside, "udp", "198.51.100.2:53")
 	for _, addr := range []string{"[::]:44772", "[::]:9000"} {
-		testutil.ListenIn(t, p.Inside, "tcp", addr)
+		netlab.ListenIn(t, p.Inside, "tcp", addr)
 	}
-	if !testutil.ReachesSoon(p.Inside, "198.51.100.2:8080") {
+	if !netlab.ReachesSoon(p.Inside, "198.51.100.2:8080") {
 		t.Fatal("the test network does not work before isolation")
 	}
-	if err := netns.Do(testutil.NetnsPath(p.Inside), IsolateOutbound); err != nil {
+	if err := netns.Do(netlab.NetnsPath(p.Inside), IsolateOutbound); err != nil {
 		t.Fatal(err)
 	}
-	if testutil.Reaches(p.Inside, "198.51.100.2:8080") || testutil.UDPAnswered(t, p.Inside, "198.51.100.2:53") {
+	if netlab.Reaches(p.Inside, "198.51.100.2:8080") || netlab.UDPAnswered(t, p.Inside, "198.51.100.2:53") {
 		t.Error("a namespace isolated outbound reached outside")
 	}
 	for _, addr := range []string{"198.51.100.1:44772", "198.51.100.1:9000"} {
-		if !testutil.Reaches(p.Outside, addr) {
+		if !netlab.Reaches(p.Outside, addr) {
 			t.Errorf("inbound %s is blocked", addr)
 		}
 	}
@@ -104,25 +105,25 @@ func TestIsolateOutbound(t *testing.T) {
 // way out alone.
 func TestRestrictInbound(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testutil.NewNetPair(t)
-	testutil.ListenIn(t, p.Outside, "tcp", "198.51.100.2:8080")
+	p := netlab.NewNetPair(t)
+	netlab.ListenIn(t, p.Outside, "tcp", "198.51.100.2:8080")
 	for _, addr := range []string{"0.0.0.0:18080", "0.0.0.0:9000"} {
-		testutil.ListenIn(t, p.Inside, "tcp", addr)
+		netlab.ListenIn(t, p.Inside, "tcp", addr)
 	}
-	if !testutil.ReachesSoon(p.Outside, "198.51.100.1:9000") {
+	if !netlab.ReachesSoon(p.Outside, "198.51.100.1:9000") {
 		t.Fatal("the test network does not work")
 	}
-	if err := netns.Do(testutil.NetnsPath(p.Inside), func() error { return RestrictInbound([]uint16{18080}) }); err != nil {
+	if err := netns.Do(netlab.NetnsPath(p.Inside), func() error { return RestrictInbound([]uint16{18080}) }); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(10 * time.Millisecond)
-	if testutil.Reaches(p.Outside, "198.51.100.1:9000") {
+	if netlab.Reaches(p.Outside, "198.51.100.1:9000") {
 		t.Error("a port not listed is reachable from outside")
 	}
-	if !testutil.Reaches(p.Outside, "198.51.100.1:18080") {
+	if !netlab.Reaches(p.Outside, "198.51.100.1:18080") {
 		t.Error("the listed port is unreachable")
 	}
-	if !testutil.Reaches(p.Inside, "198.51.100.2:8080") {
+	if !netlab.Reaches(p.Inside, "198.51.100.2:8080") {
 		t.Error("the way out was closed")
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/corral-dev/corral/internal/egress/policy"
 	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/netlab"
 	"github.com/google/nftables"
 )
 
@@ -63,16 +64,16 @@ func TestRanges(t *testing.T) {
 
 func TestEnforcement(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testutil.NewNetPair(t)
+	p := netlab.NewNetPair(t)
 	for _, a := range []string{"198.51.100.2:8080", "198.51.100.3:8080", "198.51.100.4:8080"} {
-		testutil.ListenIn(t, p.Outside, "tcp", a)
+		netlab.ListenIn(t, p.Outside, "tcp", a)
 	}
-	testutil.ListenIn(t, p.Outside, "udp", "198.51.100.2:53")
-	testutil.ListenIn(t, p.Outside, "udp", "198.51.100.2:5353")
-	if !testutil.ReachesSoon(p.Inside, "198.51.100.4:8080") {
+	netlab.ListenIn(t, p.Outside, "udp", "198.51.100.2:53")
+	netlab.ListenIn(t, p.Outside, "udp", "198.51.100.2:5353")
+	if !netlab.ReachesSoon(p.Inside, "198.51.100.4:8080") {
 		t.Fatal("the test network does not work without a policy")
 	}
-	e, err := New(testutil.NetnsPath(p.Inside))
+	e, err := New(netlab.NetnsPath(p.Inside))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,16 +91,16 @@ func TestEnforcement(t *testing.T) {
 	if err := e.Apply(pol); err != nil {
 		t.Fatal(err)
 	}
-	if !testutil.ReachesSoon(p.Inside, "198.51.100.2:8080") {
+	if !netlab.ReachesSoon(p.Inside, "198.51.100.2:8080") {
 		t.Error("an allowed address is unreachable")
 	}
-	if testutil.Reaches(p.Inside, "198.51.100.4:8080") {
+	if netlab.Reaches(p.Inside, "198.51.100.4:8080") {
 		t.Error("an address no rule allows is reachable")
 	}
-	if testutil.UDPAnswered(t, p.Inside, "198.51.100.2:53") {
+	if netlab.UDPAnswered(t, p.Inside, "198.51.100.2:53") {
 		t.Error("DNS to a resolver other than the proxy got through")
 	}
-	if !testutil.UDPAnsweredSoon(t, p.Inside, "198.51.100.2:5353") {
+	if !netlab.UDPAnsweredSoon(t, p.Inside, "198.51.100.2:5353") {
 		t.Error("UDP to an allowed address was dropped")
 	}
 	// What the DNS proxy resolves for an allowed name becomes reachable;
@@ -107,10 +108,10 @@ func TestEnforcement(t *testing.T) {
 	if err := e.AllowResolved("api.example.com", []netip.Addr{netip.MustParseAddr("198.51.100.4"), netip.MustParseAddr("198.51.100.3")}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if !testutil.ReachesSoon(p.Inside, "198.51.100.4:8080") {
+	if !netlab.ReachesSoon(p.Inside, "198.51.100.4:8080") {
 		t.Error("a resolved address is unreachable")
 	}
-	if testutil.Reaches(p.Inside, "198.51.100.3:8080") {
+	if netlab.Reaches(p.Inside, "198.51.100.3:8080") {
 		t.Error("a resolved address opened an explicitly denied one")
 	}
 	// Refreshing a resolved address renews its timeout, in one step.
@@ -131,7 +132,7 @@ func TestEnforcement(t *testing.T) {
 	if err := e.Apply(compile(policy.Policy{DefaultAction: "deny", Egress: []policy.Rule{{Action: "allow", Target: "api.example.com"}}})); err != nil {
 		t.Fatal(err)
 	}
-	if !testutil.ReachesSoon(p.Inside, "198.51.100.4:8080") || testutil.Reaches(p.Inside, "198.51.100.2:8080") {
+	if !netlab.ReachesSoon(p.Inside, "198.51.100.4:8080") || netlab.Reaches(p.Inside, "198.51.100.2:8080") {
 		t.Error("after a policy change: resolved address lost, or a removed rule still applies")
 	}
 	if got := e.ResolvedNames(netip.MustParseAddr("198.51.100.4")); len(got) != 1 || got[0] != "api.example.com" {
@@ -141,7 +142,7 @@ func TestEnforcement(t *testing.T) {
 	if err := e.Apply(compile(policy.Policy{DefaultAction: "deny"})); err != nil {
 		t.Fatal(err)
 	}
-	if testutil.Reaches(p.Inside, "198.51.100.4:8080") {
+	if netlab.Reaches(p.Inside, "198.51.100.4:8080") {
 		t.Error("a resolved address outlived its name's rule")
 	}
 	// Allow-all still keeps the always-deny set and the extra denials.
@@ -152,15 +153,15 @@ func TestEnforcement(t *testing.T) {
 	if err := e.Apply(extra); err != nil {
 		t.Fatal(err)
 	}
-	if !testutil.ReachesSoon(p.Inside, "198.51.100.4:8080") || testutil.Reaches(p.Inside, "198.51.100.3:8080") {
+	if !netlab.ReachesSoon(p.Inside, "198.51.100.4:8080") || netlab.Reaches(p.Inside, "198.51.100.3:8080") {
 		t.Error("allow-all: ordinary address blocked, or an always-denied one reachable")
 	}
 	// Loopback inside the sandbox is never affected.
-	testutil.ListenIn(t, p.Inside, "tcp", "127.0.0.1:9090")
+	netlab.ListenIn(t, p.Inside, "tcp", "127.0.0.1:9090")
 	if err := e.Apply(compile(policy.Policy{DefaultAction: "deny"})); err != nil {
 		t.Fatal(err)
 	}
-	if !testutil.ReachesSoon(p.Inside, "127.0.0.1:9090") {
+	if !netlab.ReachesSoon(p.Inside, "127.0.0.1:9090") {
 		t.Error("loopback was blocked")
 	}
 }
@@ -189,7 +190,7 @@ func (e *Enforcer) elementTimeout(t *testing.T, set, addr string) time.Duration 
 // operator can allow one back. The hosts are in the test's own namespace.
 func TestPrivateNetworksStayOut(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := testutil.NewNetPair(t)
+	p := netlab.NewNetPair(t)
 	ip := func(args ...string) {
 		t.Helper()
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
@@ -201,15 +202,15 @@ func TestPrivateNetworksStayOut(t *testing.T) {
 		ip("-n", p.Outside, "addr", "add", a, "dev", dev)
 		pre := netip.MustParsePrefix(a).Masked().String()
 		ip("-n", p.Inside, "route", "add", pre, "dev", "vi"+strings.TrimPrefix(p.Inside, "cni-"))
-		testutil.ListenIn(t, p.Outside, "tcp", strings.TrimSuffix(a, "/24")+":8080")
+		netlab.ListenIn(t, p.Outside, "tcp", strings.TrimSuffix(a, "/24")+":8080")
 	}
-	testutil.ListenIn(t, p.Outside, "tcp", "198.51.100.4:8080")
+	netlab.ListenIn(t, p.Outside, "tcp", "198.51.100.4:8080")
 	for _, a := range []string{"10.250.0.2:8080", "192.168.77.2:8080", "100.64.7.2:8080", "198.51.100.4:8080"} {
-		if !testutil.ReachesSoon(p.Inside, a) {
+		if !netlab.ReachesSoon(p.Inside, a) {
 			t.Fatalf("the test network does not reach %s without a policy", a)
 		}
 	}
-	e, err := New(testutil.NetnsPath(p.Inside))
+	e, err := New(netlab.NetnsPath(p.Inside))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,11 +239,11 @@ func TestPrivateNetworksStayOut(t *testing.T) {
 			t.Errorf("the kernel's deny set has no range starting at %s: %v", want, starts)
 		}
 	}
-	if !testutil.ReachesSoon(p.Inside, "198.51.100.4:8080") {
+	if !netlab.ReachesSoon(p.Inside, "198.51.100.4:8080") {
 		t.Error("allow-all does not reach a public address")
 	}
 	for _, a := range []string{"10.250.0.2:8080", "192.168.77.2:8080", "100.64.7.2:8080"} {
-		if testutil.Reaches(p.Inside, a) {
+		if netlab.Reaches(p.Inside, a) {
 			t.Errorf("allow-all reaches the private address %s", a)
 		}
 	}
@@ -254,11 +255,11 @@ func TestPrivateNetworksStayOut(t *testing.T) {
 	if err := e.Apply(c); err != nil {
 		t.Fatal(err)
 	}
-	if !testutil.ReachesSoon(p.Inside, "10.250.0.2:8080") {
+	if !netlab.ReachesSoon(p.Inside, "10.250.0.2:8080") {
 		t.Error("a range the operator allowed back is unreachable")
 	}
 	for _, a := range []string{"192.168.77.2:8080", "100.64.7.2:8080"} {
-		if testutil.Reaches(p.Inside, a) {
+		if netlab.Reaches(p.Inside, a) {
 			t.Errorf("with 10.250.0.0/24 allowed back, %s is reachable", a)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/corral-dev/corral/internal/hostnet/uplink"
 	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/netlab"
 )
 
 // sandboxNetns makes a bare namespace standing in for a sandbox's.
@@ -25,17 +26,17 @@ func sandboxNetns(t *testing.T, name string) string {
 
 func TestAttachRoutesOutAndNowhereElse(t *testing.T) {
 	testutil.RequireRoot(t)
-	w := testutil.NewWorld(t)
-	testutil.ListenIn(t, w.World, "tcp", testutil.WorldWeb+":80")
-	testutil.ListenIn(t, w.World, "tcp", testutil.WorldMetadata+":80")
-	testutil.ListenIn(t, w.Uplink, "tcp", "0.0.0.0:7000")
+	w := netlab.NewWorld(t)
+	netlab.ListenIn(t, w.World, "tcp", netlab.WorldWeb+":80")
+	netlab.ListenIn(t, w.World, "tcp", netlab.WorldMetadata+":80")
+	netlab.ListenIn(t, w.Uplink, "tcp", "0.0.0.0:7000")
 	// The world is reachable from the uplink: a failure below is the
 	// uplink's doing, not a broken test network.
-	if !testutil.ReachesSoon(w.Uplink, testutil.WorldWeb+":80") || !testutil.ReachesSoon(w.Uplink, testutil.WorldMetadata+":80") {
+	if !netlab.ReachesSoon(w.Uplink, netlab.WorldWeb+":80") || !netlab.ReachesSoon(w.Uplink, netlab.WorldMetadata+":80") {
 		t.Fatal("the test world is not reachable from its uplink")
 	}
 
-	cfg := uplink.Config{Netns: testutil.NetnsPath(w.Uplink), Subnet: netip.MustParsePrefix("10.213.0.0/24")}
+	cfg := uplink.Config{Netns: netlab.NetnsPath(w.Uplink), Subnet: netip.MustParsePrefix("10.213.0.0/24")}
 	u, err := uplink.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -50,24 +51,24 @@ func TestAttachRoutesOutAndNowhereElse(t *testing.T) {
 
 	a := sandboxNetns(t, "csa-"+w.World[4:])
 	b := sandboxNetns(t, "csb-"+w.World[4:])
-	addrA, err := u.Attach("aaaaaaaa-1111-2222-3333-444444444444", testutil.NetnsPath(a))
+	addrA, err := u.Attach("aaaaaaaa-1111-2222-3333-444444444444", netlab.NetnsPath(a))
 	if err != nil {
 		t.Fatal(err)
 	}
-	addrB, err := u.Attach("bbbbbbbb-1111-2222-3333-444444444444", testutil.NetnsPath(b))
+	addrB, err := u.Attach("bbbbbbbb-1111-2222-3333-444444444444", netlab.NetnsPath(b))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if addrA == addrB || !u.Subnet().Contains(addrA) || addrA == u.Gateway() {
 		t.Fatalf("addresses %s %s (gateway %s)", addrA, addrB, u.Gateway())
 	}
-	testutil.ListenIn(t, b, "tcp", "0.0.0.0:7001")
+	netlab.ListenIn(t, b, "tcp", "0.0.0.0:7001")
 
-	if !testutil.ReachesSoon(a, testutil.WorldWeb+":80") {
+	if !netlab.ReachesSoon(a, netlab.WorldWeb+":80") {
 		t.Error("a sandbox cannot reach the world through the uplink")
 	}
 	for _, target := range []string{w.UplinkAddr + ":7000", u.Gateway().String() + ":7000", addrB.String() + ":7001"} {
-		if testutil.Reaches(a, target) {
+		if netlab.Reaches(a, target) {
 			t.Errorf("a sandbox reached %s over the bridge", target)
 		}
 	}
@@ -88,16 +89,16 @@ func TestAttachRoutesOutAndNowhereElse(t *testing.T) {
 	if out, err := exec.Command("ip", "-n", w.World, "route", "add", u.Subnet().String(), "via", w.UplinkAddr).CombinedOutput(); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
-	if testutil.Reaches(w.World, addrB.String()+":7001") {
+	if netlab.Reaches(w.World, addrB.String()+":7001") {
 		t.Error("the world reached a sandbox through the uplink")
 	}
-	if !testutil.ReachesSoon(a, testutil.WorldWeb+":80") {
+	if !netlab.ReachesSoon(a, netlab.WorldWeb+":80") {
 		t.Error("the answers to a sandbox's own connections no longer come back")
 	}
 	if err := u.Detach("aaaaaaaa-1111-2222-3333-444444444444", addrA); err != nil {
 		t.Fatal(err)
 	}
-	if u.HasLink("aaaaaaaa-1111-2222-3333-444444444444") || testutil.Reaches(a, testutil.WorldWeb+":80") {
+	if u.HasLink("aaaaaaaa-1111-2222-3333-444444444444") || netlab.Reaches(a, netlab.WorldWeb+":80") {
 		t.Error("detached sandbox still linked")
 	}
 	if err := u.Detach("aaaaaaaa-1111-2222-3333-444444444444", addrA); err != nil {

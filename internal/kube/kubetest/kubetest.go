@@ -53,6 +53,7 @@ import (
 	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
 	"github.com/corral-dev/corral/internal/kube/controller"
 	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/registry"
 	"github.com/corral-dev/corral/sse"
 )
 
@@ -412,7 +413,7 @@ func Image(t testing.TB, layer []byte, entrypoint ...string) v1.Image {
 // Busybox imports the busybox test image and returns its reference.
 func (c *Cluster) Busybox(t testing.TB) string {
 	t.Helper()
-	layer, err := testutil.BusyboxLayer()
+	layer, err := registry.BusyboxLayer()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,7 +430,7 @@ func (c *Cluster) CorralImage(t testing.TB, bin string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	layer, err := testutil.TarOf(map[string][]byte{"corral": b})
+	layer, err := registry.TarOf(map[string][]byte{"corral": b})
 	if err != nil {
 		t.Fatal(err)
 	}

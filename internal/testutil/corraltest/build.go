@@ -1,7 +1,11 @@
 // Copyright 2026 The corral Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package testutil
+// Package corraltest builds corral from this checkout (Build,
+// BuildTagged, RunWithCorral for a TestMain, BuildStandIn for the program
+// that stands in for a tenant's PID 1) and serves it (Serve). Tests and
+// bench/ import it (internal/archtest checks).
+package corraltest
 
 import (
 	"fmt"
@@ -11,14 +15,14 @@ import (
 	"strings"
 )
 
-// BuildCorral builds the corral binary (statically, as it ships) into dir
+// Build builds the corral binary (statically, as it ships) into dir
 // and returns its path. TestMain functions call it once per package, and
 // benchmarks once per run.
-func BuildCorral(dir string) (string, error) { return BuildCorralTagged(dir, "") }
+func Build(dir string) (string, error) { return BuildTagged(dir, "") }
 
-// BuildCorralTagged builds corral with build tags (comma-separated; "kube"
+// BuildTagged builds corral with build tags (comma-separated; "kube"
 // adds the Kubernetes commands) into dir, named corral or corral-TAGS.
-func BuildCorralTagged(dir, tags string) (string, error) {
+func BuildTagged(dir, tags string) (string, error) {
 	bin := filepath.Join(dir, "corral")
 	var flags []string
 	if tags != "" {
@@ -55,7 +59,7 @@ func RunWithCorral(m interface{ Run() int }, bin *string) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	if *bin, err = BuildCorral(dir); err != nil {
+	if *bin, err = Build(dir); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -67,7 +71,7 @@ func RunWithCorral(m interface{ Run() int }, bin *string) int {
 // corral's init goes, and abuses everything corral init is given.
 func BuildStandIn(dir string) (string, error) {
 	bin := filepath.Join(dir, "standin")
-	if err := goBuild(bin, "./internal/testutil/testdata/standin"); err != nil {
+	if err := goBuild(bin, "./internal/testutil/corraltest/testdata/standin"); err != nil {
 		return "", fmt.Errorf("build the stand-in: %w", err)
 	}
 	return bin, nil

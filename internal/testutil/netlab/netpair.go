@@ -1,7 +1,12 @@
 // Copyright 2026 The corral Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package testutil
+// Package netlab makes network test worlds for the root tier: two
+// namespaces joined by a veth (NetPair), a stand-in host and internet
+// (World) with its addresses, listeners, DNS and HTTP servers inside a
+// namespace, reachability probes from one, and the CAs the worlds' TLS
+// servers use. Only tests import it (internal/archtest checks).
+package netlab
 
 import (
 	"context"

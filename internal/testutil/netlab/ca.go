@@ -1,7 +1,7 @@
 // Copyright 2026 The corral Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package testutil
+package netlab
 
 import (
 	"crypto/tls"
@@ -10,15 +10,15 @@ import (
 	"github.com/corral-dev/corral/internal/egress/mitm"
 )
 
-// TestCA is a certificate authority a test made (the same kind the
-// credential proxy gives each sandbox).
-type TestCA struct {
+// CA is a certificate authority a test made (the same kind the
+// credential proxy gives each sandbox), for a world's TLS servers.
+type CA struct {
 	PEM []byte
 	ca  *mitm.CA
 }
 
-// NewTestCA makes a CA.
-func NewTestCA(t testing.TB, name string) *TestCA {
+// NewCA makes a CA.
+func NewCA(t testing.TB, name string) *CA {
 	t.Helper()
 	dir := t.TempDir()
 	if err := mitm.CreateCA(dir, name); err != nil {
@@ -28,11 +28,11 @@ func NewTestCA(t testing.TB, name string) *TestCA {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &TestCA{PEM: ca.CertPEM(), ca: ca}
+	return &CA{PEM: ca.CertPEM(), ca: ca}
 }
 
 // Issue signs a server certificate for host.
-func (ca *TestCA) Issue(t testing.TB, host string) tls.Certificate {
+func (ca *CA) Issue(t testing.TB, host string) tls.Certificate {
 	t.Helper()
 	c, err := ca.ca.Leaf(host)
 	if err != nil {

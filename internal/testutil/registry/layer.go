@@ -1,77 +1,15 @@
 // Copyright 2026 The corral Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package testutil
+package registry
 
 import (
 	"archive/tar"
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"sort"
-	"sync"
-	"testing"
-	"time"
-
-	"github.com/moby/moby/client"
 )
-
-// RequireDocker skips unless CORRAL_TEST_DOCKER=1; when it is set, the
-// test fails if no Docker engine answers (so CI cannot skip silently).
-func RequireDocker(t testing.TB) {
-	t.Helper()
-	if os.Getenv(EnvDocker) != "1" {
-		t.Skipf("docker tier: set %s=1 to run", EnvDocker)
-	}
-	cli, err := client.New(client.FromEnv)
-	if err != nil {
-		t.Fatalf("%s=1 but no Docker client: %v", EnvDocker, err)
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
-		t.Fatalf("%s=1 but the Docker engine does not answer (start dockerd): %v", EnvDocker, err)
-	}
-}
-
-// BusyboxImage is the test image DockerBusybox imports: busybox and its
-// applets, nothing else.
-const BusyboxImage = "corral-test/busybox:1"
-
-var busyboxOnce sync.Mutex
-
-// DockerBusybox imports BusyboxImage into the local engine from this
-// machine's static busybox (no registry is reachable in tests) and
-// returns its reference. Importing again is cheap: the same layer.
-func DockerBusybox(t testing.TB) string {
-	t.Helper()
-	busyboxOnce.Lock()
-	defer busyboxOnce.Unlock()
-	cli, err := client.New(client.FromEnv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if _, err := cli.ImageInspect(ctx, BusyboxImage); err == nil {
-		return BusyboxImage
-	}
-	buf, err := BusyboxLayer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := cli.ImageImport(ctx, client.ImageImportSource{Source: bytes.NewReader(buf), SourceName: "-"}, BusyboxImage,
-		client.ImageImportOptions{Changes: []string{"ENV PATH=/bin", "CMD [\"sh\"]"}})
-	if err != nil {
-		t.Fatalf("import %s: %v", BusyboxImage, err)
-	}
-	_, _ = bytes.NewBuffer(nil).ReadFrom(res)
-	res.Close()
-	return BusyboxImage
-}
 
 // BusyboxLayer is the one layer of the busybox test image, as a tar:
 // this machine's static busybox, its applets, /etc/passwd, /tmp.

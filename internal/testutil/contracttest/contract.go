@@ -1,7 +1,12 @@
 // Copyright 2026 The corral Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package testutil
+// Package contracttest validates HTTP answers against the reference
+// OpenSandbox contracts (OpenAPI documents in
+// ../shared/reference/opensandbox-contracts beside the repository). It is
+// apart from internal/testutil so that only the tests that validate link
+// the OpenAPI library. Tests import it (internal/archtest checks).
+package contracttest
 
 import (
 	"bytes"
@@ -20,6 +25,8 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
+
+	"github.com/corral-dev/corral/internal/testutil"
 )
 
 // Contract validates HTTP answers against one reference OpenAPI contract.
@@ -31,16 +38,16 @@ type Contract struct {
 
 // The reference contracts, in ../shared/reference/opensandbox-contracts.
 const (
-	LifecycleContract = "sandbox-lifecycle.yml"
-	ExecdContract     = "execd-api.yaml"
-	EgressContract    = "egress-api.yaml"
+	Lifecycle = "sandbox-lifecycle.yml"
+	Execd     = "execd-api.yaml"
+	Egress    = "egress-api.yaml"
 )
 
-// LoadContract loads a reference contract from the shared directory beside
+// Load loads a reference contract from the shared directory beside
 // the repository. It fails when the directory is missing: CI always has it.
-func LoadContract(t testing.TB, name string) *Contract {
+func Load(t testing.TB, name string) *Contract {
 	t.Helper()
-	path := filepath.Join(ModuleRoot(t), "..", "shared", "reference", "opensandbox-contracts", name)
+	path := filepath.Join(testutil.ModuleRoot(t), "..", "shared", "reference", "opensandbox-contracts", name)
 	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("reference contract %s not found (../shared must sit beside the repository): %v", name, err)
 	}
@@ -82,7 +89,7 @@ func (cs *Contracts) Get(t testing.TB, name string) *Contract {
 	if c, ok := cs.c.m[name]; ok {
 		return c
 	}
-	c := LoadContract(t, name)
+	c := Load(t, name)
 	cs.c.m[name] = c
 	return c
 }

@@ -1,7 +1,13 @@
 // Copyright 2026 The corral Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package testutil
+// Package registry serves in-process OCI registries for tests (open, or
+// private with per-user repository prefixes), pushes images to them, and
+// builds the layers test images are made of (the busybox layer, a tar of
+// files). Tests, the Kubernetes tier's helpers (internal/kube/kubetest)
+// and the Docker tier's (internal/testutil/dockertest) import it
+// (internal/archtest checks).
+package registry
 
 import (
 	"io"
@@ -13,22 +19,22 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
+	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
-// StartRegistry serves an in-process OCI registry on loopback until the
-// test ends and returns its host:port.
-func StartRegistry(t testing.TB) string {
+// Start serves an in-process OCI registry on loopback until the test
+// ends and returns its host:port.
+func Start(t testing.TB) string {
 	t.Helper()
-	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	srv := httptest.NewServer(ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0))))
 	t.Cleanup(srv.Close)
 	return strings.TrimPrefix(srv.URL, "http://")
 }
 
-// PushImage pushes img to ref.
-func PushImage(t testing.TB, ref string, img v1.Image) {
+// Push pushes img to ref.
+func Push(t testing.TB, ref string, img v1.Image) {
 	t.Helper()
 	r, err := name.ParseReference(ref)
 	if err != nil {
@@ -39,20 +45,20 @@ func PushImage(t testing.TB, ref string, img v1.Image) {
 	}
 }
 
-// RegistryUser is an account of a registry from StartAuthRegistry: it
-// may read the repositories under its Prefixes (and push anywhere).
-type RegistryUser struct {
+// User is an account of a registry from StartAuth: it may read the
+// repositories under its Prefixes (and push anywhere).
+type User struct {
 	Name, Password string
 	Prefixes       []string
 }
 
-// StartAuthRegistry serves an in-process OCI registry that, like a
+// StartAuth serves an in-process OCI registry that, like a
 // private one, answers only users with HTTP Basic credentials, each for
 // the repositories under its prefixes; anything else is 401. It returns
 // its host:port.
-func StartAuthRegistry(t testing.TB, users ...RegistryUser) string {
+func StartAuth(t testing.TB, users ...User) string {
 	t.Helper()
-	inner := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	inner := ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		user, pass, ok := r.BasicAuth()
 		repo := strings.TrimPrefix(r.URL.Path, "/v2/")
@@ -80,8 +86,8 @@ func StartAuthRegistry(t testing.TB, users ...RegistryUser) string {
 	return strings.TrimPrefix(srv.URL, "http://")
 }
 
-// PushImageAs pushes img to ref with a registry user's credentials.
-func PushImageAs(t testing.TB, ref string, img v1.Image, user, password string) {
+// PushAs pushes img to ref with a registry user's credentials.
+func PushAs(t testing.TB, ref string, img v1.Image, user, password string) {
 	t.Helper()
 	r, err := name.ParseReference(ref)
 	if err != nil {

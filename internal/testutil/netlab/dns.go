@@ -1,7 +1,7 @@
 // Copyright 2026 The corral Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package testutil
+package netlab
 
 import (
 	"crypto/tls"
