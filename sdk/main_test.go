@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/corral-dev/corral/internal/driver/oci"
 	"github.com/corral-dev/corral/internal/testutil"
 	"github.com/corral-dev/corral/internal/testutil/corraltest"
 	"github.com/corral-dev/corral/sdk"
@@ -55,7 +54,6 @@ func withServer(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer func() { _ = oci.UnmountRunDir(filepath.Join(data, "oci")) }()
 	defer func() {
 		if err := srv.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, err)

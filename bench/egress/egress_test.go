@@ -31,7 +31,6 @@ import (
 	"time"
 
 	"github.com/corral-dev/corral/api"
-	"github.com/corral-dev/corral/internal/driver/oci"
 	"github.com/corral-dev/corral/internal/testutil/corraltest"
 	"github.com/corral-dev/corral/internal/testutil/netlab"
 	"github.com/corral-dev/corral/sdk"
@@ -219,7 +218,7 @@ func startServer(b *testing.B, w netlab.World, caFile string) *sdk.Client {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		logf.Close()
-		_ = oci.UnmountRunDir(filepath.Join(data, "oci"))
+		_ = corraltest.Unmount(data)
 	})
 	deadline := time.Now().Add(time.Minute)
 	for {

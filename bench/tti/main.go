@@ -69,7 +69,7 @@ func run(runtime string, n, conc int) error {
 	}
 	defer os.RemoveAll(dir)
 	// The native runtime mounts a tmpfs in its data dir; it goes first.
-	defer func() { _ = oci.UnmountRunDir(filepath.Join(dir, "data", "oci")) }()
+	defer func() { _ = corraltest.Unmount(filepath.Join(dir, "data")) }()
 	bin, err := corraltest.Build(dir)
 	if err != nil {
 		return err

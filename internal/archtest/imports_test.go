@@ -42,8 +42,8 @@ func TestWhoImportsWhat(t *testing.T) {
 		{"internal/driver/fakedriver", []string{"internal/cli"}},
 		{"internal/driver/docker", []string{"internal/cli"}},
 		{"internal/driver/kube", []string{"internal/cli"}},
-		// The benchmarks use the native runtime's helpers
-		// (UnmountRunDir, RunscArgs); only corral serve constructs it.
+		// A benchmark uses the native runtime's RunscArgs; only corral
+		// serve constructs it.
 		{"internal/driver/oci", []string{"internal/cli", "bench/..."}},
 		// corral controller, and the Kubernetes tier that runs it in the
 		// test process.

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/corral-dev/corral/internal/driver/oci"
 	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/corraltest"
 )
 
 // runCorral runs the binary with args and returns its combined output.
@@ -141,7 +141,7 @@ func TestServeRejectsTiersItCannotRun(t *testing.T) {
 		if !errors.As(err, &ee) || ee.ExitCode() == 0 || !strings.Contains(string(out), tc.msg) {
 			t.Errorf("corral %s: %v, output %q; want a failure saying %s", strings.Join(tc.args, " "), err, out, tc.msg)
 		}
-		_ = oci.UnmountRunDir(filepath.Join(dir, "oci"))
+		_ = corraltest.Unmount(dir)
 	}
 }
 

@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/corral-dev/corral/internal/driver/oci"
 	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/corraltest"
 )
 
 // Documentation is tested as written: every ```sh block of README.md and
@@ -69,7 +69,7 @@ func startViaScript(t *testing.T, root string, args ...string) string {
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-done
-		_ = oci.UnmountRunDir(filepath.Join(data, "oci"))
+		_ = corraltest.Unmount(data)
 		if t.Failed() {
 			t.Logf("server log:\n%s", log.String())
 		}

@@ -15,12 +15,10 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/corral-dev/corral/internal/driver/oci"
 	"github.com/corral-dev/corral/internal/testutil"
 	"github.com/corral-dev/corral/internal/testutil/corraltest"
 	"github.com/corral-dev/corral/sdk"
@@ -85,7 +83,7 @@ func startServerOf(t *testing.T, bin, dir string, args ...string) *server {
 			t.Logf("server log:\n%s", s.stderr.String())
 		}
 		// The native runtime keeps bundles on a tmpfs in the data dir.
-		_ = oci.UnmountRunDir(filepath.Join(dir, "oci"))
+		_ = corraltest.Unmount(dir)
 	})
 	urlCh := make(chan string, 1)
 	go func() {

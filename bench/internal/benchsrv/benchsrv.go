@@ -15,7 +15,6 @@ import (
 	"strings"
 
 	"github.com/corral-dev/corral/api"
-	"github.com/corral-dev/corral/internal/driver/oci"
 	"github.com/corral-dev/corral/internal/testutil/corraltest"
 	"github.com/corral-dev/corral/sdk"
 )
@@ -59,13 +58,12 @@ func Start(args ...string) (_ *Server, err error) {
 	return s, nil
 }
 
-// Close stops the server and removes its directory (the native runtime's
-// tmpfs in it first).
+// Close stops the server, which unmounts the native runtime's tmpfs in
+// its data directory, and removes its directory.
 func (s *Server) Close() {
 	if s.Served != nil {
 		_ = s.Stop()
 	}
-	_ = oci.UnmountRunDir(filepath.Join(s.Data, "oci"))
 	_ = os.RemoveAll(s.dir)
 }
 

@@ -3,8 +3,11 @@
 
 // Package corraltest builds corral from this checkout (Build,
 // BuildTagged, RunWithCorral for a TestMain, BuildStandIn for the program
-// that stands in for a tenant's PID 1) and serves it (Serve). Tests and
-// bench/ import it (internal/archtest checks).
+// that stands in for a tenant's PID 1) and serves it (Serve, whose
+// Served.Stop also unmounts what the server left mounted in its data
+// directory; Unmount for a server started otherwise). It imports no
+// runtime, so the SDK's tests can serve corral without linking one. Tests
+// and bench/ import it (internal/archtest checks).
 package corraltest
 
 import (

@@ -6,6 +6,7 @@ package corraltest
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os/exec"
@@ -19,6 +20,7 @@ import (
 // that share one server among a package's tests and examples.
 type Served struct {
 	URL  string
+	data string
 	cmd  *exec.Cmd
 	done chan error
 	mu   sync.Mutex
@@ -29,10 +31,11 @@ type Served struct {
 func (s *Served) Pid() int { return s.cmd.Process.Pid }
 
 // Serve runs `bin serve` on a free loopback port with data in dataDir and
-// the admin key key, and returns once it serves.
+// the admin key key, and returns once it serves. A server that fails to
+// start is gone when Serve returns, and what it mounted with it.
 func Serve(bin, dataDir, key string, args ...string) (*Served, error) {
 	full := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--api-key", key, "--log-format", "json"}, args...)
-	s := &Served{cmd: exec.Command(bin, full...), done: make(chan error, 1)}
+	s := &Served{data: dataDir, cmd: exec.Command(bin, full...), done: make(chan error, 1)}
 	pr, pw := io.Pipe()
 	s.cmd.Stderr = pw
 	if err := s.cmd.Start(); err != nil {
@@ -56,9 +59,12 @@ func Serve(bin, dataDir, key string, args ...string) (*Served, error) {
 	case s.URL = <-url:
 		return s, nil
 	case err := <-s.done:
+		_ = Unmount(dataDir)
 		return nil, fmt.Errorf("corral serve exited: %v\n%s", err, s.Log())
 	case <-time.After(60 * time.Second):
 		_ = s.cmd.Process.Kill()
+		<-s.done
+		_ = Unmount(dataDir)
 		return nil, fmt.Errorf("corral serve did not start:\n%s", s.Log())
 	}
 }
@@ -70,8 +76,15 @@ func (s *Served) Log() string {
 	return s.log.String()
 }
 
-// Stop asks the server to exit and waits for it, killing it after 30 s.
+// Stop asks the server to exit and waits for it, killing it after 30 s,
+// then unmounts what it left mounted in its data directory (Unmount). The
+// data directory is done with: a server started on it again finds no
+// sandbox of this one's running.
 func (s *Served) Stop() error {
+	return errors.Join(s.stop(), Unmount(s.data))
+}
+
+func (s *Served) stop() error {
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case err := <-s.done:
