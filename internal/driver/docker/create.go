@@ -302,26 +302,7 @@ func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, mode e
 		host.StorageOpt = map[string]string{"size": strconv.FormatInt(spec.Resources.DiskBytes, 10)}
 	}
 	if d.cfg.Remote {
-		// The engine's machine cannot enter our namespaces: execd is
-		// published instead, and the sandbox gets the default network. A
-		// policed one publishes its sidecar's egress API too, and
-		// resolves through it.
-		ports := []int{insandbox.ExecdPort}
-		if mode == sidecarEnforcer {
-			ports = append(ports, insandbox.EgressPort)
-			host.DNS = []netip.Addr{netip.MustParseAddr("127.0.0.1")}
-			host.DNSOptions = []string{"ndots:0"}
-			host.Sysctls["net.ipv4.ip_local_reserved_ports"] = strconv.Itoa(insandbox.ExecdPort) + "," + strconv.Itoa(insandbox.EgressPort)
-		}
-		host.NetworkMode = "bridge"
-		cfg.ExposedPorts = network.PortSet{}
-		host.PortBindings = network.PortMap{}
-		ip, _ := netip.ParseAddr(d.cfg.PublishIP)
-		for _, p := range ports {
-			port := network.MustParsePort(strconv.Itoa(p) + "/tcp")
-			cfg.ExposedPorts[port] = struct{}{}
-			host.PortBindings[port] = []network.PortBinding{{HostIP: ip, HostPort: "0"}}
-		}
+		d.publish(cfg, host, mode)
 	} else {
 		binary := d.cfg.CorralBinary
 		if d.standIn != "" {
@@ -333,6 +314,32 @@ func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, mode e
 		host.Binds = append(host.Binds, spec.SecretsDir+":"+insandbox.SecretsDir+":ro")
 	}
 	return cfg, host
+}
+
+// publish puts a container of a remote engine on the engine's bridge with
+// execd's port (and a policed one's egress API) published: the engine's
+// machine cannot enter this machine's namespaces.
+func (d *Driver) publish(cfg *container.Config, host *container.HostConfig, mode egressMode) {
+	// The engine's machine cannot enter our namespaces: execd is
+	// published instead, and the sandbox gets the default network. A
+	// policed one publishes its sidecar's egress API too, and
+	// resolves through it.
+	ports := []int{insandbox.ExecdPort}
+	if mode == sidecarEnforcer {
+		ports = append(ports, insandbox.EgressPort)
+		host.DNS = []netip.Addr{netip.MustParseAddr("127.0.0.1")}
+		host.DNSOptions = []string{"ndots:0"}
+		host.Sysctls["net.ipv4.ip_local_reserved_ports"] = strconv.Itoa(insandbox.ExecdPort) + "," + strconv.Itoa(insandbox.EgressPort)
+	}
+	host.NetworkMode = "bridge"
+	cfg.ExposedPorts = network.PortSet{}
+	host.PortBindings = network.PortMap{}
+	ip, _ := netip.ParseAddr(d.cfg.PublishIP)
+	for _, p := range ports {
+		port := network.MustParsePort(strconv.Itoa(p) + "/tcp")
+		cfg.ExposedPorts[port] = struct{}{}
+		host.PortBindings[port] = []network.PortBinding{{HostIP: ip, HostPort: "0"}}
+	}
 }
 
 // labels are a container's: the sandbox's and this server's.
