@@ -42,11 +42,14 @@ image_pid=
 dockerd_pid=
 kube_up=
 bridge=corral-ci0
+docker_run=/run/corral-ci-docker
 cleanup() {
   if [ -n "$kube_up" ]; then scripts/k8s.sh down || true; fi
   if [ -n "$dockerd_pid" ]; then
     kill "$dockerd_pid" 2>/dev/null
     wait "$dockerd_pid" 2>/dev/null || true
+    # What the engine left mounted in its exec root (its null-netns).
+    awk -v d="$docker_run/" 'index($2, d) == 1 {print $2}' /proc/self/mounts | sort -r | xargs -r -n1 umount -l
   fi
   ip link del "$bridge" 2>/dev/null || true
   if [ -n "$image_pid" ]; then
@@ -105,7 +108,6 @@ fi
 # networking, and no overlay of the root (gVisor's default since 2023
 # would keep the sandbox's writes out of the container's writable layer,
 # which snapshots commit). Every test reaches it through DOCKER_HOST.
-docker_run=/run/corral-ci-docker
 docker_data=/var/lib/corral-ci-docker
 mkdir -p "$docker_run" "$docker_data"
 printf '{"runtimes": {"runsc": {"path": "%s", "runtimeArgs": ["--network=host", "--overlay2=none"]}}}\n' "$runsc" >"$docker_run/daemon.json"
