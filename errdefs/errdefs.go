@@ -89,6 +89,23 @@ func Invalid(code, format string, args ...any) error {
 	return Newf(ErrInvalidArgument, code, format, args...)
 }
 
+// UserMessage is the message of the *Error in err's tree, written for
+// the API's caller, and whether there is one (UserFacing).
+func UserMessage(err error) (string, bool) {
+	var pe *Error
+	if errors.As(err, &pe) {
+		return pe.Message, true
+	}
+	return "", false
+}
+
+// UserFacing reports whether err carries an *Error: a message written for
+// the API's caller rather than a cause for the log.
+func UserFacing(err error) bool {
+	_, ok := UserMessage(err)
+	return ok
+}
+
 // Detail is err's text for logs. An *Error's Error() is its user-facing
 // message only, so Detail adds every cause such errors keep, however deep
 // in err's tree they are.

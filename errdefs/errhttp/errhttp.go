@@ -100,13 +100,6 @@ func FromError(err error) (status int, code, message string) {
 	return status, code, message
 }
 
-// UserFacing reports whether err carries a message written for users (an
-// *errdefs.Error); FromError shows no other error's text.
-func UserFacing(err error) bool {
-	var pe *errdefs.Error
-	return errors.As(err, &pe)
-}
-
 // KindName returns the name of err's kind for HeaderKind ("" if none).
 // As in FromError, an *errdefs.Error's own kind decides, not its cause's.
 func KindName(err error) string {

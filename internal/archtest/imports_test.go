@@ -55,6 +55,9 @@ func TestWhoImportsWhat(t *testing.T) {
 		{"internal/execd/code", []string{"internal/execd"}},
 		{"internal/execd/code/jupyter", []string{"internal/execd/code"}},
 		{"internal/memtrim", []string{"internal/cli"}},
+		// Errors as HTTP answers: the two servers write them, the SDK reads
+		// them. The lifecycle and the drivers speak errdefs only.
+		{"errdefs/errhttp", []string{"internal/server", "internal/execd", "sdk"}},
 		// Tests only.
 		{"internal/driver/drivertest", nil},
 		{"internal/kube/kubetest", nil},

@@ -15,7 +15,6 @@ import (
 
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
-	"github.com/corral-dev/corral/errdefs/errhttp"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/logctx"
 	"github.com/corral-dev/corral/internal/sandbox"
@@ -272,7 +271,7 @@ func (m *Manager) failCreate(ctx context.Context, e *entry, cause error) error {
 		m.log.WarnContext(ctx, "destroy after failed start", "sandbox_id", sb.ID, "err", err)
 	}
 	kind := errdefs.KindOf(cause)
-	if r, ok := refuse(cause, createKinds); ok && !errhttp.UserFacing(cause) {
+	if r, ok := refuse(cause, createKinds); ok && !errdefs.UserFacing(cause) {
 		kind = r.kind
 	} else if !slices.Contains(createKinds, kind) {
 		kind = nil

@@ -11,7 +11,6 @@ import (
 
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
-	"github.com/corral-dev/corral/errdefs/errhttp"
 )
 
 // refusal is how the API answers a runtime's error of one kind: the kind
@@ -62,7 +61,7 @@ func refuse(err error, answerable []error) (r refusal, ok bool) {
 // the driver's text, which may be an engine's or the cluster's, is kept
 // only as the cause, for the log.
 func runtimeError(op string, err error, answerable []error) error {
-	if err == nil || errhttp.UserFacing(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if err == nil || errdefs.UserFacing(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
 	r, ok := refuse(err, answerable)
@@ -76,8 +75,7 @@ func runtimeError(op string, err error, answerable []error) error {
 // the message of a user-facing error, the server's sentence for its kind,
 // or a generic one; the detail goes to the log.
 func userMessage(err error) string {
-	if errhttp.UserFacing(err) {
-		_, _, msg := errhttp.FromError(err)
+	if msg, ok := errdefs.UserMessage(err); ok {
 		return msg
 	}
 	if r, ok := refuse(err, nil); ok {

@@ -35,10 +35,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case status >= 500 && status != http.StatusNotImplemented:
 		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
-	case !errhttp.UserFacing(err):
+	case !errdefs.UserFacing(err):
 		s.log.InfoContext(r.Context(), "request refused", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
 	}
-	if !errhttp.UserFacing(err) {
+	if !errdefs.UserFacing(err) {
 		msg = fmt.Sprintf("%s (request id %s)", msg, w.Header().Get(api.HeaderRequestID))
 	}
 	if k := errhttp.KindName(err); k != "" {
