@@ -323,22 +323,11 @@ func (t *Table) Start(spec Spec) (_ *Command, err error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir, cmd.Env, cmd.ExtraFiles = spec.Dir, spec.Env, spec.ExtraFiles
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: spec.Credential}
-	outR, outW, err := os.Pipe()
-	if err != nil {
+	outR, errR, err := startWithPipes(cmd, growPipe)
+	startErr := err
+	if errors.Is(err, errNoPipes) {
 		return nil, err
 	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return nil, err
-	}
-	cmd.Stdout, cmd.Stderr = outW, errW
-	growPipe(outR)
-	growPipe(errR)
-	startErr := cmd.Start()
-	outW.Close()
-	errW.Close()
 	content := spec.Script
 	if spec.Argv != nil {
 		content = strings.Join(spec.Argv, " ")
@@ -346,8 +335,6 @@ func (t *Table) Start(spec Spec) (_ *Command, err error) {
 	c := &Command{ID: id, Content: content, Background: spec.Background, StartedAt: time.Now().UTC(), Log: log, dir: dir,
 		cmd: cmd, pipes: []*os.File{outR, errR}, exited: make(chan struct{}), settled: make(chan struct{})}
 	if startErr != nil {
-		outR.Close()
-		errR.Close()
 		c.pipes = nil
 		log.Finish()
 		c.exitCode, c.exitErr, c.finishedAt = 127, startErr.Error(), time.Now().UTC()
@@ -582,4 +569,39 @@ func (t *Table) Close() error {
 		_ = c.Log.Close()
 	}
 	return os.RemoveAll(t.dir)
+}
+
+// errNoPipes wraps the failure to make a process's output pipes, as
+// opposed to its start's.
+var errNoPipes = errors.New("output pipes")
+
+// startWithPipes starts cmd with a pipe of its own for stdout and one for
+// stderr (each given to prepare first, when not nil) and returns their
+// read ends. A failed start closes both; a failure to make them is
+// errNoPipes.
+func startWithPipes(cmd *exec.Cmd, prepare func(*os.File)) (stdout, stderr *os.File, err error) {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", errNoPipes, err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, nil, fmt.Errorf("%w: %w", errNoPipes, err)
+	}
+	if prepare != nil {
+		prepare(outR)
+		prepare(errR)
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	err = cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		return nil, nil, err
+	}
+	return outR, errR, nil
 }

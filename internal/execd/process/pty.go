@@ -266,23 +266,8 @@ func (p *PTY) startPipes(cmd *exec.Cmd) ([]output, error) {
 	if err != nil {
 		return nil, err
 	}
-	outR, outW, err := os.Pipe()
+	outR, errR, err := startWithPipes(cmd, nil)
 	if err != nil {
-		return nil, err
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return nil, err
-	}
-	cmd.Stdout, cmd.Stderr = outW, errW
-	err = cmd.Start()
-	outW.Close()
-	errW.Close()
-	if err != nil {
-		outR.Close()
-		errR.Close()
 		return nil, err
 	}
 	p.stdin, p.mode = stdin, ModePipe
