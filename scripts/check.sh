@@ -45,8 +45,13 @@ GOFLAGS=-tags=kube "${sloglint[@]}" ./internal/cli ./cmd/corral ./internal/kube/
 
 # The tests that need no tier: with no CORRAL_TEST_* variable set, the
 # root, Docker and Kubernetes tiers skip (CI runs them after, in
-# scripts/test.sh, where a skip of a required test fails).
+# scripts/test.sh, where a skip of a required test fails). With the race
+# detector where cgo can build, and with scripts/test.sh's flags: its run
+# then reuses these packages' builds, and the results of the tests that
+# read no tier variable (Go's test cache), instead of doing them again.
 step go test
-env -u CORRAL_TEST_ROOT -u CORRAL_TEST_DOCKER -u CORRAL_TEST_KUBE \
-  go test -count=1 -timeout 20m ./...
+race=()
+if [ "$(go env CGO_ENABLED)" = 1 ] && command -v "$(go env CC)" >/dev/null; then race=(-race); fi
+env -u CORRAL_TEST_ROOT -u CORRAL_TEST_DOCKER -u CORRAL_TEST_KUBE CGO_ENABLED="$(go env CGO_ENABLED)" \
+  go test "${race[@]}" -json -timeout 60m ./... | go run ./hack/tiercheck
 step "passed"
