@@ -11,29 +11,37 @@ cd "$(dirname "$0")/.."
 t0=$SECONDS
 step() { echo "check: $* ($((SECONDS - t0)) s)"; }
 
+# Everything is built once, with the race detector where cgo can build
+# (as scripts/test.sh's run is): vet, staticcheck and the tests share those
+# builds, and so does scripts/test.sh after, with the results of the tests
+# that read no tier variable (Go's test cache).
+if [ "$(go env CGO_ENABLED)" = 1 ] && command -v "$(go env CC)" >/dev/null; then
+  export CGO_ENABLED=1 GOFLAGS="${GOFLAGS:+$GOFLAGS }-race"
+fi
+
 step gofmt
 unformatted=$(gofmt -l .)
 [ -z "$unformatted" ] || { echo "scripts/check.sh: gofmt -l lists files to format:" >&2; echo "$unformatted" >&2; exit 1; }
 
 step go vet
 go vet ./...
-go vet -tags kube ./internal/cli ./cmd/corral ./internal/kube/... ./internal/driver/kube/...
+go vet -tags kube ./internal/cli ./cmd/corral
 
 # staticcheck.conf turns on every check; go.mod pins the tool. Built for
 # this machine once: `go tool` would build it for GOOS.
 step staticcheck
 tools=$(mktemp -d)
 trap 'rm -rf "$tools"' EXIT
-go build -o "$tools/staticcheck" honnef.co/go/tools/cmd/staticcheck
-go build -o "$tools/sloglint" go-simpler.org/sloglint/cmd/sloglint
+GOFLAGS= go build -o "$tools/staticcheck" honnef.co/go/tools/cmd/staticcheck
+GOFLAGS= go build -o "$tools/sloglint" go-simpler.org/sloglint/cmd/sloglint
 "$tools/staticcheck" ./...
-"$tools/staticcheck" -tags kube ./internal/cli ./cmd/corral ./internal/kube/... ./internal/driver/kube/...
+"$tools/staticcheck" -tags kube ./internal/cli ./cmd/corral
 # Off Linux corral is the client (the CLI, corral mcp, corral agent): it
-# must build and be clean there.
-GOOS=darwin "$tools/staticcheck" -tests=false ./cmd/corral ./internal/cli/...
-GOOS=windows "$tools/staticcheck" -tests=false ./cmd/corral ./internal/cli/...
-GOOS=darwin GOARCH=arm64 go build -o /dev/null ./cmd/corral
-GOOS=windows GOARCH=amd64 go build -o /dev/null ./cmd/corral
+# must build and be clean there (without cgo, so without the race detector).
+GOFLAGS= CGO_ENABLED=0 GOOS=darwin "$tools/staticcheck" -tests=false ./cmd/corral ./internal/cli/...
+GOFLAGS= CGO_ENABLED=0 GOOS=windows "$tools/staticcheck" -tests=false ./cmd/corral ./internal/cli/...
+GOFLAGS= CGO_ENABLED=0 GOOS=darwin GOARCH=arm64 go build -o /dev/null ./cmd/corral
+GOFLAGS= CGO_ENABLED=0 GOOS=windows GOARCH=amd64 go build -o /dev/null ./cmd/corral
 
 # Structured logging: a constant message, snake_case keys given once
 # (logctx adds request_id and sandbox_id from the context), the Context
@@ -41,17 +49,13 @@ GOOS=windows GOARCH=amd64 go build -o /dev/null ./cmd/corral
 step sloglint
 sloglint=("$tools/sloglint" -no-mixed-args -static-msg -key-naming-case snake -ctx-only scope -forbidden-keys sandbox)
 "${sloglint[@]}" ./...
-GOFLAGS=-tags=kube "${sloglint[@]}" ./internal/cli ./cmd/corral ./internal/kube/... ./internal/driver/kube/...
+GOFLAGS="${GOFLAGS:+$GOFLAGS }-tags=kube" "${sloglint[@]}" ./internal/cli ./cmd/corral
 
 # The tests that need no tier: with no CORRAL_TEST_* variable set, the
 # root, Docker and Kubernetes tiers skip (CI runs them after, in
-# scripts/test.sh, where a skip of a required test fails). With the race
-# detector where cgo can build, and with scripts/test.sh's flags: its run
-# then reuses these packages' builds, and the results of the tests that
-# read no tier variable (Go's test cache), instead of doing them again.
+# scripts/test.sh, where a skip of a required test fails). With
+# scripts/test.sh's flags, so that its run finds these results cached.
 step go test
-race=()
-if [ "$(go env CGO_ENABLED)" = 1 ] && command -v "$(go env CC)" >/dev/null; then race=(-race); fi
-env -u CORRAL_TEST_ROOT -u CORRAL_TEST_DOCKER -u CORRAL_TEST_KUBE CGO_ENABLED="$(go env CGO_ENABLED)" \
-  go test "${race[@]}" -json -timeout 60m ./... | go run ./hack/tiercheck
+env -u CORRAL_TEST_ROOT -u CORRAL_TEST_DOCKER -u CORRAL_TEST_KUBE \
+  go test -json -timeout 60m ./... | GOFLAGS= go run ./hack/tiercheck
 step "passed"
