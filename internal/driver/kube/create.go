@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
-	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -264,15 +263,18 @@ func (d *Driver) waitReady(ctx context.Context, id string) error {
 	if err == nil {
 		// execd starts within milliseconds of the container; no event
 		// tells when it listens, so it is pinged until it answers (and
-		// the Sandbox looked at in between: it may have exited).
-		var addr netip.AddrPort
-		if addr, err = d.endpoint(ctx, last, insandbox.ExecdPort); err == nil {
-			dial := func(ctx context.Context) (net.Conn, error) {
-				var nd net.Dialer
-				return nd.DialContext(ctx, "tcp", addr.String())
+		// the Sandbox looked at in between: it may have exited). The
+		// address is asked for at every try: a port-forward that a
+		// refused connection ended is made again.
+		dial := func(ctx context.Context) (net.Conn, error) {
+			addr, err := d.endpoint(ctx, last, insandbox.ExecdPort)
+			if err != nil {
+				return nil, err
 			}
-			err = forward.AwaitPing(ctx, dial, func(ctx context.Context) error { return d.stillStarting(ctx, id, &last) }, time.Millisecond, 5*time.Millisecond)
+			var nd net.Dialer
+			return nd.DialContext(ctx, "tcp", addr.String())
 		}
+		err = forward.AwaitPing(ctx, dial, func(ctx context.Context) error { return d.stillStarting(ctx, id, &last) }, time.Millisecond, 5*time.Millisecond)
 	}
 	if err != nil && ctx.Err() != nil {
 		if parent := context.Cause(ctx); errors.Is(parent, context.DeadlineExceeded) && time.Since(start) >= d.cfg.ReadyTimeout {
