@@ -15,8 +15,12 @@ step() { echo "check: $* ($((SECONDS - t0)) s)"; }
 # (as scripts/test.sh's run is): vet, staticcheck and the tests share those
 # builds, and so does scripts/test.sh after, with the results of the tests
 # that read no tier variable (Go's test cache).
+# (-race is passed to each command, not exported in GOFLAGS: the tests'
+# own go commands build the shipped binary without cgo.)
+race=()
 if [ "$(go env CGO_ENABLED)" = 1 ] && command -v "$(go env CC)" >/dev/null; then
-  export CGO_ENABLED=1 GOFLAGS="${GOFLAGS:+$GOFLAGS }-race"
+  export CGO_ENABLED=1
+  race=(-race)
 fi
 
 step gofmt
@@ -24,32 +28,32 @@ unformatted=$(gofmt -l .)
 [ -z "$unformatted" ] || { echo "scripts/check.sh: gofmt -l lists files to format:" >&2; echo "$unformatted" >&2; exit 1; }
 
 step go vet
-go vet ./...
-go vet -tags kube ./internal/cli ./cmd/corral
+go vet "${race[@]}" ./...
+go vet "${race[@]}" -tags kube ./internal/cli ./cmd/corral
 
 # staticcheck.conf turns on every check; go.mod pins the tool. Built for
 # this machine once: `go tool` would build it for GOOS.
 step staticcheck
 tools=$(mktemp -d)
 trap 'rm -rf "$tools"' EXIT
-GOFLAGS= go build -o "$tools/staticcheck" honnef.co/go/tools/cmd/staticcheck
-GOFLAGS= go build -o "$tools/sloglint" go-simpler.org/sloglint/cmd/sloglint
-"$tools/staticcheck" ./...
-"$tools/staticcheck" -tags kube ./internal/cli ./cmd/corral
+go build -o "$tools/staticcheck" honnef.co/go/tools/cmd/staticcheck
+go build -o "$tools/sloglint" go-simpler.org/sloglint/cmd/sloglint
+GOFLAGS="${race[*]}" "$tools/staticcheck" ./...
+GOFLAGS="${race[*]}" "$tools/staticcheck" -tags kube ./internal/cli ./cmd/corral
 # Off Linux corral is the client (the CLI, corral mcp, corral agent): it
 # must build and be clean there (without cgo, so without the race detector).
-GOFLAGS= CGO_ENABLED=0 GOOS=darwin "$tools/staticcheck" -tests=false ./cmd/corral ./internal/cli/...
-GOFLAGS= CGO_ENABLED=0 GOOS=windows "$tools/staticcheck" -tests=false ./cmd/corral ./internal/cli/...
-GOFLAGS= CGO_ENABLED=0 GOOS=darwin GOARCH=arm64 go build -o /dev/null ./cmd/corral
-GOFLAGS= CGO_ENABLED=0 GOOS=windows GOARCH=amd64 go build -o /dev/null ./cmd/corral
+CGO_ENABLED=0 GOOS=darwin "$tools/staticcheck" -tests=false ./cmd/corral ./internal/cli/...
+CGO_ENABLED=0 GOOS=windows "$tools/staticcheck" -tests=false ./cmd/corral ./internal/cli/...
+CGO_ENABLED=0 GOOS=darwin GOARCH=arm64 go build -o /dev/null ./cmd/corral
+CGO_ENABLED=0 GOOS=windows GOARCH=amd64 go build -o /dev/null ./cmd/corral
 
 # Structured logging: a constant message, snake_case keys given once
 # (logctx adds request_id and sandbox_id from the context), the Context
 # form wherever a context is at hand, never the key "sandbox".
 step sloglint
 sloglint=("$tools/sloglint" -no-mixed-args -static-msg -key-naming-case snake -ctx-only scope -forbidden-keys sandbox)
-"${sloglint[@]}" ./...
-GOFLAGS="${GOFLAGS:+$GOFLAGS }-tags=kube" "${sloglint[@]}" ./internal/cli ./cmd/corral
+GOFLAGS="${race[*]}" "${sloglint[@]}" ./...
+GOFLAGS="${race[*]} -tags=kube" "${sloglint[@]}" ./internal/cli ./cmd/corral
 
 # The tests that need no tier: with no CORRAL_TEST_* variable set, the
 # root, Docker and Kubernetes tiers skip (CI runs them after, in
@@ -57,5 +61,5 @@ GOFLAGS="${GOFLAGS:+$GOFLAGS }-tags=kube" "${sloglint[@]}" ./internal/cli ./cmd/
 # scripts/test.sh's flags, so that its run finds these results cached.
 step go test
 env -u CORRAL_TEST_ROOT -u CORRAL_TEST_DOCKER -u CORRAL_TEST_KUBE \
-  go test -json -timeout 60m ./... | GOFLAGS= go run ./hack/tiercheck
+  go test "${race[@]}" -json -timeout 60m ./... | go run ./hack/tiercheck
 step "passed"
