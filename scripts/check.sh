@@ -13,8 +13,7 @@ step() { echo "check: $* ($((SECONDS - t0)) s)"; }
 
 # Everything is built once, with the race detector where cgo can build
 # (as scripts/test.sh's run is): vet, staticcheck and the tests share those
-# builds, and so does scripts/test.sh after, with the results of the tests
-# that read no tier variable (Go's test cache).
+# builds, and so does scripts/test.sh after.
 # (-race is passed to each command, not exported in GOFLAGS: the tests'
 # own go commands build the shipped binary without cgo.)
 race=()
@@ -57,8 +56,7 @@ GOFLAGS="${race[*]} -tags=kube" "${sloglint[@]}" ./internal/cli ./cmd/corral
 
 # The tests that need no tier: with no CORRAL_TEST_* variable set, the
 # root, Docker and Kubernetes tiers skip (CI runs them after, in
-# scripts/test.sh, where a skip of a required test fails). With
-# scripts/test.sh's flags, so that its run finds these results cached.
+# scripts/test.sh, where a skip of a required test fails).
 step go test
 env -u CORRAL_TEST_ROOT -u CORRAL_TEST_DOCKER -u CORRAL_TEST_KUBE \
   go test "${race[@]}" -json -timeout 60m ./... | go run ./hack/tiercheck
