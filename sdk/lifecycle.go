@@ -312,8 +312,8 @@ func (c *Client) RevokeAPIKey(ctx context.Context, id string) error {
 	return err
 }
 
-// EventOptions page through Events.
-type EventOptions struct {
+// SandboxEventOptions page through SandboxEvents.
+type SandboxEventOptions struct {
 	// After is the Seq to continue from (the previous page's Next).
 	After int64
 	// Limit is the page size (default 100, at most 1000).
@@ -322,10 +322,11 @@ type EventOptions struct {
 	Type string
 }
 
-// Events returns a page of a sandbox's event log (a corral extension):
-// lifecycle transitions and, for a sandbox with a network policy, every
-// egress decision with the rule that made it.
-func (c *Client) Events(ctx context.Context, id string, opts EventOptions) (*api.SandboxEventList, error) {
+// SandboxEvents returns a page of a sandbox's event log (a corral
+// extension): lifecycle transitions and, for a sandbox with a network
+// policy, every egress decision with the rule that made it. Events
+// follows every sandbox of the tenant.
+func (c *Client) SandboxEvents(ctx context.Context, id string, opts SandboxEventOptions) (*api.SandboxEventList, error) {
 	q := url.Values{}
 	if opts.After > 0 {
 		q.Set("after", strconv.FormatInt(opts.After, 10))

@@ -121,6 +121,11 @@ func (m *Manager) Fork(ctx context.Context, req ForkRequest) (*ForkResult, error
 		return nil, errdefs.Wrap(errdefs.KindOf(first), errCode(first, api.CodeSandboxStartFailed),
 			fmt.Sprintf("the fork of %s made none of its %d sandboxes: %s", req.SandboxID, req.Count, userMessage(first)), err)
 	}
+	ids := make([]string, len(out.Sandboxes))
+	for i, sb := range out.Sandboxes {
+		ids[i] = sb.ID
+	}
+	m.publish(bctx, published(src, api.EventSandboxForked, map[string]any{"snapshotId": sn.ID, "sandboxIds": ids}))
 	return out, nil
 }
 

@@ -93,6 +93,9 @@ type Config struct {
 	// named volume's size (empty: it can); such a runtime refuses
 	// pvc.storage, and Storage.MaxVolumeBytes does not apply to it.
 	VolumeSizeUnsupported string
+	// ExpiryWarning is how long before a sandbox's expiry the event
+	// sandbox.expiring is published (default 1m; negative: never).
+	ExpiryWarning time.Duration
 	// Isolation are the isolation tiers creates may ask for with
 	// extensions[corral.dev/isolation], the default first (empty: runc on
 	// a runtime with tiers, driver.Tierer). New refuses a tier the driver
@@ -134,6 +137,9 @@ func (c *Config) setDefaults() {
 	def(&c.RetainTerminated, time.Hour)
 	def(&c.IdempotencyTTL, 24*time.Hour)
 	def(&c.RenewOnAccessInterval, time.Minute)
+	if c.ExpiryWarning == 0 {
+		c.ExpiryWarning = time.Minute
+	}
 	if c.Logger == nil {
 		c.Logger = logctx.Discard()
 	}
@@ -171,6 +177,12 @@ type Manager struct {
 	// misses bounds the reads of the shared store for sandboxes this
 	// server has no record of.
 	misses *secrets.Rate
+	// warned holds, per sandbox, the expiry it was warned of.
+	warned map[string]time.Time
+
+	// evCh is closed, and replaced, when this server writes an event.
+	evMu sync.Mutex
+	evCh chan struct{}
 
 	// tasks holds background work queued for Run to start.
 	tasksMu sync.Mutex
@@ -208,6 +220,8 @@ func New(cfg Config) (*Manager, error) {
 		watching:   map[string]bool{},
 		gone:       map[string]time.Time{},
 		misses:     secrets.NewRate(20, 50),
+		warned:     map[string]time.Time{},
+		evCh:       make(chan struct{}),
 		kick:       make(chan struct{}, 1),
 		wake:       make(chan struct{}, 1),
 	}
@@ -290,6 +304,9 @@ func (m *Manager) commit(ctx context.Context, e *entry, next *sandbox.Sandbox, e
 	}
 	m.mu.Unlock()
 	m.wakeReaper()
+	if ev.Kind != "" {
+		m.eventsWritten()
+	}
 	// logctx.Handler writes sandbox_id once, whether ctx carries it or not.
 	m.log.InfoContext(ctx, "sandbox event", "event", evType, "sandbox_id", next.ID, "state", next.Status.State.String(), "reason", next.Status.Reason)
 	return nil
@@ -298,8 +315,12 @@ func (m *Manager) commit(ctx context.Context, e *entry, next *sandbox.Sandbox, e
 // remove deletes e's record from the store and from memory.
 func (m *Manager) remove(ctx context.Context, e *entry, evType string) error {
 	sb := m.current(e)
-	if err := m.rec.DeleteSandbox(ctx, sb.ID, eventFor(sb, evType)); err != nil {
+	ev := eventFor(sb, evType)
+	if err := m.rec.DeleteSandbox(ctx, sb.ID, ev); err != nil {
 		return err
+	}
+	if ev.Kind != "" {
+		m.eventsWritten()
 	}
 	m.mu.Lock()
 	if m.sandboxes[sb.ID] == e {
@@ -311,10 +332,15 @@ func (m *Manager) remove(ctx context.Context, e *entry, evType string) error {
 }
 
 func eventFor(sb *sandbox.Sandbox, evType string) *sandbox.Event {
-	return &sandbox.Event{
+	ev := &sandbox.Event{
 		At: time.Now().UTC(), Tenant: sb.Tenant, SandboxID: sb.ID, Type: evType,
 		State: sb.Status.State.String(), Reason: sb.Status.Reason, Message: sb.Status.Message,
+		Kind: kindOf(evType, sb),
 	}
+	if ev.Kind != "" {
+		ev.Metadata = sb.Metadata
+	}
+	return ev
 }
 
 // Get returns a tenant's sandbox. With shared records, one in the middle

@@ -47,6 +47,7 @@ func (m *Manager) reap(ctx context.Context, now time.Time) time.Time {
 		}
 	}
 	var due, purge []*entry
+	var warn []*sandbox.Sandbox
 	m.mu.Lock()
 	for id, e := range m.sandboxes {
 		sb := e.sb
@@ -68,9 +69,25 @@ func (m *Manager) reap(ctx context.Context, now time.Time) time.Time {
 			}
 		default:
 			earliest(sb.ExpiresAt)
+			if w := m.cfg.ExpiryWarning; w > 0 && !m.warned[id].Equal(sb.ExpiresAt) {
+				if warnAt := sb.ExpiresAt.Add(-w); now.Before(warnAt) {
+					earliest(warnAt)
+				} else {
+					m.warned[id] = sb.ExpiresAt
+					warn = append(warn, sb)
+				}
+			}
+		}
+	}
+	for id := range m.warned {
+		if _, ok := m.sandboxes[id]; !ok {
+			delete(m.warned, id)
 		}
 	}
 	m.mu.Unlock()
+	for _, sb := range warn {
+		m.warnExpiring(ctx, sb)
+	}
 	for _, e := range due {
 		m.spawn(func(ctx context.Context) { m.expire(ctx, e) })
 	}

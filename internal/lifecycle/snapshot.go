@@ -37,15 +37,32 @@ func (m *Manager) snapshotter() (driver.Snapshotter, error) {
 }
 
 func (m *Manager) putSnapshot(ctx context.Context, sn *sandbox.Snapshot, evType string) error {
-	ev := &sandbox.Event{At: time.Now().UTC(), Tenant: sn.Tenant, SandboxID: sn.SandboxID, Type: evType,
-		State: sn.State.String(), Reason: sn.Reason, Message: sn.Message}
+	ev := m.snapshotEvent(sn, evType)
+	ev.State, ev.Reason, ev.Message = sn.State.String(), sn.Reason, sn.Message
 	if err := m.st.PutSnapshot(ctx, sn, ev); err != nil {
 		return err
+	}
+	if ev.Kind != "" {
+		m.eventsWritten()
 	}
 	m.mu.Lock()
 	m.snapshots[sn.ID] = sn.Clone()
 	m.mu.Unlock()
 	return nil
+}
+
+// snapshotEvent is an event of sn: published with the snapshot's ID and
+// name, and its sandbox's metadata if the sandbox is still known.
+func (m *Manager) snapshotEvent(sn *sandbox.Snapshot, evType string) *sandbox.Event {
+	ev := &sandbox.Event{At: time.Now().UTC(), Tenant: sn.Tenant, SandboxID: sn.SandboxID, Type: evType}
+	if ev.Kind = kindOf(evType, nil); ev.Kind != "" {
+		b, _ := json.Marshal(map[string]string{"snapshotId": sn.ID, "name": sn.Name})
+		ev.Detail = string(b)
+		if e := m.liveEntry(sn.SandboxID); e != nil {
+			ev.Metadata = m.current(e).Metadata
+		}
+	}
+	return ev
 }
 
 // CreateSnapshot starts capturing a Running sandbox and returns the snapshot
@@ -249,10 +266,11 @@ func (m *Manager) removeSnapshot(ctx context.Context, sn *sandbox.Snapshot) erro
 			return runtimeError("delete the snapshot of", fmt.Errorf("snapshot %s: %w", sn.ID, err), changeKinds)
 		}
 	}
-	ev := &sandbox.Event{At: time.Now().UTC(), Tenant: sn.Tenant, SandboxID: sn.SandboxID, Type: "snapshot_deleted"}
+	ev := m.snapshotEvent(sn, "snapshot_deleted")
 	if err := m.st.DeleteSnapshot(ctx, sn.ID, ev); err != nil {
 		return err
 	}
+	m.eventsWritten()
 	m.mu.Lock()
 	delete(m.snapshots, sn.ID)
 	m.mu.Unlock()

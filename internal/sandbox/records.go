@@ -4,8 +4,12 @@
 package sandbox
 
 import (
+	"encoding/json"
 	"errors"
+	"strconv"
 	"time"
+
+	"github.com/corral-dev/corral/api"
 )
 
 // What the lifecycle keeps beside its records, whichever store keeps them
@@ -29,6 +33,24 @@ type Event struct {
 	Message string
 	// Detail is structured JSON, or empty.
 	Detail string
+	// Kind is the event's type in its tenant's stream (api.Event*), or
+	// empty for an event that stays in the sandbox's own log.
+	Kind string
+	// Metadata is the sandbox's metadata when the event happened (kept
+	// with published events only).
+	Metadata map[string]string
+}
+
+// Public is the event as its tenant's stream and webhooks show it.
+func (ev *Event) Public() api.Event {
+	out := api.Event{
+		ID: strconv.FormatInt(ev.Seq, 10), Type: ev.Kind, Time: ev.At, SandboxID: ev.SandboxID,
+		Source: api.EventSourceServer, State: ev.State, Reason: ev.Reason, Message: ev.Message, Metadata: ev.Metadata,
+	}
+	if ev.Detail != "" && json.Valid([]byte(ev.Detail)) {
+		out.Data = json.RawMessage(ev.Detail)
+	}
+	return out
 }
 
 // Idempotency binds a create's Idempotency-Key to the sandbox it made.
@@ -38,4 +60,15 @@ type Idempotency struct {
 	RequestHash string
 	SandboxID   string
 	CreatedAt   time.Time
+}
+
+// EventQuery selects published events: of Tenant, after position After,
+// at most Limit, of the Kinds named (none: all) and of SandboxID (empty:
+// all), oldest first.
+type EventQuery struct {
+	Tenant    string
+	After     int64
+	Limit     int
+	Kinds     []string
+	SandboxID string
 }

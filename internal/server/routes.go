@@ -35,6 +35,7 @@ func (s *Server) routes() {
 		s.handle("DELETE "+p+"/snapshots/{id}", s.deleteSnapshot)
 		s.handle(p+"/sandboxes/{id}/proxy/{port}", s.proxy.serve)
 		s.handle(p+"/sandboxes/{id}/proxy/{port}/{path...}", s.proxy.serve)
+		s.handle("GET "+p+"/events", s.streamEvents)
 		s.handle("GET "+p+"/volumes", s.listVolumes)
 		s.handle("DELETE "+p+"/volumes/{name}", s.deleteVolume)
 		s.handle("GET "+p+"/secrets", s.listSecrets)
@@ -48,7 +49,7 @@ func (s *Server) routes() {
 		for _, path := range []string{"/sandboxes", "/sandboxes/{id}", "/sandboxes/{id}/metadata", "/sandboxes/{id}/pause",
 			"/sandboxes/{id}/resume", "/sandboxes/{id}/renew-expiration", "/sandboxes/{id}/endpoints/{port}", "/sandboxes/{id}/events",
 			"/sandboxes/{id}/diagnostics/logs", "/sandboxes/{id}/diagnostics/events",
-			"/sandboxes/{id}/snapshots", "/sandboxes/{id}/fork", "/snapshots", "/snapshots/{id}", "/volumes", "/volumes/{name}", "/secrets", "/secrets/{name}", "/admin/keys", "/admin/keys/{id}"} {
+			"/sandboxes/{id}/snapshots", "/sandboxes/{id}/fork", "/snapshots", "/snapshots/{id}", "/events", "/volumes", "/volumes/{name}", "/secrets", "/secrets/{name}", "/admin/keys", "/admin/keys/{id}"} {
 			s.mux.HandleFunc(p+path, s.methodNotAllowed)
 		}
 	}

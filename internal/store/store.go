@@ -183,8 +183,16 @@ func insertEvent(ctx context.Context, tx *sql.Tx, ev *sandbox.Event) error {
 	if ev == nil {
 		return nil
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO events (at, tenant, sandbox_id, type, state, reason, message, detail) VALUES (?,?,?,?,?,?,?,?)`,
-		nanos(ev.At), ev.Tenant, ev.SandboxID, ev.Type, ev.State, ev.Reason, ev.Message, ev.Detail)
+	var md string
+	if len(ev.Metadata) > 0 {
+		md = mustJSON(ev.Metadata)
+	}
+	res, err := tx.ExecContext(ctx, `INSERT INTO events (at, tenant, sandbox_id, type, state, reason, message, detail, kind, metadata) VALUES (?,?,?,?,?,?,?,?,?,?)`,
+		nanos(ev.At), ev.Tenant, ev.SandboxID, ev.Type, ev.State, ev.Reason, ev.Message, ev.Detail, ev.Kind, md)
+	if err != nil {
+		return err
+	}
+	ev.Seq, err = res.LastInsertId()
 	return err
 }
 

@@ -643,7 +643,7 @@ func TestAgentPromptInjection(t *testing.T) {
 			seen.console = string(console)
 			// Forwarding batches every 100 ms.
 			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-				page, err := c.Events(ctx, seen.id, sdk.EventOptions{Limit: 1000})
+				page, err := c.SandboxEvents(ctx, seen.id, sdk.SandboxEventOptions{Limit: 1000})
 				if err != nil {
 					return err
 				}

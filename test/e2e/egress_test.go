@@ -439,7 +439,7 @@ func runEgressPolicy(t *testing.T, w netlab.World, rig egressRig) {
 			var all []api.SandboxEvent
 			var after int64
 			for {
-				page, err := c.Events(ctx(t), sb.ID, sdk.EventOptions{After: after, Limit: 1000, Type: "egress"})
+				page, err := c.SandboxEvents(ctx(t), sb.ID, sdk.SandboxEventOptions{After: after, Limit: 1000, Type: "egress"})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -292,7 +292,7 @@ func (h *hostileRig) auditFlood(t *testing.T) {
 		r.NetworkPolicy = &api.NetworkPolicy{DefaultAction: "deny"}
 	}, "sh", "-c", "i=0; while true; do i=$((i+1)); nslookup x$i.flood.invalid >/dev/null 2>&1; done")
 	testutil.WaitFor(t, time.Minute, "the attacker's audit to be cut to its rate", func() bool {
-		evs, err := h.attacker.Events(ctx(t), id, sdk.EventOptions{Type: "egress.suppressed", Limit: 1})
+		evs, err := h.attacker.SandboxEvents(ctx(t), id, sdk.SandboxEventOptions{Type: "egress.suppressed", Limit: 1})
 		return err == nil && len(evs.Items) > 0
 	})
 	h.victimUnaffected(t)
@@ -394,7 +394,7 @@ func (h *hostileRig) sharedAddress(t *testing.T) {
 		}
 	}
 	testutil.WaitFor(t, 30*time.Second, "an audit event naming the refused site", func() bool {
-		evs, err := h.attacker.Events(ctx(t), id, sdk.EventOptions{Type: "egress", Limit: 1000})
+		evs, err := h.attacker.SandboxEvents(ctx(t), id, sdk.SandboxEventOptions{Type: "egress", Limit: 1000})
 		for _, ev := range evs.Items {
 			if err == nil && ev.Reason == "deny" && strings.Contains(ev.Message, "evil.test") {
 				return true

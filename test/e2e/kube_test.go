@@ -350,7 +350,7 @@ func TestKubeReplicasShareTheCluster(t *testing.T) {
 	if cr.Spec.ExpireTime == nil || !cr.Spec.ExpireTime.Time.Equal(gb.ExpiresAt.Add(time.Second-1).Truncate(time.Second)) {
 		t.Errorf("the Sandbox's expireTime %v does not match the record's %v", cr.Spec.ExpireTime, gb.ExpiresAt)
 	}
-	evs, err := ca.Events(cx, sb.ID, sdk.EventOptions{})
+	evs, err := ca.SandboxEvents(cx, sb.ID, sdk.SandboxEventOptions{})
 	if err != nil || len(evs.Items) < 4 {
 		t.Errorf("events = %+v, %v", evs, err)
 	}

@@ -135,13 +135,13 @@ func TestOCISecretsOnDemand(t *testing.T) {
 	if out := fetch(x, "$CORRAL_SANDBOX_ID", "db-password", "$CORRAL_SESSION_KEY"); !strings.HasSuffix(out, " 403") {
 		t.Errorf("a deleted secret = %q", out)
 	}
-	if page, err := s2.client(t).Events(ctx(t), other.ID, sdk.EventOptions{Type: "secret"}); err != nil || len(page.Items) != 0 {
+	if page, err := s2.client(t).SandboxEvents(ctx(t), other.ID, sdk.SandboxEventOptions{Type: "secret"}); err != nil || len(page.Items) != 0 {
 		t.Errorf("requests naming another sandbox were recorded against it: %+v %v", page, err)
 	}
 	// Every request is in the sandbox's event log, without the value.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		page, err := s2.client(t).Events(ctx(t), sb.ID, sdk.EventOptions{Type: "secret", Limit: 100})
+		page, err := s2.client(t).SandboxEvents(ctx(t), sb.ID, sdk.SandboxEventOptions{Type: "secret", Limit: 100})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -238,7 +238,7 @@ func TestOCICredentialVault(t *testing.T) {
 				t.Errorf("GET %s = %d, shows the secret: %v", path, code, strings.Contains(body, secret))
 			}
 		}
-		page, err := c.Events(ctx(t), sb.ID, sdk.EventOptions{Type: "egress", Limit: 1000})
+		page, err := c.SandboxEvents(ctx(t), sb.ID, sdk.SandboxEventOptions{Type: "egress", Limit: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -250,7 +250,7 @@ func TestOCICredentialVault(t *testing.T) {
 	t.Run("InjectionsAreAudited", func(t *testing.T) {
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			page, err := c.Events(ctx(t), sb.ID, sdk.EventOptions{Type: "egress.credential", Limit: 1000})
+			page, err := c.SandboxEvents(ctx(t), sb.ID, sdk.SandboxEventOptions{Type: "egress.credential", Limit: 1000})
 			if err != nil {
 				t.Fatal(err)
 			}

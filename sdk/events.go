@@ -1,0 +1,176 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package sdk
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/corral-dev/corral/api"
+	"github.com/corral-dev/corral/sse"
+)
+
+// EventStreamOptions choose what Events follows. Zero: every new event
+// of the tenant, followed until the context ends.
+type EventStreamOptions struct {
+	// SandboxID keeps one sandbox's events.
+	SandboxID string
+	// Types keeps events of these types (api.Event*).
+	Types []string
+	// Metadata keeps events of sandboxes whose metadata has every pair.
+	Metadata map[string]string
+	// After is the ID of the last event already seen: the stream starts
+	// after it. Empty: a followed stream starts with the next new event,
+	// an unfollowed one with the oldest the server keeps.
+	After string
+	// NoFollow ends the stream once the events already recorded are read.
+	NoFollow bool
+	// Limit ends the stream after this many events (0: no bound).
+	Limit int
+}
+
+// EventStream is a tenant's event stream (GET /v1/events). It
+// reconnects by itself when the connection breaks, resuming after the
+// last event it returned: no event is lost or repeated.
+type EventStream struct {
+	c    *Client
+	ctx  context.Context
+	opts EventStreamOptions
+	body io.ReadCloser
+	rd   *sse.Reader
+	read int
+	// last is the ID of the last event returned.
+	last string
+}
+
+// Events opens the caller's tenant's event stream (a corral extension).
+// An error of the first request (a bad filter, a runtime whose records
+// keep no stream) is returned here; later breaks are retried by Next.
+func (c *Client) Events(ctx context.Context, opts EventStreamOptions) (*EventStream, error) {
+	s := &EventStream{c: c, ctx: ctx, opts: opts, last: opts.After}
+	if err := s.connect(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *EventStream) connect() error {
+	q := url.Values{}
+	o := s.opts
+	if o.SandboxID != "" {
+		q.Set("sandboxId", o.SandboxID)
+	}
+	if len(o.Types) > 0 {
+		q.Set("type", strings.Join(o.Types, ","))
+	}
+	if len(o.Metadata) > 0 {
+		md := url.Values{}
+		for k, v := range o.Metadata {
+			md.Set(k, v)
+		}
+		q.Set("metadata", md.Encode())
+	}
+	if s.last != "" {
+		q.Set("after", s.last)
+	}
+	if o.NoFollow {
+		q.Set("follow", "false")
+	}
+	if o.Limit > 0 {
+		q.Set("limit", strconv.Itoa(o.Limit-s.read))
+	}
+	cl := call{method: http.MethodGet, path: "/v1/events", query: q}
+	resp, err := s.c.once(s.ctx, cl, nil)
+	if err != nil {
+		if s.ctx.Err() != nil {
+			return s.ctx.Err()
+		}
+		return fmt.Errorf("sdk: GET /v1/events: %w: %w", ErrUnavailable, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		return decodeError(resp)
+	}
+	s.body, s.rd = resp.Body, sse.NewReader(resp.Body)
+	return nil
+}
+
+// Next returns the next event, waiting for it when following. It
+// returns io.EOF at the end of an unfollowed or limited stream, and the
+// context's error once it ends.
+func (s *EventStream) Next() (api.Event, error) {
+	backoff := s.c.retry.Initial
+	for {
+		if s.opts.Limit > 0 && s.read >= s.opts.Limit {
+			return api.Event{}, io.EOF
+		}
+		if s.rd == nil {
+			if err := s.connect(); err != nil {
+				var apiErr *APIError
+				if s.ctx.Err() != nil || errors.As(err, &apiErr) && !retryableStatus(apiErr.Status) {
+					return api.Event{}, err
+				}
+				if werr := sleepCtx(s.ctx, jitter(backoff)); werr != nil {
+					return api.Event{}, werr
+				}
+				backoff = min(backoff*2, s.c.retry.Max)
+				continue
+			}
+		}
+		data, err := s.rd.Next()
+		if err == nil {
+			var ev api.Event
+			if err := json.Unmarshal(data, &ev); err != nil {
+				return api.Event{}, fmt.Errorf("sdk: event stream: %w", err)
+			}
+			s.last = ev.ID
+			s.read++
+			backoff = s.c.retry.Initial
+			return ev, nil
+		}
+		s.body.Close()
+		s.body, s.rd = nil, nil
+		switch {
+		case s.ctx.Err() != nil:
+			return api.Event{}, s.ctx.Err()
+		case errors.Is(err, io.EOF) && (s.opts.NoFollow || s.opts.Limit > 0):
+			// The server ends such a stream only when it is done.
+			return api.Event{}, io.EOF
+		}
+		// A broken followed stream: reconnect after the last event read.
+	}
+}
+
+// LastID is the ID of the last event Next returned (or the After the
+// stream started with): where a new stream resumes.
+func (s *EventStream) LastID() string { return s.last }
+
+// Close ends the stream.
+func (s *EventStream) Close() error {
+	if s.body == nil {
+		return nil
+	}
+	err := s.body.Close()
+	s.body, s.rd = nil, nil
+	return err
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
