@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -36,6 +37,8 @@ import (
 	"github.com/corral-dev/corral/internal/secrets"
 	"github.com/corral-dev/corral/internal/server"
 	"github.com/corral-dev/corral/internal/store"
+	"github.com/corral-dev/corral/internal/version"
+	"github.com/corral-dev/corral/internal/webhook"
 )
 
 // serveConfig is everything `corral serve` can be told.
@@ -74,6 +77,11 @@ type serveConfig struct {
 	defaultPolicy    string
 	// serverID identifies this data dir's server on shared backends.
 	serverID string
+	// Events and webhooks.
+	expiryWarning      time.Duration
+	webhookAllow       string
+	webhookMaxAttempts int
+	webhookRetryBase   time.Duration
 }
 
 // runtimes is the explicit table of runtimes this binary can drive, each
@@ -188,6 +196,10 @@ func runServe(ctx context.Context, e *env, args []string) int {
 		rt.register(fs)
 	}
 	fs.StringVar(&cfg.defaultPolicy, "network-default-policy", "", `networkPolicy for creates that give none, as JSON (such as '{"defaultAction":"allow"}', OpenSandbox's meaning of no policy); default: such sandboxes have no network`)
+	fs.DurationVar(&cfg.expiryWarning, "expiry-warning", time.Minute, "how long before a sandbox's expiry the event sandbox.expiring is sent (0: never)")
+	fs.StringVar(&cfg.webhookAllow, "webhook-allow-cidr", "", "address ranges (comma-separated CIDRs) webhooks may reach although they are loopback, private or link-local (127.0.0.0/8 for a receiver on this host); metadata addresses stay refused. Default: public addresses only")
+	fs.IntVar(&cfg.webhookMaxAttempts, "webhook-max-attempts", 12, "attempts of a webhook delivery before it is dead-lettered")
+	fs.DurationVar(&cfg.webhookRetryBase, "webhook-retry-base", 5*time.Second, "delay before a failed webhook delivery's first retry; it doubles with each next one (up to an hour), with jitter")
 	fs.StringVar(&cfg.serverID, "server-id", "", "this server's identity on a shared backend (its Docker containers and Kubernetes Sandboxes carry it; default: one made at the first start and kept in the data dir). Give it explicitly to keep it when the data dir is lost")
 	if ok, code := client.ParseFlags(fs, e, args); !ok {
 		return code
@@ -292,6 +304,10 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, rt runtimeFlags, log *
 		Driver: d, DriverName: cfg.runtime, Store: st, Records: recs, Logger: log, MaxTimeout: cfg.maxTimeout,
 		RecoveryTimeout: cfg.recoveryTimeout, RetainTerminated: cfg.retainTerminated, Secrets: sec,
 		DefaultNetworkPolicy: defaultPolicy, Limits: cfg.limits, AllowedHostPaths: cfg.hostPaths, Storage: cfg.storage,
+		ExpiryWarning: cfg.expiryWarning,
+	}
+	if cfg.expiryWarning == 0 {
+		lcfg.ExpiryWarning = -1
 	}
 	if u, ok := rt.(unsizedVolumes); ok {
 		lcfg.VolumeSizeUnsupported = u.noVolumeSize()
@@ -326,9 +342,40 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, rt runtimeFlags, log *
 		return err
 	}
 	defer stopSecrets()
+	hooks, err := webhooks(cfg, st, mgr, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer hooks.Close()
 	srv := server.New(server.Config{Manager: mgr, Keys: keys, Logger: log, InsecureNoAuth: cfg.insecureNoAuth, CORSOrigins: cfg.origins, Secrets: sec,
-		HealthWarnings: warnings})
-	return runUntilDone(ctx, cfg, log, mgr, srv.NewHTTPServer(cfg.listen), ln)
+		HealthWarnings: warnings, Webhooks: hooks})
+	return runUntilDone(ctx, cfg, log, mgr, hooks, srv.NewHTTPServer(cfg.listen), ln)
+}
+
+// webhooks is the webhook service over the data dir's store, delivering
+// the Manager's events.
+func webhooks(cfg *serveConfig, st *store.Store, mgr *lifecycle.Manager, log *slog.Logger) (*webhook.Service, error) {
+	var allow []netip.Prefix
+	for _, c := range policy.SplitList(cfg.webhookAllow) {
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			return nil, fmt.Errorf("--webhook-allow-cidr: %q: want a CIDR", c)
+		}
+		allow = append(allow, p.Masked())
+	}
+	guard, err := webhook.NewGuard(allow)
+	if err != nil {
+		return nil, fmt.Errorf("--webhook-allow-cidr: %w", err)
+	}
+	if cfg.webhookMaxAttempts < 1 {
+		return nil, fmt.Errorf("--webhook-max-attempts %d: want at least 1", cfg.webhookMaxAttempts)
+	}
+	if cfg.webhookRetryBase <= 0 {
+		return nil, fmt.Errorf("--webhook-retry-base %v: want a positive duration", cfg.webhookRetryBase)
+	}
+	return webhook.New(webhook.Config{Store: st, Events: mgr, Guard: guard, Logger: log, MaxAttempts: cfg.webhookMaxAttempts,
+		RetryBase: cfg.webhookRetryBase, UserAgent: "corral-webhook/" + version.Get().Version})
 }
 
 // parseDefaultPolicy checks --network-default-policy as a create's policy
@@ -419,10 +466,11 @@ func serveSecrets(ctx context.Context, sec *secrets.Service, mgr *lifecycle.Mana
 // runUntilDone runs the Manager and serves the API on ln until ctx ends
 // or serving fails, then lets requests finish (--shutdown-timeout); the
 // sandboxes keep running.
-func runUntilDone(ctx context.Context, cfg *serveConfig, log *slog.Logger, mgr *lifecycle.Manager, hs *http.Server, ln net.Listener) (err error) {
+func runUntilDone(ctx context.Context, cfg *serveConfig, log *slog.Logger, mgr *lifecycle.Manager, hooks *webhook.Service, hs *http.Server, ln net.Listener) (err error) {
 	mctx, stopManager := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = mgr.Run(mctx) })
+	wg.Go(func() { _ = hooks.Run(mctx) })
 	serveErr := make(chan error, 1)
 	wg.Go(func() { serveErr <- hs.Serve(ln) })
 	log.InfoContext(ctx, "serving", "listen", "http://"+ln.Addr().String(), "runtime", cfg.runtime, "data_dir", cfg.dataDir)

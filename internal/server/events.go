@@ -175,6 +175,9 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 			case <-ctx.Done():
 				t.Stop()
 				return
+			case <-s.closing:
+				t.Stop()
+				return
 			case <-changed:
 			case <-t.C:
 			}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"github.com/corral-dev/corral/internal/driver/fakedriver"
 	"github.com/corral-dev/corral/internal/lifecycle"
 	"github.com/corral-dev/corral/internal/store"
+	"github.com/corral-dev/corral/internal/webhook"
 	"github.com/corral-dev/corral/internal/testutil/contracttest"
 )
 
@@ -36,6 +38,7 @@ type ts struct {
 	keyA     string // admin of t1
 	keyB     string // tenant t2
 	mgr      *lifecycle.Manager
+	st       *store.Store
 	contract *contracttest.Contract
 }
 
@@ -79,6 +82,19 @@ func newTSDriver(t testing.TB, edit func(*Config), wrap func(*fakedriver.Driver)
 // lc (nil: not).
 func newTSFull(t testing.TB, edit func(*Config), wrap func(*fakedriver.Driver) driver.Driver, lc func(*lifecycle.Config)) *ts {
 	t.Helper()
+	return newTSAll(t, edit, wrap, lc, nil)
+}
+
+// newTSHooks is newTS with the webhook service's configuration changed
+// by hc. Every test server delivers webhooks, to loopback receivers,
+// retrying after 20ms (doubling) up to 4 attempts.
+func newTSHooks(t testing.TB, hc func(*webhook.Config)) *ts {
+	t.Helper()
+	return newTSAll(t, nil, nil, nil, hc)
+}
+
+func newTSAll(t testing.TB, edit func(*Config), wrap func(*fakedriver.Driver) driver.Driver, lc func(*lifecycle.Config), hc func(*webhook.Config)) *ts {
+	t.Helper()
 	dir := t.TempDir()
 	st, err := store.Open(t.Context(), filepath.Join(dir, "corral.db"))
 	if err != nil {
@@ -115,7 +131,19 @@ func newTSFull(t testing.TB, edit func(*Config), wrap func(*fakedriver.Driver) d
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Manager: mgr, Keys: keys}
+	guard, err := webhook.NewGuard([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wcfg := webhook.Config{Store: st, Events: mgr, Guard: guard, RetryBase: 20 * time.Millisecond, MaxAttempts: 4, Timeout: 5 * time.Second}
+	if hc != nil {
+		hc(&wcfg)
+	}
+	hooks, err := webhook.New(wcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Manager: mgr, Keys: keys, Webhooks: hooks}
 	if edit != nil {
 		edit(&cfg)
 	}
@@ -123,15 +151,19 @@ func newTSFull(t testing.TB, edit func(*Config), wrap func(*fakedriver.Driver) d
 	hs := httptest.NewServer(srv.Handler())
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
 	done := make(chan struct{})
+	hooksDone := make(chan struct{})
 	go func() { _ = mgr.Run(ctx); close(done) }()
+	go func() { _ = hooks.Run(ctx); close(hooksDone) }()
 	t.Cleanup(func() {
 		hs.Close()
 		cancel()
 		<-done
+		<-hooksDone
+		hooks.Close()
 		_ = d.Close()
 		_ = st.Close()
 	})
-	return &ts{t: t, handler: srv.Handler(), url: hs.URL, keyA: keyA, keyB: keyB, mgr: mgr, contract: contracts.Get(t, contracttest.Lifecycle)}
+	return &ts{t: t, handler: srv.Handler(), url: hs.URL, keyA: keyA, keyB: keyB, mgr: mgr, st: st, contract: contracts.Get(t, contracttest.Lifecycle)}
 }
 
 // call sends a request with key (none if empty) and validates the answer

@@ -36,6 +36,12 @@ func (s *Server) routes() {
 		s.handle(p+"/sandboxes/{id}/proxy/{port}", s.proxy.serve)
 		s.handle(p+"/sandboxes/{id}/proxy/{port}/{path...}", s.proxy.serve)
 		s.handle("GET "+p+"/events", s.streamEvents)
+		s.handle("POST "+p+"/webhooks", s.createWebhook)
+		s.handle("GET "+p+"/webhooks", s.listWebhooks)
+		s.handle("GET "+p+"/webhooks/{id}", s.getWebhook)
+		s.handle("DELETE "+p+"/webhooks/{id}", s.deleteWebhook)
+		s.handle("GET "+p+"/webhooks/{id}/deliveries", s.webhookDeliveries)
+		s.handle("POST "+p+"/webhooks/{id}/ping", s.pingWebhook)
 		s.handle("GET "+p+"/volumes", s.listVolumes)
 		s.handle("DELETE "+p+"/volumes/{name}", s.deleteVolume)
 		s.handle("GET "+p+"/secrets", s.listSecrets)
@@ -49,7 +55,7 @@ func (s *Server) routes() {
 		for _, path := range []string{"/sandboxes", "/sandboxes/{id}", "/sandboxes/{id}/metadata", "/sandboxes/{id}/pause",
 			"/sandboxes/{id}/resume", "/sandboxes/{id}/renew-expiration", "/sandboxes/{id}/endpoints/{port}", "/sandboxes/{id}/events",
 			"/sandboxes/{id}/diagnostics/logs", "/sandboxes/{id}/diagnostics/events",
-			"/sandboxes/{id}/snapshots", "/sandboxes/{id}/fork", "/snapshots", "/snapshots/{id}", "/events", "/volumes", "/volumes/{name}", "/secrets", "/secrets/{name}", "/admin/keys", "/admin/keys/{id}"} {
+			"/sandboxes/{id}/snapshots", "/sandboxes/{id}/fork", "/snapshots", "/snapshots/{id}", "/events", "/webhooks", "/webhooks/{id}", "/webhooks/{id}/deliveries", "/webhooks/{id}/ping", "/volumes", "/volumes/{name}", "/secrets", "/secrets/{name}", "/admin/keys", "/admin/keys/{id}"} {
 			s.mux.HandleFunc(p+path, s.methodNotAllowed)
 		}
 	}

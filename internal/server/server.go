@@ -12,6 +12,7 @@ package server
 import (
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/corral-dev/corral/internal/auth"
@@ -19,6 +20,7 @@ import (
 	"github.com/corral-dev/corral/internal/logctx"
 	"github.com/corral-dev/corral/internal/promtext"
 	"github.com/corral-dev/corral/internal/secrets"
+	"github.com/corral-dev/corral/internal/webhook"
 )
 
 // Config configures a Server.
@@ -41,6 +43,9 @@ type Config struct {
 	Registry *promtext.Registry
 	// Secrets stores the tenants' secrets; nil answers 501 on /secrets.
 	Secrets *secrets.Service
+	// Webhooks keeps the tenants' subscriptions; nil answers 501 on
+	// /webhooks.
+	Webhooks *webhook.Service
 }
 
 // Server serves the lifecycle API.
@@ -52,6 +57,10 @@ type Server struct {
 	mux     *http.ServeMux
 	metrics *metrics
 	proxy   *sandboxProxy
+	// closing is closed when the HTTP server shuts down: long streams
+	// (GET /v1/events) end then instead of holding the shutdown up.
+	closing   chan struct{}
+	closeOnce sync.Once
 }
 
 // New builds a Server.
@@ -62,7 +71,7 @@ func New(cfg Config) *Server {
 	if cfg.Registry == nil {
 		cfg.Registry = promtext.NewRegistry()
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, mgr: cfg.Manager, keys: cfg.Keys, mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, log: cfg.Logger, mgr: cfg.Manager, keys: cfg.Keys, mux: http.NewServeMux(), closing: make(chan struct{})}
 	s.metrics = newMetrics(cfg.Registry, cfg.Manager)
 	s.proxy = newSandboxProxy(s)
 	s.routes()
@@ -75,7 +84,7 @@ func (s *Server) Handler() http.Handler { return s }
 // NewHTTPServer returns an http.Server for the handler with sane timeouts.
 // Write timeouts are left to handlers: creates and proxied streams are long.
 func (s *Server) NewHTTPServer(addr string) *http.Server {
-	return &http.Server{
+	hs := &http.Server{
 		Addr:              addr,
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -83,4 +92,10 @@ func (s *Server) NewHTTPServer(addr string) *http.Server {
 		MaxHeaderBytes:    1 << 20,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
+	hs.RegisterOnShutdown(s.Close)
+	return hs
 }
+
+// Close ends the long streams being served; the HTTP server's shutdown
+// calls it.
+func (s *Server) Close() { s.closeOnce.Do(func() { close(s.closing) }) }
