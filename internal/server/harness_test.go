@@ -23,8 +23,8 @@ import (
 	"github.com/corral-dev/corral/internal/driver/fakedriver"
 	"github.com/corral-dev/corral/internal/lifecycle"
 	"github.com/corral-dev/corral/internal/store"
-	"github.com/corral-dev/corral/internal/webhook"
 	"github.com/corral-dev/corral/internal/testutil/contracttest"
+	"github.com/corral-dev/corral/internal/webhook"
 )
 
 var contracts contracttest.Contracts
