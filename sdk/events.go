@@ -174,3 +174,55 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 }
+
+// CreateWebhook subscribes the tenant's events to a URL (a corral
+// extension). The answer carries the signing secret, shown this once.
+func (c *Client) CreateWebhook(ctx context.Context, req api.WebhookRequest) (*api.Webhook, error) {
+	var out api.Webhook
+	if _, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/webhooks", body: req, want: []int{http.StatusCreated}}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListWebhooks lists the tenant's subscriptions.
+func (c *Client) ListWebhooks(ctx context.Context) ([]api.Webhook, error) {
+	var out api.WebhookList
+	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/webhooks", retry: true, want: []int{http.StatusOK}}, &out); err != nil {
+		return nil, err
+	}
+	return out.Items, nil
+}
+
+// DeleteWebhook removes a subscription and its delivery log.
+func (c *Client) DeleteWebhook(ctx context.Context, id string) error {
+	_, err := c.do(ctx, call{method: http.MethodDelete, path: "/v1/webhooks/" + url.PathEscape(id), retry: true,
+		want: []int{http.StatusNoContent}}, nil)
+	return err
+}
+
+// WebhookDeliveries returns a subscription's newest deliveries (limit 0:
+// the server's default).
+func (c *Client) WebhookDeliveries(ctx context.Context, id string, limit int) ([]api.WebhookDelivery, error) {
+	q := url.Values{}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var out api.WebhookDeliveryList
+	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/webhooks/" + url.PathEscape(id) + "/deliveries", query: q,
+		retry: true, want: []int{http.StatusOK}}, &out); err != nil {
+		return nil, err
+	}
+	return out.Items, nil
+}
+
+// PingWebhook sends a webhook.ping to a subscription once and returns
+// the delivery with its outcome.
+func (c *Client) PingWebhook(ctx context.Context, id string) (*api.WebhookDelivery, error) {
+	var out api.WebhookDelivery
+	if _, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/webhooks/" + url.PathEscape(id) + "/ping",
+		want: []int{http.StatusOK}}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

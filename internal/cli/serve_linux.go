@@ -342,12 +342,16 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, rt runtimeFlags, log *
 		return err
 	}
 	defer stopSecrets()
-	hooks, err := webhooks(cfg, st, mgr, log)
-	if err != nil {
-		ln.Close()
-		return err
+	// Records shared by replicas (Kubernetes) keep no event log yet:
+	// such a server delivers no webhooks (/v1/webhooks answers 501).
+	var hooks *webhook.Service
+	if recs == nil {
+		if hooks, err = webhooks(cfg, st, mgr, log); err != nil {
+			ln.Close()
+			return err
+		}
+		defer hooks.Close()
 	}
-	defer hooks.Close()
 	srv := server.New(server.Config{Manager: mgr, Keys: keys, Logger: log, InsecureNoAuth: cfg.insecureNoAuth, CORSOrigins: cfg.origins, Secrets: sec,
 		HealthWarnings: warnings, Webhooks: hooks})
 	return runUntilDone(ctx, cfg, log, mgr, hooks, srv.NewHTTPServer(cfg.listen), ln)
@@ -470,7 +474,9 @@ func runUntilDone(ctx context.Context, cfg *serveConfig, log *slog.Logger, mgr *
 	mctx, stopManager := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = mgr.Run(mctx) })
-	wg.Go(func() { _ = hooks.Run(mctx) })
+	if hooks != nil {
+		wg.Go(func() { _ = hooks.Run(mctx) })
+	}
 	serveErr := make(chan error, 1)
 	wg.Go(func() { serveErr <- hs.Serve(ln) })
 	log.InfoContext(ctx, "serving", "listen", "http://"+ln.Addr().String(), "runtime", cfg.runtime, "data_dir", cfg.dataDir)

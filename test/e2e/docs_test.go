@@ -117,7 +117,9 @@ func TestDocumentedExamples(t *testing.T) {
 	requireOCI(t)
 	root := testutil.ModuleRoot(t)
 	const tourKey = "ck_tour-key-0123456789"
-	url := startViaScript(t, root, "--api-key", tourKey)
+	// cli.md's webhook receiver is on loopback, which a server allows
+	// only when told.
+	url := startViaScript(t, root, "--api-key", tourKey, "--webhook-allow-cidr", "127.0.0.0/8")
 	// The server the README's first command starts listens on :8080; this
 	// one is on a free port, which the variable tells the CLI.
 	env := append(os.Environ(), "CORRAL_SERVER="+url, "CORRAL_CONFIG="+filepath.Join(t.TempDir(), "config.toml"),
@@ -144,6 +146,8 @@ func TestDocumentedExamples(t *testing.T) {
 			`"code":"SANDBOX::NOT_FOUND"`, "sandbox no-such-sandbox not found (request id", "exit code 125",
 			"complete -F _corral corral",
 			"revoked key_",
+			"sandbox.paused", "sandbox.deleted", // events -l, events -f
+			"delivered: the receiver answered 204", `"type":"webhook.ping"`, `"type":"sandbox.created"`, // webhook listen
 		} {
 			if !strings.Contains(out, want) {
 				t.Errorf("cli.md's output lacks %q:\n%s", want, out)

@@ -114,9 +114,11 @@ func Commands() []Command {
 		{Name: "renew", Summary: "extend a sandbox's time to live", Run: runRenew, TakesID: true},
 		{Name: "fork", Summary: "make sandboxes from a running sandbox's file system (prints their ids)", Run: runFork, TakesID: true},
 		{Name: "kill", Summary: "delete sandboxes", Run: runKill, TakesID: true},
+		{Name: "events", Summary: "print your sandboxes' events (-f follows them as they happen)", Run: runEvents},
 		diagnosticsCommand,
 		snapshotCommand,
 		volumeCommand,
+		webhookCommand,
 		keysCommand,
 		configCommand,
 	}
