@@ -65,7 +65,6 @@ func (h *hookReceiver) ids() []string {
 	return out
 }
 
-
 // readEvents reads n events of a stream, failing after a minute.
 func readEvents(t *testing.T, st *sdk.EventStream, n int) []api.Event {
 	t.Helper()
