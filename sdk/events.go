@@ -134,7 +134,6 @@ func (s *EventStream) Next() (api.Event, error) {
 			}
 			s.last = ev.ID
 			s.read++
-			backoff = s.c.retry.Initial
 			return ev, nil
 		}
 		s.body.Close()
