@@ -53,6 +53,10 @@ const (
 	EventSnapshotReady   = "snapshot.ready"
 	EventSnapshotFailed  = "snapshot.failed"
 	EventSnapshotDeleted = "snapshot.deleted"
+	// EventEgressDenied is a connection or name the sandbox's network
+	// policy refused (sampled: at most about one a second per sandbox);
+	// its data is the enforcer's decision.
+	EventEgressDenied = "egress.denied"
 	// EventWebhookPing is the body of a webhook's test delivery only; it
 	// is never in the stream.
 	EventWebhookPing = "webhook.ping"
@@ -64,6 +68,7 @@ var EventTypes = []string{
 	EventSandboxCreated, EventSandboxRunning, EventSandboxPaused, EventSandboxResumed, EventSandboxRenewed,
 	EventSandboxExpiring, EventSandboxExpired, EventSandboxExited, EventSandboxTerminated, EventSandboxDeleted,
 	EventSandboxFailed, EventSandboxForked, EventSnapshotReady, EventSnapshotFailed, EventSnapshotDeleted,
+	EventEgressDenied,
 }
 
 // Webhook headers: the event's ID and type, the delivery's attempt

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -179,6 +180,8 @@ type Manager struct {
 	misses *secrets.Rate
 	// warned holds, per sandbox, the expiry it was warned of.
 	warned map[string]time.Time
+	// denials samples each sandbox's egress denials for the stream.
+	denials map[string]*secrets.Rate
 
 	// evCh is closed, and replaced, when this server writes an event.
 	evMu sync.Mutex
@@ -221,6 +224,7 @@ func New(cfg Config) (*Manager, error) {
 		gone:       map[string]time.Time{},
 		misses:     secrets.NewRate(20, 50),
 		warned:     map[string]time.Time{},
+		denials:    map[string]*secrets.Rate{},
 		evCh:       make(chan struct{}),
 		kick:       make(chan struct{}, 1),
 		wake:       make(chan struct{}, 1),
@@ -378,14 +382,60 @@ func (m *Manager) Events(ctx context.Context, tenant, id string, after int64, li
 
 // AppendAudit adds audit events (egress decisions, secret reads) to the
 // sandboxes' event log, where Events reads them: the Manager is the log's
-// one writer. Records that keep no audit drop them: the cluster's, whose
-// runtime (Kubernetes) has neither a secrets socket nor enforcers this
-// server follows.
+// one writer. It fills in each event's tenant, and publishes egress
+// denials to the tenant's stream, sampled (denialRate per sandbox).
+// Records that keep no audit drop them: the cluster's, whose runtime
+// (Kubernetes) has neither a secrets socket nor enforcers this server
+// follows.
 func (m *Manager) AppendAudit(ctx context.Context, evs []sandbox.Event) error {
-	if al, ok := m.rec.(AuditLog); ok {
-		return al.AppendAudit(ctx, evs)
+	al, ok := m.rec.(AuditLog)
+	if !ok {
+		return nil
+	}
+	published := false
+	for i := range evs {
+		ev := &evs[i]
+		e := m.liveEntry(ev.SandboxID)
+		if e == nil {
+			continue
+		}
+		sb := m.current(e)
+		if ev.Tenant == "" {
+			ev.Tenant = sb.Tenant
+		}
+		if strings.HasPrefix(ev.Type, "egress.") && ev.Reason == "deny" && m.denialSampled(sb.ID) {
+			ev.Kind, ev.Metadata = api.EventEgressDenied, sb.Metadata
+			published = true
+		}
+	}
+	if err := al.AppendAudit(ctx, evs); err != nil {
+		return err
+	}
+	if published {
+		m.eventsWritten()
 	}
 	return nil
+}
+
+// denialRate bounds the egress denials of one sandbox published to its
+// tenant's stream: a sandbox probing the network must not flood it. All
+// of them stay in the sandbox's own log.
+const (
+	denialRate  = 1
+	denialBurst = 10
+)
+
+// denialSampled reports whether the next egress denial of id is
+// published.
+func (m *Manager) denialSampled(id string) bool {
+	m.mu.Lock()
+	r, ok := m.denials[id]
+	if !ok {
+		r = secrets.NewRate(denialRate, denialBurst)
+		m.denials[id] = r
+	}
+	m.mu.Unlock()
+	return r.Allow()
 }
 
 // SecretGrants tells the secrets socket about sandbox id: its tenant,

@@ -84,6 +84,11 @@ func (m *Manager) reap(ctx context.Context, now time.Time) time.Time {
 			delete(m.warned, id)
 		}
 	}
+	for id := range m.denials {
+		if _, ok := m.sandboxes[id]; !ok {
+			delete(m.denials, id)
+		}
+	}
 	m.mu.Unlock()
 	for _, sb := range warn {
 		m.warnExpiring(ctx, sb)

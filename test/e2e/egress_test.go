@@ -474,6 +474,32 @@ func runEgressPolicy(t *testing.T, w netlab.World, rig egressRig) {
 			t.Errorf("missing decisions: %v", missing)
 		}
 	})
+	t.Run("DenialsReachTheTenantsStream", func(t *testing.T) {
+		st, err := c.Events(ctx(t), sdk.EventStreamOptions{SandboxID: sb.ID, Types: []string{api.EventEgressDenied}, NoFollow: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		var n int
+		for {
+			ev, err := st.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var d struct{ Decision, Target string }
+			if err := json.Unmarshal(ev.Data, &d); err != nil || d.Decision != "deny" || d.Target == "" || ev.SandboxID != sb.ID {
+				t.Errorf("egress.denied event %+v: %v", ev, err)
+			}
+			n++
+		}
+		// Six denials above, well within the sampling's burst.
+		if n < 6 {
+			t.Errorf("%d egress.denied events in the stream, want at least 6", n)
+		}
+	})
 	if rig.isolatesUnpoliced {
 		t.Run("WithoutAPolicyNoNetwork", func(t *testing.T) {
 			// A sandbox on the engine's bridge without a policy reaches
