@@ -68,7 +68,7 @@ var EventTypes = []string{
 	EventSandboxCreated, EventSandboxRunning, EventSandboxPaused, EventSandboxResumed, EventSandboxRenewed,
 	EventSandboxExpiring, EventSandboxExpired, EventSandboxExited, EventSandboxTerminated, EventSandboxDeleted,
 	EventSandboxFailed, EventSandboxForked, EventSnapshotReady, EventSnapshotFailed, EventSnapshotDeleted,
-	EventEgressDenied,
+	EventEgressDenied, EventQuotaRefused, EventQuotaQueued,
 }
 
 // Webhook headers: the event's ID and type, the delivery's attempt

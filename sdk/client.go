@@ -241,7 +241,7 @@ func (c *Client) do(ctx context.Context, cl call, out any) (*http.Response, erro
 		case !contains(cl.want, resp.StatusCode):
 			err = decodeError(resp)
 			resp.Body.Close()
-			if !retryableStatus(resp.StatusCode) {
+			if !retryableStatus(resp.StatusCode) || quotaRefusal(err) {
 				return nil, err
 			}
 			wait = retryAfter(resp)
@@ -309,6 +309,14 @@ func contains(xs []int, x int) bool {
 		}
 	}
 	return false
+}
+
+// quotaRefusal reports whether err is a quota's 429: the server applied
+// the tenant's policy already (queueing, if that is the policy), so
+// trying again at once only repeats the refusal.
+func quotaRefusal(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && strings.HasPrefix(ae.Code, "QUOTA::")
 }
 
 func retryableStatus(code int) bool {

@@ -225,3 +225,52 @@ func (c *Client) PingWebhook(ctx context.Context, id string) (*api.WebhookDelive
 	}
 	return &out, nil
 }
+
+// Quota returns the caller's tenant's quotas and use (a corral
+// extension).
+func (c *Client) Quota(ctx context.Context) (*api.QuotaStatus, error) {
+	var out api.QuotaStatus
+	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/quota", retry: true, want: []int{http.StatusOK}}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// TenantQuota returns a tenant's quotas and use (admin key).
+func (c *Client) TenantQuota(ctx context.Context, tenant string) (*api.QuotaStatus, error) {
+	var out api.QuotaStatus
+	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/admin/quotas/" + url.PathEscape(tenant), retry: true,
+		want: []int{http.StatusOK}}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListQuotas returns every tenant with quotas of its own or sandboxes
+// (admin key).
+func (c *Client) ListQuotas(ctx context.Context) ([]api.QuotaStatus, error) {
+	var out api.QuotaStatusList
+	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/admin/quotas", retry: true, want: []int{http.StatusOK}}, &out); err != nil {
+		return nil, err
+	}
+	return out.Items, nil
+}
+
+// SetQuota replaces a tenant's own quotas (admin key): fields given
+// replace the server's defaults, fields left out take them.
+func (c *Client) SetQuota(ctx context.Context, tenant string, q api.QuotaRequest) (*api.QuotaStatus, error) {
+	var out api.QuotaStatus
+	if _, err := c.do(ctx, call{method: http.MethodPut, path: "/v1/admin/quotas/" + url.PathEscape(tenant), body: q, retry: true,
+		want: []int{http.StatusOK}}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ClearQuota puts a tenant back on the server's default quotas (admin
+// key).
+func (c *Client) ClearQuota(ctx context.Context, tenant string) error {
+	_, err := c.do(ctx, call{method: http.MethodDelete, path: "/v1/admin/quotas/" + url.PathEscape(tenant), retry: true,
+		want: []int{http.StatusNoContent}}, nil)
+	return err
+}

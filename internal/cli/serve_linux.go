@@ -24,6 +24,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/auth"
 	"github.com/corral-dev/corral/internal/cli/client"
 	"github.com/corral-dev/corral/internal/driver"
@@ -33,6 +34,7 @@ import (
 	"github.com/corral-dev/corral/internal/egress/audit"
 	"github.com/corral-dev/corral/internal/egress/policy"
 	"github.com/corral-dev/corral/internal/lifecycle"
+	"github.com/corral-dev/corral/internal/quota"
 	model "github.com/corral-dev/corral/internal/sandbox"
 	"github.com/corral-dev/corral/internal/secrets"
 	"github.com/corral-dev/corral/internal/server"
@@ -77,6 +79,13 @@ type serveConfig struct {
 	defaultPolicy    string
 	// serverID identifies this data dir's server on shared backends.
 	serverID string
+	// Quotas: each tenant's defaults, and the server's capacity.
+	quotaFlags struct {
+		running, sandboxes, createsPerMinute, capacity int64
+		cpu, memory, policy                            string
+		queueTimeout                                   time.Duration
+	}
+	quota quota.Limits
 	// Events and webhooks.
 	expiryWarning      time.Duration
 	webhookAllow       string
@@ -196,6 +205,14 @@ func runServe(ctx context.Context, e *env, args []string) int {
 		rt.register(fs)
 	}
 	fs.StringVar(&cfg.defaultPolicy, "network-default-policy", "", `networkPolicy for creates that give none, as JSON (such as '{"defaultAction":"allow"}', OpenSandbox's meaning of no policy); default: such sandboxes have no network`)
+	fs.Int64Var(&cfg.quotaFlags.running, "quota-running", 0, "each tenant's default quota of running sandboxes (Pending, Running, Pausing, Resuming; 0: no bound); corral quota sets a tenant's own")
+	fs.Int64Var(&cfg.quotaFlags.sandboxes, "quota-sandboxes", 0, "each tenant's default quota of sandboxes not yet ended, paused ones included (0: no bound)")
+	fs.StringVar(&cfg.quotaFlags.cpu, "quota-cpu", "", "each tenant's default quota of the cpu of its running sandboxes together (8 or 8000m; empty: no bound); a create must then give a cpu limit (or --default-cpu)")
+	fs.StringVar(&cfg.quotaFlags.memory, "quota-memory", "", "each tenant's default quota of the memory of its running sandboxes together (32Gi; empty: no bound)")
+	fs.Int64Var(&cfg.quotaFlags.createsPerMinute, "quota-creates-per-minute", 0, "each tenant's default quota of creates in any minute (0: no bound)")
+	fs.StringVar(&cfg.quotaFlags.policy, "quota-policy", quota.PolicyReject, "what a create or resume over a quota gets: reject (429 with Retry-After), queue (waits, fairly across tenants, up to --quota-queue-timeout) or pause-oldest (pauses the tenant's least recently active sandboxes)")
+	fs.DurationVar(&cfg.quotaFlags.queueTimeout, "quota-queue-timeout", 30*time.Second, "how long a queued create or resume waits for room before its 429 (at most 10m)")
+	fs.Int64Var(&cfg.quotaFlags.capacity, "capacity", 0, "the most sandboxes this server runs for all tenants together (0: no bound); past it, creates are handled by their tenant's --quota-policy, queued ones let in round-robin across tenants")
 	fs.DurationVar(&cfg.expiryWarning, "expiry-warning", time.Minute, "how long before a sandbox's expiry the event sandbox.expiring is sent (0: never)")
 	fs.StringVar(&cfg.webhookAllow, "webhook-allow-cidr", "", "address ranges (comma-separated CIDRs) webhooks may reach although they are loopback, private or link-local (127.0.0.0/8 for a receiver on this host); metadata addresses stay refused. Default: public addresses only")
 	fs.IntVar(&cfg.webhookMaxAttempts, "webhook-max-attempts", 12, "attempts of a webhook delivery before it is dead-lettered")
@@ -221,6 +238,9 @@ func runServe(ctx context.Context, e *env, args []string) int {
 		return client.Fail(e, "%v", err)
 	}
 	if cfg.storage, err = parseStorage(cfg.storageFlags.maxVolume, cfg.storageFlags.maxSnapshotBytes, cfg.maxSnapshots, cfg.limits); err != nil {
+		return client.Fail(e, "%v", err)
+	}
+	if cfg.quota, err = parseQuota(&cfg); err != nil {
 		return client.Fail(e, "%v", err)
 	}
 	if cfg.hostPaths, err = parseHostPaths(cfg.allowedHostPaths); err != nil {
@@ -304,7 +324,7 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, rt runtimeFlags, log *
 		Driver: d, DriverName: cfg.runtime, Store: st, Records: recs, Logger: log, MaxTimeout: cfg.maxTimeout,
 		RecoveryTimeout: cfg.recoveryTimeout, RetainTerminated: cfg.retainTerminated, Secrets: sec,
 		DefaultNetworkPolicy: defaultPolicy, Limits: cfg.limits, AllowedHostPaths: cfg.hostPaths, Storage: cfg.storage,
-		ExpiryWarning: cfg.expiryWarning,
+		ExpiryWarning: cfg.expiryWarning, Quota: cfg.quota, Capacity: cfg.quotaFlags.capacity,
 	}
 	if cfg.expiryWarning == 0 {
 		lcfg.ExpiryWarning = -1
@@ -380,6 +400,35 @@ func webhooks(cfg *serveConfig, st *store.Store, mgr *lifecycle.Manager, log *sl
 	}
 	return webhook.New(webhook.Config{Store: st, Events: mgr, Guard: guard, Logger: log, MaxAttempts: cfg.webhookMaxAttempts,
 		RetryBase: cfg.webhookRetryBase, UserAgent: "corral-webhook/" + version.Get().Version})
+}
+
+// parseQuota reads the --quota-* flags.
+func parseQuota(cfg *serveConfig) (quota.Limits, error) {
+	f := cfg.quotaFlags
+	l := quota.Limits{Running: f.running, Sandboxes: f.sandboxes, CreatesPerMinute: f.createsPerMinute, Policy: f.policy, QueueTimeout: f.queueTimeout}
+	for _, q := range []struct {
+		flag, key, v string
+		out          *int64
+	}{{"--quota-cpu", "cpu", f.cpu, &l.CPUMillis}, {"--quota-memory", "memory", f.memory, &l.MemoryBytes}} {
+		if q.v == "" {
+			continue
+		}
+		r, err := model.ParseResources(map[string]string{q.key: q.v})
+		if err != nil {
+			return l, fmt.Errorf("%s %q: %s", q.flag, q.v, errdefs.Detail(err))
+		}
+		*q.out = r.CPUMillis + r.MemoryBytes
+	}
+	for flag, v := range map[string]int64{"--quota-running": f.running, "--quota-sandboxes": f.sandboxes,
+		"--quota-creates-per-minute": f.createsPerMinute, "--capacity": f.capacity} {
+		if v < 0 {
+			return l, fmt.Errorf("%s %d: want 0 (no bound) or more", flag, v)
+		}
+	}
+	if err := l.CheckDefaults(); err != nil {
+		return l, fmt.Errorf("--quota-policy/--quota-queue-timeout: %w", err)
+	}
+	return l, nil
 }
 
 // parseDefaultPolicy checks --network-default-policy as a create's policy

@@ -71,6 +71,14 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*sandbox.Sandb
 	if err != nil {
 		return nil, err
 	}
+	if err := m.quotaNeedsLimits(req); err != nil {
+		return nil, err
+	}
+	release, err := m.admitQuota(ctx, req.Tenant, createNeed(req), "create")
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	sb := m.newRecord(req, &spec)
 	ctx = logctx.With(ctx, slog.String("sandbox_id", sb.ID))
 	e := &entry{sb: sb, created: make(chan struct{})}
@@ -79,7 +87,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*sandbox.Sandb
 	e.op.Lock()
 	defer e.op.Unlock()
 	defer close(e.created)
-	if won, err := m.insert(ctx, req, e); won != nil || err != nil {
+	won, err := m.insert(ctx, req, e)
+	release() // the record holds the room now, or there is none
+	if won != nil || err != nil {
 		return won, err
 	}
 	m.wakeReaper()

@@ -32,6 +32,7 @@ import (
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/logctx"
+	"github.com/corral-dev/corral/internal/quota"
 	"github.com/corral-dev/corral/internal/sandbox"
 	"github.com/corral-dev/corral/internal/secrets"
 )
@@ -94,6 +95,15 @@ type Config struct {
 	// named volume's size (empty: it can); such a runtime refuses
 	// pvc.storage, and Storage.MaxVolumeBytes does not apply to it.
 	VolumeSizeUnsupported string
+	// Quota are the server's default quotas of every tenant (0: no
+	// bound), its admission policy (default reject) and queue wait
+	// (default 30s); snapshots' come from Storage. A tenant's overrides
+	// (SetQuota) replace them.
+	Quota quota.Limits
+	// Capacity bounds the sandboxes the server runs for all tenants
+	// together (0: no bound); creates and resumes past it are handled by
+	// their tenant's policy, and queued ones are let in fairly.
+	Capacity int64
 	// ExpiryWarning is how long before a sandbox's expiry the event
 	// sandbox.expiring is published (default 1m; negative: never).
 	ExpiryWarning time.Duration
@@ -141,6 +151,12 @@ func (c *Config) setDefaults() {
 	if c.ExpiryWarning == 0 {
 		c.ExpiryWarning = time.Minute
 	}
+	if c.Quota.Policy == "" {
+		c.Quota.Policy = quota.PolicyReject
+	}
+	if c.Quota.QueueTimeout == 0 {
+		c.Quota.QueueTimeout = 30 * time.Second
+	}
 	if c.Logger == nil {
 		c.Logger = logctx.Discard()
 	}
@@ -187,6 +203,13 @@ type Manager struct {
 	evMu sync.Mutex
 	evCh chan struct{}
 
+	// qmu guards q, the admission's state: checking a request against
+	// its tenant's quotas and reserving its room happen under it.
+	qmu sync.Mutex
+	q   quotaState
+	// stopping is closed when the server shuts down (StopQueue).
+	stopping chan struct{}
+
 	// tasks holds background work queued for Run to start.
 	tasksMu sync.Mutex
 	tasks   []func(context.Context)
@@ -201,6 +224,9 @@ type entry struct {
 	sb *sandbox.Sandbox
 	// accessRenewed is when a request last renewed the sandbox (unix ns).
 	accessRenewed atomic.Int64
+	// active is when a request last reached the sandbox through the
+	// server (unix ns).
+	active atomic.Int64
 	// created is closed when the Create that made this entry has finished.
 	created chan struct{}
 }
@@ -211,6 +237,9 @@ func New(cfg Config) (*Manager, error) {
 		return nil, errors.New("lifecycle: Driver, DriverName and Store are required")
 	}
 	cfg.setDefaults()
+	if err := cfg.Quota.CheckDefaults(); err != nil {
+		return nil, fmt.Errorf("lifecycle: quotas: %w", err)
+	}
 	if err := checkIsolation(&cfg); err != nil {
 		return nil, err
 	}
@@ -226,6 +255,8 @@ func New(cfg Config) (*Manager, error) {
 		warned:     map[string]time.Time{},
 		denials:    map[string]*secrets.Rate{},
 		evCh:       make(chan struct{}),
+		q:          newQuotaState(),
+		stopping:   make(chan struct{}),
 		kick:       make(chan struct{}, 1),
 		wake:       make(chan struct{}, 1),
 	}
@@ -308,6 +339,7 @@ func (m *Manager) commit(ctx context.Context, e *entry, next *sandbox.Sandbox, e
 	}
 	m.mu.Unlock()
 	m.wakeReaper()
+	m.quotaKick()
 	if ev.Kind != "" {
 		m.eventsWritten()
 	}
@@ -567,6 +599,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { m.reapLoop(ctx) })
 	wg.Go(func() { m.maintainLoop(ctx) })
+	wg.Go(func() { m.quotaLoop(ctx) })
 	for {
 		m.tasksMu.Lock()
 		tasks := m.tasks
@@ -655,15 +688,16 @@ func (m *Manager) LastEvents(ctx context.Context, tenant, id string, limit int, 
 // fails the request; one that cannot be made is logged. It reports
 // whether it started one.
 func (m *Manager) RenewOnAccess(sb *sandbox.Sandbox) bool {
-	extend := sb.RenewOnAccess()
-	if extend == 0 {
-		return false
-	}
 	e := m.liveEntry(sb.ID)
 	if e == nil {
 		return false
 	}
 	now := time.Now()
+	e.active.Store(now.UnixNano())
+	extend := sb.RenewOnAccess()
+	if extend == 0 {
+		return false
+	}
 	last := e.accessRenewed.Load()
 	if now.UnixNano()-last < int64(m.cfg.RenewOnAccessInterval) || !e.accessRenewed.CompareAndSwap(last, now.UnixNano()) {
 		return false

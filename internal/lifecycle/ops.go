@@ -46,12 +46,20 @@ func (m *Manager) Pause(ctx context.Context, tenant, id string) error {
 	})
 }
 
-// Resume thaws a Paused sandbox and returns once it is Running.
+// Resume thaws a Paused sandbox and returns once it is Running. It
+// needs room in its tenant's quotas, as a create does.
 func (m *Manager) Resume(ctx context.Context, tenant, id string) error {
 	p, ok := m.d.(driver.Pauser)
 	e, err := m.lookup(ctx, tenant, id)
 	if err != nil {
 		return err
+	}
+	if sb := m.current(e); sb.Status.State == sandbox.StatePaused && ok {
+		release, err := m.admitQuota(ctx, tenant, resumeNeed(sb), "resume "+id)
+		if err != nil {
+			return err
+		}
+		defer release()
 	}
 	e.op.Lock()
 	defer e.op.Unlock()

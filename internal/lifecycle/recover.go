@@ -26,6 +26,9 @@ func (m *Manager) Start(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.RecoveryTimeout)
 	defer cancel()
 	started := time.Now()
+	if err := m.loadQuotas(ctx); err != nil {
+		return err
+	}
 	if m.shared != nil {
 		// Followed first, so nothing written between the load and the
 		// watch is missed.

@@ -93,16 +93,16 @@ func (m *Manager) CreateSnapshot(ctx context.Context, tenant, sandboxID, name st
 func (m *Manager) acceptSnapshot(ctx context.Context, tenant, sandboxID, name string) (*sandbox.Snapshot, error) {
 	m.snapQuota.Lock()
 	defer m.snapQuota.Unlock()
-	lim := m.cfg.Storage
+	lim := m.Limits(tenant)
 	count, bytes := m.snapshotUse(tenant, "")
-	if lim.MaxSnapshots > 0 && count >= lim.MaxSnapshots {
+	if lim.Snapshots > 0 && int64(count) >= lim.Snapshots {
 		return nil, errdefs.Newf(errdefs.ErrResourceExhausted, api.CodeSnapshotQuota,
-			"this tenant keeps %d snapshots, the most this server allows (set by --max-snapshots); delete one first", count)
+			"this tenant keeps %d snapshots, the most its quota allows (snapshots; the server's default is --max-snapshots); delete one first", count)
 	}
-	if lim.MaxSnapshotBytes > 0 && bytes >= lim.MaxSnapshotBytes {
+	if lim.SnapshotBytes > 0 && bytes >= lim.SnapshotBytes {
 		return nil, errdefs.Newf(errdefs.ErrResourceExhausted, api.CodeSnapshotQuota,
-			"this tenant's snapshots hold %s, the most this server allows (%s, set by --max-snapshot-bytes); delete one first",
-			sandbox.FormatBytes(bytes), sandbox.FormatBytes(lim.MaxSnapshotBytes))
+			"this tenant's snapshots hold %s, the most its quota allows (%s, snapshotBytes; the server's default is --max-snapshot-bytes); delete one first",
+			sandbox.FormatBytes(bytes), sandbox.FormatBytes(lim.SnapshotBytes))
 	}
 	now := time.Now().UTC()
 	sn := &sandbox.Snapshot{
@@ -176,13 +176,13 @@ func (m *Manager) snapshotUse(tenant, except string) (count int, bytes int64) {
 // fitsQuota refuses a captured snapshot that would take its tenant's
 // snapshots past the server's byte bound.
 func (m *Manager) fitsQuota(sn *sandbox.Snapshot, ref *driver.SnapshotRef) error {
-	limit := m.cfg.Storage.MaxSnapshotBytes
+	limit := m.Limits(sn.Tenant).SnapshotBytes
 	if limit <= 0 {
 		return nil
 	}
 	if _, used := m.snapshotUse(sn.Tenant, sn.ID); used+ref.Bytes > limit {
 		return errdefs.Newf(errdefs.ErrResourceExhausted, api.CodeSnapshotQuota,
-			"the snapshot holds %s; with this tenant's other snapshots (%s) that is more than this server allows (%s, set by --max-snapshot-bytes)",
+			"the snapshot holds %s; with this tenant's other snapshots (%s) that is more than its quota allows (%s, snapshotBytes; the server's default is --max-snapshot-bytes)",
 			sandbox.FormatBytes(ref.Bytes), sandbox.FormatBytes(used), sandbox.FormatBytes(limit))
 	}
 	return nil

@@ -209,9 +209,9 @@ func (s *ts) call(method, path, key string, body any, hdr ...string) resp {
 
 // undocumented are statuses corral answers that the contract cannot list:
 // 503 when the runtime itself is unavailable, 501 when it lacks the
-// capability (snapshots on the kubernetes runtime).
+// capability (snapshots on the kubernetes runtime), 429 over a quota.
 func undocumented(status int) bool {
-	return status == http.StatusServiceUnavailable || status == http.StatusNotImplemented
+	return status == http.StatusServiceUnavailable || status == http.StatusNotImplemented || status == http.StatusTooManyRequests
 }
 
 func (s *ts) validate(method, path string, r resp) {

@@ -44,6 +44,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if k := errhttp.KindName(err); k != "" {
 		w.Header().Set(errhttp.HeaderKind, k)
 	}
+	quotaHeaders(w, err)
 	if status == 499 {
 		// The client is gone; nobody reads this.
 		status = http.StatusBadRequest

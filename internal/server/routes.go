@@ -47,6 +47,11 @@ func (s *Server) routes() {
 		s.handle("GET "+p+"/secrets", s.listSecrets)
 		s.handle("PUT "+p+"/secrets/{name}", s.putSecret)
 		s.handle("DELETE "+p+"/secrets/{name}", s.deleteSecret)
+		s.handle("GET "+p+"/quota", s.ownQuota)
+		s.handle("GET "+p+"/admin/quotas", s.adminOnly(s.listQuotas))
+		s.handle("GET "+p+"/admin/quotas/{tenant}", s.adminOnly(s.getQuota))
+		s.handle("PUT "+p+"/admin/quotas/{tenant}", s.adminOnly(s.putQuota))
+		s.handle("DELETE "+p+"/admin/quotas/{tenant}", s.adminOnly(s.deleteQuota))
 		s.handle("GET "+p+"/admin/keys", s.adminOnly(s.listKeys))
 		s.handle("POST "+p+"/admin/keys", s.adminOnly(s.createKey))
 		s.handle("DELETE "+p+"/admin/keys/{id}", s.adminOnly(s.revokeKey))
@@ -55,7 +60,7 @@ func (s *Server) routes() {
 		for _, path := range []string{"/sandboxes", "/sandboxes/{id}", "/sandboxes/{id}/metadata", "/sandboxes/{id}/pause",
 			"/sandboxes/{id}/resume", "/sandboxes/{id}/renew-expiration", "/sandboxes/{id}/endpoints/{port}", "/sandboxes/{id}/events",
 			"/sandboxes/{id}/diagnostics/logs", "/sandboxes/{id}/diagnostics/events",
-			"/sandboxes/{id}/snapshots", "/sandboxes/{id}/fork", "/snapshots", "/snapshots/{id}", "/events", "/webhooks", "/webhooks/{id}", "/webhooks/{id}/deliveries", "/webhooks/{id}/ping", "/volumes", "/volumes/{name}", "/secrets", "/secrets/{name}", "/admin/keys", "/admin/keys/{id}"} {
+			"/sandboxes/{id}/snapshots", "/sandboxes/{id}/fork", "/snapshots", "/snapshots/{id}", "/events", "/webhooks", "/webhooks/{id}", "/webhooks/{id}/deliveries", "/webhooks/{id}/ping", "/volumes", "/volumes/{name}", "/secrets", "/secrets/{name}", "/admin/keys", "/admin/keys/{id}", "/quota", "/admin/quotas", "/admin/quotas/{tenant}"} {
 			s.mux.HandleFunc(p+path, s.methodNotAllowed)
 		}
 	}

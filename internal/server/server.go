@@ -96,6 +96,12 @@ func (s *Server) NewHTTPServer(addr string) *http.Server {
 	return hs
 }
 
-// Close ends the long streams being served; the HTTP server's shutdown
-// calls it.
-func (s *Server) Close() { s.closeOnce.Do(func() { close(s.closing) }) }
+// Close ends the long streams being served and answers the creates and
+// resumes waiting for room (503, retry); the HTTP server's shutdown calls
+// it.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() {
+		close(s.closing)
+		s.mgr.StopQueue()
+	})
+}

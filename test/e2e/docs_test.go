@@ -147,6 +147,7 @@ func TestDocumentedExamples(t *testing.T) {
 			"complete -F _corral corral",
 			"revoked key_",
 			"sandbox.paused", "sandbox.deleted", // events -l, events -f
+			"quota running is 2 and it uses 2", "createsPerMinute", // quota
 			"delivered: the receiver answered 204", `"type":"webhook.ping"`, `"type":"sandbox.created"`, // webhook listen
 		} {
 			if !strings.Contains(out, want) {

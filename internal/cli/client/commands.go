@@ -119,6 +119,7 @@ func Commands() []Command {
 		snapshotCommand,
 		volumeCommand,
 		webhookCommand,
+		quotaCommand,
 		keysCommand,
 		configCommand,
 	}
