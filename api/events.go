@@ -47,6 +47,9 @@ const (
 	EventSandboxTerminated = "sandbox.terminated"
 	EventSandboxDeleted    = "sandbox.deleted"
 	EventSandboxFailed     = "sandbox.failed"
+	// EventSandboxIdle is published when a sandbox's idle timeout passed,
+	// before it is paused or deleted; data has idleSeconds and action.
+	EventSandboxIdle = "sandbox.idle"
 	// EventSandboxForked is published on the source of a fork once every
 	// fork runs; its data names them.
 	EventSandboxForked   = "sandbox.forked"
@@ -67,7 +70,7 @@ const (
 var EventTypes = []string{
 	EventSandboxCreated, EventSandboxRunning, EventSandboxPaused, EventSandboxResumed, EventSandboxRenewed,
 	EventSandboxExpiring, EventSandboxExpired, EventSandboxExited, EventSandboxTerminated, EventSandboxDeleted,
-	EventSandboxFailed, EventSandboxForked, EventSnapshotReady, EventSnapshotFailed, EventSnapshotDeleted,
+	EventSandboxFailed, EventSandboxIdle, EventSandboxForked, EventSnapshotReady, EventSnapshotFailed, EventSnapshotDeleted,
 	EventEgressDenied, EventQuotaRefused, EventQuotaQueued,
 }
 

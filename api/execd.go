@@ -375,3 +375,16 @@ func plainWord(x uint64) bool {
 	hasZero := func(x uint64) uint64 { return (x - lo) & ^x & hi }
 	return x&hi == 0 && hasLess(x, 0x20) == 0 && hasZero(x^(lo*'"')) == 0 && hasZero(x^(lo*'\\')) == 0
 }
+
+// PathExecdActivity is corral's execd route that tells the server when
+// the sandbox was last used (GET): its idle policy reads it.
+const PathExecdActivity = "/corral/activity"
+
+// ExecdActivity answers GET /corral/activity: the end of the last
+// request execd served (other than /ping and this), how many requests
+// and streams are open, and how many commands run.
+type ExecdActivity struct {
+	LastActivity time.Time `json:"lastActivity"`
+	InFlight     int64     `json:"inFlight"`
+	Running      int       `json:"running"`
+}

@@ -385,3 +385,8 @@ func ValidRequestID(id string) bool {
 	}
 	return true
 }
+
+// CodeSandboxAutoResumeFailed: a request reached a paused sandbox through
+// the server, and the sandbox could not be resumed for it (503; the
+// message says why).
+const CodeSandboxAutoResumeFailed = "SANDBOX::AUTO_RESUME_FAILED"

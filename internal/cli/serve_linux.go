@@ -86,6 +86,9 @@ type serveConfig struct {
 		queueTimeout                                   time.Duration
 	}
 	quota quota.Limits
+	// Idle policy.
+	idleTimeout, idleCheck, pausedRetention time.Duration
+	idleAction                              string
 	// Events and webhooks.
 	expiryWarning      time.Duration
 	webhookAllow       string
@@ -213,6 +216,10 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	fs.StringVar(&cfg.quotaFlags.policy, "quota-policy", quota.PolicyReject, "what a create or resume over a quota gets: reject (429 with Retry-After), queue (waits, fairly across tenants, up to --quota-queue-timeout) or pause-oldest (pauses the tenant's least recently active sandboxes)")
 	fs.DurationVar(&cfg.quotaFlags.queueTimeout, "quota-queue-timeout", 30*time.Second, "how long a queued create or resume waits for room before its 429 (at most 10m)")
 	fs.Int64Var(&cfg.quotaFlags.capacity, "capacity", 0, "the most sandboxes this server runs for all tenants together (0: no bound); past it, creates are handled by their tenant's --quota-policy, queued ones let in round-robin across tenants")
+	fs.DurationVar(&cfg.idleTimeout, "idle-timeout", 0, `how long a sandbox may go without activity (requests, commands, streams) before --idle-action, unless its create says otherwise (extensions["corral.dev/idle-timeout"]); 0: never`)
+	fs.StringVar(&cfg.idleAction, "idle-action", model.IdlePause, "what happens to an idle sandbox: pause (a request through the server resumes it) or delete")
+	fs.DurationVar(&cfg.idleCheck, "idle-check", 15*time.Second, "how often sandboxes are checked for idleness")
+	fs.DurationVar(&cfg.pausedRetention, "paused-retention", 0, "delete sandboxes paused for longer than this (a paused sandbox's time to live does not run down); 0: keep them")
 	fs.DurationVar(&cfg.expiryWarning, "expiry-warning", time.Minute, "how long before a sandbox's expiry the event sandbox.expiring is sent (0: never)")
 	fs.StringVar(&cfg.webhookAllow, "webhook-allow-cidr", "", "address ranges (comma-separated CIDRs) webhooks may reach although they are loopback, private or link-local (127.0.0.0/8 for a receiver on this host); metadata addresses stay refused. Default: public addresses only")
 	fs.IntVar(&cfg.webhookMaxAttempts, "webhook-max-attempts", 12, "attempts of a webhook delivery before it is dead-lettered")
@@ -239,6 +246,12 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	}
 	if cfg.storage, err = parseStorage(cfg.storageFlags.maxVolume, cfg.storageFlags.maxSnapshotBytes, cfg.maxSnapshots, cfg.limits); err != nil {
 		return client.Fail(e, "%v", err)
+	}
+	if cfg.idleAction != model.IdlePause && cfg.idleAction != model.IdleDelete {
+		return client.Fail(e, "--idle-action %q: want pause or delete", cfg.idleAction)
+	}
+	if cfg.idleTimeout < 0 || cfg.idleCheck <= 0 || cfg.pausedRetention < 0 {
+		return client.Fail(e, "--idle-timeout and --paused-retention must not be negative, --idle-check must be positive")
 	}
 	if cfg.quota, err = parseQuota(&cfg); err != nil {
 		return client.Fail(e, "%v", err)
@@ -325,6 +338,7 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, rt runtimeFlags, log *
 		RecoveryTimeout: cfg.recoveryTimeout, RetainTerminated: cfg.retainTerminated, Secrets: sec,
 		DefaultNetworkPolicy: defaultPolicy, Limits: cfg.limits, AllowedHostPaths: cfg.hostPaths, Storage: cfg.storage,
 		ExpiryWarning: cfg.expiryWarning, Quota: cfg.quota, Capacity: cfg.quotaFlags.capacity,
+		Idle: model.IdlePolicy{Timeout: cfg.idleTimeout, Action: cfg.idleAction}, IdleCheck: cfg.idleCheck, PausedRetention: cfg.pausedRetention,
 	}
 	if cfg.expiryWarning == 0 {
 		lcfg.ExpiryWarning = -1

@@ -5,6 +5,7 @@ package execd
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
@@ -13,6 +14,7 @@ import (
 func (s *Server) routes() {
 	m := s.mux
 	m.HandleFunc("GET /ping", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	m.HandleFunc("GET "+api.PathExecdActivity, s.activity)
 
 	m.HandleFunc("POST /command", s.runCommand)
 	m.HandleFunc("DELETE /command", s.interruptCommand)
@@ -76,4 +78,14 @@ func (s *Server) commandRead(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeError(w, errdefs.Newf(errdefs.ErrNotFound, api.CodeExecdRouteNotFound, "no route for %s %s", r.Method, r.URL.Path))
 	}
+}
+
+// activity answers the server's idle policy: when execd last served a
+// request, how many are open, how many commands run.
+func (s *Server) activity(w http.ResponseWriter, _ *http.Request) {
+	out := api.ExecdActivity{InFlight: s.inFlight.Load(), Running: s.table.Running()}
+	if n := s.lastActive.Load(); n > 0 {
+		out.LastActivity = time.Unix(0, n).UTC()
+	}
+	writeJSON(w, http.StatusOK, out)
 }

@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -99,6 +100,10 @@ type Server struct {
 	baseEnv []string
 	workdir string
 	token   tokenFile
+	// lastActive is when a request last ended (unix ns), inFlight how
+	// many are open: what the server's idle policy asks for.
+	lastActive atomic.Int64
+	inFlight   atomic.Int64
 }
 
 // tokenFile caches the token of Config.AccessTokenFile, re-reading it when
@@ -250,6 +255,13 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 				"invalid or missing header X-EXECD-ACCESS-TOKEN"))
 			return
 		}
+	}
+	if r.URL.Path != api.PathExecdActivity && r.URL.Path != "/ping" {
+		s.inFlight.Add(1)
+		defer func() {
+			s.lastActive.Store(time.Now().UnixNano())
+			s.inFlight.Add(-1)
+		}()
 	}
 	defer func() {
 		if v := recover(); v != nil {

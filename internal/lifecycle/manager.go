@@ -104,6 +104,18 @@ type Config struct {
 	// together (0: no bound); creates and resumes past it are handled by
 	// their tenant's policy, and queued ones are let in fairly.
 	Capacity int64
+	// Idle is the idle policy of sandboxes whose create gives none
+	// (sandbox.ExtensionIdleTimeout); zero: none.
+	Idle sandbox.IdlePolicy
+	// IdleCheck is how often sandboxes are checked for idleness
+	// (default 15s).
+	IdleCheck time.Duration
+	// AutoResumeTimeout bounds the resume of a paused sandbox a request
+	// reached (default 30s).
+	AutoResumeTimeout time.Duration
+	// PausedRetention deletes sandboxes paused for longer (0: kept). A
+	// paused sandbox's time to live does not run down.
+	PausedRetention time.Duration
 	// ExpiryWarning is how long before a sandbox's expiry the event
 	// sandbox.expiring is published (default 1m; negative: never).
 	ExpiryWarning time.Duration
@@ -148,6 +160,8 @@ func (c *Config) setDefaults() {
 	def(&c.RetainTerminated, time.Hour)
 	def(&c.IdempotencyTTL, 24*time.Hour)
 	def(&c.RenewOnAccessInterval, time.Minute)
+	def(&c.IdleCheck, 15*time.Second)
+	def(&c.AutoResumeTimeout, 30*time.Second)
 	if c.ExpiryWarning == 0 {
 		c.ExpiryWarning = time.Minute
 	}
@@ -600,6 +614,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	wg.Go(func() { m.reapLoop(ctx) })
 	wg.Go(func() { m.maintainLoop(ctx) })
 	wg.Go(func() { m.quotaLoop(ctx) })
+	wg.Go(func() { m.idleLoop(ctx) })
 	for {
 		m.tasksMu.Lock()
 		tasks := m.tasks

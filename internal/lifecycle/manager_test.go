@@ -465,19 +465,58 @@ func TestTTLExpiry(t *testing.T) {
 		}
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
-		for _, id := range []string{sb.ID, paused.ID} {
-			got, err := r.m.Get(t.Context(), "t1", id)
-			if err != nil || got.Status.State != sandbox.StateTerminated || got.Status.Reason != sandbox.ReasonTTLExpiry {
-				t.Fatalf("after expiry %s = %+v, %v; want Terminated ttl_expiry", id, got, err)
-			}
+		got, err := r.m.Get(t.Context(), "t1", sb.ID)
+		if err != nil || got.Status.State != sandbox.StateTerminated || got.Status.Reason != sandbox.ReasonTTLExpiry {
+			t.Fatalf("after expiry %s = %+v, %v; want Terminated ttl_expiry", sb.ID, got, err)
 		}
-		if ids := backendIDs(t, r.d); len(ids) != 1 || !ids[keep.ID] {
-			t.Fatalf("after expiry the backend has %v, want only %s", ids, keep.ID)
+		// A paused sandbox's time to live does not run down.
+		if got, err := r.m.Get(t.Context(), "t1", paused.ID); err != nil || got.Status.State != sandbox.StatePaused {
+			t.Fatalf("a paused sandbox past its expiry = %+v, %v; want Paused", got, err)
+		}
+		if ids := backendIDs(t, r.d); len(ids) != 2 || !ids[keep.ID] || !ids[paused.ID] {
+			t.Fatalf("after expiry the backend has %v, want %s and %s", ids, keep.ID, paused.ID)
 		}
 		time.Sleep(11 * time.Minute)
 		synctest.Wait()
 		if _, err := r.m.Get(t.Context(), "t1", sb.ID); !errors.Is(err, errdefs.ErrNotFound) {
 			t.Fatalf("after retention Get = %v, want ErrNotFound", err)
+		}
+		r.stop()
+	})
+}
+
+// TestPausedTimeDoesNotCount: a resumed sandbox's expiry moves by the
+// time it was paused; one paused past the retention is deleted.
+func TestPausedTimeDoesNotCount(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, t.TempDir(), func(c *Config, _ *fakedriver.Config) { c.PausedRetention = time.Hour })
+		short := req("t1", "fake:ok")
+		short.Timeout = 10 * time.Minute
+		sb := mustCreate(t, r.m, short)
+		old := mustCreate(t, r.m, short)
+		time.Sleep(time.Minute)
+		for _, id := range []string{sb.ID, old.ID} {
+			if err := r.m.Pause(t.Context(), "t1", id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(30 * time.Minute)
+		if err := r.m.Resume(t.Context(), "t1", sb.ID); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := r.m.Get(t.Context(), "t1", sb.ID)
+		if want := sb.ExpiresAt.Add(30 * time.Minute); !got.ExpiresAt.Equal(want) {
+			t.Errorf("expiry after 30m paused = %v, want %v (moved by the pause)", got.ExpiresAt, want)
+		}
+		time.Sleep(31 * time.Minute)
+		synctest.Wait()
+		got, err := r.m.Get(t.Context(), "t1", old.ID)
+		if err != nil || got.Status.State != sandbox.StateTerminated || got.Status.Reason != sandbox.ReasonPausedRetention {
+			t.Fatalf("paused for over the retention = %+v, %v; want Terminated %s", got, err, sandbox.ReasonPausedRetention)
+		}
+		if got, _ := r.m.Get(t.Context(), "t1", sb.ID); got.Status.State != sandbox.StateTerminated || got.Status.Reason != sandbox.ReasonTTLExpiry {
+			t.Errorf("the resumed one, 9 minutes of its time later = %v %s; want expired", got.Status.State, got.Status.Reason)
 		}
 		r.stop()
 	})

@@ -73,6 +73,7 @@ func (m *Manager) Resume(ctx context.Context, tenant, id string) error {
 	return m.flip(ctx, e, sb, flipper{
 		via: sandbox.StateResuming, to: sandbox.StateRunning, back: sandbox.StatePaused,
 		ok: sandbox.ReasonResumed, failed: sandbox.ReasonResumeFailed, verb: "resume", do: p.Resume, event: "resumed",
+		adjust: func(done *sandbox.Sandbox, now time.Time) { pausedExpiry(sb, done, now) },
 	})
 }
 
@@ -83,6 +84,8 @@ type flipper struct {
 	verb          string // what the API says could not be done
 	do            func(context.Context, string) error
 	event         string
+	// adjust changes the record the flip ends with (nil: nothing).
+	adjust func(done *sandbox.Sandbox, now time.Time)
 }
 
 // flip moves sb through f.via to f.to, or back to f.back if the driver
@@ -105,7 +108,11 @@ func (m *Manager) flip(ctx context.Context, e *entry, sb *sandbox.Sandbox, f fli
 		return fmt.Errorf("sandbox %s: %w", sb.ID, err)
 	}
 	done := mid.Clone()
-	_ = done.SetStatus(f.to, f.ok, "", time.Now().UTC())
+	now := time.Now().UTC()
+	_ = done.SetStatus(f.to, f.ok, "", now)
+	if f.adjust != nil {
+		f.adjust(done, now)
+	}
 	return m.commit(dctx, e, done, f.event)
 }
 

@@ -61,6 +61,19 @@ func (m *Manager) reap(ctx context.Context, now time.Time) time.Time {
 			}
 		case sb.Status.State == sandbox.StateStopping:
 			// Retried by maintain.
+		case sb.Status.State == sandbox.StatePaused:
+			// A paused sandbox's time to live does not run down; one paused
+			// past the retention is deleted.
+			if r := m.cfg.PausedRetention; r > 0 {
+				if at := sb.Status.LastTransitionAt.Add(r); !now.Before(at) {
+					if !m.expiring[id] {
+						m.expiring[id] = true
+						due = append(due, e)
+					}
+				} else {
+					earliest(at)
+				}
+			}
 		case sb.ExpiresAt.IsZero():
 		case sb.Expired(now):
 			if !m.expiring[id] {
@@ -114,11 +127,21 @@ func (m *Manager) expire(ctx context.Context, e *entry) {
 		delete(m.expiring, sb.ID)
 		m.mu.Unlock()
 	}()
-	if !m.tracked(e) || !sb.Expired(time.Now()) || sb.Status.State.Terminal() {
+	now := time.Now()
+	reason, msg := sandbox.ReasonTTLExpiry, "the sandbox expired at "+sb.ExpiresAt.Format(time.RFC3339)
+	switch {
+	case !m.tracked(e) || sb.Status.State.Terminal():
+		return
+	case sb.Status.State == sandbox.StatePaused:
+		at := sb.Status.LastTransitionAt.Add(m.cfg.PausedRetention)
+		if m.cfg.PausedRetention <= 0 || now.Before(at) {
+			return
+		}
+		reason, msg = sandbox.ReasonPausedRetention, "the sandbox was paused for longer than the server keeps paused sandboxes ("+m.cfg.PausedRetention.String()+")"
+	case !sb.Expired(now):
 		return
 	}
-	msg := "the sandbox expired at " + sb.ExpiresAt.Format(time.RFC3339)
-	if err := m.stop(ctx, e, sandbox.ReasonTTLExpiry, msg); err != nil {
+	if err := m.stop(ctx, e, reason, msg); err != nil {
 		m.log.WarnContext(ctx, "expire sandbox", "sandbox_id", sb.ID, "err", err)
 	}
 }

@@ -34,12 +34,15 @@ const (
 	ReasonResumeFailed       = "resume_failed"
 	ReasonUserDelete         = "user_delete"
 	ReasonTTLExpiry          = "ttl_expiry"
-	ReasonExited             = "entrypoint_exited"
-	ReasonExitedError        = "entrypoint_failed"
-	ReasonLost               = "runtime_lost"
-	ReasonRecovered          = "recovered"
-	ReasonRecovering         = "recovering"
-	ReasonDestroyPending     = "destroy_retrying"
+	// ReasonPausedRetention: paused for longer than the server keeps
+	// paused sandboxes.
+	ReasonPausedRetention = "paused_retention"
+	ReasonExited          = "entrypoint_exited"
+	ReasonExitedError     = "entrypoint_failed"
+	ReasonLost            = "runtime_lost"
+	ReasonRecovered       = "recovered"
+	ReasonRecovering      = "recovering"
+	ReasonDestroyPending  = "destroy_retrying"
 )
 
 // Status is a sandbox's state and why it is in it.

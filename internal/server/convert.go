@@ -208,6 +208,9 @@ func createExtensions(in *api.CreateSandboxRequest, out *lifecycle.CreateRequest
 			return invalid("%v", err)
 		}
 	}
+	if _, err := sandbox.ParseIdle(in.Extensions, sandbox.IdlePolicy{}); err != nil {
+		return invalid("%v", err)
+	}
 	out.Extensions = in.Extensions
 	return nil
 }

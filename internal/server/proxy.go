@@ -102,7 +102,7 @@ func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) {
 			"signed endpoints (expires) need an ingress gateway; use the endpoint headers or use_server_proxy=true"))
 		return
 	}
-	addr, sb, err := s.mgr.Endpoint(r.Context(), tenant(r), id, port)
+	addr, sb, err := s.mgr.Reach(r.Context(), tenant(r), id, port)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -217,7 +217,7 @@ func (p *sandboxProxy) serve(w http.ResponseWriter, r *http.Request) {
 			"the proxy needs an API key (OPEN-SANDBOX-API-KEY) or the sandbox's endpoint headers"))
 		return
 	}
-	addr, sb, err := s.mgr.Endpoint(r.Context(), tenantID, id, port)
+	addr, sb, err := s.mgr.Reach(r.Context(), tenantID, id, port)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -105,9 +105,18 @@ func TestProxy(t *testing.T) {
 	if r := s.call("GET", "/v1/sandboxes/"+id+"/proxy/18080/policy", "", nil, api.HeaderExecdToken, token); r.status != 401 {
 		t.Errorf("execd token on the egress port = %d", r.status)
 	}
+	// A paused sandbox is resumed by a request that reaches it, unless
+	// it opted out.
 	s.call("POST", "/v1/sandboxes/"+id+"/pause", s.keyA, nil)
-	if r := s.call("GET", "/v1/sandboxes/"+id+"/proxy/8080/", s.keyA, nil); r.status != 409 {
+	if r := s.call("GET", "/v1/sandboxes/"+id+"/proxy/8080/", s.keyA, nil); r.status != 200 || s.state(s.keyA, id) != "Running" {
 		t.Errorf("proxy to a paused sandbox = %d %s", r.status, r.body)
+	}
+	body := basicCreate()
+	body["extensions"] = map[string]string{"corral.dev/auto-resume": "false"}
+	stay := s.create(s.keyA, body).ID
+	s.call("POST", "/v1/sandboxes/"+stay+"/pause", s.keyA, nil)
+	if r := s.call("GET", "/v1/sandboxes/"+stay+"/proxy/8080/", s.keyA, nil); r.status != 409 || s.state(s.keyA, stay) != "Paused" {
+		t.Errorf("proxy to a paused sandbox that opted out = %d %s", r.status, r.body)
 	}
 }
 

@@ -540,6 +540,21 @@ func (t *Table) Run(ctx context.Context, interval time.Duration) {
 	}
 }
 
+// Running returns how many commands have not exited.
+func (t *Table) Running() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, c := range t.cmds {
+		select {
+		case <-c.exited:
+		default:
+			n++
+		}
+	}
+	return n
+}
+
 // Len returns how many commands are kept.
 func (t *Table) Len() int {
 	t.mu.Lock()
