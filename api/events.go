@@ -60,6 +60,9 @@ const (
 	// policy refused (sampled: at most about one a second per sandbox);
 	// its data is the enforcer's decision.
 	EventEgressDenied = "egress.denied"
+	// EventApp is an event code in a sandbox posted on its socket
+	// (source "sandbox"); data is {"name", "data"} as it was posted.
+	EventApp = "app.event"
 	// EventWebhookPing is the body of a webhook's test delivery only; it
 	// is never in the stream.
 	EventWebhookPing = "webhook.ping"
@@ -71,7 +74,7 @@ var EventTypes = []string{
 	EventSandboxCreated, EventSandboxRunning, EventSandboxPaused, EventSandboxResumed, EventSandboxRenewed,
 	EventSandboxExpiring, EventSandboxExpired, EventSandboxExited, EventSandboxTerminated, EventSandboxDeleted,
 	EventSandboxFailed, EventSandboxIdle, EventSandboxForked, EventSnapshotReady, EventSnapshotFailed, EventSnapshotDeleted,
-	EventEgressDenied, EventQuotaRefused, EventQuotaQueued,
+	EventEgressDenied, EventQuotaRefused, EventQuotaQueued, EventApp,
 }
 
 // Webhook headers: the event's ID and type, the delivery's attempt

@@ -525,7 +525,7 @@ func serveSecrets(ctx context.Context, sec *secrets.Service, mgr *lifecycle.Mana
 		if ok || denials.Allow() {
 			_ = mgr.AppendAudit(context.WithoutCancel(ctx), []model.Event{{At: time.Now().UTC(), SandboxID: id, Type: typ, Reason: why, Message: name}})
 		}
-	}))
+	}, mgr.PostAppEvent))
 	go func() { _ = secServer.Serve(secrets.LimitListener(secLn, secrets.MaxConns)) }()
 	return func() { _ = secServer.Close() }, nil
 }

@@ -157,17 +157,21 @@ func (m *Manager) specFor(req CreateRequest) (driver.Spec, error) {
 	if err != nil {
 		return spec, err
 	}
-	if len(grants) > 0 {
+	events, err := secrets.WantsEvents(req.Extensions)
+	if err != nil {
+		return spec, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeInvalidParameter, "%v", err)
+	}
+	if len(grants) > 0 || events {
 		if tier == api.IsolationRunsc {
 			// gVisor connects to no host Unix socket unless every sandbox
 			// of it may (--host-uds): refused, rather than a socket that
 			// silently never answers.
 			return spec, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeAPINotSupported,
-				"extensions[%s]: secrets on demand are not available to %s sandboxes; ask for %s isolation (extensions[%s])",
-				secrets.Extension, api.IsolationRunsc, api.IsolationRunc, api.ExtensionIsolation)
+				"extensions[%s] and [%s]: the secrets and events socket is not available to %s sandboxes; ask for %s isolation (extensions[%s])",
+				secrets.Extension, secrets.ExtensionEvents, api.IsolationRunsc, api.IsolationRunc, api.ExtensionIsolation)
 		}
 		if m.cfg.Secrets == nil {
-			return spec, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeAPINotSupported, "extensions[%s]: this server does not serve secrets", secrets.Extension)
+			return spec, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeAPINotSupported, "extensions[%s] and [%s]: this server serves no secrets and events socket", secrets.Extension, secrets.ExtensionEvents)
 		}
 		spec.SecretsDir = m.cfg.Secrets.Dir()
 	}

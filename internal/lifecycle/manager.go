@@ -496,7 +496,29 @@ func (m *Manager) SecretGrants(id string) (secrets.Sandbox, bool) {
 	}
 	sb := m.current(e)
 	grants, _ := secrets.Grants(sb.Extensions)
-	return secrets.Sandbox{Tenant: sb.Tenant, Grants: grants, Running: sb.Status.State == sandbox.StateRunning}, true
+	events, _ := secrets.WantsEvents(sb.Extensions)
+	return secrets.Sandbox{Tenant: sb.Tenant, Grants: grants, Running: sb.Status.State == sandbox.StateRunning, Events: events}, true
+}
+
+// PostAppEvent publishes an event code in sandbox id posted on its
+// socket (the caller proved with the session key that it is that
+// sandbox, and checked the body's form).
+func (m *Manager) PostAppEvent(ctx context.Context, id string, ev secrets.AppEvent) error {
+	e := m.liveEntry(id)
+	if e == nil {
+		return notFound(id)
+	}
+	sb := m.current(e)
+	pub := published(sb, api.EventApp, ev)
+	al, ok := m.rec.(AuditLog)
+	if !ok {
+		return errdefs.Newf(errdefs.ErrNotImplemented, api.CodeAPINotSupported, "the %s runtime's records keep no events", m.cfg.DriverName)
+	}
+	if err := al.AppendAudit(ctx, []sandbox.Event{pub}); err != nil {
+		return err
+	}
+	m.eventsWritten()
+	return nil
 }
 
 // Filter selects sandboxes in List. Empty fields select everything.

@@ -50,6 +50,9 @@ func (ev *Event) Public() api.Event {
 	if ev.Detail != "" && json.Valid([]byte(ev.Detail)) {
 		out.Data = json.RawMessage(ev.Detail)
 	}
+	if ev.Kind == api.EventApp {
+		out.Source = api.EventSourceSandbox
+	}
 	return out
 }
 

@@ -13,6 +13,7 @@
 package secrets
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -21,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -42,6 +44,10 @@ import (
 const (
 	// Extension grants secrets at create: comma-separated names.
 	Extension = "corral.dev/secrets"
+	// ExtensionEvents "true" gives a sandbox the socket (and its
+	// environment) to post application events on, with or without
+	// secrets.
+	ExtensionEvents = "corral.dev/events"
 	// MountDir is where the socket's directory appears in a sandbox.
 	MountDir   = insandbox.SecretsDir
 	SocketName = "secrets.sock"
@@ -289,13 +295,98 @@ type Sandbox struct {
 	Tenant  string
 	Grants  []string
 	Running bool
+	// Events: it may post application events (ExtensionEvents).
+	Events bool
 }
 
-// Handler serves GET /v1/sandboxes/{id}/secrets/{name} on the socket.
-// lookup finds a sandbox by ID.
-func (s *Service) Handler(lookup func(id string) (Sandbox, bool), audit func(id, name string, ok bool, why string)) http.Handler {
+// WantsEvents reports whether a create's extensions ask for the events
+// socket, refusing a value other than "true" or "false".
+func WantsEvents(ext map[string]string) (bool, error) {
+	switch v, ok := ext[ExtensionEvents]; {
+	case !ok || v == "false":
+		return false, nil
+	case v == "true":
+		return true, nil
+	default:
+		return false, fmt.Errorf("extensions[%s] %q: must be true or false", ExtensionEvents, v)
+	}
+}
+
+// Limits of the application events a sandbox posts.
+const (
+	EventRate    = 5
+	EventBurst   = 20
+	MaxEventBody = 16 << 10
+)
+
+// validEventName: 1 to 64 of [a-z0-9._-], starting with a letter or
+// digit.
+func validEventName(n string) bool {
+	if n == "" || len(n) > 64 {
+		return false
+	}
+	for i, c := range n {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || i > 0 && (c == '.' || c == '_' || c == '-')) {
+			return false
+		}
+	}
+	return true
+}
+
+// AppEvent is what a sandbox posts: {"name", "data"}.
+type AppEvent struct {
+	Name string          `json:"name"`
+	Data json.RawMessage `json:"data,omitempty"`
+}
+
+// Handler serves GET /v1/sandboxes/{id}/secrets/{name} and POST
+// /v1/sandboxes/{id}/events on the socket. lookup finds a sandbox by ID;
+// post publishes an application event of a sandbox.
+func (s *Service) Handler(lookup func(id string) (Sandbox, bool), audit func(id, name string, ok bool, why string),
+	post func(ctx context.Context, id string, ev AppEvent) error) http.Handler {
 	mux := http.NewServeMux()
 	reads := newReadLimits()
+	posts := &readLimits{m: map[string]*rate.Limiter{}, rate: EventRate, burst: EventBurst}
+	mux.HandleFunc("POST /v1/sandboxes/{id}/events", func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
+		refuse := func(code int, errCode, msg string) {
+			writeJSON(w, code, map[string]string{"code": errCode, "message": msg})
+		}
+		if !s.verify(id, r.Header.Get(HeaderSessionKey)) {
+			refuse(http.StatusForbidden, api.CodeSecretForbidden, "this sandbox may not post events")
+			return
+		}
+		sb, ok := lookup(id)
+		if !ok || !sb.Running || !sb.Events {
+			refuse(http.StatusForbidden, api.CodeSecretForbidden, "this sandbox may not post events (it needs extensions[\""+ExtensionEvents+"\"]=\"true\" and to be running)")
+			return
+		}
+		if !posts.allow(id) {
+			refuse(http.StatusTooManyRequests, api.CodeSecretRateLimited, fmt.Sprintf("more than %d events a second from this sandbox; try again shortly", EventRate))
+			return
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, MaxEventBody+1))
+		if err != nil || len(body) > MaxEventBody {
+			refuse(http.StatusRequestEntityTooLarge, api.CodeInvalidRequestBody, fmt.Sprintf("an event is at most %d bytes", MaxEventBody))
+			return
+		}
+		var ev AppEvent
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&ev); err != nil || dec.More() {
+			refuse(http.StatusBadRequest, api.CodeInvalidRequestBody, `the body is {"name": NAME, "data": any JSON}`)
+			return
+		}
+		if !validEventName(ev.Name) {
+			refuse(http.StatusBadRequest, api.CodeInvalidParameter, "name: 1 to 64 of a-z, 0-9, '.', '_' and '-', starting with a letter or digit")
+			return
+		}
+		if err := post(r.Context(), id, ev); err != nil {
+			refuse(http.StatusServiceUnavailable, api.CodeGeneralUnknownError, "the event could not be recorded; try again")
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+	})
 	mux.HandleFunc("GET /v1/sandboxes/{id}/secrets/{name}", func(w http.ResponseWriter, r *http.Request) {
 		id, name := r.PathValue("id"), r.PathValue("name")
 		deny := func(why string) {
@@ -336,7 +427,8 @@ func (s *Service) Handler(lookup func(id string) (Sandbox, bool), audit func(id,
 		writeJSON(w, http.StatusOK, map[string]string{"name": name, "value": sec.Value})
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusForbidden, map[string]string{"code": api.CodeSecretForbidden, "message": "only GET /v1/sandboxes/{id}/secrets/{name} is served here"})
+		writeJSON(w, http.StatusForbidden, map[string]string{"code": api.CodeSecretForbidden,
+			"message": "only GET /v1/sandboxes/{id}/secrets/{name} and POST /v1/sandboxes/{id}/events are served here"})
 	})
 	return mux
 }
@@ -347,14 +439,17 @@ const (
 	ReadBurst = 50
 )
 
-// readLimits are the sandboxes' read buckets.
+// readLimits are the sandboxes' buckets (reads, or posts).
 type readLimits struct {
 	// mu guards m.
-	mu sync.Mutex
-	m  map[string]*rate.Limiter
+	mu          sync.Mutex
+	m           map[string]*rate.Limiter
+	rate, burst int
 }
 
-func newReadLimits() *readLimits { return &readLimits{m: map[string]*rate.Limiter{}} }
+func newReadLimits() *readLimits {
+	return &readLimits{m: map[string]*rate.Limiter{}, rate: ReadRate, burst: ReadBurst}
+}
 
 func (l *readLimits) allow(id string) bool {
 	l.mu.Lock()
@@ -366,7 +461,7 @@ func (l *readLimits) allow(id string) bool {
 			// sandbox gains at most one burst from it.
 			clear(l.m)
 		}
-		lim = rate.NewLimiter(ReadRate, ReadBurst)
+		lim = rate.NewLimiter(rate.Limit(l.rate), l.burst)
 		l.m[id] = lim
 	}
 	return lim.Allow()

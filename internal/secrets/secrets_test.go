@@ -82,7 +82,8 @@ func TestHandlerAnswersOnlyTheGrantedSandbox(t *testing.T) {
 	}
 	var audited []string
 	h := s.Handler(func(id string) (secrets.Sandbox, bool) { sb, ok := sandboxes[id]; return sb, ok },
-		func(id, name string, ok bool, why string) { audited = append(audited, id+"/"+name+"/"+why) })
+		func(id, name string, ok bool, why string) { audited = append(audited, id+"/"+name+"/"+why) },
+		func(context.Context, string, secrets.AppEvent) error { t.Error("an event was posted"); return nil })
 	get := func(id, name, key string) (int, string) {
 		req := httptest.NewRequest("GET", "/v1/sandboxes/"+id+"/secrets/"+name, nil)
 		req.Header.Set(secrets.HeaderSessionKey, key)
@@ -133,6 +134,71 @@ func TestHandlerAnswersOnlyTheGrantedSandbox(t *testing.T) {
 	}
 	if err := s.Delete(ctx, "t1", "api"); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("second delete = %v", err)
+	}
+}
+
+// TestHandlerTakesEventsOnlyFromTheirSandbox: a sandbox posts events
+// with its own key only, when it opted in and runs; the body's form,
+// size and rate are bounded.
+func TestHandlerTakesEventsOnlyFromTheirSandbox(t *testing.T) {
+	s := open(t, t.TempDir())
+	sandboxes := map[string]secrets.Sandbox{
+		"sb1": {Tenant: "t1", Running: true, Events: true},
+		"sb2": {Tenant: "t1", Running: true},
+		"sb3": {Tenant: "t1", Running: false, Events: true},
+	}
+	type posted struct {
+		id string
+		ev secrets.AppEvent
+	}
+	var got []posted
+	h := s.Handler(func(id string) (secrets.Sandbox, bool) { sb, ok := sandboxes[id]; return sb, ok },
+		func(string, string, bool, string) {},
+		func(_ context.Context, id string, ev secrets.AppEvent) error { got = append(got, posted{id, ev}); return nil })
+	post := func(id, key, body string) int {
+		req := httptest.NewRequest("POST", "/v1/sandboxes/"+id+"/events", strings.NewReader(body))
+		req.Header.Set(secrets.HeaderSessionKey, key)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	if code := post("sb1", s.SessionKey("sb1"), `{"name":"build.done","data":{"ok":true}}`); code != http.StatusAccepted {
+		t.Fatalf("post = %d", code)
+	}
+	if len(got) != 1 || got[0].id != "sb1" || got[0].ev.Name != "build.done" || string(got[0].ev.Data) != `{"ok":true}` {
+		t.Fatalf("posted %+v", got)
+	}
+	for _, c := range []struct {
+		id, key, body string
+		code          int
+	}{
+		{"sb1", s.SessionKey("sb2"), `{"name":"x"}`, 403}, // another sandbox's key
+		{"sb1", "", `{"name":"x"}`, 403},
+		{"sb2", s.SessionKey("sb2"), `{"name":"x"}`, 403}, // did not opt in
+		{"sb3", s.SessionKey("sb3"), `{"name":"x"}`, 403}, // not running
+		{"nope", s.SessionKey("nope"), `{"name":"x"}`, 403},
+		{"sb1", s.SessionKey("sb1"), `{"name":"Bad Name"}`, 400},
+		{"sb1", s.SessionKey("sb1"), `{"name":""}`, 400},
+		{"sb1", s.SessionKey("sb1"), `{"name":"x","extra":1}`, 400},
+		{"sb1", s.SessionKey("sb1"), `{"name":"x"} {}`, 400},
+		{"sb1", s.SessionKey("sb1"), `not json`, 400},
+		{"sb1", s.SessionKey("sb1"), `{"name":"x","data":"` + strings.Repeat("a", secrets.MaxEventBody) + `"}`, 413},
+	} {
+		if code := post(c.id, c.key, c.body); code != c.code {
+			t.Errorf("%s %.40s = %d, want %d", c.id, c.body, code, c.code)
+		}
+	}
+	if len(got) != 1 {
+		t.Errorf("refused posts were published: %d", len(got))
+	}
+	limited := 0
+	for range 3 * secrets.EventBurst {
+		if post("sb1", s.SessionKey("sb1"), `{"name":"loop"}`) == http.StatusTooManyRequests {
+			limited++
+		}
+	}
+	if limited < secrets.EventBurst {
+		t.Errorf("%d of %d posts in a loop were limited", limited, 3*secrets.EventBurst)
 	}
 }
 

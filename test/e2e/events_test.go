@@ -8,7 +8,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -206,5 +208,78 @@ func TestEventsAcrossACrash(t *testing.T) {
 		if (d.EventID == before[0].ID || d.EventID == before[1].ID) && d.Attempts < 2 {
 			t.Errorf("delivery %+v: refused before the crash, so at least its second attempt", d)
 		}
+	}
+}
+
+// TestEventsFromInside, on the native runtime: code in a sandbox that
+// asked for the events socket posts an application event, which joins
+// its tenant's stream marked as the sandbox's; it cannot post as another
+// sandbox; a sandbox that did not ask has no socket.
+func TestEventsFromInside(t *testing.T) {
+	requireOCI(t)
+	t.Parallel()
+	if _, err := os.Stat("/usr/bin/curl"); err != nil {
+		t.Fatal("curl is needed on this machine (the host image runs it): apt-get install curl")
+	}
+	s := startServer(t, t.TempDir(), "--runtime", "oci")
+	c := s.client(t)
+	bad := ociCreate("host")
+	bad.Extensions = map[string]string{"corral.dev/events": "yes"}
+	if _, err := c.CreateSandbox(ctx(t), bad, sdk.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "corral.dev/events") {
+		t.Errorf("a create with a bad events extension = %v", err)
+	}
+	req := ociCreate("host")
+	req.Extensions = map[string]string{"corral.dev/events": "true"}
+	req.Metadata = map[string]string{"job": "42"}
+	sb, err := c.CreateSandbox(ctx(t), req, sdk.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := c.CreateSandbox(ctx(t), ociCreate("host"), sdk.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Events(ctx(t), sdk.EventStreamOptions{Types: []string{api.EventApp}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	x := sandboxExecd(t, c, sb.ID)
+	post := func(id, body string) string {
+		out, _, _ := x.run(`curl -s -o /dev/null -w '%{http_code}' --unix-socket "$CORRAL_SECRETS_SOCKET" -H "Corral-Session-Key: $CORRAL_SESSION_KEY" `+
+			`-d '`+body+`' http://corral/v1/sandboxes/`+id+`/events`, nil)
+		return strings.TrimSpace(out)
+	}
+	if code := post("$CORRAL_SANDBOX_ID", `{"name":"build.done","data":{"tests":118,"ok":true}}`); code != "202" {
+		t.Fatalf("post = %s", code)
+	}
+	ev := readEvents(t, st, 1)[0]
+	var data struct {
+		Name string
+		Data struct {
+			Tests int
+			OK    bool
+		}
+	}
+	if err := json.Unmarshal(ev.Data, &data); err != nil || ev.Source != api.EventSourceSandbox || ev.SandboxID != sb.ID ||
+		ev.Metadata["job"] != "42" || data.Name != "build.done" || data.Data.Tests != 118 || !data.Data.OK {
+		t.Errorf("event = %+v (%v)", ev, err)
+	}
+	// As another sandbox, with its own key: refused, and nothing joins.
+	if code := post(plain.ID, `{"name":"forged"}`); code != "403" {
+		t.Errorf("a post naming another sandbox = %s", code)
+	}
+	if code := post("$CORRAL_SANDBOX_ID", `{"name":"Not A Name"}`); code != "400" {
+		t.Errorf("a bad name = %s", code)
+	}
+	y := sandboxExecd(t, c, plain.ID)
+	if out, _, _ := y.run(`test -e /run/corral/secrets.sock && echo socket; echo "key=$CORRAL_SESSION_KEY"`, nil); strings.TrimSpace(out) != "key=" {
+		t.Errorf("a sandbox that did not ask has %q", out)
+	}
+	if code := post("$CORRAL_SANDBOX_ID", `{"name":"second"}`); code != "202" {
+		t.Fatalf("second post = %s", code)
+	}
+	if ev := readEvents(t, st, 1)[0]; !strings.Contains(string(ev.Data), `"second"`) {
+		t.Errorf("the next event = %+v, want the second post (the forged one never joined)", ev)
 	}
 }
