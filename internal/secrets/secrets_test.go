@@ -154,7 +154,10 @@ func TestHandlerTakesEventsOnlyFromTheirSandbox(t *testing.T) {
 	var got []posted
 	h := s.Handler(func(id string) (secrets.Sandbox, bool) { sb, ok := sandboxes[id]; return sb, ok },
 		func(string, string, bool, string) {},
-		func(_ context.Context, id string, ev secrets.AppEvent) error { got = append(got, posted{id, ev}); return nil })
+		func(_ context.Context, id string, ev secrets.AppEvent) error {
+			got = append(got, posted{id, ev})
+			return nil
+		})
 	post := func(id, key, body string) int {
 		req := httptest.NewRequest("POST", "/v1/sandboxes/"+id+"/events", strings.NewReader(body))
 		req.Header.Set(secrets.HeaderSessionKey, key)
