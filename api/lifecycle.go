@@ -386,7 +386,7 @@ func ValidRequestID(id string) bool {
 	return true
 }
 
-// CodeSandboxAutoResumeFailed: a request reached a paused sandbox through
-// the server, and the sandbox could not be resumed for it (503; the
-// message says why).
+// CodeSandboxAutoResumeFailed is the code of a 503 to a request that
+// reached a paused sandbox through the server when the sandbox could not
+// be resumed for it (the message says why).
 const CodeSandboxAutoResumeFailed = "SANDBOX::AUTO_RESUME_FAILED"

@@ -3,6 +3,11 @@
 
 package api
 
+import (
+	"encoding/json"
+	"time"
+)
+
 // QuotaRequest sets a tenant's quotas (PUT /v1/admin/quotas/{tenant}):
 // each field given replaces the server's default for that tenant (0: no
 // bound); a field left out takes the default. It replaces the tenant's
@@ -70,4 +75,39 @@ const (
 	CodeQuotaQueueInterrupted = "QUOTA::QUEUE_INTERRUPTED"
 	EventQuotaRefused         = "quota.refused"
 	EventQuotaQueued          = "quota.queued"
+)
+
+// ExtensionTemplate names the template a create starts from (a corral
+// extension): the template's spec, with the fields the template lets a
+// create override taken from the create.
+const ExtensionTemplate = "corral.dev/template"
+
+// Template is a named create preset (POST/PUT /v1/templates). Spec is a
+// create body (image, entrypoint, env, resourceLimits, networkPolicy,
+// volumes, timeout, extensions, metadata, platform); AllowOverride names
+// the fields of it a create may give (default env and metadata). A
+// public template is an admin's, visible to every tenant; a tenant's own
+// template of the same name comes first for that tenant.
+type Template struct {
+	Name          string          `json:"name"`
+	Description   string          `json:"description,omitempty"`
+	Public        bool            `json:"public,omitempty"`
+	Spec          json.RawMessage `json:"spec"`
+	AllowOverride []string        `json:"allowOverride,omitempty"`
+	CreatedAt     time.Time       `json:"createdAt,omitempty"`
+	UpdatedAt     time.Time       `json:"updatedAt,omitempty"`
+}
+
+// TemplateList answers GET /v1/templates: the tenant's own, then the
+// public ones.
+type TemplateList struct {
+	Items []Template `json:"items"`
+}
+
+// Error codes of templates.
+const (
+	CodeTemplateNotFound = "TEMPLATE::NOT_FOUND"
+	CodeTemplateInvalid  = "TEMPLATE::INVALID"
+	CodeTemplateOverride = "TEMPLATE::OVERRIDE_NOT_ALLOWED"
+	CodeTemplateExists   = "TEMPLATE::ALREADY_EXISTS"
 )

@@ -274,3 +274,55 @@ func (c *Client) ClearQuota(ctx context.Context, tenant string) error {
 		want: []int{http.StatusNoContent}}, nil)
 	return err
 }
+
+// CreateTemplate stores a template (a corral extension); an existing
+// name is ErrAlreadyExists (PutTemplate replaces).
+func (c *Client) CreateTemplate(ctx context.Context, t api.Template) (*api.Template, error) {
+	var out api.Template
+	if _, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/templates", body: t, want: []int{http.StatusCreated}}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// PutTemplate creates or replaces a template.
+func (c *Client) PutTemplate(ctx context.Context, t api.Template) (*api.Template, error) {
+	var out api.Template
+	if _, err := c.do(ctx, call{method: http.MethodPut, path: "/v1/templates/" + url.PathEscape(t.Name), body: t, retry: true,
+		want: []int{http.StatusOK, http.StatusCreated}}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListTemplates lists the tenant's templates and the public ones.
+func (c *Client) ListTemplates(ctx context.Context) ([]api.Template, error) {
+	var out api.TemplateList
+	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/templates", retry: true, want: []int{http.StatusOK}}, &out); err != nil {
+		return nil, err
+	}
+	return out.Items, nil
+}
+
+// GetTemplate returns a template: the tenant's own of that name, else
+// the public one.
+func (c *Client) GetTemplate(ctx context.Context, name string) (*api.Template, error) {
+	var out api.Template
+	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/templates/" + url.PathEscape(name), retry: true,
+		want: []int{http.StatusOK}}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// DeleteTemplate removes the tenant's template, or with public (an admin
+// key) the public one.
+func (c *Client) DeleteTemplate(ctx context.Context, name string, public bool) error {
+	q := url.Values{}
+	if public {
+		q.Set("public", "true")
+	}
+	_, err := c.do(ctx, call{method: http.MethodDelete, path: "/v1/templates/" + url.PathEscape(name), query: q, retry: true,
+		want: []int{http.StatusNoContent}}, nil)
+	return err
+}

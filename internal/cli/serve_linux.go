@@ -387,7 +387,7 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, rt runtimeFlags, log *
 		defer hooks.Close()
 	}
 	srv := server.New(server.Config{Manager: mgr, Keys: keys, Logger: log, InsecureNoAuth: cfg.insecureNoAuth, CORSOrigins: cfg.origins, Secrets: sec,
-		HealthWarnings: warnings, Webhooks: hooks})
+		HealthWarnings: warnings, Webhooks: hooks, Templates: st})
 	return runUntilDone(ctx, cfg, log, mgr, hooks, srv.NewHTTPServer(cfg.listen), ln)
 }
 

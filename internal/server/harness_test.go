@@ -143,7 +143,7 @@ func newTSAll(t testing.TB, edit func(*Config), wrap func(*fakedriver.Driver) dr
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Manager: mgr, Keys: keys, Webhooks: hooks}
+	cfg := Config{Manager: mgr, Keys: keys, Webhooks: hooks, Templates: st}
 	if edit != nil {
 		edit(&cfg)
 	}

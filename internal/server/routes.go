@@ -47,6 +47,11 @@ func (s *Server) routes() {
 		s.handle("GET "+p+"/secrets", s.listSecrets)
 		s.handle("PUT "+p+"/secrets/{name}", s.putSecret)
 		s.handle("DELETE "+p+"/secrets/{name}", s.deleteSecret)
+		s.handle("POST "+p+"/templates", s.createTemplate)
+		s.handle("GET "+p+"/templates", s.listTemplates)
+		s.handle("GET "+p+"/templates/{name}", s.getTemplate)
+		s.handle("PUT "+p+"/templates/{name}", s.putTemplate)
+		s.handle("DELETE "+p+"/templates/{name}", s.deleteTemplate)
 		s.handle("GET "+p+"/quota", s.ownQuota)
 		s.handle("GET "+p+"/admin/quotas", s.adminOnly(s.listQuotas))
 		s.handle("GET "+p+"/admin/quotas/{tenant}", s.adminOnly(s.getQuota))
@@ -60,7 +65,7 @@ func (s *Server) routes() {
 		for _, path := range []string{"/sandboxes", "/sandboxes/{id}", "/sandboxes/{id}/metadata", "/sandboxes/{id}/pause",
 			"/sandboxes/{id}/resume", "/sandboxes/{id}/renew-expiration", "/sandboxes/{id}/endpoints/{port}", "/sandboxes/{id}/events",
 			"/sandboxes/{id}/diagnostics/logs", "/sandboxes/{id}/diagnostics/events",
-			"/sandboxes/{id}/snapshots", "/sandboxes/{id}/fork", "/snapshots", "/snapshots/{id}", "/events", "/webhooks", "/webhooks/{id}", "/webhooks/{id}/deliveries", "/webhooks/{id}/ping", "/volumes", "/volumes/{name}", "/secrets", "/secrets/{name}", "/admin/keys", "/admin/keys/{id}", "/quota", "/admin/quotas", "/admin/quotas/{tenant}"} {
+			"/sandboxes/{id}/snapshots", "/sandboxes/{id}/fork", "/snapshots", "/snapshots/{id}", "/events", "/webhooks", "/webhooks/{id}", "/webhooks/{id}/deliveries", "/webhooks/{id}/ping", "/volumes", "/volumes/{name}", "/secrets", "/secrets/{name}", "/admin/keys", "/admin/keys/{id}", "/quota", "/admin/quotas", "/admin/quotas/{tenant}", "/templates", "/templates/{name}"} {
 			s.mux.HandleFunc(p+path, s.methodNotAllowed)
 		}
 	}

@@ -27,6 +27,12 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if _, err := s.fromTemplate(r, &in, body); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	// The idempotency hash is of the body as sent: a retry matches it
+	// even if the template changed in between.
 	req, err := createRequest(tenant(r), &in, body, r.Header.Get(api.HeaderIdempotencyKey))
 	if err != nil {
 		s.writeError(w, r, err)

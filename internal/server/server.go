@@ -20,6 +20,7 @@ import (
 	"github.com/corral-dev/corral/internal/logctx"
 	"github.com/corral-dev/corral/internal/promtext"
 	"github.com/corral-dev/corral/internal/secrets"
+	"github.com/corral-dev/corral/internal/template"
 	"github.com/corral-dev/corral/internal/webhook"
 )
 
@@ -46,6 +47,9 @@ type Config struct {
 	// Webhooks keeps the tenants' subscriptions; nil answers 501 on
 	// /webhooks.
 	Webhooks *webhook.Service
+	// Templates keeps the tenants' templates; nil answers 501 on
+	// /templates.
+	Templates template.Store
 }
 
 // Server serves the lifecycle API.

@@ -148,6 +148,7 @@ func TestDocumentedExamples(t *testing.T) {
 			"revoked key_",
 			"sandbox.paused", "sandbox.deleted", // events -l, events -f
 			"quota running is 2 and it uses 2", "createsPerMinute", // quota
+			"mode batch", "does not let a create set image", // template
 			"delivered: the receiver answered 204", `"type":"webhook.ping"`, `"type":"sandbox.created"`, // webhook listen
 		} {
 			if !strings.Contains(out, want) {

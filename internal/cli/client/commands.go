@@ -120,6 +120,7 @@ func Commands() []Command {
 		volumeCommand,
 		webhookCommand,
 		quotaCommand,
+		templateCommand,
 		keysCommand,
 		configCommand,
 	}

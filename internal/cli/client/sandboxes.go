@@ -36,11 +36,14 @@ func runCreate(ctx context.Context, e *env, args []string) int {
 	entry := fs.String("entrypoint", "", `command the sandbox runs: words split on spaces, or a JSON array such as '["sh","-c","sleep 1d"]'`)
 	wait := fs.Bool("wait", false, "return only once the sandbox runs and answers commands")
 	isolation := fs.String("isolation", "", "isolation tier: runc or runsc (gVisor), among those the server allows (default: the server's)")
+	tmpl := fs.String("template", "", "start from this template (corral template ls); the flags given override what it allows")
 	if ok, code := parseNoArgs(fs, e, args, "create"); !ok {
 		return code
 	}
-	if (*image == "") == (*snapshot == "") {
-		return fail(e, "create: give --image or --snapshot (one of them)")
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *tmpl == "" && (*image == "") == (*snapshot == "") {
+		return fail(e, "create: give --image or --snapshot (one of them), or --template")
 	}
 	req := api.CreateSandboxRequest{SnapshotID: *snapshot, Metadata: meta.m}
 	if *image != "" {
@@ -71,6 +74,15 @@ func runCreate(ctx context.Context, e *env, args []string) int {
 	}
 	if *isolation != "" {
 		req.Extensions = map[string]string{api.ExtensionIsolation: *isolation}
+	}
+	if *tmpl != "" {
+		if req.Extensions == nil {
+			req.Extensions = map[string]string{}
+		}
+		req.Extensions[api.ExtensionTemplate] = *tmpl
+		if !set["timeout"] {
+			req.Timeout = nil // the template's
+		}
 	}
 	if *entry != "" {
 		if strings.HasPrefix(strings.TrimSpace(*entry), "[") {
