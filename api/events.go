@@ -150,4 +150,5 @@ const (
 	CodeWebhookAddressRefused = "WEBHOOK::ADDRESS_NOT_ALLOWED"
 	CodeWebhookLimit          = "WEBHOOK::LIMIT_EXCEEDED"
 	CodeEventInvalidType      = "EVENT::INVALID_TYPE"
+	CodeEventTooManyStreams   = "EVENT::TOO_MANY_STREAMS"
 )

@@ -110,4 +110,5 @@ const (
 	CodeTemplateInvalid  = "TEMPLATE::INVALID"
 	CodeTemplateOverride = "TEMPLATE::OVERRIDE_NOT_ALLOWED"
 	CodeTemplateExists   = "TEMPLATE::ALREADY_EXISTS"
+	CodeTemplateLimit    = "TEMPLATE::LIMIT_EXCEEDED"
 )

@@ -29,6 +29,29 @@ var (
 // eventPage is how many events one read of the log takes.
 const eventPage = 500
 
+// maxStreams bounds a tenant's open event streams: each holds a
+// connection and a reader of the log.
+const maxStreams = 64
+
+// openStream counts a tenant's stream, or refuses one past maxStreams;
+// the caller calls the release it returns.
+func (s *Server) openStream(tenant string) (func(), error) {
+	s.streamsMu.Lock()
+	defer s.streamsMu.Unlock()
+	if s.streams[tenant] >= maxStreams {
+		return nil, errdefs.Newf(errdefs.ErrResourceExhausted, api.CodeEventTooManyStreams,
+			"tenant %s has %d event streams open, the most a tenant may; close one (or resume it by Last-Event-ID later)", tenant, maxStreams)
+	}
+	s.streams[tenant]++
+	return func() {
+		s.streamsMu.Lock()
+		defer s.streamsMu.Unlock()
+		if s.streams[tenant]--; s.streams[tenant] <= 0 {
+			delete(s.streams, tenant)
+		}
+	}, nil
+}
+
 // eventStream is a parsed GET /v1/events.
 type eventStream struct {
 	q        sandbox.EventQuery
@@ -124,6 +147,12 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	release, err := s.openStream(es.q.Tenant)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	defer release()
 	// The first read answers errors (a runtime with no stream) as errors,
 	// before the stream's headers.
 	ctx := r.Context()

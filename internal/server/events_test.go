@@ -17,6 +17,7 @@ import (
 
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/internal/lifecycle"
+	"github.com/corral-dev/corral/internal/testutil"
 	"github.com/corral-dev/corral/sdk"
 )
 
@@ -265,5 +266,36 @@ func TestExpiringWarnsBeforeTheKill(t *testing.T) {
 	}
 	if !kill.Time.After(warn.Time) || kill.Time.Before(data.ExpiresAt) {
 		t.Errorf("warned at %v, expired at %v, expiry %v", warn.Time, kill.Time, data.ExpiresAt)
+	}
+}
+
+// TestEventStreamsAreBounded: a tenant holds at most maxStreams open
+// streams; another tenant is not held back by it.
+func TestEventStreamsAreBounded(t *testing.T) {
+	t.Parallel()
+	s := newTS(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var open []*sdk.EventStream
+	for range maxStreams {
+		st, err := s.sdk(s.keyB).Events(ctx, sdk.EventStreamOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		open = append(open, st)
+	}
+	r := s.call("GET", "/v1/events?follow=false", s.keyB, nil)
+	if r.status != 429 || r.errCode(t) != api.CodeEventTooManyStreams {
+		t.Errorf("one stream too many = %d %s", r.status, r.body)
+	}
+	if r := s.call("GET", "/v1/events?follow=false", s.keyA, nil); r.status != 200 {
+		t.Errorf("another tenant's stream = %d", r.status)
+	}
+	open[0].Close()
+	testutil.WaitFor(t, 5*time.Second, "a closed stream's slot freed", func() bool {
+		return s.call("GET", "/v1/events?follow=false", s.keyB, nil).status == 200
+	})
+	for _, st := range open[1:] {
+		st.Close()
 	}
 }

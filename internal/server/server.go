@@ -65,6 +65,9 @@ type Server struct {
 	// (GET /v1/events) end then instead of holding the shutdown up.
 	closing   chan struct{}
 	closeOnce sync.Once
+	// streams counts each tenant's open event streams.
+	streamsMu sync.Mutex
+	streams   map[string]int
 }
 
 // New builds a Server.
@@ -75,7 +78,7 @@ func New(cfg Config) *Server {
 	if cfg.Registry == nil {
 		cfg.Registry = promtext.NewRegistry()
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, mgr: cfg.Manager, keys: cfg.Keys, mux: http.NewServeMux(), closing: make(chan struct{})}
+	s := &Server{cfg: cfg, log: cfg.Logger, mgr: cfg.Manager, keys: cfg.Keys, mux: http.NewServeMux(), closing: make(chan struct{}), streams: map[string]int{}}
 	s.metrics = newMetrics(cfg.Registry, cfg.Manager)
 	s.proxy = newSandboxProxy(s)
 	s.routes()

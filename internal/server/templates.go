@@ -24,6 +24,9 @@ func (s *Server) templatesOff(w http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
+// maxTemplates bounds a tenant's templates (and the public ones).
+const maxTemplates = 100
+
 func templateNotFound(name string) error {
 	return errdefs.Newf(errdefs.ErrNotFound, api.CodeTemplateNotFound, "template %s not found", name)
 }
@@ -116,6 +119,13 @@ func (s *Server) createTemplate(w http.ResponseWriter, r *http.Request) {
 	}
 	if _, err := s.cfg.Templates.GetTemplate(r.Context(), t.Tenant, t.Name); err == nil {
 		s.writeError(w, r, errdefs.Newf(errdefs.ErrAlreadyExists, api.CodeTemplateExists, "template %s exists; PUT /v1/templates/%s replaces it", t.Name, t.Name))
+		return
+	}
+	if have, err := s.cfg.Templates.ListTemplates(r.Context(), t.Tenant); err != nil || len(have) >= maxTemplates {
+		if err == nil {
+			err = errdefs.Newf(errdefs.ErrFailedPrecondition, api.CodeTemplateLimit, "a tenant keeps at most %d templates; delete one first", maxTemplates)
+		}
+		s.writeError(w, r, err)
 		return
 	}
 	if _, err := s.cfg.Templates.PutTemplate(r.Context(), t); err != nil {

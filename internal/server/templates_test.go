@@ -4,6 +4,7 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -170,6 +171,14 @@ func TestTemplateRejectsBadInput(t *testing.T) {
 	}
 	if r := s.call("POST", "/v1/sandboxes", s.keyB, `{"extensions":{"corral.dev/template":"any"},"image":{"uri":"fake:ok"}}`); r.status != 202 {
 		t.Errorf("a create from it with an image = %d %s", r.status, r.body)
+	}
+	for i := range maxTemplates - 1 {
+		if r := s.call("POST", "/v1/templates", s.keyB, fmt.Sprintf(`{"name":"t%d","spec":{"image":{"uri":"fake:ok"}}}`, i)); r.status != 201 {
+			t.Fatalf("template %d = %d %s", i, r.status, r.body)
+		}
+	}
+	if r := s.call("POST", "/v1/templates", s.keyB, `{"name":"one-more","spec":{"image":{"uri":"fake:ok"}}}`); r.status != 409 || r.errCode(t) != api.CodeTemplateLimit {
+		t.Errorf("a template past the bound = %d %s", r.status, r.body)
 	}
 	for _, name := range []string{"nope", "../x", "UPPER"} {
 		if r := s.call("POST", "/v1/sandboxes", s.keyB, `{"extensions":{"corral.dev/template":"`+name+`"}}`); r.status != 400 || r.errCode(t) != api.CodeTemplateNotFound {
