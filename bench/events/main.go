@@ -7,12 +7,14 @@
 //
 //   - event → webhook: the time from an event's record to its signed POST
 //     reaching a loopback receiver, beside a bare loopback POST;
+//
 //   - the event stream: events written as fast as the server takes them,
 //     read by several followers, none lost or repeated;
+//
 //   - admission: tenants' creates queued behind the server's capacity,
 //     the wait of each tenant's creates.
 //
-//	go run ./bench/events [-webhooks 200] [-stream 5000] [-followers 10] [-tenants 4] [-creates 100] [-capacity 8]
+//     go run ./bench/events [-webhooks 200] [-stream 5000] [-followers 10] [-tenants 4] [-creates 100] [-capacity 8]
 package main
 
 import (
