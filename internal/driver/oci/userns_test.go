@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/corral-dev/corral/internal/logctx"
 )
@@ -136,10 +137,23 @@ func TestIDRangesAreHostWide(t *testing.T) {
 		t.Errorf("a stale range was not taken over: got %d, want %d", got, slots["a1"])
 	}
 
-	// Server a restarts and takes its sandboxes' ranges again.
-	a2 := testRanges(t, base, "a", first, map[int]string{slots["a2"]: "a2", slots["a3"]: "a3"})
-	if err := a2.retake(); err != nil {
-		t.Fatal(err)
+	// Server a restarts and takes its sandboxes' ranges again. Here the
+	// "restarted server" is in this process, whose other tests fork: a
+	// child between its fork and its exec holds a copy of every
+	// descriptor, and so, for that moment, the lock of a slot file a
+	// closed. A real restart is a new process; the test waits such a
+	// moment out.
+	var a2 *idRanges
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		a2 = testRanges(t, base, "a", first, map[int]string{slots["a2"]: "a2", slots["a3"]: "a3"})
+		if err := a2.retake(); err != nil {
+			t.Fatal(err)
+		}
+		if len(a2.held) == 2 || time.Now().After(deadline) {
+			break
+		}
+		a2.close()
+		time.Sleep(10 * time.Millisecond)
 	}
 	if len(a2.held) != 2 {
 		t.Errorf("the restarted server holds %d ranges, want 2", len(a2.held))
