@@ -17,8 +17,7 @@ import (
 // event's position is given at its insert: a position is readable only
 // once every lower one is.
 func (s *Store) TenantEvents(ctx context.Context, q sandbox.EventQuery) ([]sandbox.Event, error) {
-	query := `SELECT seq, at, tenant, sandbox_id, type, state, reason, message, detail, kind, metadata FROM events
-		WHERE tenant = ? AND seq > ? AND kind != ''`
+	query := `SELECT ` + eventColumns + ` FROM events WHERE tenant = ? AND seq > ? AND kind != ''`
 	args := []any{q.Tenant, q.After}
 	if q.SandboxID != "" {
 		query += ` AND sandbox_id = ?`
@@ -32,6 +31,14 @@ func (s *Store) TenantEvents(ctx context.Context, q sandbox.EventQuery) ([]sandb
 	}
 	query += ` ORDER BY seq LIMIT ?`
 	args = append(args, q.Limit)
+	return s.queryEvents(ctx, query, args)
+}
+
+// eventColumns are what queryEvents scans.
+const eventColumns = `seq, at, tenant, sandbox_id, type, state, reason, message, detail, kind, metadata`
+
+// queryEvents runs an events query selecting eventColumns.
+func (s *Store) queryEvents(ctx context.Context, query string, args []any) ([]sandbox.Event, error) {
 	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)

@@ -263,7 +263,7 @@ func (s *Store) dueTrims(per map[string]int) ([]string, bool) {
 // Events returns up to limit events after seq, oldest first; sandboxID
 // and typePrefix (such as "egress") filter when not empty.
 func (s *Store) Events(ctx context.Context, sandboxID string, after int64, limit int, typePrefix string) ([]sandbox.Event, error) {
-	q := `SELECT seq, at, tenant, sandbox_id, type, state, reason, message, detail FROM events WHERE seq > ?`
+	q := `SELECT ` + eventColumns + ` FROM events WHERE seq > ?`
 	args := []any{after}
 	if sandboxID != "" {
 		q += ` AND sandbox_id = ?`
@@ -275,22 +275,7 @@ func (s *Store) Events(ctx context.Context, sandboxID string, after int64, limit
 	}
 	q += ` ORDER BY seq LIMIT ?`
 	args = append(args, limit)
-	rows, err := s.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("events: %w", err)
-	}
-	defer rows.Close()
-	var out []sandbox.Event
-	for rows.Next() {
-		var ev sandbox.Event
-		var at int64
-		if err := rows.Scan(&ev.Seq, &at, &ev.Tenant, &ev.SandboxID, &ev.Type, &ev.State, &ev.Reason, &ev.Message, &ev.Detail); err != nil {
-			return nil, fmt.Errorf("events: %w", err)
-		}
-		ev.At = fromNanos(at)
-		out = append(out, ev)
-	}
-	return out, rows.Err()
+	return s.queryEvents(ctx, q, args)
 }
 
 const sandboxColumns = `id, tenant, state, reason, message, last_transition_at, created_at, updated_at, expires_at,
