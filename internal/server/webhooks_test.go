@@ -94,7 +94,15 @@ func TestWebhookDelivery(t *testing.T) {
 	s.call("POST", "/v1/sandboxes/"+id+"/pause", s.keyA, nil)
 	s.create(s.keyB, basicCreate()) // another tenant's: never sent here
 
-	testutil.WaitFor(t, 10*time.Second, "two events delivered (one retried)", func() bool { return len(rc.requests()) >= 3 })
+	testutil.WaitFor(t, 10*time.Second, "two events delivered (one retried)", func() bool {
+		n := 0
+		for _, d := range s.deliveries(s.keyA, wh.ID) {
+			if d.State == api.DeliveryDelivered {
+				n++
+			}
+		}
+		return n == 2
+	})
 	time.Sleep(200 * time.Millisecond) // nothing more comes
 	got := rc.requests()
 	if len(got) != 3 {

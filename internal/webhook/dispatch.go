@@ -209,8 +209,8 @@ func (s *Service) lease() time.Duration { return 2*s.cfg.Timeout + 5*time.Second
 func (s *Service) attempt(ctx context.Context, w *Webhook, d *Delivery, once bool) {
 	d.Attempts++
 	status, err := s.send(ctx, w, d)
-	if ctx.Err() != nil {
-		return // shutting down: the delivery stays due, and is retried at the next start
+	if err != nil && ctx.Err() != nil {
+		return // cut short by a shutdown: the delivery stays due, and is retried at the next start
 	}
 	now := time.Now().UTC()
 	d.UpdatedAt, d.LastStatus, d.LastError = now, status, ""

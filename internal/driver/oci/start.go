@@ -98,7 +98,12 @@ func (d *Driver) start(ctx context.Context, b *build) (*driver.Handle, error) {
 		return nil, d.startError(b.bundle, b.disk, err)
 	}
 	if err := d.checkInit(pid); err != nil {
-		return nil, err
+		if errors.Is(err, errdefs.ErrInvalidArgument) {
+			return nil, err
+		}
+		// PID 1 is gone already: an entrypoint that exited right after
+		// execd answered (sh -c 'exit 3'), reported as such.
+		return nil, d.startError(b.bundle, b.disk, err)
 	}
 	return d.ready(b, handleState{Bundle: b.bundle, Pid: pid, StartTime: start, UserNS: b.userns != nil}), nil
 }
