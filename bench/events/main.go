@@ -75,7 +75,7 @@ func run(hooks, stream, followers, tenants, creates, capacity int) error {
 		return err
 	}
 	srv, err := corraltest.Serve(bin, dir+"/data", key, "--runtime", "fake", "--webhook-allow-cidr", "127.0.0.0/8",
-		"--capacity", fmt.Sprint(capacity), "--quota-policy", "queue", "--quota-queue-timeout", "10m", "--log-level", "warn")
+		"--capacity", fmt.Sprint(capacity), "--quota-policy", "queue", "--quota-queue-timeout", "10m")
 	if err != nil {
 		return err
 	}
