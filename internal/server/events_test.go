@@ -261,8 +261,10 @@ func TestExpiringWarnsBeforeTheKill(t *testing.T) {
 	if err := json.Unmarshal(warn.Data, &data); err != nil || data.ExpiresAt.IsZero() {
 		t.Fatalf("warning data %s: %v", warn.Data, err)
 	}
-	if lead := data.ExpiresAt.Sub(warn.Time); lead < time.Second || lead > 2*time.Second+100*time.Millisecond {
-		t.Errorf("warned %v before the expiry, want about 2s", lead)
+	// About 2s before; a loaded machine's reaper may wake late, never
+	// early.
+	if lead := data.ExpiresAt.Sub(warn.Time); lead <= 0 || lead > 2*time.Second+100*time.Millisecond {
+		t.Errorf("warned %v before the expiry, want up to 2s", lead)
 	}
 	if !kill.Time.After(warn.Time) || kill.Time.Before(data.ExpiresAt) {
 		t.Errorf("warned at %v, expired at %v, expiry %v", warn.Time, kill.Time, data.ExpiresAt)
