@@ -6,6 +6,7 @@ package lifecycle
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/corral-dev/corral/api"
@@ -108,15 +109,23 @@ func (m *Manager) eventsWritten() {
 // publish appends events that change no record (a warning, a fork's
 // result) to the log.
 func (m *Manager) publish(ctx context.Context, evs ...sandbox.Event) {
+	if err := m.appendEvents(ctx, evs); err != nil && !errors.Is(err, errdefs.ErrNotImplemented) {
+		m.log.WarnContext(ctx, "publish events", "err", err)
+	}
+}
+
+// appendEvents writes events that change no record and wakes the
+// stream's followers; records that keep no such events say so.
+func (m *Manager) appendEvents(ctx context.Context, evs []sandbox.Event) error {
 	al, ok := m.rec.(AuditLog)
 	if !ok {
-		return
+		return errdefs.Newf(errdefs.ErrNotImplemented, api.CodeAPINotSupported, "the %s runtime's records keep no events", m.cfg.DriverName)
 	}
 	if err := al.AppendAudit(ctx, evs); err != nil {
-		m.log.WarnContext(ctx, "publish events", "err", err)
-		return
+		return err
 	}
 	m.eventsWritten()
+	return nil
 }
 
 // published is an event of sb that changes no record, with data.

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/netip"
 	"time"
@@ -116,7 +117,7 @@ func (m *Manager) execdActivity(ctx context.Context, sb *sandbox.Sandbox) (*api.
 		return nil, fmt.Errorf("execd answered %d", resp.StatusCode)
 	}
 	var out api.ExecdActivity
-	if err := json.NewDecoder(http.MaxBytesReader(nil, resp.Body, 4096)).Decode(&out); err != nil {
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&out); err != nil {
 		return nil, err
 	}
 	return &out, nil

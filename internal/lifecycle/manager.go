@@ -508,17 +508,7 @@ func (m *Manager) PostAppEvent(ctx context.Context, id string, ev secrets.AppEve
 	if e == nil {
 		return notFound(id)
 	}
-	sb := m.current(e)
-	pub := published(sb, api.EventApp, ev)
-	al, ok := m.rec.(AuditLog)
-	if !ok {
-		return errdefs.Newf(errdefs.ErrNotImplemented, api.CodeAPINotSupported, "the %s runtime's records keep no events", m.cfg.DriverName)
-	}
-	if err := al.AppendAudit(ctx, []sandbox.Event{pub}); err != nil {
-		return err
-	}
-	m.eventsWritten()
-	return nil
+	return m.appendEvents(ctx, []sandbox.Event{published(m.current(e), api.EventApp, ev)})
 }
 
 // Filter selects sandboxes in List. Empty fields select everything.

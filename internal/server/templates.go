@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/corral-dev/corral/api"
@@ -91,21 +92,12 @@ func (s *Server) templateFromRequest(r *http.Request) (*template.Template, error
 		msg, _ := errdefs.UserMessage(err)
 		return nil, errdefs.Wrap(errdefs.ErrInvalidArgument, api.CodeTemplateInvalid, "spec: "+msg, err)
 	}
-	if _, ok := spec["image"]; !ok && !contains(t.AllowOverride, "image") {
+	if _, ok := spec["image"]; !ok && !slices.Contains(t.AllowOverride, "image") {
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, api.CodeTemplateInvalid, "spec.image is required unless allowOverride has image")
 	}
 	now := time.Now().UTC()
 	t.CreatedAt, t.UpdatedAt = now, now
 	return t, nil
-}
-
-func contains(xs []string, x string) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }
 
 func (s *Server) createTemplate(w http.ResponseWriter, r *http.Request) {

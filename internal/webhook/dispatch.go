@@ -84,10 +84,14 @@ func (s *Service) Run(ctx context.Context) error {
 	purged := time.Time{}
 	for {
 		changed := s.cfg.Events.EventsChanged()
-		if err := s.enqueue(ctx); err != nil && ctx.Err() == nil {
+		ws, err := s.cfg.Store.Webhooks(ctx, "")
+		if err == nil {
+			err = s.enqueue(ctx, ws)
+		}
+		if err != nil && ctx.Err() == nil {
 			s.log.WarnContext(ctx, "make webhook deliveries", "err", err)
 		}
-		next, err := s.deliverDue(ctx, &wg, sem)
+		next, err := s.deliverDue(ctx, ws, &wg, sem)
 		if err != nil && ctx.Err() == nil {
 			s.log.WarnContext(ctx, "read due webhook deliveries", "err", err)
 		}
@@ -116,21 +120,20 @@ func (s *Service) Run(ctx context.Context) error {
 
 // enqueue makes the deliveries of the events past each subscription's
 // cursor.
-func (s *Service) enqueue(ctx context.Context) error {
-	ws, err := s.cfg.Store.Webhooks(ctx, "")
+func (s *Service) enqueue(ctx context.Context, ws []*Webhook) error {
+	if len(ws) == 0 {
+		return nil
+	}
+	// Every event up to last was written before the reads below: a page
+	// that is not full moves the cursor there, past events of other
+	// types.
+	last, err := s.cfg.Events.LastEventSeq(ctx)
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, w := range ws {
 		for {
-			// Every event up to last was written before this read: a page
-			// that is not full moves the cursor there, past events of
-			// other types.
-			last, err := s.cfg.Events.LastEventSeq(ctx)
-			if err != nil {
-				return err
-			}
 			evs, err := s.cfg.Events.TenantEvents(ctx, sandbox.EventQuery{Tenant: w.Tenant, After: w.Cursor, Limit: enqueuePage, Kinds: w.Types})
 			if err != nil {
 				errs = append(errs, err)
@@ -167,17 +170,13 @@ func (s *Service) enqueue(ctx context.Context) error {
 // starts their attempts, and returns when the next later one is due. A
 // claim moves a delivery's due time past the attempt's timeout: a
 // server that dies mid-attempt leaves it due again soon after.
-func (s *Service) deliverDue(ctx context.Context, wg *sync.WaitGroup, sem chan struct{}) (time.Time, error) {
+func (s *Service) deliverDue(ctx context.Context, ws []*Webhook, wg *sync.WaitGroup, sem chan struct{}) (time.Time, error) {
 	free := cap(sem) - len(sem)
 	if free == 0 {
 		return time.Now().Add(100 * time.Millisecond), nil
 	}
 	ds, next, err := s.cfg.Store.ClaimDue(ctx, time.Now().UTC(), s.lease(), free)
 	if err != nil || len(ds) == 0 {
-		return next, err
-	}
-	ws, err := s.cfg.Store.Webhooks(ctx, "")
-	if err != nil {
 		return next, err
 	}
 	for _, d := range ds {
