@@ -8,7 +8,9 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -114,26 +116,55 @@ func kubeCheck(f *kubeFlags) error {
 	return fmt.Errorf("--kube-endpoints %q: want %s, %s or %s", f.endpoints, kube.EndpointsAuto, kube.EndpointsPod, kube.EndpointsPortForward)
 }
 
-// kubeStores opens the sandbox records and API keys of `serve --runtime
-// kubernetes` in the cluster, shared by the replicas with this server ID.
-func kubeStores(ctx context.Context, f *kubeFlags, h runtimeHost) (sharedRecords, sharedKeys, error) {
+// kubeStores opens what `serve --runtime kubernetes` keeps in the
+// cluster, shared by the replicas with this server ID: sandbox records
+// (with the published event log and admission claims), API keys, quota
+// overrides, templates and webhook subscriptions.
+func kubeStores(ctx context.Context, f *kubeFlags, h runtimeHost) (*clusterStores, error) {
 	kubeconfig.SetGlobalLoggers(h.log)
 	rc, err := kubeconfig.Load(f.kubeconfig)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	rcfg := records.Config{REST: rc, Namespace: f.namespace, ServerID: h.serverID, Logger: h.log}
+	var closers []io.Closer
+	cs := &clusterStores{close: func() {
+		for _, c := range slices.Backward(closers) {
+			c.Close()
+		}
+	}}
+	fail := func(what string, err error) (*clusterStores, error) {
+		cs.close()
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
 	keys, err := records.NewKeys(ctx, rcfg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("API keys: %w", err)
+		return fail("API keys", err)
 	}
+	closers, cs.keys = append(closers, keys), keys
 	recs, err := records.New(ctx, rcfg)
 	if err != nil {
-		keys.Close()
-		return nil, nil, fmt.Errorf("records: %w", err)
+		return fail("records", err)
 	}
-	h.log.InfoContext(ctx, "sandbox records and API keys are kept in the cluster", "namespace", f.namespace, "server_id", h.serverID)
-	return recs, keys, nil
+	closers, cs.recs = append(closers, recs), recs
+	quotas, err := records.NewQuotas(ctx, rcfg)
+	if err != nil {
+		return fail("quota overrides", err)
+	}
+	closers, cs.quotas = append(closers, quotas), quotas
+	templates, err := records.NewTemplates(ctx, rcfg)
+	if err != nil {
+		return fail("templates", err)
+	}
+	closers, cs.templates = append(closers, templates), templates
+	hooks, err := records.NewWebhooks(ctx, rcfg)
+	if err != nil {
+		return fail("webhooks", err)
+	}
+	closers, cs.webhooks = append(closers, hooks), hooks
+	h.log.InfoContext(ctx, "sandbox records, events, API keys, quotas, templates and webhooks are kept in the cluster",
+		"namespace", f.namespace, "server_id", h.serverID)
+	return cs, nil
 }
 
 // kubeDriver is the kubernetes runtime of `serve`.

@@ -27,6 +27,8 @@ import (
 	"github.com/corral-dev/corral/internal/hostnet/uplink"
 	"github.com/corral-dev/corral/internal/lifecycle"
 	model "github.com/corral-dev/corral/internal/sandbox"
+	"github.com/corral-dev/corral/internal/template"
+	"github.com/corral-dev/corral/internal/webhook"
 )
 
 // Each runtime's part of `corral serve` is its flags' struct: it
@@ -59,7 +61,20 @@ type runtimeHost struct {
 // its backend rather than in the data dir (kubernetes, by default); ok is
 // false when it is told not to.
 type storesProvider interface {
-	stores(ctx context.Context, h runtimeHost) (recs sharedRecords, keys sharedKeys, ok bool, err error)
+	stores(ctx context.Context, h runtimeHost) (cs *clusterStores, ok bool, err error)
+}
+
+// clusterStores are what a runtime keeps on its backend for the replicas
+// sharing it: the records (with the event log and admission claims), API
+// keys, quota overrides, templates and webhook subscriptions.
+type clusterStores struct {
+	recs      sharedRecords
+	keys      sharedKeys
+	quotas    lifecycle.QuotaStore
+	templates template.Store
+	webhooks  webhook.Store
+	// close closes them all.
+	close func()
 }
 
 // sharedRecords is a record store that replicas share.
@@ -233,15 +248,15 @@ func (f *kubeFlags) driver(h runtimeHost) (driver.Driver, error) {
 	return kubeBuild.driver(f, h)
 }
 
-func (f *kubeFlags) stores(ctx context.Context, h runtimeHost) (sharedRecords, sharedKeys, bool, error) {
+func (f *kubeFlags) stores(ctx context.Context, h runtimeHost) (*clusterStores, bool, error) {
 	if f.records != "cluster" {
-		return nil, nil, false, nil
+		return nil, false, nil
 	}
 	if kubeBuild.stores == nil {
-		return nil, nil, false, errNoKube
+		return nil, false, errNoKube
 	}
-	r, k, err := kubeBuild.stores(ctx, f, h)
-	return r, k, err == nil, err
+	cs, err := kubeBuild.stores(ctx, f, h)
+	return cs, err == nil, err
 }
 
 // kubeSupport is what a build with -tags kube adds (kube.go); in other
@@ -249,7 +264,7 @@ func (f *kubeFlags) stores(ctx context.Context, h runtimeHost) (sharedRecords, s
 type kubeSupport struct {
 	check      func(*kubeFlags) error
 	driver     func(*kubeFlags, runtimeHost) (driver.Driver, error)
-	stores     func(context.Context, *kubeFlags, runtimeHost) (sharedRecords, sharedKeys, error)
+	stores     func(context.Context, *kubeFlags, runtimeHost) (*clusterStores, error)
 	controller func(ctx context.Context, e *env, args []string) int
 }
 

@@ -39,6 +39,7 @@ import (
 	"github.com/corral-dev/corral/internal/secrets"
 	"github.com/corral-dev/corral/internal/server"
 	"github.com/corral-dev/corral/internal/store"
+	"github.com/corral-dev/corral/internal/template"
 	"github.com/corral-dev/corral/internal/version"
 	"github.com/corral-dev/corral/internal/webhook"
 )
@@ -307,7 +308,7 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, rt runtimeFlags, log *
 		}
 	}
 	host := runtimeHost{dataDir: cfg.dataDir, serverID: cfg.serverID, hostCredentials: cfg.imageHostCredentials, egress: &cfg.egress, log: log}
-	recs, keys, closeStores, err := openStores(ctx, e, cfg, rt, host, st)
+	cs, keys, closeStores, err := openStores(ctx, e, cfg, rt, host, st)
 	if err != nil {
 		return err
 	}
@@ -333,8 +334,18 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, rt runtimeFlags, log *
 	if err != nil {
 		return err
 	}
+	// The data dir's store keeps what the runtime keeps no shared copy of.
+	var (
+		recs      lifecycle.Records
+		quotas    lifecycle.QuotaStore = st
+		templates template.Store       = st
+		hookStore webhook.Store        = st
+	)
+	if cs != nil {
+		recs, quotas, templates, hookStore = cs.recs, cs.quotas, cs.templates, cs.webhooks
+	}
 	lcfg := lifecycle.Config{
-		Driver: d, DriverName: cfg.runtime, Store: st, Records: recs, Logger: log, MaxTimeout: cfg.maxTimeout,
+		Driver: d, DriverName: cfg.runtime, Store: st, Records: recs, Quotas: quotas, Logger: log, MaxTimeout: cfg.maxTimeout,
 		RecoveryTimeout: cfg.recoveryTimeout, RetainTerminated: cfg.retainTerminated, Secrets: sec,
 		DefaultNetworkPolicy: defaultPolicy, Limits: cfg.limits, AllowedHostPaths: cfg.hostPaths, Storage: cfg.storage,
 		ExpiryWarning: cfg.expiryWarning, Quota: cfg.quota, Capacity: cfg.quotaFlags.capacity,
@@ -376,24 +387,20 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, rt runtimeFlags, log *
 		return err
 	}
 	defer stopSecrets()
-	// Records shared by replicas (Kubernetes) keep no event log yet:
-	// such a server delivers no webhooks (/v1/webhooks answers 501).
-	var hooks *webhook.Service
-	if recs == nil {
-		if hooks, err = webhooks(cfg, st, mgr, log); err != nil {
-			ln.Close()
-			return err
-		}
-		defer hooks.Close()
+	hooks, err := webhooks(cfg, hookStore, mgr, log)
+	if err != nil {
+		ln.Close()
+		return err
 	}
+	defer hooks.Close()
 	srv := server.New(server.Config{Manager: mgr, Keys: keys, Logger: log, InsecureNoAuth: cfg.insecureNoAuth, CORSOrigins: cfg.origins, Secrets: sec,
-		HealthWarnings: warnings, Webhooks: hooks, Templates: st})
+		HealthWarnings: warnings, Webhooks: hooks, Templates: templates})
 	return runUntilDone(ctx, cfg, log, mgr, hooks, srv.NewHTTPServer(cfg.listen), ln)
 }
 
-// webhooks is the webhook service over the data dir's store, delivering
-// the Manager's events.
-func webhooks(cfg *serveConfig, st *store.Store, mgr *lifecycle.Manager, log *slog.Logger) (*webhook.Service, error) {
+// webhooks is the webhook service over st, delivering the Manager's
+// events.
+func webhooks(cfg *serveConfig, st webhook.Store, mgr *lifecycle.Manager, log *slog.Logger) (*webhook.Service, error) {
 	var allow []netip.Prefix
 	for _, c := range policy.SplitList(cfg.webhookAllow) {
 		p, err := netip.ParsePrefix(c)
@@ -465,17 +472,16 @@ func parseDefaultPolicy(flagValue string) (json.RawMessage, error) {
 // when the runtime keeps them on its backend, the sandbox records: the
 // data dir's otherwise (recs nil).
 func openStores(ctx context.Context, e *env, cfg *serveConfig, rt runtimeFlags, host runtimeHost, st *store.Store) (
-	recs lifecycle.Records, keys *auth.Keyring, closeStores func(), err error) {
+	cs *clusterStores, keys *auth.Keyring, closeStores func(), err error) {
 	var keyStore auth.KeyStore = st
 	closeStores = func() {}
 	if p, ok := rt.(storesProvider); ok {
-		r, ks, shared, err := p.stores(ctx, host)
+		c, shared, err := p.stores(ctx, host)
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("runtime %s: %w", cfg.runtime, err)
 		}
 		if shared {
-			recs, keyStore = r, ks
-			closeStores = func() { ks.Close(); r.Close() }
+			cs, keyStore, closeStores = c, c.keys, c.close
 		}
 	}
 	if keys, err = auth.Open(ctx, keyStore); err == nil {
@@ -485,7 +491,7 @@ func openStores(ctx context.Context, e *env, cfg *serveConfig, rt runtimeFlags, 
 		closeStores()
 		return nil, nil, nil, err
 	}
-	return recs, keys, closeStores, nil
+	return cs, keys, closeStores, nil
 }
 
 // startRuntime makes the runtime's driver and reports the container

@@ -74,12 +74,18 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*sandbox.Sandb
 	if err := m.quotaNeedsLimits(req); err != nil {
 		return nil, err
 	}
-	release, err := m.admitQuota(ctx, req.Tenant, createNeed(req), "create")
+	id := sandbox.NewID()
+	release, err := m.admitRoom(ctx, req.Tenant, id, "", createNeed(req), "create")
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	sb := m.newRecord(req, &spec)
+	sb := m.newRecord(req, id, &spec)
+	if sb.ID != id && m.adm != nil {
+		if err := m.adm.Rebind(ctx, req.Tenant, id, sb.ID); err != nil {
+			m.log.WarnContext(ctx, "rename an admission claim", "sandbox_id", sb.ID, "err", err)
+		}
+	}
 	ctx = logctx.With(ctx, slog.String("sandbox_id", sb.ID))
 	e := &entry{sb: sb, created: make(chan struct{})}
 	// The entry is locked before anyone can see it, so operations on the new
@@ -181,9 +187,8 @@ func (m *Manager) specFor(req CreateRequest) (driver.Spec, error) {
 // newRecord is the new sandbox's record, Pending, with a new ID (or the
 // warm sandbox's the driver hands this create) and new tokens, which it
 // also writes into spec.
-func (m *Manager) newRecord(req CreateRequest, spec *driver.Spec) *sandbox.Sandbox {
+func (m *Manager) newRecord(req CreateRequest, id string, spec *driver.Spec) *sandbox.Sandbox {
 	now := time.Now().UTC()
-	id := sandbox.NewID()
 	if p, ok := m.d.(driver.Pooler); ok {
 		if pid, ok := p.Claim(*spec); ok {
 			id = pid

@@ -25,6 +25,12 @@ type EventLog interface {
 	LastSeq(ctx context.Context) (int64, error)
 }
 
+// EventFollower is an EventLog other servers write too: FollowEvents
+// calls changed after each change to it, by any server, until ctx ends.
+type EventFollower interface {
+	FollowEvents(ctx context.Context, changed func()) error
+}
+
 // kindOf is the published type of a record change, or "" for one that
 // stays in the sandbox's own log (intermediate states, recovery).
 func kindOf(evType string, sb *sandbox.Sandbox) string {
@@ -90,8 +96,7 @@ func (m *Manager) LastEventSeq(ctx context.Context) (int64, error) {
 }
 
 // EventsChanged returns a channel closed at the next write of an event
-// by this server. Other servers' writes (shared records) wake no one: a
-// follower also reads on a timer.
+// by this server, or (shared records that are an EventFollower) by any.
 func (m *Manager) EventsChanged() <-chan struct{} {
 	m.evMu.Lock()
 	defer m.evMu.Unlock()

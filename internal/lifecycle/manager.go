@@ -50,7 +50,10 @@ type Config struct {
 	// idempotency keys instead of Store; SharedRecords make the server
 	// stateless (other servers share them).
 	Records Records
-	Logger  *slog.Logger
+	// Quotas keeps the tenants' quota overrides instead of Store (one
+	// shared by replicas).
+	Quotas QuotaStore
+	Logger *slog.Logger
 	// MaxTimeout bounds a sandbox's time to live; 0 means no bound.
 	MaxTimeout time.Duration
 	// AllowedHostPaths are the host directories (and what is beneath
@@ -185,6 +188,8 @@ type Manager struct {
 	rec Records
 	// shared is rec when other servers write it too.
 	shared SharedRecords
+	// adm keeps admission claims when other servers admit too.
+	adm SharedAdmission
 
 	// mu guards the maps below and the records they point to. Records are
 	// replaced, never modified in place, so a clone taken under RLock is
@@ -278,6 +283,9 @@ func New(cfg Config) (*Manager, error) {
 		m.rec = cfg.Store
 	}
 	m.shared, _ = m.rec.(SharedRecords)
+	if m.shared != nil {
+		m.adm, _ = m.rec.(SharedAdmission)
+	}
 	return m, nil
 }
 

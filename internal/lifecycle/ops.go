@@ -55,7 +55,7 @@ func (m *Manager) Resume(ctx context.Context, tenant, id string) error {
 		return err
 	}
 	if sb := m.current(e); sb.Status.State == sandbox.StatePaused && ok {
-		release, err := m.admitQuota(ctx, tenant, resumeNeed(sb), "resume "+id)
+		release, err := m.admitRoom(ctx, tenant, id, sb.Version, resumeNeed(sb), "resume "+id)
 		if err != nil {
 			return err
 		}

@@ -43,6 +43,9 @@ func newQuotaState() quotaState {
 
 // quotaStore is the store of overrides, or nil.
 func (m *Manager) quotaStore() QuotaStore {
+	if m.cfg.Quotas != nil {
+		return m.cfg.Quotas
+	}
 	qs, _ := m.st.(QuotaStore)
 	return qs
 }
@@ -135,12 +138,13 @@ func (m *Manager) SetQuota(ctx context.Context, tenant string, o quota.Overrides
 	return nil
 }
 
-// usage is what tenant holds (its records and reservations) and how
-// many sandboxes the server runs in all. The caller holds qmu.
-func (m *Manager) usage(tenant string) (quota.Usage, int64) {
+// recordUsage is what tenant's records hold, and how many sandboxes
+// hold room on the server in all.
+func (m *Manager) recordUsage(tenant string) (quota.Usage, int64) {
 	var u quota.Usage
 	var all int64
 	m.mu.RLock()
+	defer m.mu.RUnlock()
 	for _, e := range m.sandboxes {
 		sb := e.sb
 		holds := quota.Holds(sb.Status.State)
@@ -159,7 +163,13 @@ func (m *Manager) usage(tenant string) (quota.Usage, int64) {
 			u.Sandboxes++
 		}
 	}
-	m.mu.RUnlock()
+	return u, all
+}
+
+// usage is what tenant holds (its records and reservations) and how
+// many sandboxes the server runs in all. The caller holds qmu.
+func (m *Manager) usage(tenant string) (quota.Usage, int64) {
+	u, all := m.recordUsage(tenant)
 	for t, r := range m.q.reserved {
 		all += r.Running
 		if t == tenant {
@@ -258,6 +268,12 @@ func (m *Manager) quotaLoop(ctx context.Context) {
 			return
 		case <-m.q.kick:
 		case <-t.C:
+			if m.shared != nil {
+				// Other servers change the overrides too.
+				if err := m.loadQuotas(ctx); err != nil && ctx.Err() == nil {
+					m.log.WarnContext(ctx, "read the quota overrides", "err", err)
+				}
+			}
 		}
 		m.qmu.Lock()
 		if m.q.queue.Len("") > 0 {
@@ -277,6 +293,17 @@ func (m *Manager) StopQueue() {
 		m.q.stopped = true
 		close(m.stopping)
 	}
+}
+
+// admitRoom holds room for a request of tenant for sandbox id (at record
+// revision base, for a resume) needing need, under the tenant's policy,
+// on this server and, with shared records, among every server's claims.
+func (m *Manager) admitRoom(ctx context.Context, tenant, id, base string, need quota.Usage, what string) (func(), error) {
+	local := func() (func(), error) { return m.admitQuota(ctx, tenant, need, what) }
+	if m.adm == nil {
+		return local()
+	}
+	return m.claimShared(ctx, tenant, id, base, need, what, local)
 }
 
 // admitQuota holds room for a request of tenant needing need, under the

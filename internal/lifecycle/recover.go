@@ -35,6 +35,12 @@ func (m *Manager) Start(ctx context.Context) error {
 		if err := m.shared.Follow(context.WithoutCancel(ctx), m.followed, m.unfollowed); err != nil {
 			return err
 		}
+		// Other servers' events wake this one's stream followers.
+		if fe, ok := m.rec.(EventFollower); ok {
+			if err := fe.FollowEvents(context.WithoutCancel(ctx), m.eventsWritten); err != nil {
+				return err
+			}
+		}
 	}
 	rows, err := m.rec.LoadSandboxes(ctx)
 	if err != nil {

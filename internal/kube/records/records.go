@@ -71,18 +71,73 @@ func (c Config) logger() *slog.Logger {
 	return c.Logger
 }
 
-// Records is a lifecycle.SharedRecords in a namespace's Secrets.
+// Records is a lifecycle.SharedRecords in a namespace's Secrets, with the
+// published event log (lifecycle.EventLog) and the admission claims
+// (lifecycle.SharedAdmission) its replicas share.
 type Records struct {
 	*secrets
+	log    *eventLog
+	claims *secrets
 }
 
-// New connects to the cluster and fills the cache before it returns.
+// New connects to the cluster and fills the caches before it returns.
 func New(ctx context.Context, cfg Config) (*Records, error) {
 	s, err := openSecrets(ctx, cfg, LabelRecord)
 	if err != nil {
 		return nil, err
 	}
-	return &Records{s}, nil
+	l, err := openSecrets(ctx, cfg, LabelEventLog)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	c, err := openSecrets(ctx, cfg, LabelClaims)
+	if err != nil {
+		s.Close()
+		l.Close()
+		return nil, err
+	}
+	return &Records{secrets: s, log: &eventLog{secrets: l}, claims: c}, nil
+}
+
+// Close stops the caches.
+func (r *Records) Close() error {
+	r.claims.Close()
+	r.log.Close()
+	return r.secrets.Close()
+}
+
+// publish adds a record change's event to the published log when it has a
+// type there. The record is written already: a failure is logged, not
+// returned (the change happened; only the stream misses it).
+func (r *Records) publish(ctx context.Context, ev *sandbox.Event) {
+	if ev == nil || ev.Kind == "" {
+		return
+	}
+	if err := r.log.append(ctx, []sandbox.Event{*ev}); err != nil {
+		r.cfg.logger().WarnContext(ctx, "an event was not added to the published log", "sandbox_id", ev.SandboxID, "type", ev.Kind, "err", err)
+	}
+}
+
+// AppendAudit adds the published ones of evs to the log
+// (lifecycle.AuditLog); the others, kept only in a sandbox's own log, are
+// not kept in the cluster.
+func (r *Records) AppendAudit(ctx context.Context, evs []sandbox.Event) error {
+	return r.log.append(ctx, evs)
+}
+
+// TenantEvents reads a tenant's published events (lifecycle.EventLog).
+func (r *Records) TenantEvents(ctx context.Context, q sandbox.EventQuery) ([]sandbox.Event, error) {
+	return r.log.TenantEvents(ctx, q)
+}
+
+// LastSeq is the newest published position this server has read.
+func (r *Records) LastSeq(ctx context.Context) (int64, error) { return r.log.LastSeq(ctx) }
+
+// FollowEvents calls changed after every change to the published log,
+// by any server, until ctx ends.
+func (r *Records) FollowEvents(ctx context.Context, changed func()) error {
+	return r.log.followEvents(ctx, changed)
 }
 
 // secrets is one kind of this server's Secrets (those labelled kind):
@@ -317,6 +372,7 @@ func (r *Records) InsertSandbox(ctx context.Context, sb *sandbox.Sandbox, idem *
 		return nil, apiErr("store the record of sandbox "+sb.ID, err)
 	}
 	sb.Version = s.ResourceVersion
+	r.publish(ctx, ev)
 	return nil, nil
 }
 
@@ -368,6 +424,7 @@ func (r *Records) UpdateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev *sa
 		return apiErr("update the record of sandbox "+sb.ID, err)
 	}
 	sb.Version = next.ResourceVersion
+	r.publish(ctx, ev)
 	return nil
 }
 
@@ -383,7 +440,7 @@ func (r *Records) revision(ctx context.Context, id, version string) (*corev1.Sec
 			return &s, nil
 		}
 	}
-	if err := r.get(ctx, key.Name, &s); err != nil {
+	if err := r.getOurs(ctx, key.Name, &s); err != nil {
 		return nil, apiErr("read the record of sandbox "+id, err)
 	}
 	if version != "" && s.ResourceVersion != version {
@@ -392,24 +449,17 @@ func (r *Records) revision(ctx context.Context, id, version string) (*corev1.Sec
 	return &s, nil
 }
 
-// get reads one of this server's Secrets from the API server; another
-// server's is not found.
-func (r *Records) get(ctx context.Context, name string, s *corev1.Secret) error {
-	if err := r.c.Get(ctx, types.NamespacedName{Namespace: r.cfg.Namespace, Name: name}, s); err != nil {
-		return err
-	}
-	if !labels.SelectorFromSet(r.ours).Matches(labels.Set(s.Labels)) {
-		return apierrors.NewNotFound(corev1.Resource("secrets"), name)
-	}
-	return nil
-}
-
 // DeleteSandbox removes id's record; its events go with it.
-func (r *Records) DeleteSandbox(ctx context.Context, id string, _ *sandbox.Event) error {
+func (r *Records) DeleteSandbox(ctx context.Context, id string, ev *sandbox.Event) error {
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: recordName(id), Namespace: r.cfg.Namespace}}
-	if err := r.c.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
+	err := r.c.Delete(ctx, s)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
 		return apiErr("delete the record of sandbox "+id, err)
 	}
+	r.publish(ctx, ev)
 	return nil
 }
 
@@ -465,7 +515,7 @@ func (r *Records) Events(ctx context.Context, id string, after int64, limit int,
 // LookupIdempotency returns a tenant's key binding; ErrNotFound if none.
 func (r *Records) LookupIdempotency(ctx context.Context, tenant, key string) (*sandbox.Idempotency, error) {
 	var s corev1.Secret
-	if err := r.get(ctx, r.idemName(tenant, key), &s); err != nil {
+	if err := r.getOurs(ctx, r.idemName(tenant, key), &s); err != nil {
 		return nil, apiErr("read an idempotency key", err)
 	}
 	var idem sandbox.Idempotency
@@ -481,7 +531,7 @@ func (r *Records) LookupIdempotency(ctx context.Context, tenant, key string) (*s
 // ReleaseIdempotency forgets a key if it is still bound to sandboxID.
 func (r *Records) ReleaseIdempotency(ctx context.Context, tenant, key, sandboxID string) error {
 	var s corev1.Secret
-	err := r.get(ctx, r.idemName(tenant, key), &s)
+	err := r.getOurs(ctx, r.idemName(tenant, key), &s)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
