@@ -13,24 +13,6 @@ import (
 	"github.com/corral-dev/corral/internal/quota"
 )
 
-// Claim is room a server let a create or a resume in with, kept where
-// every server sharing the records sees it until the record that holds
-// the room has surely reached every server's view (ClaimTTL).
-type Claim struct {
-	// ID is the sandbox's.
-	ID string `json:"id"`
-	// Base is the record's revision the claim was made on (a resume); a
-	// create's is empty.
-	Base string      `json:"base,omitempty"`
-	Need quota.Usage `json:"need"`
-	At   time.Time   `json:"at"`
-}
-
-// ClaimTTL is how long a claim is kept: beyond the time a record takes to
-// reach every server's cache, and a minute (the creates-per-minute
-// window).
-const ClaimTTL = 70 * time.Second
-
 // SharedAdmission keeps the admission claims of the servers sharing
 // records (internal/kube/records implements it), so that two of them
 // cannot both let in the last of a tenant's room.
@@ -38,7 +20,7 @@ type SharedAdmission interface {
 	// Claim adds c to tenant's claims if admit passes, given the tenant's
 	// other claims still kept; the claims of two servers are checked one
 	// after the other. It returns admit's error, or the store's.
-	Claim(ctx context.Context, tenant string, c Claim, admit func(others []Claim) error) error
+	Claim(ctx context.Context, tenant string, c quota.Claim, admit func(others []quota.Claim) error) error
 	// Rebind renames a claim: its create took a sandbox of another ID.
 	Rebind(ctx context.Context, tenant, from, to string) error
 	// Unclaim drops a claim whose request failed before a record held
@@ -64,8 +46,8 @@ func (m *Manager) claimShared(ctx context.Context, tenant, id, base string, need
 			return release, err
 		}
 		var x *quota.Exceeded
-		c := Claim{ID: id, Base: base, Need: need, At: time.Now().UTC()}
-		err = m.adm.Claim(ctx, tenant, c, func(others []Claim) error {
+		c := quota.Claim{ID: id, Base: base, Need: need, At: time.Now().UTC()}
+		err = m.adm.Claim(ctx, tenant, c, func(others []quota.Claim) error {
 			if x = m.sharedExceeded(tenant, need, others); x != nil {
 				return errRefused
 			}
@@ -118,8 +100,9 @@ func (m *Manager) claimShared(ctx context.Context, tenant, id, base string, need
 // sharedExceeded returns what need would pass for tenant given its
 // records (as this server sees them) and the other servers' claims, or
 // nil. A claim counts until this server sees the record that holds its
-// room: a create's, or a resumed record past the revision it was made on.
-func (m *Manager) sharedExceeded(tenant string, need quota.Usage, others []Claim) *quota.Exceeded {
+// room (a create's, or a resumed record past the revision it was made
+// on), or that record's deletion.
+func (m *Manager) sharedExceeded(tenant string, need quota.Usage, others []quota.Claim) *quota.Exceeded {
 	u, _ := m.recordUsage(tenant)
 	cutoff := time.Now().Add(-time.Minute)
 	m.mu.RLock()
@@ -128,7 +111,7 @@ func (m *Manager) sharedExceeded(tenant string, need quota.Usage, others []Claim
 			u.Creates += c.Need.Creates
 		}
 		e := m.sandboxes[c.ID]
-		if e == nil || (c.Base != "" && e.sb.Version == c.Base) {
+		if (e == nil && m.gone[c.ID].IsZero()) || (e != nil && c.Base != "" && e.sb.Version == c.Base) {
 			n := c.Need
 			n.Creates = 0
 			u = u.Add(n)

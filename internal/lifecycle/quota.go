@@ -26,8 +26,9 @@ type QuotaStore interface {
 // quotaState is the admission's state; Manager.qmu guards it.
 type quotaState struct {
 	overrides map[string]quota.Overrides
-	// reserved is room let in but not yet held by a record.
-	reserved map[string]quota.Usage
+	// reserved is room let in, by sandbox ID, until its request ends;
+	// it counts while the sandbox's record does not hold the room.
+	reserved map[string]reservation
 	queue    *quota.Queue
 	// creates are each tenant's creates of the last minute.
 	creates map[string][]time.Time
@@ -36,8 +37,14 @@ type quotaState struct {
 	kick    chan struct{}
 }
 
+// reservation is room let in for a request of tenant.
+type reservation struct {
+	tenant string
+	need   quota.Usage
+}
+
 func newQuotaState() quotaState {
-	return quotaState{overrides: map[string]quota.Overrides{}, reserved: map[string]quota.Usage{}, queue: quota.NewQueue(),
+	return quotaState{overrides: map[string]quota.Overrides{}, reserved: map[string]reservation{}, queue: quota.NewQueue(),
 		creates: map[string][]time.Time{}, kick: make(chan struct{}, 1)}
 }
 
@@ -170,12 +177,26 @@ func (m *Manager) recordUsage(tenant string) (quota.Usage, int64) {
 // many sandboxes the server runs in all. The caller holds qmu.
 func (m *Manager) usage(tenant string) (quota.Usage, int64) {
 	u, all := m.recordUsage(tenant)
-	for t, r := range m.q.reserved {
-		all += r.Running
-		if t == tenant {
-			u = u.Add(r)
+	// A reservation stops counting as its sandbox's record starts to: the
+	// create's record enters the table while its request still runs, a
+	// resumed one holds the room from Resuming on.
+	m.mu.RLock()
+	for id, r := range m.q.reserved {
+		n := r.need
+		if e := m.sandboxes[id]; e != nil {
+			if quota.Holds(e.sb.Status.State) {
+				n.Running, n.CPUMillis, n.MemoryBytes = 0, 0, 0
+			}
+			if quota.Counts(e.sb.Status.State) {
+				n.Sandboxes = 0
+			}
+		}
+		all += n.Running
+		if r.tenant == tenant {
+			u = u.Add(n)
 		}
 	}
+	m.mu.RUnlock()
 	cutoff := time.Now().Add(-time.Minute)
 	ts := m.q.creates[tenant]
 	i, _ := slices.BinarySearchFunc(ts, cutoff, func(a, b time.Time) int { return a.Compare(b) })
@@ -201,17 +222,18 @@ func (m *Manager) exceeded(tenant string, need quota.Usage) (*quota.Exceeded, bo
 	return nil, false
 }
 
-// reserve holds need for tenant until release. The caller holds qmu.
-func (m *Manager) reserve(tenant string, need quota.Usage) {
-	m.q.reserved[tenant] = m.q.reserved[tenant].Add(need)
+// reserve holds need for tenant's request for sandbox id until release.
+// The caller holds qmu.
+func (m *Manager) reserve(tenant, id string, need quota.Usage) {
+	m.q.reserved[id] = reservation{tenant: tenant, need: need}
 	if need.Creates > 0 {
 		m.q.creates[tenant] = append(m.q.creates[tenant], time.Now())
 	}
 }
 
-// releaser returns the release of a reservation: once a record holds the
-// room (or the request failed), the reservation goes.
-func (m *Manager) releaser(tenant string, need quota.Usage) func() {
+// releaser returns the release of sandbox id's reservation, to call once
+// its request is done.
+func (m *Manager) releaser(id string) func() {
 	done := false
 	return func() {
 		if done {
@@ -219,14 +241,7 @@ func (m *Manager) releaser(tenant string, need quota.Usage) func() {
 		}
 		done = true
 		m.qmu.Lock()
-		r := m.q.reserved[tenant]
-		r = quota.Usage{Running: r.Running - need.Running, Sandboxes: r.Sandboxes - need.Sandboxes,
-			CPUMillis: r.CPUMillis - need.CPUMillis, MemoryBytes: r.MemoryBytes - need.MemoryBytes}
-		if r == (quota.Usage{}) {
-			delete(m.q.reserved, tenant)
-		} else {
-			m.q.reserved[tenant] = r
-		}
+		delete(m.q.reserved, id)
 		m.qmu.Unlock()
 		m.quotaKick()
 	}
@@ -239,7 +254,7 @@ func (m *Manager) dispatch() {
 		x, capacity := m.exceeded(w.Tenant, w.Need)
 		switch {
 		case x == nil:
-			m.reserve(w.Tenant, w.Need)
+			m.reserve(w.Tenant, w.ID, w.Need)
 			return quota.Admit
 		case capacity:
 			return quota.Stop
@@ -299,18 +314,18 @@ func (m *Manager) StopQueue() {
 // revision base, for a resume) needing need, under the tenant's policy,
 // on this server and, with shared records, among every server's claims.
 func (m *Manager) admitRoom(ctx context.Context, tenant, id, base string, need quota.Usage, what string) (func(), error) {
-	local := func() (func(), error) { return m.admitQuota(ctx, tenant, need, what) }
+	local := func() (func(), error) { return m.admitQuota(ctx, tenant, id, need, what) }
 	if m.adm == nil {
 		return local()
 	}
 	return m.claimShared(ctx, tenant, id, base, need, what, local)
 }
 
-// admitQuota holds room for a request of tenant needing need, under the
-// tenant's policy, and returns its release (call it once a record holds
-// the room, or the request failed). exclude is a sandbox pause-oldest
-// must not pause (one being resumed).
-func (m *Manager) admitQuota(ctx context.Context, tenant string, need quota.Usage, what string) (release func(), err error) {
+// admitQuota holds room for a request of tenant for sandbox id needing
+// need, under the tenant's policy, on this server, and returns its
+// release (call it once the request is done; the room counts through
+// the sandbox's record from the moment the record holds it).
+func (m *Manager) admitQuota(ctx context.Context, tenant, id string, need quota.Usage, what string) (release func(), err error) {
 	for paused := 0; ; {
 		m.qmu.Lock()
 		if m.q.stopped {
@@ -319,11 +334,12 @@ func (m *Manager) admitQuota(ctx context.Context, tenant string, need quota.Usag
 		}
 		lim := m.limitsOf(tenant)
 		w := m.q.queue.Add(tenant, need)
+		w.ID = id
 		m.dispatch()
 		select {
 		case <-w.Admitted:
 			m.qmu.Unlock()
-			return m.releaser(tenant, need), nil
+			return m.releaser(id), nil
 		default:
 		}
 		x, _ := m.exceeded(tenant, need)
@@ -336,7 +352,7 @@ func (m *Manager) admitQuota(ctx context.Context, tenant string, need quota.Usag
 		case lim.Policy == quota.PolicyQueue && lim.QueueTimeout > 0:
 			m.qmu.Unlock()
 			m.publish(ctx, quotaEvent(tenant, api.EventQuotaQueued, x, what))
-			return m.await(ctx, w, tenant, need, x, lim.QueueTimeout)
+			return m.await(ctx, w, tenant, x, lim.QueueTimeout)
 		case lim.Policy == quota.PolicyPauseOldest && x.Pausable && paused < 100:
 			m.q.queue.Remove(w)
 			victim := m.oldestRunning(tenant)
@@ -359,13 +375,13 @@ func (m *Manager) admitQuota(ctx context.Context, tenant string, need quota.Usag
 }
 
 // await waits for w to be let in, until timeout, ctx's end or shutdown.
-func (m *Manager) await(ctx context.Context, w *quota.Waiter, tenant string, need quota.Usage, x *quota.Exceeded, timeout time.Duration) (func(), error) {
+func (m *Manager) await(ctx context.Context, w *quota.Waiter, tenant string, x *quota.Exceeded, timeout time.Duration) (func(), error) {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	var err error
 	select {
 	case <-w.Admitted:
-		return m.releaser(tenant, need), nil
+		return m.releaser(w.ID), nil
 	case <-ctx.Done():
 		err = ctx.Err()
 	case <-t.C:
@@ -377,7 +393,7 @@ func (m *Manager) await(ctx context.Context, w *quota.Waiter, tenant string, nee
 	if !removed {
 		// Let in at the last moment: give the room back.
 		m.qmu.Unlock()
-		m.releaser(tenant, need)()
+		m.releaser(w.ID)()
 	} else {
 		m.dispatch() // w may have held others of its tenant back
 		m.qmu.Unlock()

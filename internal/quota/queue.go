@@ -8,7 +8,9 @@ import "slices"
 // Waiter is a request waiting in a Queue. Admitted is closed when it was
 // let in: the room it asked for is reserved for it.
 type Waiter struct {
-	Tenant   string
+	Tenant string
+	// ID names the request's sandbox (the caller sets it).
+	ID       string
 	Need     Usage
 	Admitted chan struct{}
 	done     bool

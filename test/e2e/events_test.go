@@ -29,7 +29,9 @@ type hookReceiver struct {
 	accept atomic.Bool
 	mu     sync.Mutex
 	byID   map[string]api.Event
-	bad    int
+	// times counts the accepted deliveries of each id.
+	times map[string]int
+	bad   int
 }
 
 func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -53,6 +55,10 @@ func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.byID[ev.ID] = ev
+	if h.times == nil {
+		h.times = map[string]int{}
+	}
+	h.times[ev.ID]++
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -30,7 +30,11 @@ func Load(path string) (*rest.Config, error) {
 	rules.ExplicitPath = path
 	if path == "" && os.Getenv("KUBERNETES_SERVICE_HOST") != "" && os.Getenv(clientcmd.RecommendedConfigPathEnvVar) == "" {
 		if _, err := os.Stat(clientcmd.RecommendedHomeFile); err != nil {
-			return rest.InClusterConfig()
+			cfg, err := rest.InClusterConfig()
+			if err != nil {
+				return nil, err
+			}
+			return tuned(cfg), nil
 		}
 	}
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
@@ -40,8 +44,18 @@ func Load(path string) (*rest.Config, error) {
 		}
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
+	return tuned(cfg), nil
+}
+
+// tuned raises client-go's client-side rate limit (5 requests a second,
+// bursts of 10), which a server's records, event log and webhook outbox
+// outgrow at once: a replica waited over a second for a read under a
+// burst of creates. The API server's priority and fairness still bound
+// what one client takes.
+func tuned(cfg *rest.Config) *rest.Config {
 	cfg.UserAgent = "corral"
-	return cfg, nil
+	cfg.QPS, cfg.Burst = 100, 200
+	return cfg
 }
 
 // SetGlobalLoggers points the loggers that client-go (klog) and

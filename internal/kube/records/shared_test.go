@@ -173,7 +173,7 @@ func TestClaimsAdmitNoMoreThanTheRoom(t *testing.T) {
 	ns := c.Namespace(t)
 	a, b := open(t, c, ns, "srv"), open(t, c, ns, "srv")
 	cx := context.Background()
-	room := func(others []lifecycle.Claim) error {
+	room := func(others []quota.Claim) error {
 		if len(others) >= 3 {
 			return errors.New("full")
 		}
@@ -187,7 +187,7 @@ func TestClaimsAdmitNoMoreThanTheRoom(t *testing.T) {
 			s = b
 		}
 		wg.Go(func() {
-			err := s.Claim(cx, "t1", lifecycle.Claim{ID: fmt.Sprintf("sb%d", i), Need: quota.Usage{Running: 1}, At: time.Now()}, room)
+			err := s.Claim(cx, "t1", quota.Claim{ID: fmt.Sprintf("sb%d", i), Need: quota.Usage{Running: 1}, At: time.Now()}, room)
 			switch {
 			case err == nil:
 				admitted.Add(1)
@@ -201,7 +201,7 @@ func TestClaimsAdmitNoMoreThanTheRoom(t *testing.T) {
 		t.Fatalf("%d claims let in, want 3", n)
 	}
 	var held []string
-	if err := b.Claim(cx, "t1", lifecycle.Claim{ID: "probe", At: time.Now()}, func(others []lifecycle.Claim) error {
+	if err := b.Claim(cx, "t1", quota.Claim{ID: "probe", At: time.Now()}, func(others []quota.Claim) error {
 		for _, o := range others {
 			held = append(held, o.ID)
 		}
@@ -215,11 +215,11 @@ func TestClaimsAdmitNoMoreThanTheRoom(t *testing.T) {
 	if err := b.Rebind(cx, "t1", held[1], "renamed"); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Claim(cx, "t1", lifecycle.Claim{ID: "late", At: time.Now()}, room); err != nil {
+	if err := b.Claim(cx, "t1", quota.Claim{ID: "late", At: time.Now()}, room); err != nil {
 		t.Errorf("a claim after an unclaim: %v", err)
 	}
 	var ids []string
-	_ = a.Claim(cx, "t1", lifecycle.Claim{ID: "probe", At: time.Now()}, func(others []lifecycle.Claim) error {
+	_ = a.Claim(cx, "t1", quota.Claim{ID: "probe", At: time.Now()}, func(others []quota.Claim) error {
 		ids = ids[:0]
 		for _, o := range others {
 			ids = append(ids, o.ID)
@@ -229,14 +229,14 @@ func TestClaimsAdmitNoMoreThanTheRoom(t *testing.T) {
 	if slices.Sort(ids); !slices.Contains(ids, "renamed") || !slices.Contains(ids, "late") || slices.Contains(ids, held[0]) || len(ids) != 3 {
 		t.Errorf("claims held = %v", ids)
 	}
-	if err := a.Claim(cx, "t2", lifecycle.Claim{ID: "x", At: time.Now()}, room); err != nil {
+	if err := a.Claim(cx, "t2", quota.Claim{ID: "x", At: time.Now()}, room); err != nil {
 		t.Errorf("another tenant's claim: %v", err)
 	}
 	// Claims older than ClaimTTL are not shown.
-	if err := a.Claim(cx, "t3", lifecycle.Claim{ID: "old", At: time.Now().Add(-lifecycle.ClaimTTL - time.Second)}, room); err != nil {
+	if err := a.Claim(cx, "t3", quota.Claim{ID: "old", At: time.Now().Add(-quota.ClaimTTL - time.Second)}, room); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Claim(cx, "t3", lifecycle.Claim{ID: "new", At: time.Now()}, func(others []lifecycle.Claim) error {
+	if err := b.Claim(cx, "t3", quota.Claim{ID: "new", At: time.Now()}, func(others []quota.Claim) error {
 		if len(others) != 0 {
 			return fmt.Errorf("an expired claim is shown: %v", others)
 		}
