@@ -132,6 +132,16 @@ type Pooler interface {
 	Claim(spec Spec) (id string, ok bool)
 }
 
+// PoolSizer is a Pooler whose warm pools change while it runs (a
+// template's warm pool). SetPool keeps n warm sandboxes made from spec
+// (its image and platform) under key, for creates whose Spec.Pool is key;
+// 0 drops the pool and its warm sandboxes. Ready is how many are ready.
+type PoolSizer interface {
+	Pooler
+	SetPool(key string, spec Spec, n int)
+	Ready(key string) int
+}
+
 // Expirer is implemented by drivers whose backend deletes a sandbox at
 // its expiry by itself (the kube driver: the controller deletes the
 // Sandbox resource), so that expiry holds even while no server runs. The
@@ -177,7 +187,10 @@ type Imported struct {
 type Spec struct {
 	ID     string
 	Tenant string
-	Image  Image
+	// Pool is the warm pool a create may take a sandbox from (a
+	// template's); empty: its image's, if the runtime keeps one.
+	Pool  string
+	Image Image
 	// Snapshot, when set, is the captured filesystem to start from instead
 	// of Image.
 	Snapshot   *SnapshotRef

@@ -11,8 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,10 +69,19 @@ func ParsePool(s string) ([]PoolImage, error) {
 // sandbox is destroyed.
 const claimTTL = 2 * time.Minute
 
+// poolWant is one pool: what its warm sandboxes are made from, and how
+// many.
+type poolWant struct {
+	spec driver.Spec
+	size int
+}
+
 type pool struct {
-	want    []PoolImage
-	mu      sync.Mutex
-	ready   map[string][]string  // image → warm sandbox IDs
+	mu sync.Mutex
+	// want is each pool by key: an image's (--warm-pool) under the
+	// image's reference, a template's under its key.
+	want    map[string]poolWant
+	ready   map[string][]string  // key → warm sandbox IDs
 	claimed map[string]time.Time // ID → when it was claimed
 	wake    chan struct{}
 	cancel  context.CancelFunc
@@ -81,13 +92,53 @@ type pool struct {
 // keeping the pool full.
 func (d *Driver) startPool() {
 	d.removeStaleWarm()
-	if len(d.cfg.Pool) == 0 {
-		return
-	}
 	ctx, cancel := context.WithCancel(context.Background())
-	d.pool = &pool{want: d.cfg.Pool, ready: map[string][]string{}, claimed: map[string]time.Time{},
+	want := map[string]poolWant{}
+	for _, w := range d.cfg.Pool {
+		want[w.Image] = poolWant{spec: driver.Spec{Image: driver.Image{URI: w.Image}}, size: w.Size}
+	}
+	d.pool = &pool{want: want, ready: map[string][]string{}, claimed: map[string]time.Time{},
 		wake: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
 	go d.fillPool(ctx)
+}
+
+// SetPool implements driver.PoolSizer: a template's pool is kept at n
+// warm sandboxes of spec's image and platform; 0 drops it, and its warm
+// sandboxes are destroyed.
+func (d *Driver) SetPool(key string, spec driver.Spec, n int) {
+	p := d.pool
+	p.mu.Lock()
+	var drop []string
+	old, had := p.want[key]
+	if had && (old.spec.Image.URI != spec.Image.URI || old.spec.Platform != spec.Platform || n == 0) {
+		drop = p.ready[key]
+		delete(p.ready, key)
+	}
+	if n == 0 {
+		delete(p.want, key)
+	} else {
+		p.want[key] = poolWant{spec: driver.Spec{Image: spec.Image, Platform: spec.Platform}, size: n}
+	}
+	if extra := len(p.ready[key]) - n; n > 0 && extra > 0 {
+		drop = append(drop, p.ready[key][n:]...)
+		p.ready[key] = p.ready[key][:n]
+	}
+	p.mu.Unlock()
+	p.poke()
+	for _, id := range drop {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if err := d.Destroy(ctx, id); err != nil {
+			d.log.Warn("warm pool: remove a warm sandbox no longer wanted", "sandbox_id", id, "err", err)
+		}
+		cancel()
+	}
+}
+
+// Ready implements driver.PoolSizer.
+func (d *Driver) Ready(key string) int {
+	d.pool.mu.Lock()
+	defer d.pool.mu.Unlock()
+	return len(d.pool.ready[key])
 }
 
 // removeStaleWarm destroys warm sandboxes no process owns any more.
@@ -107,9 +158,6 @@ func (d *Driver) removeStaleWarm() {
 // stopPool stops filling and destroys every warm sandbox not handed over.
 func (d *Driver) stopPool() {
 	p := d.pool
-	if p == nil {
-		return
-	}
 	p.cancel()
 	<-p.done
 	p.mu.Lock()
@@ -147,25 +195,36 @@ func (d *Driver) fillPool(ctx context.Context) {
 	for {
 		d.expireClaims(ctx)
 		failed := false
-		for _, w := range p.want {
+		p.mu.Lock()
+		keys := slices.Sorted(maps.Keys(p.want))
+		p.mu.Unlock()
+		for _, key := range keys {
 			for ctx.Err() == nil {
 				p.mu.Lock()
-				n := len(p.ready[w.Image])
+				w, ok := p.want[key]
+				n := len(p.ready[key])
 				p.mu.Unlock()
-				if n >= w.Size {
+				if !ok || n >= w.size {
 					break
 				}
-				id, err := d.createWarm(ctx, w.Image)
+				id, err := d.createWarm(ctx, w.spec)
 				if err != nil {
 					if ctx.Err() == nil {
-						d.log.WarnContext(ctx, "warm pool: create failed", "image", w.Image, "err", err)
+						d.log.WarnContext(ctx, "warm pool: create failed", "pool", key, "image", w.spec.Image.URI, "err", err)
 					}
 					failed = true
 					break
 				}
 				p.mu.Lock()
-				p.ready[w.Image] = append(p.ready[w.Image], id)
+				if cur, ok := p.want[key]; ok && cur.spec.Image == w.spec.Image && cur.spec.Platform == w.spec.Platform {
+					p.ready[key] = append(p.ready[key], id)
+					id = ""
+				}
 				p.mu.Unlock()
+				if id != "" {
+					// The pool changed while this one started.
+					_ = d.Destroy(ctx, id)
+				}
 			}
 		}
 		var retry <-chan time.Time
@@ -211,11 +270,11 @@ func newWarmID() string {
 	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
-// createWarm starts one warm sandbox of image.
-func (d *Driver) createWarm(ctx context.Context, image string) (string, error) {
+// createWarm starts one warm sandbox of from's image and platform.
+func (d *Driver) createWarm(ctx context.Context, from driver.Spec) (string, error) {
 	var tok [32]byte
 	_, _ = rand.Read(tok[:])
-	spec := driver.Spec{ID: newWarmID(), Image: driver.Image{URI: image}, Labels: map[string]string{LabelPool: "true"},
+	spec := driver.Spec{ID: newWarmID(), Image: from.Image, Platform: from.Platform, Labels: map[string]string{LabelPool: "true"},
 		ExecdToken: hex.EncodeToString(tok[:])}
 	if _, err := d.create(ctx, spec, waitForClaim); err != nil {
 		return "", err
@@ -228,7 +287,7 @@ func (d *Driver) Claim(spec driver.Spec) (string, bool) {
 	p := d.pool
 	// A disk limit is a file system made at create: no warm sandbox has one.
 	// Warm sandboxes are runc's.
-	if p == nil || spec.Snapshot != nil || len(spec.Volumes) > 0 || spec.Policed() || spec.SecretsDir != "" || len(spec.Entrypoint) == 0 ||
+	if spec.Snapshot != nil || len(spec.Volumes) > 0 || spec.Policed() || spec.SecretsDir != "" || len(spec.Entrypoint) == 0 ||
 		spec.Resources.DiskBytes > 0 || spec.Isolation == api.IsolationRunsc {
 		return "", false
 	}
@@ -241,14 +300,20 @@ func (d *Driver) Claim(spec driver.Spec) (string, bool) {
 			return "", false
 		}
 	}
+	key := spec.Pool
+	if key == "" {
+		key = spec.Image.URI
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	ids := p.ready[spec.Image.URI]
-	if len(ids) == 0 {
+	// A template's pool serves only its creates, and only with its image
+	// (a create may override the image).
+	ids := p.ready[key]
+	if len(ids) == 0 || p.want[key].spec.Image.URI != spec.Image.URI {
 		return "", false
 	}
 	id := ids[0]
-	p.ready[spec.Image.URI] = ids[1:]
+	p.ready[key] = ids[1:]
 	p.claimed[id] = time.Now()
 	p.poke()
 	return id, true
@@ -257,9 +322,6 @@ func (d *Driver) Claim(spec driver.Spec) (string, bool) {
 // takeClaim reports whether id was claimed, forgetting the claim.
 func (d *Driver) takeClaim(id string) bool {
 	p := d.pool
-	if p == nil {
-		return false
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	_, ok := p.claimed[id]
@@ -379,4 +441,4 @@ func setLimits(id string, r driver.Resources) error {
 	return write(v1("pids", "pids.max"), strconv.FormatInt(pids, 10))
 }
 
-var _ driver.Pooler = (*Driver)(nil)
+var _ driver.PoolSizer = (*Driver)(nil)

@@ -4,6 +4,7 @@
 package oci
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -58,12 +59,6 @@ func execIn(t *testing.T, d *Driver, id, token, command string) (string, int) {
 	return out.String(), 200
 }
 
-func (p *pool) readyCount(image string) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.ready[image])
-}
-
 // TestWarmPool claims a warm sandbox and checks that it becomes exactly
 // the sandbox asked for: the tenant's, listed, with its environment,
 // entrypoint, limits and access token (the pool's no longer opens it);
@@ -82,7 +77,7 @@ func TestWarmPool(t *testing.T) {
 			_ = d.Close()
 		}
 	})
-	testutil.WaitFor(t, time.Minute, "a warm sandbox", func() bool { return d.pool.readyCount(HostImage) == 1 })
+	testutil.WaitFor(t, time.Minute, "a warm sandbox", func() bool { return d.Ready(HostImage) == 1 })
 	if ls, err := d.List(t.Context()); err != nil || len(ls) != 0 {
 		t.Fatalf("a warm sandbox is listed: %v %v", ls, err)
 	}
@@ -127,7 +122,7 @@ func TestWarmPool(t *testing.T) {
 	if status != 200 || out != want {
 		t.Errorf("inside the claimed sandbox: %q (status %d), want %q", out, status, want)
 	}
-	testutil.WaitFor(t, time.Minute, "the pool to refill", func() bool { return d.pool.readyCount(HostImage) == 1 })
+	testutil.WaitFor(t, time.Minute, "the pool to refill", func() bool { return d.Ready(HostImage) == 1 })
 
 	if err := d.Stop(t.Context(), id, time.Second); err != nil {
 		t.Fatal(err)
@@ -154,5 +149,59 @@ func TestParsePool(t *testing.T) {
 		if _, err := ParsePool(bad); err == nil {
 			t.Errorf("ParsePool(%q) accepted", bad)
 		}
+	}
+}
+
+// TestTemplatePool: a pool set while the driver runs (a template's) fills;
+// only creates naming it, with its image, take from it (not a create of
+// the same image without it, nor one of another image naming it); a
+// bigger or smaller size is kept; 0 destroys its warm sandboxes.
+func TestTemplatePool(t *testing.T) {
+	requireRunc(t)
+	root := t.TempDir()
+	t.Cleanup(func() { _ = UnmountRunDir(root) })
+	d, err := New(Config{Root: root, CorralBinary: corralBin, AllowHostImage: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	const key = "template:t1/py"
+	d.SetPool(key, driver.Spec{Image: driver.Image{URI: HostImage}}, 2)
+	testutil.WaitFor(t, time.Minute, "two warm sandboxes", func() bool { return d.Ready(key) == 2 })
+	if _, ok := d.Claim(driver.Spec{Image: driver.Image{URI: HostImage}, Entrypoint: []string{"true"}}); ok {
+		t.Fatal("a create naming no pool took a template's warm sandbox")
+	}
+	if _, ok := d.Claim(driver.Spec{Pool: key, Image: driver.Image{URI: "other"}, Entrypoint: []string{"true"}}); ok {
+		t.Fatal("a create of another image took the template's warm sandbox")
+	}
+	if _, ok := d.Claim(driver.Spec{Pool: "template:t2/py", Image: driver.Image{URI: HostImage}, Entrypoint: []string{"true"}}); ok {
+		t.Fatal("another template's create took this one's warm sandbox")
+	}
+	id, ok := d.Claim(driver.Spec{Pool: key, Image: driver.Image{URI: HostImage}, Entrypoint: []string{"true"}})
+	if !ok {
+		t.Fatal("the template's create found no warm sandbox")
+	}
+	spec := driver.Spec{ID: id, Tenant: "t1", Pool: key, Image: driver.Image{URI: HostImage}, Entrypoint: []string{"sleep", "60"},
+		Env: map[string]string{"WHO": "claimed"}, ExecdToken: "tok-claimed"}
+	if _, err := d.Create(t.Context(), spec); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Destroy(context.Background(), id)
+	testutil.WaitFor(t, time.Minute, "the pool to refill", func() bool { return d.Ready(key) == 2 })
+	d.SetPool(key, driver.Spec{Image: driver.Image{URI: HostImage}}, 1)
+	if n := d.Ready(key); n != 1 {
+		t.Errorf("after shrinking to 1, %d ready", n)
+	}
+	d.SetPool(key, driver.Spec{Image: driver.Image{URI: HostImage}}, 0)
+	if n := d.Ready(key); n != 0 {
+		t.Errorf("after dropping the pool, %d ready", n)
+	}
+	ls, err := d.List(t.Context())
+	if err != nil || len(ls) != 1 || ls[0].ID != id {
+		t.Errorf("listed %v, %v; want only the claimed %s", ls, err, id)
+	}
+	entries, _ := os.ReadDir(filepath.Join(runDir(root), "bundles"))
+	if len(entries) != 1 {
+		t.Errorf("%d bundles left, want the claimed one's", len(entries))
 	}
 }
