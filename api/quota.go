@@ -94,8 +94,13 @@ type Template struct {
 	Public        bool            `json:"public,omitempty"`
 	Spec          json.RawMessage `json:"spec"`
 	AllowOverride []string        `json:"allowOverride,omitempty"`
-	CreatedAt     time.Time       `json:"createdAt,omitempty"`
-	UpdatedAt     time.Time       `json:"updatedAt,omitempty"`
+	// WarmPool is how many sandboxes of the template the server keeps
+	// started ahead of time for its creates (0: none).
+	WarmPool int `json:"warmPool,omitempty"`
+	// WarmReady is how many are ready now (answers only).
+	WarmReady int       `json:"warmReady,omitempty"`
+	CreatedAt time.Time `json:"createdAt,omitempty"`
+	UpdatedAt time.Time `json:"updatedAt,omitempty"`
 }
 
 // TemplateList answers GET /v1/templates: the tenant's own, then the

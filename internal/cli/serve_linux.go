@@ -395,6 +395,10 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, rt runtimeFlags, log *
 	defer hooks.Close()
 	srv := server.New(server.Config{Manager: mgr, Keys: keys, Logger: log, InsecureNoAuth: cfg.insecureNoAuth, CORSOrigins: cfg.origins, Secrets: sec,
 		HealthWarnings: warnings, Webhooks: hooks, Templates: templates})
+	if err := srv.StartWarmPools(ctx); err != nil {
+		ln.Close()
+		return fmt.Errorf("templates' warm pools: %w", err)
+	}
 	return runUntilDone(ctx, cfg, log, mgr, hooks, srv.NewHTTPServer(cfg.listen), ln)
 }
 

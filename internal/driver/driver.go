@@ -136,10 +136,13 @@ type Pooler interface {
 // template's warm pool). SetPool keeps n warm sandboxes made from spec
 // (its image and platform) under key, for creates whose Spec.Pool is key;
 // 0 drops the pool and its warm sandboxes. Ready is how many are ready.
+// Warmable says why a create of spec could not take a warm sandbox (what
+// must be made with the sandbox), or nil.
 type PoolSizer interface {
 	Pooler
 	SetPool(key string, spec Spec, n int)
 	Ready(key string) int
+	Warmable(spec Spec) error
 }
 
 // Expirer is implemented by drivers whose backend deletes a sandbox at

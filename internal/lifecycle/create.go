@@ -27,6 +27,9 @@ func DefaultEntrypoint() []string { return []string{"tail", "-f", "/dev/null"} }
 // CreateRequest is a validated request for a new sandbox.
 type CreateRequest struct {
 	Tenant string
+	// Pool is the warm pool of the template the create came from (its
+	// key), if it keeps one.
+	Pool string
 	// IdempotencyKey and RequestHash make retries return the first result.
 	IdempotencyKey string
 	RequestHash    string
@@ -80,7 +83,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*sandbox.Sandb
 		return nil, err
 	}
 	defer release()
-	sb := m.newRecord(req, id, &spec)
+	sb, warm := m.newRecord(req, id, &spec)
 	if sb.ID != id && m.adm != nil {
 		if err := m.adm.Rebind(ctx, req.Tenant, id, sb.ID); err != nil {
 			m.log.WarnContext(ctx, "rename an admission claim", "sandbox_id", sb.ID, "err", err)
@@ -99,7 +102,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*sandbox.Sandb
 		return won, err
 	}
 	m.wakeReaper()
-	return m.start(ctx, e, spec)
+	return m.start(ctx, e, spec, warm)
 }
 
 // admit applies the server's limits and defaults to a create: the longest
@@ -131,7 +134,7 @@ func (m *Manager) admit(req CreateRequest) (CreateRequest, error) {
 // sandbox's identity and tokens (newRecord).
 func (m *Manager) specFor(req CreateRequest) (driver.Spec, error) {
 	spec := driver.Spec{
-		Tenant: req.Tenant, Platform: driver.Platform{}, Entrypoint: req.Entrypoint, Env: req.Env,
+		Tenant: req.Tenant, Pool: req.Pool, Platform: driver.Platform{}, Entrypoint: req.Entrypoint, Env: req.Env,
 		Resources: driver.Resources(req.Resources), Labels: req.Metadata, NetworkPolicy: req.NetworkPolicy,
 		CredentialProxy: req.CredentialProxy, Volumes: req.Volumes,
 	}
@@ -184,14 +187,14 @@ func (m *Manager) specFor(req CreateRequest) (driver.Spec, error) {
 	return spec, nil
 }
 
-// newRecord is the new sandbox's record, Pending, with a new ID (or the
-// warm sandbox's the driver hands this create) and new tokens, which it
-// also writes into spec.
-func (m *Manager) newRecord(req CreateRequest, id string, spec *driver.Spec) *sandbox.Sandbox {
+// newRecord is the new sandbox's record, Pending, with id (or the ID of
+// the warm sandbox the driver hands this create: warm) and new tokens,
+// which it also writes into spec.
+func (m *Manager) newRecord(req CreateRequest, id string, spec *driver.Spec) (_ *sandbox.Sandbox, warm bool) {
 	now := time.Now().UTC()
 	if p, ok := m.d.(driver.Pooler); ok {
 		if pid, ok := p.Claim(*spec); ok {
-			id = pid
+			id, warm = pid, true
 		}
 	}
 	sb := &sandbox.Sandbox{
@@ -213,7 +216,7 @@ func (m *Manager) newRecord(req CreateRequest, id string, spec *driver.Spec) *sa
 		maps.Copy(env, m.cfg.Secrets.Env(sb.ID))
 		spec.Env = env
 	}
-	return sb
+	return sb, warm
 }
 
 // insert makes e's sandbox known: in the table, then in the records with
@@ -259,7 +262,7 @@ func (m *Manager) insert(ctx context.Context, req CreateRequest, e *entry) (won 
 // start has the driver run e's sandbox and records it Running, or Failed
 // with what went wrong. The driver runs on a context of its own: a client
 // that disconnects must not leave a half-made sandbox.
-func (m *Manager) start(ctx context.Context, e *entry, spec driver.Spec) (*sandbox.Sandbox, error) {
+func (m *Manager) start(ctx context.Context, e *entry, spec driver.Spec, warm bool) (*sandbox.Sandbox, error) {
 	dctx, cancel := backgroundCtx(ctx, m.cfg.CreateTimeout)
 	defer cancel()
 	h, err := m.d.Create(dctx, spec)
@@ -268,7 +271,11 @@ func (m *Manager) start(ctx context.Context, e *entry, spec driver.Spec) (*sandb
 		if hb, err = json.Marshal(h); err == nil {
 			next := e.sb.Clone()
 			next.Handle = hb
-			_ = next.SetStatus(sandbox.StateRunning, sandbox.ReasonStarted, "", time.Now().UTC())
+			msg := ""
+			if warm {
+				msg = "started from a warm sandbox"
+			}
+			_ = next.SetStatus(sandbox.StateRunning, sandbox.ReasonStarted, msg, time.Now().UTC())
 			if err = m.commit(dctx, e, next, "started"); err == nil {
 				m.watch(next.ID)
 				return next.Clone(), nil

@@ -27,7 +27,8 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if _, err := s.fromTemplate(r, &in, body); err != nil {
+	tmpl, err := s.fromTemplate(r, &in, body)
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -37,6 +38,9 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.writeError(w, r, err)
 		return
+	}
+	if tmpl != nil && tmpl.WarmPool > 0 {
+		req.Pool = tmpl.PoolKey()
 	}
 	start := time.Now()
 	sb, err := s.mgr.Create(r.Context(), req)

@@ -14,6 +14,7 @@ import (
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/errdefs/errhttp"
+	"github.com/corral-dev/corral/internal/lifecycle"
 	"github.com/corral-dev/corral/internal/template"
 )
 
@@ -95,6 +96,15 @@ func (s *Server) templateFromRequest(r *http.Request) (*template.Template, error
 	if _, ok := spec["image"]; !ok && !slices.Contains(t.AllowOverride, "image") {
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, api.CodeTemplateInvalid, "spec.image is required unless allowOverride has image")
 	}
+	if t.WarmPool > 0 {
+		req, err := warmRequest(t)
+		if err == nil {
+			err = s.mgr.CheckWarmPool(req)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 	now := time.Now().UTC()
 	t.CreatedAt, t.UpdatedAt = now, now
 	return t, nil
@@ -124,7 +134,59 @@ func (s *Server) createTemplate(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, t.Wire())
+	s.syncWarmPool(r.Context(), t)
+	writeJSON(w, http.StatusCreated, s.wire(t))
+}
+
+// warmRequest is the create t's spec alone makes: what its warm pool
+// keeps ready.
+func warmRequest(t *template.Template) (lifecycle.CreateRequest, error) {
+	var in api.CreateSandboxRequest
+	if err := json.Unmarshal(t.Spec, &in); err != nil {
+		return lifecycle.CreateRequest{}, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeTemplateInvalid, "spec: %v", jsonError(err))
+	}
+	req, err := createRequest(t.Tenant, &in, t.Spec, "")
+	req.Pool = t.PoolKey()
+	return req, err
+}
+
+// syncWarmPool keeps t's warm pool at its size (none when it has none).
+func (s *Server) syncWarmPool(ctx context.Context, t *template.Template) {
+	if t.WarmPool == 0 {
+		s.mgr.SetWarmPool(ctx, t.PoolKey(), lifecycle.CreateRequest{}, 0)
+		return
+	}
+	req, err := warmRequest(t)
+	if err != nil {
+		s.log.WarnContext(ctx, "a template's warm pool cannot be kept", "template", t.Name, "err", err)
+		return
+	}
+	s.mgr.SetWarmPool(ctx, t.PoolKey(), req, t.WarmPool)
+}
+
+// StartWarmPools fills the warm pools of every template that keeps one
+// (at the server's start).
+func (s *Server) StartWarmPools(ctx context.Context) error {
+	if s.cfg.Templates == nil {
+		return nil
+	}
+	ts, err := s.cfg.Templates.WarmTemplates(ctx)
+	if err != nil {
+		return err
+	}
+	for _, t := range ts {
+		s.syncWarmPool(ctx, t)
+	}
+	return nil
+}
+
+// wire is t as the API shows it, with its warm sandboxes ready now.
+func (s *Server) wire(t *template.Template) api.Template {
+	w := t.Wire()
+	if t.WarmPool > 0 {
+		w.WarmReady = s.mgr.WarmReady(t.PoolKey())
+	}
+	return w
 }
 
 func (s *Server) putTemplate(w http.ResponseWriter, r *http.Request) {
@@ -141,11 +203,12 @@ func (s *Server) putTemplate(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.syncWarmPool(r.Context(), t)
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
 	}
-	writeJSON(w, status, t.Wire())
+	writeJSON(w, status, s.wire(t))
 }
 
 func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) {
@@ -160,7 +223,7 @@ func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for _, t := range ts {
-			out.Items = append(out.Items, t.Wire())
+			out.Items = append(out.Items, s.wire(t))
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -175,7 +238,7 @@ func (s *Server) getTemplate(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, t.Wire())
+	writeJSON(w, http.StatusOK, s.wire(t))
 }
 
 // deleteTemplate removes the tenant's own template; ?public=true (an
@@ -208,15 +271,16 @@ func (s *Server) deleteTemplate(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.syncWarmPool(r.Context(), &template.Template{Tenant: owner, Name: name})
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// fromTemplate is a create body laid over the template it names, or the
-// body itself when it names none.
-func (s *Server) fromTemplate(r *http.Request, in *api.CreateSandboxRequest, body []byte) ([]byte, error) {
+// fromTemplate lays a create over the template it names (in becomes the
+// merged create) and returns the template, or nil when it names none.
+func (s *Server) fromTemplate(r *http.Request, in *api.CreateSandboxRequest, body []byte) (*template.Template, error) {
 	name, ok := in.Extensions[api.ExtensionTemplate]
 	if !ok {
-		return body, nil
+		return nil, nil
 	}
 	if s.cfg.Templates == nil {
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, api.CodeAPINotSupported, "this server keeps no templates")
@@ -234,5 +298,5 @@ func (s *Server) fromTemplate(r *http.Request, in *api.CreateSandboxRequest, bod
 	if err := json.Unmarshal(merged, in); err != nil {
 		return nil, jsonError(err)
 	}
-	return merged, nil
+	return t, nil
 }

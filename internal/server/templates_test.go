@@ -145,7 +145,11 @@ func TestTemplateRejectsBadInput(t *testing.T) {
 		`{"name":"x","spec":{"image":{"uri":"fake:ok"},"metadata":{"bad key!":"v"}}}`:                      api.CodeTemplateInvalid,
 		`{"name":"x","spec":{"entrypoint":["sh"]}}`:                                                        api.CodeTemplateInvalid,
 		`{"name":"x","spec":{"image":{"uri":"fake:ok"}},"allowOverride":["count"]}`:                        api.CodeTemplateInvalid,
-		`{"name":"x","spec":{"image":{"uri":"fake:ok"}},"warmPool":3}`:                                     api.CodeInvalidParameter,
+		`{"name":"x","spec":{"image":{"uri":"fake:ok"}},"warmPool":3}`:                                     api.CodeAPINotSupported, // the fake runtime keeps no pools
+		`{"name":"x","spec":{"image":{"uri":"fake:ok"}},"warmPool":-1}`:                                    api.CodeTemplateInvalid,
+		`{"name":"x","spec":{"image":{"uri":"fake:ok"}},"warmPool":33}`:                                    api.CodeTemplateInvalid,
+		`{"name":"x","spec":{"image":{"uri":"fake:ok"}},"warmReady":1}`:                                    api.CodeTemplateInvalid,
+		`{"name":"x","spec":{"image":{"uri":"fake:ok"}},"warmPool":"2"}`:                                   api.CodeInvalidRequestBody,
 		`{"name":"x","spec":{"image":{"uri":"fake:ok"}},"description":"` + strings.Repeat("d", 300) + `"}`: api.CodeTemplateInvalid,
 		`not json`: api.CodeInvalidRequestBody,
 		``:         api.CodeInvalidRequestBody,

@@ -28,10 +28,10 @@ func (s *Store) PutTemplate(ctx context.Context, t *template.Template) (bool, er
 		default:
 			t.CreatedAt = fromNanos(at)
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO templates (tenant, name, description, spec, allow_override, created_at, updated_at)
-			VALUES (?,?,?,?,?,?,?) ON CONFLICT (tenant, name) DO UPDATE SET description = excluded.description, spec = excluded.spec,
-			allow_override = excluded.allow_override, updated_at = excluded.updated_at`,
-			t.Tenant, t.Name, t.Description, string(t.Spec), mustJSON(nonNilSlice(t.AllowOverride)), nanos(t.CreatedAt), nanos(t.UpdatedAt))
+		_, err = tx.ExecContext(ctx, `INSERT INTO templates (tenant, name, description, spec, allow_override, warm_pool, created_at, updated_at)
+			VALUES (?,?,?,?,?,?,?,?) ON CONFLICT (tenant, name) DO UPDATE SET description = excluded.description, spec = excluded.spec,
+			allow_override = excluded.allow_override, warm_pool = excluded.warm_pool, updated_at = excluded.updated_at`,
+			t.Tenant, t.Name, t.Description, string(t.Spec), mustJSON(nonNilSlice(t.AllowOverride)), t.WarmPool, nanos(t.CreatedAt), nanos(t.UpdatedAt))
 		return err
 	})
 	if err != nil {
@@ -40,13 +40,13 @@ func (s *Store) PutTemplate(ctx context.Context, t *template.Template) (bool, er
 	return created, nil
 }
 
-const templateColumns = `tenant, name, description, spec, allow_override, created_at, updated_at`
+const templateColumns = `tenant, name, description, spec, allow_override, warm_pool, created_at, updated_at`
 
 func scanTemplate(sc interface{ Scan(...any) error }) (*template.Template, error) {
 	t := &template.Template{}
 	var spec, allow string
 	var created, updated int64
-	if err := sc.Scan(&t.Tenant, &t.Name, &t.Description, &spec, &allow, &created, &updated); err != nil {
+	if err := sc.Scan(&t.Tenant, &t.Name, &t.Description, &spec, &allow, &t.WarmPool, &created, &updated); err != nil {
 		return nil, err
 	}
 	t.Spec = json.RawMessage(spec)
@@ -69,9 +69,14 @@ func (s *Store) GetTemplate(ctx context.Context, tenant, name string) (*template
 	return t, nil
 }
 
-// ListTemplates lists a tenant's templates ("": the public ones) by name.
-func (s *Store) ListTemplates(ctx context.Context, tenant string) ([]*template.Template, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+templateColumns+` FROM templates WHERE tenant = ? ORDER BY name`, tenant)
+// WarmTemplates lists every tenant's templates that keep a warm pool.
+func (s *Store) WarmTemplates(ctx context.Context) ([]*template.Template, error) {
+	return s.queryTemplates(ctx, `SELECT `+templateColumns+` FROM templates WHERE warm_pool > 0 ORDER BY tenant, name`)
+}
+
+// queryTemplates runs a query selecting templateColumns.
+func (s *Store) queryTemplates(ctx context.Context, query string, args ...any) ([]*template.Template, error) {
+	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("templates: %w", err)
 	}
@@ -85,6 +90,11 @@ func (s *Store) ListTemplates(ctx context.Context, tenant string) ([]*template.T
 		out = append(out, t)
 	}
 	return out, rows.Err()
+}
+
+// ListTemplates lists a tenant's templates ("": the public ones) by name.
+func (s *Store) ListTemplates(ctx context.Context, tenant string) ([]*template.Template, error) {
+	return s.queryTemplates(ctx, `SELECT `+templateColumns+` FROM templates WHERE tenant = ? ORDER BY name`, tenant)
 }
 
 // DeleteTemplate removes a template.

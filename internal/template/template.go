@@ -31,7 +31,10 @@ type Template struct {
 	Description   string
 	Spec          json.RawMessage
 	AllowOverride []string
-	CreatedAt     time.Time
+	// WarmPool is how many sandboxes of it are kept started ahead of
+	// time (0: none).
+	WarmPool  int
+	CreatedAt time.Time
 	UpdatedAt     time.Time
 }
 
@@ -43,6 +46,8 @@ type Store interface {
 	GetTemplate(ctx context.Context, tenant, name string) (*Template, error)
 	ListTemplates(ctx context.Context, tenant string) ([]*Template, error)
 	DeleteTemplate(ctx context.Context, tenant, name string) error
+	// WarmTemplates lists every tenant's templates with a warm pool.
+	WarmTemplates(ctx context.Context) ([]*Template, error)
 }
 
 // Fields are the create fields a template's spec may hold, and a create
@@ -60,6 +65,8 @@ var DefaultAllow = []string{"env", "metadata"}
 const (
 	maxSpec        = 256 << 10
 	maxDescription = 256
+	// MaxWarmPool bounds a template's warm pool.
+	MaxWarmPool = 32
 )
 
 func invalid(format string, args ...any) error {
@@ -109,6 +116,12 @@ func FromWire(tenant string, in api.Template) (*Template, error) {
 			}
 		}
 	}
+	if in.WarmPool < 0 || in.WarmPool > MaxWarmPool {
+		return nil, invalid("warmPool %d: 0 to %d", in.WarmPool, MaxWarmPool)
+	}
+	if in.WarmReady != 0 {
+		return nil, invalid("warmReady is the server's answer, not a field to set")
+	}
 	allow := slices.Clone(in.AllowOverride)
 	for _, f := range allow {
 		if !slices.Contains(Fields, f) {
@@ -124,14 +137,18 @@ func FromWire(tenant string, in api.Template) (*Template, error) {
 		owner = ""
 	}
 	canon, _ := json.Marshal(spec)
-	return &Template{Tenant: owner, Name: in.Name, Description: in.Description, Spec: canon, AllowOverride: slices.Compact(allow)}, nil
+	return &Template{Tenant: owner, Name: in.Name, Description: in.Description, Spec: canon, AllowOverride: slices.Compact(allow),
+		WarmPool: in.WarmPool}, nil
 }
 
 // Wire is t as the API shows it.
 func (t *Template) Wire() api.Template {
 	return api.Template{Name: t.Name, Description: t.Description, Public: t.Tenant == "", Spec: t.Spec,
-		AllowOverride: t.AllowOverride, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}
+		AllowOverride: t.AllowOverride, WarmPool: t.WarmPool, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}
 }
+
+// PoolKey names t's warm pool (public templates' and tenants' apart).
+func (t *Template) PoolKey() string { return "template:" + t.Tenant + "/" + t.Name }
 
 // object decodes a JSON object, refusing anything else.
 func object(raw json.RawMessage, what string) (map[string]json.RawMessage, error) {

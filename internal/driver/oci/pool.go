@@ -282,23 +282,40 @@ func (d *Driver) createWarm(ctx context.Context, from driver.Spec) (string, erro
 	return spec.ID, nil
 }
 
-// Claim implements driver.Pooler.
-func (d *Driver) Claim(spec driver.Spec) (string, bool) {
-	p := d.pool
-	// A disk limit is a file system made at create: no warm sandbox has one.
-	// Warm sandboxes are runc's.
-	if spec.Snapshot != nil || len(spec.Volumes) > 0 || spec.Policed() || spec.SecretsDir != "" || len(spec.Entrypoint) == 0 ||
-		spec.Resources.DiskBytes > 0 || spec.Isolation == api.IsolationRunsc {
-		return "", false
-	}
-	if spec.Platform.OS != "" && spec.Platform.OS+"/"+spec.Platform.Arch != imagestore.HostPlatform() {
-		return "", false
+// Warmable implements driver.PoolSizer: why a create of spec cannot take
+// a warm sandbox, or nil.
+func (d *Driver) Warmable(spec driver.Spec) error {
+	switch {
+	case spec.Snapshot != nil:
+		return errors.New("a restore starts from its snapshot")
+	case len(spec.Volumes) > 0:
+		return errors.New("volumes are mounted when a sandbox is made")
+	case spec.Policed():
+		return errors.New("a network policy's enforcer is started with the sandbox")
+	case spec.SecretsDir != "":
+		return errors.New("the secrets and events socket is mounted when a sandbox is made")
+	case spec.Resources.DiskBytes > 0:
+		// A disk limit is a file system made at create.
+		return errors.New("a disk limit is a file system made with the sandbox")
+	case spec.Isolation == api.IsolationRunsc:
+		return errors.New("warm sandboxes are runc's")
+	case spec.Platform.OS != "" && spec.Platform.OS+"/"+spec.Platform.Arch != imagestore.HostPlatform():
+		return errors.New("warm sandboxes are of this machine's platform")
 	}
 	for k, v := range spec.Env {
 		// The environment travels as KEY=VALUE lines.
 		if strings.ContainsAny(k, "=\n\x00") || strings.ContainsAny(v, "\n\x00") {
-			return "", false
+			return fmt.Errorf("environment variable %q holds a newline or NUL", k)
 		}
+	}
+	return nil
+}
+
+// Claim implements driver.Pooler.
+func (d *Driver) Claim(spec driver.Spec) (string, bool) {
+	p := d.pool
+	if len(spec.Entrypoint) == 0 || d.Warmable(spec) != nil {
+		return "", false
 	}
 	key := spec.Pool
 	if key == "" {

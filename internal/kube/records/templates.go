@@ -93,6 +93,17 @@ func (ts *Templates) GetTemplate(ctx context.Context, tenant, name string) (*tem
 // ListTemplates lists a tenant's templates ("": the public ones) by name,
 // from the cache.
 func (ts *Templates) ListTemplates(ctx context.Context, tenant string) ([]*template.Template, error) {
+	return ts.cached(ctx, func(t *template.Template) bool { return t.Tenant == tenant })
+}
+
+// WarmTemplates lists every tenant's templates with a warm pool.
+func (ts *Templates) WarmTemplates(ctx context.Context) ([]*template.Template, error) {
+	return ts.cached(ctx, func(t *template.Template) bool { return t.WarmPool > 0 })
+}
+
+// cached is the templates in the cache that keep passes, by tenant and
+// name.
+func (ts *Templates) cached(ctx context.Context, keep func(*template.Template) bool) ([]*template.Template, error) {
 	items, err := ts.list(ctx)
 	if err != nil {
 		return nil, err
@@ -103,11 +114,13 @@ func (ts *Templates) ListTemplates(ctx context.Context, tenant string) ([]*templ
 		if err != nil {
 			return nil, err
 		}
-		if t.Tenant == tenant {
+		if keep(t) {
 			out = append(out, t)
 		}
 	}
-	slices.SortFunc(out, func(a, b *template.Template) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b *template.Template) int {
+		return strings.Compare(a.Tenant+"\x00"+a.Name, b.Tenant+"\x00"+b.Name)
+	})
 	return out, nil
 }
 
