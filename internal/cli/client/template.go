@@ -18,7 +18,7 @@ import (
 var templateCommand = Command{
 	Name: "template", Summary: "named create presets: corral create --template NAME",
 	Subs: []Subcommand{
-		{Name: "create", Usage: "create NAME --spec FILE|- [--allow FIELD,...] [--description TEXT] [--public] [--replace]",
+		{Name: "create", Usage: "create NAME --spec FILE|- [--allow FIELD,...] [--warm-pool N] [--description TEXT] [--public] [--replace]",
 			Summary: "store a template: a create body (image, entrypoint, env, resourceLimits, ...) in FILE", Run: runTemplateCreate},
 		{Name: "ls", Aliases: []string{"list"}, Usage: "ls", Summary: "your templates, then the public ones", Run: runTemplateList},
 		{Name: "get", Usage: "get NAME", Summary: "a template, as JSON", Run: runTemplateGet},
@@ -36,6 +36,7 @@ func runTemplateCreate(ctx context.Context, e *env, args []string) int {
 	desc := fs.String("description", "", "a note to recognise it by")
 	public := fs.Bool("public", false, "every tenant may use it (admin key)")
 	replace := fs.Bool("replace", false, "replace a template of that name")
+	warm := fs.Int("warm-pool", 0, "keep this many sandboxes of it started ahead of time (native runtime; 0 to 32)")
 	inv, ok, code := cf.setup(ctx, e, fs, args, -1, false, 1, nArgs(1, "template create: give the template's name"))
 	if !ok {
 		return code
@@ -56,7 +57,7 @@ func runTemplateCreate(ctx context.Context, e *env, args []string) int {
 	if !json.Valid(spec) {
 		return fail(e, "template create: %s is not JSON", *specPath)
 	}
-	t := api.Template{Name: inv.pos[0], Description: *desc, Public: *public, Spec: spec}
+	t := api.Template{Name: inv.pos[0], Description: *desc, Public: *public, Spec: spec, WarmPool: *warm}
 	if *allow != "" {
 		for _, f := range strings.Split(*allow, ",") {
 			if f = strings.TrimSpace(f); f != "" {
@@ -101,7 +102,7 @@ func runTemplateList(ctx context.Context, e *env, args []string) int {
 		return 0
 	}
 	now := time.Now()
-	t := newTable(e.Stdout, "NAME", "IMAGE", "OVERRIDES", "PUBLIC", "AGE", "DESCRIPTION")
+	t := newTable(e.Stdout, "NAME", "IMAGE", "OVERRIDES", "WARM", "PUBLIC", "AGE", "DESCRIPTION")
 	for _, tp := range items {
 		var spec struct {
 			Image *api.ImageSpec `json:"image"`
@@ -115,7 +116,11 @@ func runTemplateList(ctx context.Context, e *env, args []string) int {
 		if tp.Public {
 			pub = "yes"
 		}
-		t.row(tp.Name, img, strings.Join(tp.AllowOverride, ","), pub, age(tp.CreatedAt, now), tp.Description)
+		warm := "-"
+		if tp.WarmPool > 0 {
+			warm = fmt.Sprintf("%d/%d", tp.WarmReady, tp.WarmPool)
+		}
+		t.row(tp.Name, img, strings.Join(tp.AllowOverride, ","), warm, pub, age(tp.CreatedAt, now), tp.Description)
 	}
 	t.flush()
 	return 0
