@@ -35,7 +35,7 @@ type Template struct {
 	// time (0: none).
 	WarmPool  int
 	CreatedAt time.Time
-	UpdatedAt     time.Time
+	UpdatedAt time.Time
 }
 
 // Store keeps templates (internal/store implements it). Get and Delete
