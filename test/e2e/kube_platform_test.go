@@ -9,11 +9,15 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/corral-dev/corral/api"
+	"github.com/corral-dev/corral/internal/kube/apis/v1alpha1"
 	"github.com/corral-dev/corral/internal/testutil"
 	"github.com/corral-dev/corral/sdk"
 )
@@ -194,4 +198,72 @@ func mustJSONRaw(t *testing.T, v any) json.RawMessage {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestKubeTemplateWarmPool: on the kube tier a template's warmPool is a
+// SandboxPool the server writes; the template shows its ready pods; a
+// create from the template is adopted from it, personalised with the
+// create's environment; a create of the same image without the template
+// is not; deleting the template deletes the pool.
+func TestKubeTemplateWarmPool(t *testing.T) {
+	w := newKubeWorld(t)
+	s := w.server(t)
+	c := s.client(t)
+	cx := ctx(t)
+	spec := ociCreate(w.busybox)
+	if _, err := c.CreateTemplate(cx, api.Template{Name: "kwarm", Spec: mustJSONRaw(t, spec), WarmPool: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var pools v1alpha1.SandboxPoolList
+	if err := w.c.Client.List(cx, &pools, client.InNamespace(w.ns)); err != nil || len(pools.Items) != 1 {
+		t.Fatalf("SandboxPools after the template = %d, %v", len(pools.Items), err)
+	}
+	pool := pools.Items[0].Name
+	testutil.WaitFor(t, 2*time.Minute, "a warm pod, as the template shows", func() bool {
+		tp, err := c.GetTemplate(cx, "kwarm")
+		return err == nil && tp.WarmReady == 1
+	})
+	podOf := func(id string) string {
+		var cr v1alpha1.Sandbox
+		if err := w.c.Client.Get(cx, client.ObjectKey{Namespace: w.ns, Name: id}, &cr); err != nil {
+			t.Fatal(err)
+		}
+		return cr.Status.PodName
+	}
+	cold, err := c.CreateSandbox(cx, spec, sdk.CreateOptions{Wait: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pod := podOf(cold.ID); strings.HasPrefix(pod, pool+"-") {
+		t.Errorf("a create without the template adopted its warm pod %s", pod)
+	}
+	who := "claimer"
+	sb, err := c.CreateSandbox(cx, api.CreateSandboxRequest{Env: map[string]*string{"WHO": &who},
+		Extensions: map[string]string{"corral.dev/template": "kwarm"}}, sdk.CreateOptions{Wait: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pod := podOf(sb.ID); !strings.HasPrefix(pod, pool+"-") {
+		t.Errorf("the template's create runs in pod %q, not one of pool %s", pod, pool)
+	}
+	box, err := c.Sandbox(cx, sb.ID, sdk.SandboxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, _, code, err := box.Run(cx, `echo "$WHO"`, sdk.CommandOptions{}); err != nil || code != 0 || out != "claimer\n" {
+		t.Errorf("in the adopted pod: %q, %d, %v", out, code, err)
+	}
+	if err := c.DeleteTemplate(cx, "kwarm", false); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 30*time.Second, "the template's pool deleted", func() bool {
+		var l v1alpha1.SandboxPoolList
+		return w.c.Client.List(cx, &l, client.InNamespace(w.ns)) == nil && len(l.Items) == 0
+	})
+	for _, id := range []string{sb.ID, cold.ID} {
+		if err := c.DeleteSandbox(cx, id); err != nil {
+			t.Fatal(err)
+		}
+		podGone(t, w, id)
+	}
 }

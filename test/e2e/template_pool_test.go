@@ -4,6 +4,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -12,8 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/client"
+
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/dockertest"
 	"github.com/corral-dev/corral/sdk"
 )
 
@@ -30,9 +34,34 @@ func TestTemplateWarmCreateOCI(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	s := startServer(t, dir, "--runtime", "oci")
+	templateWarmCreate(t, s, "host", func() bool {
+		entries, _ := os.ReadDir(filepath.Join(dir, "oci", "run", "bundles"))
+		return len(entries) == 0
+	})
+}
+
+// TestTemplateWarmCreateDocker is TestTemplateWarmCreateOCI on the docker
+// runtime (a local engine): warm containers, claimed and personalised.
+func TestTemplateWarmCreateDocker(t *testing.T) {
+	cli := requireDocker(t)
+	image := dockertest.Busybox(t)
+	t.Parallel()
+	dir := t.TempDir()
+	s := startServer(t, dir, "--runtime", "docker")
+	templateWarmCreate(t, s, image, func() bool {
+		res, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true,
+			Filters: client.Filters{}.Add("label", "corral.dev/pool=true")})
+		entries, _ := os.ReadDir(filepath.Join(dir, "docker", "warm"))
+		return err == nil && len(res.Items) == 0 && len(entries) == 0
+	})
+}
+
+// templateWarmCreate runs the warm pool checks against s, with image;
+// clean says whether nothing of the pool is left.
+func templateWarmCreate(t *testing.T, s *server, image string, clean func() bool) {
 	c := s.client(t)
 	cx := ctx(t)
-	spec, _ := json.Marshal(map[string]any{"image": map[string]string{"uri": "host"}, "entrypoint": []string{"sleep", "3600"}, "timeout": 600})
+	spec, _ := json.Marshal(map[string]any{"image": map[string]string{"uri": image}, "entrypoint": []string{"sleep", "3600"}, "timeout": 600})
 	tp, err := c.CreateTemplate(cx, api.Template{Name: "warm", Spec: spec, WarmPool: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +79,7 @@ func TestTemplateWarmCreateOCI(t *testing.T) {
 	testutil.WaitFor(t, time.Minute, "a warm sandbox", func() bool { return ready() == 1 })
 
 	// The same image without the template: a cold create.
-	cold, err := c.CreateSandbox(cx, ociCreate("host"), sdk.CreateOptions{Wait: true})
+	cold, err := c.CreateSandbox(cx, ociCreate(image), sdk.CreateOptions{Wait: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,14 +104,14 @@ func TestTemplateWarmCreateOCI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, _, code, err := box.Run(cx, `echo "$WHO"; cat /proc/1/cmdline | tr '\0' ' '`, sdk.CommandOptions{})
-	if err != nil || code != 0 || !strings.Contains(out, "claimer") {
+	out, _, code, err := box.Run(cx, `echo "$WHO"; ps -o args | grep -c '^sleep 3600'`, sdk.CommandOptions{})
+	if err != nil || code != 0 || !strings.Contains(out, "claimer\n1\n") {
 		t.Errorf("in the warm create: %q, %d, %v", out, code, err)
 	}
 	testutil.WaitFor(t, time.Minute, "the pool to refill", func() bool { return ready() == 1 })
 
 	// Refused: a pool its creates could not use.
-	policed, _ := json.Marshal(map[string]any{"image": map[string]string{"uri": "host"},
+	policed, _ := json.Marshal(map[string]any{"image": map[string]string{"uri": image},
 		"networkPolicy": map[string]any{"defaultAction": "deny", "egress": []any{}}})
 	var ae *sdk.APIError
 	if _, err := c.CreateTemplate(cx, api.Template{Name: "policed", Spec: policed, WarmPool: 1}); !errors.As(err, &ae) ||
@@ -98,10 +127,6 @@ func TestTemplateWarmCreateOCI(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Nothing of the pool is left: no bundle but the ones deleted above
-	// going away.
-	testutil.WaitFor(t, 30*time.Second, "the warm sandbox removed with its template", func() bool {
-		entries, _ := os.ReadDir(filepath.Join(dir, "oci", "run", "bundles"))
-		return len(entries) == 0
-	})
+	// Nothing of the pool is left.
+	testutil.WaitFor(t, 30*time.Second, "the warm sandbox removed with its template", clean)
 }

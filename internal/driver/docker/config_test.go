@@ -48,7 +48,7 @@ func TestContainerConfigGolden(t *testing.T) {
 				CorralBinary: "/usr/local/bin/corral", ServerID: "server-1", RunscRuntime: "runsc"}}
 			s := base()
 			c.spec(&s)
-			cfg, host := d.containerConfig(s, "sha256:0123", "app", d.egressModeOf(s))
+			cfg, host := d.containerConfig(s, "sha256:0123", "app", d.egressModeOf(s), false)
 			if !slices.Equal(host.CapDrop, []string{"ALL"}) || !slices.Contains(host.SecurityOpt, "no-new-privileges") || host.Privileged {
 				t.Errorf("cap drop %q, security options %q, privileged %v", host.CapDrop, host.SecurityOpt, host.Privileged)
 			}

@@ -39,8 +39,25 @@ import (
 
 // Create implements driver.Driver: image (pulled when missing), container,
 // start, and execd answering. Whatever fails, or a cancelled ctx, leaves
-// no container behind.
-func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle, err error) {
+// no container behind. A claimed warm sandbox is only personalised; if
+// that fails it is replaced by a fresh one.
+func (d *Driver) Create(ctx context.Context, spec driver.Spec) (*driver.Handle, error) {
+	if d.pool != nil && d.pool.Take(spec.ID) {
+		h, err := d.personalise(ctx, spec)
+		if err == nil {
+			return h, nil
+		}
+		d.cfg.Logger.WarnContext(ctx, "a warm sandbox could not be personalised; creating afresh", "sandbox_id", spec.ID, "err", err)
+		if err := d.Destroy(context.WithoutCancel(ctx), spec.ID); err != nil {
+			return nil, err
+		}
+	}
+	return d.create(ctx, spec, false)
+}
+
+// create makes spec's sandbox; a warm one (for the pool) holds its
+// entrypoint back until a claim.
+func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (_ *driver.Handle, err error) {
 	mode, err := d.admit(spec)
 	if err != nil {
 		return nil, err
@@ -56,7 +73,17 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 	if err != nil {
 		return nil, err
 	}
-	cfg, host := d.containerConfig(spec, ref, user, mode)
+	cfg, host := d.containerConfig(spec, ref, user, mode, warm)
+	if warm {
+		defer func() {
+			if err != nil {
+				_ = os.RemoveAll(d.warmDir(spec.ID))
+			}
+		}()
+		if err := d.prepareWarm(spec, host); err != nil {
+			return nil, err
+		}
+	}
 	staged, err := d.volumeMounts(ctx, spec, host, cfg)
 	defer func() {
 		if err != nil {
@@ -215,7 +242,7 @@ func (d *Driver) checkMountTargets(ctx context.Context, containerID string, spec
 
 // containerConfig is the container a spec asks for; a policed one's PID 1
 // holds its entrypoint back until the enforcer's rules are in.
-func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, mode egressMode) (*container.Config, *container.HostConfig) {
+func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, mode egressMode, warm bool) (*container.Config, *container.HostConfig) {
 	hex := strings.ReplaceAll(spec.ID, "-", "")
 	hostname := "sandbox-" + hex[:min(12, len(hex))]
 	o := initproc.DefaultOptions()
@@ -236,6 +263,9 @@ func (d *Driver) containerConfig(spec driver.Spec, ref, imageUser string, mode e
 		}
 	}
 	switch {
+	case warm:
+		// The entrypoint, the token and the environment come at the claim.
+		o.WaitStart, o.ExecdTokenFile, o.ExecdEnvFile = gateInSandbox+"/start", gateInSandbox+"/token", gateInSandbox+"/env"
 	case mode == sidecarEnforcer:
 		o.WaitURL, o.WaitTimeout, o.Entrypoint = waitURL, d.cfg.ReadyTimeout+30*time.Second, spec.Entrypoint
 	case mode == localEnforcer && spec.Isolation == api.IsolationRunsc:

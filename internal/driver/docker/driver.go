@@ -35,6 +35,7 @@ import (
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/driver/warmpool"
 	"github.com/corral-dev/corral/internal/egress/launch"
 	"github.com/corral-dev/corral/internal/hostnet/forward"
 	"github.com/corral-dev/corral/internal/insandbox"
@@ -127,6 +128,9 @@ type Driver struct {
 	warnings []string
 	// noRunsc says why the engine cannot run the runsc tier ("": it can).
 	noRunsc string
+	// pool keeps templates' warm containers (local engines with a state
+	// directory; nil otherwise).
+	pool *warmpool.Pool
 }
 
 // New connects to the engine and checks that it answers.
@@ -178,6 +182,7 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 		// and the server recovers its sandboxes then.
 		cfg.Logger.WarnContext(ctx, "the Docker engine does not answer yet", "host", cli.DaemonHost(), "err", err)
 		d.noRunsc = "the engine did not answer when the server started"
+		d.startPool(ctx, false)
 		return d, nil
 	}
 	d.noRunsc = d.checkRunsc(cctx)
@@ -190,15 +195,33 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 			}
 		}
 	}
+	d.startPool(ctx, true)
 	return d, nil
+}
+
+// startPool starts keeping templates' warm containers, on a local engine
+// with a state directory, after removing an earlier process's (when the
+// engine answers).
+func (d *Driver) startPool(ctx context.Context, answers bool) {
+	if d.cfg.Remote || d.cfg.StateDir == "" {
+		return
+	}
+	if answers {
+		d.removeStaleWarm(ctx)
+	}
+	d.pool = warmpool.Start(d, d.cfg.Logger, nil)
 }
 
 // Warnings returns what is known to be wrong with the engine's OCI
 // runtime: the container escapes its runc is still open to.
 func (d *Driver) Warnings() []string { return d.warnings }
 
-// Close stops the port forwarders; sandboxes keep running.
+// Close destroys the warm containers not claimed and stops the port
+// forwarders; sandboxes keep running.
 func (d *Driver) Close() error {
+	if d.pool != nil {
+		d.pool.Stop()
+	}
 	d.forwarders.Close()
 	d.net.Close()
 	d.mu.Lock()
@@ -389,6 +412,9 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 	if err == nil {
 		d.pruneSnapshots(ctx)
 		d.removeVolumesOf(ctx, id, labels)
+		if d.cfg.StateDir != "" {
+			_ = os.RemoveAll(d.warmDir(id))
+		}
 	}
 	return nil
 }
@@ -470,8 +496,36 @@ func (d *Driver) published(c container.InspectResponse, port int) (netip.AddrPor
 	return netip.AddrPort{}, fmt.Errorf("sandbox execd port is not published: %w", errdefs.ErrFailedPrecondition)
 }
 
-// List implements driver.Driver.
+// List implements driver.Driver. A claimed warm container shows its
+// claim's tenant and labels; one not claimed is not listed.
 func (d *Driver) List(ctx context.Context) ([]driver.Listing, error) {
+	all, err := d.listAll(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []driver.Listing
+	for _, c := range all {
+		labels := c.labels
+		if claim, warm, claimed := d.claimOf(c.id, labels); warm {
+			if !claimed {
+				continue
+			}
+			labels = claim.Labels
+		}
+		out = append(out, driver.Listing{ID: c.id, Tenant: labels[sandbox.LabelTenant], CreatedAt: c.created, Labels: labels})
+	}
+	return out, nil
+}
+
+// listed is a sandbox container of this server's.
+type listed struct {
+	id      string
+	labels  map[string]string
+	created time.Time
+}
+
+// listAll lists this server's sandbox containers, warm ones included.
+func (d *Driver) listAll(ctx context.Context) ([]listed, error) {
 	cctx, cancel := d.call(ctx)
 	defer cancel()
 	filters := client.Filters{}.Add("label", sandbox.LabelManaged+"=true")
@@ -482,13 +536,11 @@ func (d *Driver) List(ctx context.Context) ([]driver.Listing, error) {
 	if err != nil {
 		return nil, d.engineErr("list", err)
 	}
-	var out []driver.Listing
+	var out []listed
 	for _, c := range res.Items {
-		id := c.Labels[sandbox.LabelSandboxID]
-		if id == "" {
-			continue
+		if id := c.Labels[sandbox.LabelSandboxID]; id != "" {
+			out = append(out, listed{id: id, labels: c.Labels, created: time.Unix(c.Created, 0)})
 		}
-		out = append(out, driver.Listing{ID: id, Tenant: c.Labels[sandbox.LabelTenant], CreatedAt: time.Unix(c.Created, 0), Labels: c.Labels})
 	}
 	return out, nil
 }

@@ -53,7 +53,7 @@ func TestInitCommandIsWhatInitParses(t *testing.T) {
 			if mode.policed() != tc.gated {
 				t.Fatalf("mode %d for a policy %v", mode, tc.gated)
 			}
-			cfg, _ := d.containerConfig(sp, "img", "app", mode)
+			cfg, _ := d.containerConfig(sp, "img", "app", mode, false)
 			args := append(slices.Clone(cfg.Entrypoint), cfg.Cmd...)
 			if args[0] != insandbox.Binary || args[1] != "init" {
 				t.Fatalf("argv %q", args)

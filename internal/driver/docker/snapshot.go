@@ -40,16 +40,21 @@ func (d *Driver) Snapshot(ctx context.Context, id, snapshotID string) (*driver.S
 		return nil, err
 	}
 	ref := snapshotRepo + ":" + strings.ToLower(snapshotID)
-	labels := map[string]string{sandbox.LabelManaged: "true", LabelSnapshotID: snapshotID, sandbox.LabelSandboxID: id,
-		sandbox.LabelTenant: c.Config.Labels[sandbox.LabelTenant]}
-	if d.cfg.ServerID != "" {
-		labels[sandbox.LabelServer] = d.cfg.ServerID
-	}
+	tenant := c.Config.Labels[sandbox.LabelTenant]
 	var env []string
 	for _, kv := range c.Config.Env {
 		if !strings.HasPrefix(kv, "EXECD_ACCESS_TOKEN=") {
 			env = append(env, kv)
 		}
+	}
+	if claim, _, claimed := d.claimOf(id, c.Config.Labels); claimed {
+		// A warm container's tenant and environment came at its claim.
+		tenant, env = claim.Tenant, append(env, claim.Env...)
+	}
+	labels := map[string]string{sandbox.LabelManaged: "true", LabelSnapshotID: snapshotID, sandbox.LabelSandboxID: id,
+		sandbox.LabelTenant: tenant}
+	if d.cfg.ServerID != "" {
+		labels[sandbox.LabelServer] = d.cfg.ServerID
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*d.cfg.CallTimeout)
 	defer cancel()

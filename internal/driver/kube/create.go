@@ -43,7 +43,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (_ *driver.Handle
 		return nil, err
 	}
 	sbx := d.sandboxFor(spec)
-	if sbx.Spec.PoolRef, err = d.poolFor(ctx, sbx); err != nil {
+	if sbx.Spec.PoolRef, err = d.poolFor(ctx, sbx, spec.Pool); err != nil {
 		return nil, err
 	}
 	// The Secrets first, so that the controller finds the token when the
@@ -183,9 +183,10 @@ func (d *Driver) sandboxFor(spec driver.Spec) *v1alpha1.Sandbox {
 }
 
 // poolFor names a SandboxPool of the namespace whose pods are what sbx
-// asks for, with warm pods ready; "" if none is. The controller adopts one
-// of its pods, or starts a pod as usual if they are gone by then.
-func (d *Driver) poolFor(ctx context.Context, sbx *v1alpha1.Sandbox) (string, error) {
+// asks for, with warm pods ready; "" if none is. A pool made for a
+// template serves only the creates from it (key). The controller adopts
+// one of its pods, or starts a pod as usual if they are gone by then.
+func (d *Driver) poolFor(ctx context.Context, sbx *v1alpha1.Sandbox, key string) (string, error) {
 	var pools v1alpha1.SandboxPoolList
 	if err := d.c.List(ctx, &pools, client.InNamespace(d.cfg.Namespace)); err != nil {
 		return "", apiErr("list pools", err)
@@ -193,6 +194,9 @@ func (d *Driver) poolFor(ctx context.Context, sbx *v1alpha1.Sandbox) (string, er
 	best := ""
 	var ready int32
 	for _, p := range pools.Items {
+		if tp, ok := p.Labels[labelTemplatePool]; ok && (key == "" || tp != poolDigest(key) || p.Name != d.templatePoolName(key)) {
+			continue
+		}
 		if p.Spec.Template.Matches(sbx) && p.Status.Ready > ready {
 			best, ready = p.Name, p.Status.Ready
 		}

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/insandbox"
@@ -23,8 +24,11 @@ import (
 	"github.com/corral-dev/corral/internal/kube/controller"
 	"github.com/corral-dev/corral/internal/kube/kubetest"
 	"github.com/corral-dev/corral/internal/kube/records"
+	"github.com/corral-dev/corral/internal/quota"
 	"github.com/corral-dev/corral/internal/sandbox"
+	"github.com/corral-dev/corral/internal/template"
 	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/webhook"
 )
 
 // TestLeastPrivilege: every manifest of deploy/kubernetes passes the API
@@ -202,5 +206,61 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 	if err := recs.DeleteSandbox(ctx, sb.ID, nil); err != nil {
 		t.Error(err)
+	}
+	// What replicas share besides: the published log, admission claims,
+	// quota overrides, templates, webhook subscriptions.
+	if err := recs.AppendAudit(ctx, []sandbox.Event{{Tenant: "t", SandboxID: sb.ID, Type: "app", Kind: api.EventApp}}); err != nil {
+		t.Errorf("event log: %v", err)
+	}
+	if err := recs.Claim(ctx, "t", quota.Claim{ID: sb.ID, At: now}, func([]quota.Claim) error { return nil }); err != nil {
+		t.Errorf("claim: %v", err)
+	}
+	if err := recs.Unclaim(ctx, "t", sb.ID); err != nil {
+		t.Errorf("unclaim: %v", err)
+	}
+	rcfg := records.Config{REST: c.As(ns, "corral-server"), Namespace: ns, ServerID: "rbac"}
+	qs, err := records.NewQuotas(dctx, rcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qs.Close()
+	if err := qs.PutQuota(ctx, "t", quota.Overrides{}); err != nil {
+		t.Errorf("quota: %v", err)
+	}
+	ts, err := records.NewTemplates(dctx, rcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ts.Close()
+	if _, err := ts.PutTemplate(ctx, &template.Template{Tenant: "t", Name: "x", Spec: []byte(`{}`)}); err != nil {
+		t.Errorf("template: %v", err)
+	}
+	if err := ts.DeleteTemplate(ctx, "t", "x"); err != nil {
+		t.Errorf("template delete: %v", err)
+	}
+	hooks, err := records.NewWebhooks(dctx, rcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hooks.Close()
+	if err := hooks.InsertWebhook(ctx, &webhook.Webhook{ID: "w", Tenant: "t"}); err != nil {
+		t.Errorf("webhook: %v", err)
+	}
+	if err := hooks.Enqueue(ctx, "w", nil, 1); err != nil {
+		t.Errorf("webhook enqueue: %v", err)
+	}
+	if err := hooks.DeleteWebhook(ctx, "t", "w"); err != nil {
+		t.Errorf("webhook delete: %v", err)
+	}
+	// A template's warm pool: a SandboxPool written, then deleted.
+	d.SetPool("template:t/x", driver.Spec{Image: driver.Image{URI: image}}, 1)
+	var pools v1alpha1.SandboxPoolList
+	if err := c.Client.List(ctx, &pools, client.InNamespace(ns), client.HasLabels{"corral.dev/template-pool"}); err != nil || len(pools.Items) != 1 {
+		t.Errorf("the template's pool = %d, %v", len(pools.Items), err)
+	}
+	d.SetPool("template:t/x", driver.Spec{Image: driver.Image{URI: image}}, 2)
+	d.SetPool("template:t/x", driver.Spec{}, 0)
+	if err := c.Client.List(ctx, &pools, client.InNamespace(ns), client.HasLabels{"corral.dev/template-pool"}); err != nil || len(pools.Items) != 0 {
+		t.Errorf("the template's pool after 0 = %d, %v", len(pools.Items), err)
 	}
 }

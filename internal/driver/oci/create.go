@@ -32,7 +32,7 @@ import (
 // Create implements driver.Driver. A claimed warm sandbox is only
 // personalised; if that fails it is replaced by a fresh one.
 func (d *Driver) Create(ctx context.Context, spec driver.Spec) (*driver.Handle, error) {
-	if d.takeClaim(spec.ID) {
+	if d.pool.Take(spec.ID) {
 		h, err := d.personalise(ctx, spec)
 		if err == nil {
 			return h, nil

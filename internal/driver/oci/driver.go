@@ -30,6 +30,7 @@ import (
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/driver/warmpool"
 	"github.com/corral-dev/corral/internal/egress/launch"
 	"github.com/corral-dev/corral/internal/hostnet/forward"
 	"github.com/corral-dev/corral/internal/imagestore"
@@ -96,7 +97,7 @@ type Driver struct {
 	mu         sync.Mutex
 	live       map[string]*instance
 	forwarders forward.Set
-	pool       *pool
+	pool       *warmpool.Pool
 	net        *launch.Enforcers
 
 	// drains are the consoles this instance drains (console_linux.go).
@@ -261,7 +262,7 @@ func (d *Driver) Images() *imagestore.Store { return d.images }
 // Close destroys the warm pool and stops the port forwarders; sandboxes
 // and their egress enforcers keep running.
 func (d *Driver) Close() error {
-	d.stopPool()
+	d.pool.Stop()
 	d.drains.stopAll()
 	d.forwarders.Close()
 	d.net.Close()

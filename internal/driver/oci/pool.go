@@ -11,20 +11,18 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/driver/warmpool"
 	"github.com/corral-dev/corral/internal/imagestore"
 	"github.com/corral-dev/corral/internal/initproc"
-	"github.com/corral-dev/corral/internal/verifier"
+	"github.com/corral-dev/corral/internal/sandbox"
 )
 
 // A warm pool keeps sandboxes of chosen images started ahead of time:
@@ -36,7 +34,7 @@ import (
 // no tenant and runs no user code until it is claimed.
 
 // LabelPool marks the backend objects of a warm, unclaimed sandbox.
-const LabelPool = "corral.dev/pool"
+const LabelPool = warmpool.Label
 
 // PoolImage asks for Size warm sandboxes of Image.
 type PoolImage struct {
@@ -65,80 +63,15 @@ func ParsePool(s string) ([]PoolImage, error) {
 	return out, nil
 }
 
-// claimTTL is how long a claim may wait for its Create before the warm
-// sandbox is destroyed.
-const claimTTL = 2 * time.Minute
-
-// poolWant is one pool: what its warm sandboxes are made from, and how
-// many.
-type poolWant struct {
-	spec driver.Spec
-	size int
-}
-
-type pool struct {
-	mu sync.Mutex
-	// want is each pool by key: an image's (--warm-pool) under the
-	// image's reference, a template's under its key.
-	want    map[string]poolWant
-	ready   map[string][]string  // key → warm sandbox IDs
-	claimed map[string]time.Time // ID → when it was claimed
-	wake    chan struct{}
-	cancel  context.CancelFunc
-	done    chan struct{}
-}
-
 // startPool destroys warm sandboxes an earlier process left and starts
-// keeping the pool full.
+// keeping the pools full (--warm-pool's, then templates' as they are set).
 func (d *Driver) startPool() {
 	d.removeStaleWarm()
-	ctx, cancel := context.WithCancel(context.Background())
-	want := map[string]poolWant{}
+	images := map[string]int{}
 	for _, w := range d.cfg.Pool {
-		want[w.Image] = poolWant{spec: driver.Spec{Image: driver.Image{URI: w.Image}}, size: w.Size}
+		images[w.Image] = w.Size
 	}
-	d.pool = &pool{want: want, ready: map[string][]string{}, claimed: map[string]time.Time{},
-		wake: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
-	go d.fillPool(ctx)
-}
-
-// SetPool implements driver.PoolSizer: a template's pool is kept at n
-// warm sandboxes of spec's image and platform; 0 drops it, and its warm
-// sandboxes are destroyed.
-func (d *Driver) SetPool(key string, spec driver.Spec, n int) {
-	p := d.pool
-	p.mu.Lock()
-	var drop []string
-	old, had := p.want[key]
-	if had && (old.spec.Image.URI != spec.Image.URI || old.spec.Platform != spec.Platform || n == 0) {
-		drop = p.ready[key]
-		delete(p.ready, key)
-	}
-	if n == 0 {
-		delete(p.want, key)
-	} else {
-		p.want[key] = poolWant{spec: driver.Spec{Image: spec.Image, Platform: spec.Platform}, size: n}
-	}
-	if extra := len(p.ready[key]) - n; n > 0 && extra > 0 {
-		drop = append(drop, p.ready[key][n:]...)
-		p.ready[key] = p.ready[key][:n]
-	}
-	p.mu.Unlock()
-	p.poke()
-	for _, id := range drop {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		if err := d.Destroy(ctx, id); err != nil {
-			d.log.Warn("warm pool: remove a warm sandbox no longer wanted", "sandbox_id", id, "err", err)
-		}
-		cancel()
-	}
-}
-
-// Ready implements driver.PoolSizer.
-func (d *Driver) Ready(key string) int {
-	d.pool.mu.Lock()
-	defer d.pool.mu.Unlock()
-	return len(d.pool.ready[key])
+	d.pool = warmpool.Start(d, d.log, images)
 }
 
 // removeStaleWarm destroys warm sandboxes no process owns any more.
@@ -155,126 +88,18 @@ func (d *Driver) removeStaleWarm() {
 	}
 }
 
-// stopPool stops filling and destroys every warm sandbox not handed over.
-func (d *Driver) stopPool() {
-	p := d.pool
-	p.cancel()
-	<-p.done
-	p.mu.Lock()
-	var ids []string
-	for _, l := range p.ready {
-		ids = append(ids, l...)
-	}
-	for id := range p.claimed {
-		ids = append(ids, id)
-	}
-	p.ready, p.claimed = map[string][]string{}, map[string]time.Time{}
-	p.mu.Unlock()
-	for _, id := range ids {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		_ = d.Destroy(ctx, id)
-		cancel()
-	}
-}
+// SetPool implements driver.PoolSizer.
+func (d *Driver) SetPool(key string, spec driver.Spec, n int) { d.pool.Set(key, spec, n) }
 
-func (p *pool) poke() {
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
-}
+// Ready implements driver.PoolSizer.
+func (d *Driver) Ready(key string) int { return d.pool.Ready(key) }
 
-// fillPool keeps each image's warm sandboxes at the asked number, one
-// create at a time so the pool never competes hard with real creates.
-func (d *Driver) fillPool(ctx context.Context) {
-	defer close(d.pool.done)
-	p := d.pool
-	backoff := time.Second
-	tick := time.NewTicker(30 * time.Second)
-	defer tick.Stop()
-	for {
-		d.expireClaims(ctx)
-		failed := false
-		p.mu.Lock()
-		keys := slices.Sorted(maps.Keys(p.want))
-		p.mu.Unlock()
-		for _, key := range keys {
-			for ctx.Err() == nil {
-				p.mu.Lock()
-				w, ok := p.want[key]
-				n := len(p.ready[key])
-				p.mu.Unlock()
-				if !ok || n >= w.size {
-					break
-				}
-				id, err := d.createWarm(ctx, w.spec)
-				if err != nil {
-					if ctx.Err() == nil {
-						d.log.WarnContext(ctx, "warm pool: create failed", "pool", key, "image", w.spec.Image.URI, "err", err)
-					}
-					failed = true
-					break
-				}
-				p.mu.Lock()
-				if cur, ok := p.want[key]; ok && cur.spec.Image == w.spec.Image && cur.spec.Platform == w.spec.Platform {
-					p.ready[key] = append(p.ready[key], id)
-					id = ""
-				}
-				p.mu.Unlock()
-				if id != "" {
-					// The pool changed while this one started.
-					_ = d.Destroy(ctx, id)
-				}
-			}
-		}
-		var retry <-chan time.Time
-		if failed {
-			retry = time.After(backoff)
-			backoff = min(backoff*2, time.Minute)
-		} else {
-			backoff = time.Second
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-p.wake:
-		case <-tick.C:
-		case <-retry:
-		}
-	}
-}
-
-// expireClaims destroys warm sandboxes claimed long ago but never created.
-func (d *Driver) expireClaims(ctx context.Context) {
-	p := d.pool
-	p.mu.Lock()
-	var old []string
-	for id, at := range p.claimed {
-		if time.Since(at) > claimTTL {
-			old = append(old, id)
-			delete(p.claimed, id)
-		}
-	}
-	p.mu.Unlock()
-	for _, id := range old {
-		_ = d.Destroy(ctx, id)
-	}
-}
-
-func newWarmID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40 // a version 4 UUID, like every other sandbox ID
-	b[8] = b[8]&0x3f | 0x80
-	h := hex.EncodeToString(b[:])
-	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
-}
-
-// createWarm starts one warm sandbox of from's image and platform.
-func (d *Driver) createWarm(ctx context.Context, from driver.Spec) (string, error) {
+// MakeWarm starts one warm sandbox of from's image and platform
+// (warmpool.Maker).
+func (d *Driver) MakeWarm(ctx context.Context, from driver.Spec) (string, error) {
 	var tok [32]byte
 	_, _ = rand.Read(tok[:])
-	spec := driver.Spec{ID: newWarmID(), Image: from.Image, Platform: from.Platform, Labels: map[string]string{LabelPool: "true"},
+	spec := driver.Spec{ID: sandbox.NewID(), Image: from.Image, Platform: from.Platform, Labels: map[string]string{LabelPool: "true"},
 		ExecdToken: hex.EncodeToString(tok[:])}
 	if _, err := d.create(ctx, spec, waitForClaim); err != nil {
 		return "", err
@@ -313,37 +138,10 @@ func (d *Driver) Warmable(spec driver.Spec) error {
 
 // Claim implements driver.Pooler.
 func (d *Driver) Claim(spec driver.Spec) (string, bool) {
-	p := d.pool
 	if len(spec.Entrypoint) == 0 || d.Warmable(spec) != nil {
 		return "", false
 	}
-	key := spec.Pool
-	if key == "" {
-		key = spec.Image.URI
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	// A template's pool serves only its creates, and only with its image
-	// (a create may override the image).
-	ids := p.ready[key]
-	if len(ids) == 0 || p.want[key].spec.Image.URI != spec.Image.URI {
-		return "", false
-	}
-	id := ids[0]
-	p.ready[key] = ids[1:]
-	p.claimed[id] = time.Now()
-	p.poke()
-	return id, true
-}
-
-// takeClaim reports whether id was claimed, forgetting the claim.
-func (d *Driver) takeClaim(id string) bool {
-	p := d.pool
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	_, ok := p.claimed[id]
-	delete(p.claimed, id)
-	return ok
+	return d.pool.Claim(spec.Pool, spec.Image.URI)
 }
 
 // personalise turns a claimed warm sandbox into spec.
@@ -357,16 +155,9 @@ func (d *Driver) personalise(ctx context.Context, spec driver.Spec) (*driver.Han
 		return nil, err
 	}
 	defer status.Close()
-	// The access token first: from here on the pool's token opens nothing.
-	if err := replaceFile(status, "token", []byte(verifier.Of(spec.ExecdToken)+"\n")); err != nil {
-		return nil, fmt.Errorf("token: %w", err)
-	}
-	var env []string
-	for k, v := range spec.Env {
-		env = append(env, k+"="+v)
-	}
-	if err := replaceFile(status, "env", []byte(strings.Join(env, "\n")+"\n")); err != nil {
-		return nil, fmt.Errorf("environment: %w", err)
+	env, err := warmpool.Hand(status, spec.ExecdToken, spec.Env)
+	if err != nil {
+		return nil, err
 	}
 	if err := setLimits(spec.ID, spec.Resources); err != nil {
 		return nil, fmt.Errorf("limits: %w", err)
@@ -388,25 +179,6 @@ func (d *Driver) personalise(ctx context.Context, spec driver.Spec) (*driver.Han
 	}
 	state, _ := json.Marshal(handleState{Bundle: sb.bundle, Pid: sb.pid, StartTime: sb.startTime, UserNS: old.IDRange > 0})
 	return &driver.Handle{ID: spec.ID, Driver: Name, Version: 1, State: state}, nil
-}
-
-// replaceFile writes name inside root by rename, so a reader sees the old
-// or the new content, and nothing the sandbox planted is followed.
-func replaceFile(root *os.Root, name string, data []byte) error {
-	tmp := "." + name + ".new"
-	_ = root.Remove(tmp)
-	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	return root.Rename(tmp, name)
 }
 
 // setLimits applies a sandbox's limits to its cgroups (v1 or v2).

@@ -1,0 +1,210 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package docker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/corral-dev/corral/api"
+	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/driver/warmpool"
+	"github.com/corral-dev/corral/internal/initproc"
+	"github.com/corral-dev/corral/internal/sandbox"
+	"github.com/corral-dev/corral/internal/verifier"
+)
+
+// Warm containers (a template's warm pool, on a local engine): started
+// ahead of time with corral init waiting on a FIFO for its entrypoint,
+// and execd reading its token and its commands' environment from files;
+// the FIFO and the files are in a host directory bound read-only into the
+// container. A claim writes the token and the environment (by rename),
+// sets the limits (the engine's update), records what the engine's
+// labels cannot say any more (they are fixed at create: the tenant and
+// metadata, the environment) in a file beside it, and sends the
+// entrypoint. Until then a warm container has no tenant, runs no user
+// code, and is not listed.
+
+// warmDir holds a warm container's gate (bound into it) and, once
+// claimed, its claim (not bound).
+func (d *Driver) warmDir(id string) string { return filepath.Join(d.cfg.StateDir, "warm", id) }
+
+// claimRecord is what a claim changed that the container's labels and
+// configuration do not show.
+type claimRecord struct {
+	Tenant string            `json:"tenant"`
+	Labels map[string]string `json:"labels"`
+	Env    []string          `json:"env,omitempty"`
+}
+
+// claimOf reads a claimed warm container's claim; ok is false for a
+// container that is not one.
+func (d *Driver) claimOf(id string, labels map[string]string) (c claimRecord, warm, ok bool) {
+	if labels[warmpool.Label] != "true" || d.cfg.StateDir == "" {
+		return c, false, false
+	}
+	b, err := os.ReadFile(filepath.Join(d.warmDir(id), "claim.json"))
+	if err != nil || json.Unmarshal(b, &c) != nil {
+		return c, true, false
+	}
+	return c, true, true
+}
+
+// Warmable implements driver.PoolSizer: why a create of spec cannot take
+// a warm container, or nil.
+func (d *Driver) Warmable(spec driver.Spec) error {
+	switch {
+	case d.cfg.Remote:
+		return errors.New("warm containers need a local engine (their gate is a host directory)")
+	case d.cfg.StateDir == "":
+		return errors.New("warm containers need the driver's state directory")
+	case spec.Snapshot != nil:
+		return errors.New("a restore starts from its snapshot")
+	case len(spec.Volumes) > 0:
+		return errors.New("volumes are mounted when a container is made")
+	case spec.Policed():
+		return errors.New("a network policy's enforcer is started with the container")
+	case spec.SecretsDir != "":
+		return errors.New("the secrets and events socket is mounted when a container is made")
+	case spec.Resources.DiskBytes > 0:
+		return errors.New("a disk limit is set when a container is made")
+	case spec.Isolation == api.IsolationRunsc:
+		return errors.New("warm containers are runc's")
+	}
+	for k, v := range spec.Env {
+		// The environment travels as KEY=VALUE lines.
+		if strings.ContainsAny(k, "=\n\x00") || strings.ContainsAny(v, "\n\x00") {
+			return fmt.Errorf("environment variable %q holds a newline or NUL", k)
+		}
+	}
+	return nil
+}
+
+// Claim implements driver.Pooler.
+func (d *Driver) Claim(spec driver.Spec) (string, bool) {
+	if d.pool == nil || len(spec.Entrypoint) == 0 || d.Warmable(spec) != nil {
+		return "", false
+	}
+	return d.pool.Claim(spec.Pool, spec.Image.URI)
+}
+
+// SetPool implements driver.PoolSizer.
+func (d *Driver) SetPool(key string, spec driver.Spec, n int) {
+	if d.pool != nil {
+		d.pool.Set(key, spec, n)
+	}
+}
+
+// Ready implements driver.PoolSizer.
+func (d *Driver) Ready(key string) int {
+	if d.pool == nil {
+		return 0
+	}
+	return d.pool.Ready(key)
+}
+
+// MakeWarm starts one warm container of from's image and platform
+// (warmpool.Maker).
+func (d *Driver) MakeWarm(ctx context.Context, from driver.Spec) (string, error) {
+	var tok [32]byte
+	_, _ = rand.Read(tok[:])
+	spec := driver.Spec{ID: sandbox.NewID(), Image: from.Image, Platform: from.Platform, Labels: map[string]string{warmpool.Label: "true"},
+		Entrypoint: []string{"true"}, ExecdToken: hex.EncodeToString(tok[:])}
+	if _, err := d.create(ctx, spec, true); err != nil {
+		return "", err
+	}
+	return spec.ID, nil
+}
+
+// prepareWarm makes a warm container's gate: the FIFO, the token's
+// verifier, an empty environment; bound read-only into host.
+func (d *Driver) prepareWarm(spec driver.Spec, host *container.HostConfig) error {
+	gate := filepath.Join(d.warmDir(spec.ID), "gate")
+	if err := os.MkdirAll(gate, 0o700); err != nil {
+		return err
+	}
+	if err := syscall.Mkfifo(filepath.Join(gate, "start"), 0o600); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(gate, "token"), []byte(verifier.Of(spec.ExecdToken)+"\n"), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(gate, "env"), nil, 0o644); err != nil {
+		return err
+	}
+	host.Binds = append(host.Binds, gate+":"+gateInSandbox+":ro")
+	return nil
+}
+
+// personalise turns a claimed warm container into spec.
+func (d *Driver) personalise(ctx context.Context, spec driver.Spec) (*driver.Handle, error) {
+	c, err := d.inspect(ctx, spec.ID)
+	if err != nil {
+		return nil, err
+	}
+	if !c.State.Running {
+		return nil, errors.New("the warm container is not running")
+	}
+	gate, err := os.OpenRoot(filepath.Join(d.warmDir(spec.ID), "gate"))
+	if err != nil {
+		return nil, err
+	}
+	defer gate.Close()
+	env, err := warmpool.Hand(gate, spec.ExecdToken, spec.Env)
+	if err != nil {
+		return nil, err
+	}
+	pids := spec.Resources.Pids
+	if pids <= 0 {
+		pids = DefaultPids
+	}
+	res := container.Resources{NanoCPUs: spec.Resources.CPUMillis * 1_000_000, Memory: spec.Resources.MemoryBytes, PidsLimit: &pids}
+	if spec.Resources.MemoryBytes > 0 {
+		res.MemorySwap = spec.Resources.MemoryBytes
+	}
+	cctx, cancel := d.call(ctx)
+	_, err = d.cli.ContainerUpdate(cctx, c.ID, client.ContainerUpdateOptions{Resources: &res})
+	cancel()
+	if err != nil {
+		return nil, d.engineErr("set the limits of "+spec.ID, err)
+	}
+	claim, _ := json.Marshal(claimRecord{Tenant: spec.Tenant, Labels: d.labels(spec), Env: env})
+	if err := os.WriteFile(filepath.Join(d.warmDir(spec.ID), "claim.json"), claim, 0o600); err != nil {
+		return nil, err
+	}
+	if err := initproc.SendStart(ctx, gate, "start", initproc.Start{Args: spec.Entrypoint, Env: env}); err != nil {
+		return nil, fmt.Errorf("start the entrypoint: %w", err)
+	}
+	st, _ := json.Marshal(state{ContainerID: c.ID, Isolation: spec.Isolation})
+	return &driver.Handle{ID: spec.ID, Driver: Name, Version: stateVersion, State: st}, nil
+}
+
+// removeStaleWarm destroys the warm containers no claim holds (an earlier
+// process's pool).
+func (d *Driver) removeStaleWarm(ctx context.Context) {
+	ls, err := d.listAll(ctx)
+	if err != nil {
+		return
+	}
+	for _, c := range ls {
+		if _, warm, claimed := d.claimOf(c.id, c.labels); warm && !claimed {
+			if err := d.Destroy(ctx, c.id); err != nil {
+				d.cfg.Logger.WarnContext(ctx, "remove a stale warm container", "sandbox_id", c.id, "err", err)
+			}
+		}
+	}
+}
+
+var _ driver.PoolSizer = (*Driver)(nil)

@@ -1,0 +1,102 @@
+// Copyright 2026 The corral Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package docker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/sandbox"
+	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/testutil/dockertest"
+)
+
+// TestWarmContainers: a template's pool fills with warm containers that
+// are not listed; only a create naming the pool, with its image, takes
+// one; the claim sets the limits and is remembered, so a driver started
+// afterwards lists the claimed container with its tenant and labels (the
+// engine's labels are fixed at create) and removes the warm containers
+// no claim holds; a snapshot carries the claim's tenant; destroying the
+// claimed container removes its files; a remote engine keeps no pool.
+func TestWarmContainers(t *testing.T) {
+	dockertest.RequireDocker(t)
+	image := dockertest.Busybox(t)
+	cli := engine(t)
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	cfg := Config{ServerID: "warm-" + hex.EncodeToString(b[:]), StateDir: t.TempDir()}
+	d1 := newTestDriver(t, cfg)
+	const key = "template:t1/busy"
+	d1.SetPool(key, driver.Spec{Image: driver.Image{URI: image}}, 1)
+	testutil.WaitFor(t, time.Minute, "a warm container", func() bool { return d1.Ready(key) == 1 })
+	if ls, err := d1.List(t.Context()); err != nil || len(ls) != 0 {
+		t.Fatalf("a warm container is listed: %v %v", ls, err)
+	}
+	if _, ok := d1.Claim(driver.Spec{Image: driver.Image{URI: image}, Entrypoint: []string{"true"}}); ok {
+		t.Fatal("a create naming no pool took a template's warm container")
+	}
+	if _, ok := d1.Claim(driver.Spec{Pool: key, Image: driver.Image{URI: image}, Entrypoint: []string{"true"},
+		NetworkPolicy: []byte(`{"defaultAction":"deny"}`)}); ok {
+		t.Fatal("a policed create took a warm container")
+	}
+	id, ok := d1.Claim(driver.Spec{Pool: key, Image: driver.Image{URI: image}, Entrypoint: []string{"true"}})
+	if !ok {
+		t.Fatal("the template's create found no warm container")
+	}
+	spec := driver.Spec{ID: id, Tenant: "t1", Pool: key, Image: driver.Image{URI: image}, Entrypoint: []string{"sleep", "3600"},
+		Env: map[string]string{"WHO": "claimer"}, Labels: map[string]string{"team": "a"}, ExecdToken: "tok-claimed",
+		Resources: driver.Resources{MemoryBytes: 64 << 20, CPUMillis: 500}}
+	if _, err := d1.Create(t.Context(), spec); err != nil {
+		t.Fatal(err)
+	}
+	defer d1.Destroy(context.Background(), id)
+	c, err := cli.ContainerInspect(t.Context(), containerName(id), client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Container.HostConfig.Memory != 64<<20 || c.Container.HostConfig.NanoCPUs != 500_000_000 {
+		t.Errorf("limits after the claim: memory %d, cpus %d", c.Container.HostConfig.Memory, c.Container.HostConfig.NanoCPUs)
+	}
+	testutil.WaitFor(t, time.Minute, "the pool to refill", func() bool { return d1.Ready(key) == 1 })
+
+	// A driver started later (the server restarted).
+	d2 := newTestDriver(t, cfg)
+	ls, err := d2.List(t.Context())
+	if err != nil || len(ls) != 1 || ls[0].ID != id || ls[0].Tenant != "t1" || ls[0].Labels["team"] != "a" {
+		t.Fatalf("after a restart: %+v, %v; want only %s of t1", ls, err, id)
+	}
+	res, err := cli.ContainerList(t.Context(), client.ContainerListOptions{All: true,
+		Filters: client.Filters{}.Add("label", sandbox.LabelServer+"="+cfg.ServerID)})
+	if err != nil || len(res.Items) != 1 {
+		t.Errorf("containers after a restart: %d, %v; the unclaimed warm one should be gone", len(res.Items), err)
+	}
+	ref, err := d2.Snapshot(t.Context(), id, sandbox.NewID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref.Labels[sandbox.LabelTenant] != "t1" {
+		t.Errorf("the snapshot's tenant = %q", ref.Labels[sandbox.LabelTenant])
+	}
+	if err := d2.RemoveSnapshot(t.Context(), ref); err != nil {
+		t.Fatal(err)
+	}
+	if err := d2.Destroy(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(d2.warmDir(id)); !os.IsNotExist(err) {
+		t.Errorf("the claimed container's files are left: %v", err)
+	}
+
+	remote := newTestDriver(t, Config{Remote: true, StateDir: t.TempDir()})
+	if err := remote.Warmable(driver.Spec{Image: driver.Image{URI: image}}); err == nil {
+		t.Error("a remote engine offers warm containers")
+	}
+}
