@@ -36,7 +36,7 @@ func runTemplateCreate(ctx context.Context, e *env, args []string) int {
 	desc := fs.String("description", "", "a note to recognise it by")
 	public := fs.Bool("public", false, "every tenant may use it (admin key)")
 	replace := fs.Bool("replace", false, "replace a template of that name")
-	warm := fs.Int("warm-pool", 0, "keep this many sandboxes of it started ahead of time (native and local docker runtimes; 0 to 32)")
+	warm := fs.Int("warm-pool", 0, "keep this many sandboxes of it started ahead of time (0 to 32)")
 	inv, ok, code := cf.setup(ctx, e, fs, args, -1, false, 1, nArgs(1, "template create: give the template's name"))
 	if !ok {
 		return code
