@@ -174,6 +174,9 @@ func run(runtime string, n, conc int) error {
 		if len(r.warm) > 0 {
 			row("create → first `true` done, warm pool (`--warm-pool IMAGE=1`, a sandbox ready)", r.warm)
 		}
+		if len(r.tmpl) > 0 {
+			row("create from a template → first `true` done, its warm pool (`warmPool: 1`, a sandbox ready)", r.tmpl)
+		}
 	}
 	fmt.Println()
 	for _, r := range results {
@@ -210,6 +213,8 @@ func engineHasRunsc() bool {
 type tierResult struct {
 	tier           tier
 	seq, par, warm []time.Duration
+	// tmpl are creates from a template with a warm pool.
+	tmpl []time.Duration
 	wall           time.Duration
 }
 
@@ -271,8 +276,33 @@ func measure(bin, runtime, data, logBase string, t tier, n, conc int) (tierResul
 	if firstErr != nil {
 		return r, firstErr
 	}
-	if runtime != "oci" || t.isolation != "" {
-		return r, nil // warm pools hold runc sandboxes of the native runtime
+	if t.isolation != "" || diskLimit != "" {
+		return r, nil // warm pools hold runc sandboxes without a disk limit
+	}
+	// A template with a warm pool; each create from it takes the sandbox
+	// the pool had ready (the bench waits for the refill in between).
+	tbody := `{"name":"bench","warmPool":1,"spec":` + createBody("") + `}`
+	if err := call("POST", base+"/v1/templates", tbody, nil, 201); err != nil {
+		return r, fmt.Errorf("template: %w", err)
+	}
+	for range n {
+		if err := waitWarm(base, "bench"); err != nil {
+			return r, err
+		}
+		d, id, err := ttiBody(base, `{"extensions":{"corral.dev/template":"bench"}}`)
+		if err != nil {
+			return r, fmt.Errorf("create from the template: %w", err)
+		}
+		r.tmpl = append(r.tmpl, d)
+		if err := del(base, id); err != nil {
+			return r, err
+		}
+	}
+	if err := call("DELETE", base+"/v1/templates/bench", "", nil, 204); err != nil {
+		return r, err
+	}
+	if runtime != "oci" {
+		return r, nil // --warm-pool is the native runtime's
 	}
 	// Warm: a server keeping a warm pool of the image; each create
 	// claims a sandbox the pool had ready (the bench waits for the pool to
@@ -333,6 +363,24 @@ func startServer(bin, runtime, data, logPath string, extra ...string) (string, f
 	}
 }
 
+// waitWarm waits until template name has a warm sandbox ready.
+func waitWarm(base, name string) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var t struct{ WarmReady int }
+		if err := call("GET", base+"/v1/templates/"+name, "", &t, 200); err != nil {
+			return err
+		}
+		if t.WarmReady >= 1 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("template %s has no warm sandbox after a minute", name)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // waitEntries waits until dir holds exactly n entries.
 func waitEntries(dir string, n int) error {
 	deadline := time.Now().Add(time.Minute)
@@ -360,7 +408,11 @@ func pct(d []time.Duration, q float64) time.Duration {
 var diskLimit string
 
 func tti(base, isolation string) (time.Duration, string, error) {
-	start := time.Now()
+	return ttiBody(base, createBody(isolation))
+}
+
+// createBody is the create the bench times.
+func createBody(isolation string) string {
 	limits := `"cpu":"1","memory":"256Mi"`
 	if diskLimit != "" {
 		limits += `,"disk":"` + diskLimit + `"`
@@ -369,7 +421,13 @@ func tti(base, isolation string) (time.Duration, string, error) {
 	if isolation != "" {
 		ext = `,"extensions":{"corral.dev/isolation":"` + isolation + `"}`
 	}
-	body := `{"image":{"uri":"local/busybox:bench"},"timeout":600,"entrypoint":["sleep","3600"],"resourceLimits":{` + limits + `}` + ext + `}`
+	return `{"image":{"uri":"local/busybox:bench"},"timeout":600,"entrypoint":["sleep","3600"],"resourceLimits":{` + limits + `}` + ext + `}`
+}
+
+// ttiBody creates a sandbox with body and runs `true` in it, timing the
+// whole.
+func ttiBody(base, body string) (time.Duration, string, error) {
+	start := time.Now()
 	var created struct{ ID string }
 	if err := call("POST", base+"/v1/sandboxes", body, &created, 202); err != nil {
 		return 0, "", err

@@ -40,6 +40,13 @@ var migrations embed.FS
 // Store is corral's state database.
 type Store struct {
 	db *sql.DB
+	// txq takes transactions to the committer (commitLoop), which runs
+	// those waiting together in one database transaction: one sync to
+	// disk for all of them.
+	txq      chan *txReq
+	closed   chan struct{}
+	loopDone chan struct{}
+	once     sync.Once
 
 	// mu guards the audit events appended since they were last trimmed:
 	// per sandbox, and in all.
@@ -64,20 +71,27 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	// One connection: SQLite has one writer, and this keeps every statement
 	// of the process serialized without SQLITE_BUSY.
 	db.SetMaxOpenConns(1)
-	s := &Store{db: db}
+	s := &Store{db: db, txq: make(chan *txReq, maxBatch), closed: make(chan struct{}), loopDone: make(chan struct{})}
+	go s.commitLoop()
 	if err := s.migrate(ctx); err != nil {
-		_ = db.Close()
+		_ = s.Close()
 		return nil, err
 	}
 	if err := os.Chmod(path, 0o600); err != nil {
-		_ = db.Close()
+		_ = s.Close()
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	return s, nil
 }
 
-// Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+// Close stops the committer and closes the database.
+func (s *Store) Close() error {
+	s.once.Do(func() {
+		close(s.closed)
+		<-s.loopDone
+	})
+	return s.db.Close()
+}
 
 func (s *Store) migrate(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
@@ -125,14 +139,137 @@ func (s *Store) migrate(ctx context.Context) error {
 }
 
 func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
+	r := &txReq{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	select {
+	case s.txq <- r:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.closed:
+		return errClosed
+	}
+	// Once queued, fn may run: wait for its outcome whatever ctx does,
+	// unless the committer is gone (the store closed meanwhile).
+	select {
+	case err := <-r.done:
 		return err
+	case <-s.loopDone:
+		select {
+		case err := <-r.done:
+			return err
+		default:
+			return errClosed
+		}
 	}
-	if err := fn(tx); err != nil {
-		return errors.Join(err, tx.Rollback())
+}
+
+// errClosed answers a transaction asked of a closed store.
+var errClosed = errors.New("store: closed")
+
+// maxBatch bounds the transactions committed together.
+const maxBatch = 64
+
+// txReq is a transaction waiting for the committer.
+type txReq struct {
+	ctx  context.Context
+	fn   func(*sql.Tx) error
+	done chan error
+}
+
+// commitLoop commits the transactions asked of the store: each batch of
+// those waiting (while one commits, the next gather) runs in one database
+// transaction, each in a savepoint of its own, so one that fails leaves
+// the others' writes; the commit (the sync to disk) is shared, and each
+// caller hears of it only once it is done. With one connection, positions
+// given by AUTOINCREMENT still become readable all at once, in order.
+func (s *Store) commitLoop() {
+	defer close(s.loopDone)
+	for {
+		var batch []*txReq
+		select {
+		case r := <-s.txq:
+			batch = append(batch, r)
+		case <-s.closed:
+			for {
+				select {
+				case r := <-s.txq:
+					r.done <- errClosed
+				default:
+					return
+				}
+			}
+		}
+	more:
+		for len(batch) < maxBatch {
+			select {
+			case r := <-s.txq:
+				batch = append(batch, r)
+			default:
+				break more
+			}
+		}
+		s.commitBatch(batch)
 	}
-	return tx.Commit()
+}
+
+// commitBatch runs batch in one transaction and tells each its outcome.
+// A transaction whose context ended while it ran may have had SQLite roll
+// back the whole database transaction (an interrupted write does): it is
+// answered with its error, and the others run again in a new one.
+func (s *Store) commitBatch(batch []*txReq) {
+	errs := make([]error, len(batch))
+	tx, err := s.db.BeginTx(context.Background(), nil)
+	if err != nil {
+		for _, r := range batch {
+			r.done <- err
+		}
+		return
+	}
+	ran := 0
+	for i, r := range batch {
+		if errs[i] = r.ctx.Err(); errs[i] != nil {
+			continue
+		}
+		if _, errs[i] = tx.Exec(`SAVEPOINT batch`); errs[i] != nil {
+			continue
+		}
+		if errs[i] = r.fn(tx); errs[i] != nil && r.ctx.Err() != nil {
+			_ = tx.Rollback()
+			r.done <- errs[i]
+			var again []*txReq
+			for j, o := range batch {
+				if j != i && (j > i || errs[j] == nil) {
+					again = append(again, o)
+				} else if j < i {
+					o.done <- errs[j]
+				}
+			}
+			if len(again) > 0 {
+				s.commitBatch(again)
+			}
+			return
+		}
+		if errs[i] != nil {
+			if _, err := tx.Exec(`ROLLBACK TO batch`); err != nil {
+				errs[i] = errors.Join(errs[i], err)
+			}
+		} else {
+			ran++
+		}
+		if _, err := tx.Exec(`RELEASE batch`); err != nil && errs[i] == nil {
+			errs[i] = err
+		}
+	}
+	if ran == 0 {
+		err = tx.Rollback()
+	} else {
+		err = tx.Commit()
+	}
+	for i, r := range batch {
+		if errs[i] == nil && err != nil {
+			errs[i] = err
+		}
+		r.done <- errs[i]
+	}
 }
 
 func nanos(t time.Time) int64 {
@@ -203,32 +340,30 @@ func (s *Store) AppendAudit(ctx context.Context, evs []sandbox.Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		per := map[string]int{}
+		for i := range evs {
+			if err := insertEvent(ctx, tx, &evs[i]); err != nil {
+				return err
+			}
+			per[evs[i].SandboxID]++
+		}
+		trim, all := s.dueTrims(per)
+		for _, id := range trim {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE sandbox_id = ? AND `+auditTypes+` AND seq <
+				(SELECT seq FROM events WHERE sandbox_id = ? AND `+auditTypes+` ORDER BY seq DESC LIMIT 1 OFFSET ?)`,
+				id, id, MaxAuditPerSandbox-1); err != nil {
+				return fmt.Errorf("trim: %w", err)
+			}
+		}
+		if all {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE `+auditTypes+` AND seq <= (SELECT MAX(seq) FROM events) - ?`, MaxAuditEvents); err != nil {
+				return fmt.Errorf("trim: %w", err)
+			}
+		}
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("audit: %w", err)
-	}
-	defer tx.Rollback()
-	per := map[string]int{}
-	for i := range evs {
-		if err := insertEvent(ctx, tx, &evs[i]); err != nil {
-			return fmt.Errorf("audit: %w", err)
-		}
-		per[evs[i].SandboxID]++
-	}
-	trim, all := s.dueTrims(per)
-	for _, id := range trim {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE sandbox_id = ? AND `+auditTypes+` AND seq <
-			(SELECT seq FROM events WHERE sandbox_id = ? AND `+auditTypes+` ORDER BY seq DESC LIMIT 1 OFFSET ?)`,
-			id, id, MaxAuditPerSandbox-1); err != nil {
-			return fmt.Errorf("audit: trim: %w", err)
-		}
-	}
-	if all {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE `+auditTypes+` AND seq <= (SELECT MAX(seq) FROM events) - ?`, MaxAuditEvents); err != nil {
-			return fmt.Errorf("audit: trim: %w", err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}
 	return nil

@@ -131,6 +131,8 @@ type Driver struct {
 	// pool keeps templates' warm containers (local engines with a state
 	// directory; nil otherwise).
 	pool *warmpool.Pool
+	// bg is work a call left running (the engine told a claim's limits).
+	bg sync.WaitGroup
 }
 
 // New connects to the engine and checks that it answers.
@@ -222,6 +224,7 @@ func (d *Driver) Close() error {
 	if d.pool != nil {
 		d.pool.Stop()
 	}
+	d.bg.Wait()
 	d.forwarders.Close()
 	d.net.Close()
 	d.mu.Lock()

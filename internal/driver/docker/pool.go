@@ -174,11 +174,8 @@ func (d *Driver) personalise(ctx context.Context, spec driver.Spec) (*driver.Han
 	if spec.Resources.MemoryBytes > 0 {
 		res.MemorySwap = spec.Resources.MemoryBytes
 	}
-	cctx, cancel := d.call(ctx)
-	_, err = d.cli.ContainerUpdate(cctx, c.ID, client.ContainerUpdateOptions{Resources: &res})
-	cancel()
-	if err != nil {
-		return nil, d.engineErr("set the limits of "+spec.ID, err)
+	if err := d.setLimits(ctx, c.ID, c.State.Pid, spec.Resources, pids, res); err != nil {
+		return nil, err
 	}
 	claim, _ := json.Marshal(claimRecord{Tenant: spec.Tenant, Labels: d.labels(spec), Env: env})
 	if err := os.WriteFile(filepath.Join(d.warmDir(spec.ID), "claim.json"), claim, 0o600); err != nil {
@@ -189,6 +186,37 @@ func (d *Driver) personalise(ctx context.Context, spec driver.Spec) (*driver.Han
 	}
 	st, _ := json.Marshal(state{ContainerID: c.ID, Isolation: spec.Isolation})
 	return &driver.Handle{ID: spec.ID, Driver: Name, Version: stateVersion, State: st}, nil
+}
+
+// setLimits sets a claimed container's limits: written into its cgroups
+// at once, then told to the engine in the background so that what it
+// reports agrees (its update takes tens of milliseconds); through the
+// engine if the cgroups cannot be written.
+func (d *Driver) setLimits(ctx context.Context, containerID string, pid int, r driver.Resources, pids int64, res container.Resources) error {
+	update := func(ctx context.Context) error {
+		cctx, cancel := d.call(ctx)
+		defer cancel()
+		if _, err := d.cli.ContainerUpdate(cctx, containerID, client.ContainerUpdateOptions{Resources: &res}); err != nil {
+			return d.engineErr("set the limits of container "+containerID, err)
+		}
+		return nil
+	}
+	if pid > 0 {
+		dirs, err := warmpool.ProcessCgroups(pid)
+		if err == nil {
+			err = warmpool.CgroupLimits(dirs, r, pids)
+		}
+		if err == nil {
+			d.bg.Go(func() {
+				if err := update(context.Background()); err != nil {
+					d.cfg.Logger.Warn("the engine was not told a claimed container's limits (its cgroups have them)", "container", containerID, "err", err)
+				}
+			})
+			return nil
+		}
+		d.cfg.Logger.WarnContext(ctx, "a claimed container's cgroups could not be written; asking the engine", "container", containerID, "err", err)
+	}
+	return update(ctx)
 }
 
 // removeStaleWarm destroys the warm containers no claim holds (an earlier

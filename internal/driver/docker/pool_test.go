@@ -8,12 +8,15 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/moby/moby/client"
 
 	"github.com/corral-dev/corral/internal/driver"
+	"github.com/corral-dev/corral/internal/driver/warmpool"
 	"github.com/corral-dev/corral/internal/sandbox"
 	"github.com/corral-dev/corral/internal/testutil"
 	"github.com/corral-dev/corral/internal/testutil/dockertest"
@@ -58,13 +61,27 @@ func TestWarmContainers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d1.Destroy(context.Background(), id)
+	// The limits: in its cgroup at once (cgroup v2), and in what the
+	// engine reports soon after.
 	c, err := cli.ContainerInspect(t.Context(), containerName(id), client.ContainerInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Container.HostConfig.Memory != 64<<20 || c.Container.HostConfig.NanoCPUs != 500_000_000 {
-		t.Errorf("limits after the claim: memory %d, cpus %d", c.Container.HostConfig.Memory, c.Container.HostConfig.NanoCPUs)
+	dirs, err := warmpool.ProcessCgroups(c.Container.State.Pid)
+	if err != nil {
+		t.Fatal(err)
 	}
+	file := filepath.Join(dirs("memory"), "memory.limit_in_bytes")
+	if warmpool.CgroupV2() {
+		file = filepath.Join(dirs(""), "memory.max")
+	}
+	if b, err := os.ReadFile(file); err != nil || strings.TrimSpace(string(b)) != "67108864" {
+		t.Errorf("%s after the claim = %q, %v", file, b, err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "the engine to report the claim's limits", func() bool {
+		c, err := cli.ContainerInspect(t.Context(), containerName(id), client.ContainerInspectOptions{})
+		return err == nil && c.Container.HostConfig.Memory == 64<<20 && c.Container.HostConfig.NanoCPUs == 500_000_000
+	})
 	testutil.WaitFor(t, time.Minute, "the pool to refill", func() bool { return d1.Ready(key) == 1 })
 
 	// A driver started later (the server restarted).

@@ -187,47 +187,7 @@ func setLimits(id string, r driver.Resources) error {
 	if pids <= 0 {
 		pids = DefaultPids
 	}
-	write := func(path, v string) error {
-		if err := os.WriteFile(path, []byte(v), 0o644); err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		return nil
-	}
-	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
-		dir := filepath.Join("/sys/fs/cgroup", cgroupsPath(id))
-		if r.MemoryBytes > 0 {
-			if err := write(filepath.Join(dir, "memory.max"), strconv.FormatInt(r.MemoryBytes, 10)); err != nil {
-				return err
-			}
-			_ = write(filepath.Join(dir, "memory.swap.max"), "0")
-		}
-		if r.CPUMillis > 0 {
-			if err := write(filepath.Join(dir, "cpu.max"), strconv.FormatInt(r.CPUMillis*100, 10)+" 100000"); err != nil {
-				return err
-			}
-		}
-		return write(filepath.Join(dir, "pids.max"), strconv.FormatInt(pids, 10))
-	}
-	v1 := func(ctrl, file string) string { return filepath.Join("/sys/fs/cgroup", ctrl, cgroupsPath(id), file) }
-	if r.MemoryBytes > 0 {
-		if err := write(v1("memory", "memory.limit_in_bytes"), strconv.FormatInt(r.MemoryBytes, 10)); err != nil {
-			return err
-		}
-		if _, err := os.Stat(v1("memory", "memory.memsw.limit_in_bytes")); err == nil {
-			if err := write(v1("memory", "memory.memsw.limit_in_bytes"), strconv.FormatInt(r.MemoryBytes, 10)); err != nil {
-				return err
-			}
-		}
-	}
-	if r.CPUMillis > 0 {
-		if err := write(v1("cpu", "cpu.cfs_period_us"), "100000"); err != nil {
-			return err
-		}
-		if err := write(v1("cpu", "cpu.cfs_quota_us"), strconv.FormatInt(r.CPUMillis*100, 10)); err != nil {
-			return err
-		}
-	}
-	return write(v1("pids", "pids.max"), strconv.FormatInt(pids, 10))
+	return warmpool.CgroupLimits(func(ctrl string) string { return filepath.Join("/sys/fs/cgroup", ctrl, cgroupsPath(id)) }, r, pids)
 }
 
 var _ driver.PoolSizer = (*Driver)(nil)

@@ -16,7 +16,9 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -282,4 +284,92 @@ func replaceFile(root *os.Root, name string, data []byte) error {
 		return err
 	}
 	return root.Rename(tmp, name)
+}
+
+// CgroupV2 reports whether the host's cgroups are the unified (v2) tree.
+func CgroupV2() bool {
+	_, err := os.Stat("/sys/fs/cgroup/cgroup.controllers")
+	return err == nil
+}
+
+// CgroupLimits writes a claimed warm sandbox's limits into its cgroups:
+// memory (and no swap), cpu, and pids. dir("") is its unified (v2) cgroup
+// directory, dir(controller) its v1 one of that controller. The claim sets
+// them at once, where a runtime's own update would take tens of
+// milliseconds.
+func CgroupLimits(dir func(controller string) string, r driver.Resources, pids int64) error {
+	write := func(path, v string) error {
+		if err := os.WriteFile(path, []byte(v), 0o644); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		return nil
+	}
+	if CgroupV2() {
+		d := dir("")
+		if r.MemoryBytes > 0 {
+			if err := write(filepath.Join(d, "memory.max"), strconv.FormatInt(r.MemoryBytes, 10)); err != nil {
+				return err
+			}
+			_ = write(filepath.Join(d, "memory.swap.max"), "0")
+		}
+		if r.CPUMillis > 0 {
+			if err := write(filepath.Join(d, "cpu.max"), strconv.FormatInt(r.CPUMillis*100, 10)+" 100000"); err != nil {
+				return err
+			}
+		}
+		return write(filepath.Join(d, "pids.max"), strconv.FormatInt(pids, 10))
+	}
+	v1 := func(ctrl, file string) string { return filepath.Join(dir(ctrl), file) }
+	if r.MemoryBytes > 0 {
+		if err := write(v1("memory", "memory.limit_in_bytes"), strconv.FormatInt(r.MemoryBytes, 10)); err != nil {
+			return err
+		}
+		if _, err := os.Stat(v1("memory", "memory.memsw.limit_in_bytes")); err == nil {
+			if err := write(v1("memory", "memory.memsw.limit_in_bytes"), strconv.FormatInt(r.MemoryBytes, 10)); err != nil {
+				return err
+			}
+		}
+	}
+	if r.CPUMillis > 0 {
+		if err := write(v1("cpu", "cpu.cfs_period_us"), "100000"); err != nil {
+			return err
+		}
+		if err := write(v1("cpu", "cpu.cfs_quota_us"), strconv.FormatInt(r.CPUMillis*100, 10)); err != nil {
+			return err
+		}
+	}
+	return write(v1("pids", "pids.max"), strconv.FormatInt(pids, 10))
+}
+
+// ProcessCgroups returns the cgroup directories of process pid, as
+// CgroupLimits takes them, read from /proc/PID/cgroup.
+func ProcessCgroups(pid int) (func(controller string) string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return nil, err
+	}
+	dirs := map[string]string{}
+	for line := range strings.SplitSeq(strings.TrimSpace(string(b)), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 || !strings.HasPrefix(f[2], "/") || strings.Contains(f[2], "..") {
+			continue
+		}
+		if f[1] == "" {
+			dirs[""] = filepath.Join("/sys/fs/cgroup", f[2])
+			continue
+		}
+		for _, ctrl := range strings.Split(f[1], ",") {
+			dirs[ctrl] = filepath.Join("/sys/fs/cgroup", ctrl, f[2])
+		}
+	}
+	want := []string{"memory", "cpu", "pids"}
+	if CgroupV2() {
+		want = []string{""}
+	}
+	for _, c := range want {
+		if dirs[c] == "" {
+			return nil, fmt.Errorf("process %d has no %q cgroup", pid, c)
+		}
+	}
+	return func(c string) string { return dirs[c] }, nil
 }
