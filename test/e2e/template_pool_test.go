@@ -48,9 +48,13 @@ func TestTemplateWarmCreateDocker(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	s := startServer(t, dir, "--runtime", "docker")
+	id, err := os.ReadFile(filepath.Join(dir, "server-id"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	templateWarmCreate(t, s, image, func() bool {
 		res, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true,
-			Filters: client.Filters{}.Add("label", "corral.dev/pool=true")})
+			Filters: client.Filters{}.Add("label", "corral.dev/server="+strings.TrimSpace(string(id)))})
 		entries, _ := os.ReadDir(filepath.Join(dir, "docker", "warm"))
 		return err == nil && len(res.Items) == 0 && len(entries) == 0
 	})

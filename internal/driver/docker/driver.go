@@ -133,6 +133,10 @@ type Driver struct {
 	pool *warmpool.Pool
 	// bg is work a call left running (the engine told a claim's limits).
 	bg sync.WaitGroup
+	// warm holds what MakeWarm found of each warm container (d.mu).
+	warm map[string]warmContainer
+	// closing is closed when Close begins.
+	closing chan struct{}
 }
 
 // New connects to the engine and checks that it answers.
@@ -176,7 +180,8 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	if cfg.RunscRuntime == "" {
 		cfg.RunscRuntime = "runsc"
 	}
-	d := &Driver{cfg: cfg, cli: cli, netns: map[string]*os.File{}, net: launch.New(cfg.Network)}
+	d := &Driver{cfg: cfg, cli: cli, netns: map[string]*os.File{}, net: launch.New(cfg.Network), warm: map[string]warmContainer{},
+		closing: make(chan struct{})}
 	cctx, cancel := d.call(ctx)
 	defer cancel()
 	if _, err := cli.Ping(cctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
@@ -221,6 +226,7 @@ func (d *Driver) Warnings() []string { return d.warnings }
 // Close destroys the warm containers not claimed and stops the port
 // forwarders; sandboxes keep running.
 func (d *Driver) Close() error {
+	close(d.closing)
 	if d.pool != nil {
 		d.pool.Stop()
 	}
@@ -390,6 +396,9 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 		return nil
 	}
 	d.forwarders.CloseSandbox(id)
+	d.mu.Lock()
+	delete(d.warm, id)
+	d.mu.Unlock()
 	if err := d.removeSidecar(ctx, id); err != nil {
 		return fmt.Errorf("destroy %s: %w", id, err)
 	}

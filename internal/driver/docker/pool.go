@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
@@ -22,6 +23,7 @@ import (
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/driver/warmpool"
 	"github.com/corral-dev/corral/internal/initproc"
+	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/sandbox"
 	"github.com/corral-dev/corral/internal/verifier"
 )
@@ -122,10 +124,53 @@ func (d *Driver) MakeWarm(ctx context.Context, from driver.Spec) (string, error)
 	_, _ = rand.Read(tok[:])
 	spec := driver.Spec{ID: sandbox.NewID(), Image: from.Image, Platform: from.Platform, Labels: map[string]string{warmpool.Label: "true"},
 		Entrypoint: []string{"true"}, ExecdToken: hex.EncodeToString(tok[:])}
-	if _, err := d.create(ctx, spec, true); err != nil {
+	h, err := d.create(ctx, spec, true)
+	if err != nil {
+		return "", err
+	}
+	// What the claim needs, found now: the container and its PID 1, and
+	// execd's forwarder (a claimed sandbox's first use is its endpoint).
+	var st state
+	_ = json.Unmarshal(h.State, &st)
+	if c, err := d.inspect(ctx, spec.ID); err == nil && c.State.Running {
+		d.mu.Lock()
+		d.warm[spec.ID] = warmContainer{id: st.ContainerID, pid: c.State.Pid}
+		d.mu.Unlock()
+	}
+	if _, err := d.Endpoint(ctx, spec.ID, insandbox.ExecdPort); err != nil {
+		_ = d.Destroy(context.WithoutCancel(ctx), spec.ID)
 		return "", err
 	}
 	return spec.ID, nil
+}
+
+// warmContainer is what MakeWarm found of a warm container.
+type warmContainer struct {
+	id  string
+	pid int
+}
+
+// warmOf is the container and PID 1 of claimed warm sandbox id: what
+// MakeWarm found, if its PID 1's cgroup still names the container (so a
+// PID reused since is not taken for it), else the engine's answer.
+func (d *Driver) warmOf(ctx context.Context, id string) (warmContainer, error) {
+	d.mu.Lock()
+	w, ok := d.warm[id]
+	delete(d.warm, id)
+	d.mu.Unlock()
+	if ok {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", w.pid)); err == nil && strings.Contains(string(b), w.id) {
+			return w, nil
+		}
+	}
+	c, err := d.inspect(ctx, id)
+	if err != nil {
+		return w, err
+	}
+	if !c.State.Running {
+		return w, errors.New("the warm container is not running")
+	}
+	return warmContainer{id: c.ID, pid: c.State.Pid}, nil
 }
 
 // prepareWarm makes a warm container's gate: the FIFO, the token's
@@ -150,12 +195,9 @@ func (d *Driver) prepareWarm(spec driver.Spec, host *container.HostConfig) error
 
 // personalise turns a claimed warm container into spec.
 func (d *Driver) personalise(ctx context.Context, spec driver.Spec) (*driver.Handle, error) {
-	c, err := d.inspect(ctx, spec.ID)
+	c, err := d.warmOf(ctx, spec.ID)
 	if err != nil {
 		return nil, err
-	}
-	if !c.State.Running {
-		return nil, errors.New("the warm container is not running")
 	}
 	gate, err := os.OpenRoot(filepath.Join(d.warmDir(spec.ID), "gate"))
 	if err != nil {
@@ -174,7 +216,7 @@ func (d *Driver) personalise(ctx context.Context, spec driver.Spec) (*driver.Han
 	if spec.Resources.MemoryBytes > 0 {
 		res.MemorySwap = spec.Resources.MemoryBytes
 	}
-	if err := d.setLimits(ctx, c.ID, c.State.Pid, spec.Resources, pids, res); err != nil {
+	if err := d.setLimits(ctx, c.id, c.pid, spec.Resources, pids, res); err != nil {
 		return nil, err
 	}
 	claim, _ := json.Marshal(claimRecord{Tenant: spec.Tenant, Labels: d.labels(spec), Env: env})
@@ -184,9 +226,13 @@ func (d *Driver) personalise(ctx context.Context, spec driver.Spec) (*driver.Han
 	if err := initproc.SendStart(ctx, gate, "start", initproc.Start{Args: spec.Entrypoint, Env: env}); err != nil {
 		return nil, fmt.Errorf("start the entrypoint: %w", err)
 	}
-	st, _ := json.Marshal(state{ContainerID: c.ID, Isolation: spec.Isolation})
+	st, _ := json.Marshal(state{ContainerID: c.id, Isolation: spec.Isolation})
 	return &driver.Handle{ID: spec.ID, Driver: Name, Version: stateVersion, State: st}, nil
 }
+
+// engineUpdateDelay is how long after a claim the engine is told its
+// limits.
+const engineUpdateDelay = 2 * time.Second
 
 // setLimits sets a claimed container's limits: written into its cgroups
 // at once, then told to the engine in the background so that what it
@@ -208,6 +254,14 @@ func (d *Driver) setLimits(ctx context.Context, containerID string, pid int, r d
 		}
 		if err == nil {
 			d.bg.Go(func() {
+				// Later, so that the engine's work (tens of milliseconds of
+				// its CPU) does not slow the sandbox's first commands.
+				t := time.NewTimer(engineUpdateDelay)
+				select {
+				case <-t.C:
+				case <-d.closing:
+					t.Stop()
+				}
 				if err := update(context.Background()); err != nil {
 					d.cfg.Logger.Warn("the engine was not told a claimed container's limits (its cgroups have them)", "container", containerID, "err", err)
 				}

@@ -151,9 +151,14 @@ func (p *Pool) Claim(key, image string) (string, bool) {
 	id := ids[0]
 	p.ready[key] = ids[1:]
 	p.claimed[id] = time.Now()
-	p.poke()
+	// The refill starts a moment later, so that making a sandbox does
+	// not compete with the claimed one's first commands.
+	time.AfterFunc(RefillDelay, p.poke)
 	return id, true
 }
+
+// RefillDelay is how long after a claim the pool starts refilling.
+const RefillDelay = 150 * time.Millisecond
 
 // Take reports whether id was claimed, forgetting the claim: the
 // runtime's create then personalises it.
