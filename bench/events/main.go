@@ -179,15 +179,27 @@ func webhookPhase(ctx context.Context, c *sdk.Client, n int) error {
 	return nil
 }
 
-// streamPhase writes n renewed events from 8 writers as fast as the
-// server takes them while followers read the stream; each follower must
-// read every event once, in order.
+// streamPhase writes n renewed events from 8 writers (a sandbox each)
+// as fast as the server takes them while followers read the stream; each
+// follower must read every event once, in order.
 func streamPhase(ctx context.Context, c *sdk.Client, url string, n, followers int) error {
-	sb, err := c.CreateSandbox(ctx, fakeSandbox(), sdk.CreateOptions{})
-	if err != nil {
-		return err
+	// A sandbox per writer: one sandbox's changes are made one at a time.
+	md := map[string]string{"bench": "stream"}
+	var sbs []string
+	for range 8 {
+		req := fakeSandbox()
+		req.Metadata = md
+		sb, err := c.CreateSandbox(ctx, req, sdk.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		sbs = append(sbs, sb.ID)
 	}
-	defer func() { _ = c.DeleteSandbox(ctx, sb.ID) }()
+	defer func() {
+		for _, id := range sbs {
+			_ = c.DeleteSandbox(ctx, id)
+		}
+	}()
 	type result struct {
 		got  int
 		bad  error
@@ -197,7 +209,7 @@ func streamPhase(ctx context.Context, c *sdk.Client, url string, n, followers in
 	var wg sync.WaitGroup
 	for i := range followers {
 		fc, _ := sdk.New(sdk.WithBaseURL(url), sdk.WithAPIKey(key))
-		st, err := fc.Events(ctx, sdk.EventStreamOptions{SandboxID: sb.ID, Types: []string{api.EventSandboxRenewed}, Limit: n})
+		st, err := fc.Events(ctx, sdk.EventStreamOptions{Metadata: md, Types: []string{api.EventSandboxRenewed}, Limit: n})
 		if err != nil {
 			return err
 		}
@@ -229,14 +241,14 @@ func streamPhase(ctx context.Context, c *sdk.Client, url string, n, followers in
 	start := time.Now()
 	var writers sync.WaitGroup
 	var werr atomic.Value
-	for range 8 {
+	for w := range 8 {
 		writers.Go(func() {
 			for {
 				i := next.Add(1)
 				if i > int64(n) {
 					return
 				}
-				if _, err := c.RenewSandbox(ctx, sb.ID, time.Now().Add(2*time.Hour+time.Duration(i)*time.Millisecond)); err != nil {
+				if _, err := c.RenewSandbox(ctx, sbs[w], time.Now().Add(2*time.Hour+time.Duration(i)*time.Millisecond)); err != nil {
 					werr.Store(err)
 					return
 				}
