@@ -215,7 +215,7 @@ type tierResult struct {
 	seq, par, warm []time.Duration
 	// tmpl are creates from a template with a warm pool.
 	tmpl []time.Duration
-	wall           time.Duration
+	wall time.Duration
 }
 
 // measure runs the sequential, concurrent and (oci) warm-pool creates
