@@ -262,8 +262,9 @@ func (d *Driver) setLimits(ctx context.Context, containerID string, pid int, r d
 				case <-d.closing:
 					t.Stop()
 				}
-				if err := update(context.Background()); err != nil {
-					d.cfg.Logger.Warn("the engine was not told a claimed container's limits (its cgroups have them)", "container", containerID, "err", err)
+				bctx := context.WithoutCancel(ctx)
+				if err := update(bctx); err != nil {
+					d.cfg.Logger.WarnContext(bctx, "the engine was not told a claimed container's limits (its cgroups have them)", "container", containerID, "err", err)
 				}
 			})
 			return nil
