@@ -20,6 +20,7 @@ type QuotaRequest struct {
 	CreatesPerMinute    *int64  `json:"createsPerMinute,omitempty"`
 	Snapshots           *int64  `json:"snapshots,omitempty"`
 	SnapshotBytes       *string `json:"snapshotBytes,omitempty"`
+	VolumeBytes         *string `json:"volumeBytes,omitempty"`
 	Policy              *string `json:"policy,omitempty"`
 	QueueTimeoutSeconds *int64  `json:"queueTimeoutSeconds,omitempty"`
 }
@@ -33,6 +34,7 @@ type QuotaLimits struct {
 	CreatesPerMinute    int64  `json:"createsPerMinute"`
 	Snapshots           int64  `json:"snapshots"`
 	SnapshotBytes       string `json:"snapshotBytes,omitempty"`
+	VolumeBytes         string `json:"volumeBytes,omitempty"`
 	Policy              string `json:"policy"`
 	QueueTimeoutSeconds int64  `json:"queueTimeoutSeconds"`
 }
@@ -44,6 +46,7 @@ type QuotaUsage struct {
 	CPU               string `json:"cpu,omitempty"`
 	Memory            string `json:"memory,omitempty"`
 	CreatesLastMinute int64  `json:"createsLastMinute"`
+	VolumeBytes       string `json:"volumeBytes,omitempty"`
 	Queued            int64  `json:"queued"`
 }
 

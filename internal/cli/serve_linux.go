@@ -83,7 +83,7 @@ type serveConfig struct {
 	// Quotas: each tenant's defaults, and the server's capacity.
 	quotaFlags struct {
 		running, sandboxes, createsPerMinute, capacity int64
-		cpu, memory, policy                            string
+		cpu, memory, volumeBytes, policy               string
 		queueTimeout                                   time.Duration
 	}
 	quota quota.Limits
@@ -213,6 +213,7 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	fs.Int64Var(&cfg.quotaFlags.sandboxes, "quota-sandboxes", 0, "each tenant's default quota of sandboxes not yet ended, paused ones included (0: no bound)")
 	fs.StringVar(&cfg.quotaFlags.cpu, "quota-cpu", "", "each tenant's default quota of the cpu of its running sandboxes together (8 or 8000m; empty: no bound); a create must then give a cpu limit (or --default-cpu)")
 	fs.StringVar(&cfg.quotaFlags.memory, "quota-memory", "", "each tenant's default quota of the memory of its running sandboxes together (32Gi; empty: no bound)")
+	fs.StringVar(&cfg.quotaFlags.volumeBytes, "quota-volume-bytes", "", "each tenant's default quota of the sizes of its named volumes together (100Gi; empty: no bound); a volume it makes must then have a size (pvc.storage, or --max-volume)")
 	fs.Int64Var(&cfg.quotaFlags.createsPerMinute, "quota-creates-per-minute", 0, "each tenant's default quota of creates in any minute (0: no bound)")
 	fs.StringVar(&cfg.quotaFlags.policy, "quota-policy", quota.PolicyReject, "what a create or resume over a quota gets: reject (429 with Retry-After), queue (waits, fairly across tenants, up to --quota-queue-timeout) or pause-oldest (pauses the tenant's least recently active sandboxes)")
 	fs.DurationVar(&cfg.quotaFlags.queueTimeout, "quota-queue-timeout", 30*time.Second, "how long a queued create or resume waits for room before its 429 (at most 10m)")
@@ -434,7 +435,8 @@ func parseQuota(cfg *serveConfig) (quota.Limits, error) {
 	for _, q := range []struct {
 		flag, key, v string
 		out          *int64
-	}{{"--quota-cpu", "cpu", f.cpu, &l.CPUMillis}, {"--quota-memory", "memory", f.memory, &l.MemoryBytes}} {
+	}{{"--quota-cpu", "cpu", f.cpu, &l.CPUMillis}, {"--quota-memory", "memory", f.memory, &l.MemoryBytes},
+		{"--quota-volume-bytes", "memory", f.volumeBytes, &l.VolumeBytes}} {
 		if q.v == "" {
 			continue
 		}

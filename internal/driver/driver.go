@@ -118,6 +118,8 @@ type VolumeInfo struct {
 	Name      string
 	CreatedAt time.Time
 	InUseBy   []string
+	// SizeBytes is the size it was made with (0: none of its own).
+	SizeBytes int64
 }
 
 // Pooler is implemented by drivers that keep sandboxes started ahead of

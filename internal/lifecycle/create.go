@@ -77,6 +77,11 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*sandbox.Sandb
 	if err := m.quotaNeedsLimits(req); err != nil {
 		return nil, err
 	}
+	releaseVolumes, err := m.admitVolumeBytes(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	defer releaseVolumes()
 	id := sandbox.NewID()
 	release, err := m.admitRoom(ctx, req.Tenant, id, "", createNeed(req), "create")
 	if err != nil {

@@ -190,6 +190,10 @@ type Manager struct {
 	shared SharedRecords
 	// adm keeps admission claims when other servers admit too.
 	adm SharedAdmission
+	// volMu serializes the volume-bytes checks; volHeld is the bytes of
+	// the named volumes creates are making, by tenant key and name.
+	volMu   sync.Mutex
+	volHeld map[string]int64
 
 	// mu guards the maps below and the records they point to. Records are
 	// replaced, never modified in place, so a clone taken under RLock is
@@ -275,6 +279,7 @@ func New(cfg Config) (*Manager, error) {
 		denials:    map[string]*secrets.Rate{},
 		evCh:       make(chan struct{}),
 		q:          newQuotaState(),
+		volHeld:    map[string]int64{},
 		stopping:   make(chan struct{}),
 		kick:       make(chan struct{}, 1),
 		wake:       make(chan struct{}, 1),

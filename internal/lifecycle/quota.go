@@ -89,11 +89,18 @@ func (m *Manager) Limits(tenant string) quota.Limits {
 }
 
 // QuotaStatus is a tenant's quotas, overrides and use.
-func (m *Manager) QuotaStatus(tenant string) api.QuotaStatus {
+func (m *Manager) QuotaStatus(ctx context.Context, tenant string) api.QuotaStatus {
+	vol, _, err := m.volumeUse(ctx, tenant)
+	if err != nil {
+		m.log.WarnContext(ctx, "list a tenant's volumes for its quota", "tenant", tenant, "err", err)
+	}
 	m.qmu.Lock()
 	defer m.qmu.Unlock()
 	u, _ := m.usage(tenant)
 	w := u.ToWire()
+	if vol > 0 {
+		w.VolumeBytes = sandbox.FormatBytes(vol)
+	}
 	w.Queued = int64(m.q.queue.Len(tenant))
 	return api.QuotaStatus{Tenant: tenant, Limits: m.limitsOf(tenant).ToWire(), Overrides: m.q.overrides[tenant].Wire(), Usage: w}
 }

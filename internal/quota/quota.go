@@ -3,7 +3,7 @@
 
 // Package quota is the model of tenants' quotas: the limits (running
 // sandboxes, all sandboxes, the cpu and memory of the running ones,
-// creates a minute, snapshots), a tenant's overrides of the server's
+// creates a minute, snapshots, named volumes' bytes), a tenant's overrides of the server's
 // defaults and their wire form, what a create or a resume needs, which
 // limit it would pass, and the admission policy (reject, queue,
 // pause-oldest). Queue is the fair queue of creates waiting for room:
@@ -43,8 +43,10 @@ type Limits struct {
 	CreatesPerMinute int64
 	Snapshots        int64
 	SnapshotBytes    int64
-	Policy           string
-	QueueTimeout     time.Duration
+	// VolumeBytes bounds the sizes of the tenant's named volumes.
+	VolumeBytes  int64
+	Policy       string
+	QueueTimeout time.Duration
 }
 
 // Overrides are a tenant's own values; a nil field takes the server's.
@@ -56,6 +58,7 @@ type Overrides struct {
 	CreatesPerMinute *int64
 	Snapshots        *int64
 	SnapshotBytes    *int64
+	VolumeBytes      *int64
 	Policy           *string
 	QueueTimeout     *time.Duration
 }
@@ -74,6 +77,7 @@ func (l Limits) Apply(o Overrides) Limits {
 	set(&l.CreatesPerMinute, o.CreatesPerMinute)
 	set(&l.Snapshots, o.Snapshots)
 	set(&l.SnapshotBytes, o.SnapshotBytes)
+	set(&l.VolumeBytes, o.VolumeBytes)
 	if o.Policy != nil {
 		l.Policy = *o.Policy
 	}
@@ -127,7 +131,7 @@ func (x *Exceeded) Message(tenant string) string {
 	switch x.Limit {
 	case "cpu":
 		show = func(n int64) string { return strconv.FormatInt(n, 10) + "m" }
-	case "memory":
+	case "memory", "volumeBytes":
 		show = sandbox.FormatBytes
 	}
 	if x.Limit == "capacity" {
@@ -186,7 +190,7 @@ func (l Limits) ToWire() api.QuotaLimits {
 	return api.QuotaLimits{
 		Running: l.Running, Sandboxes: l.Sandboxes, CPU: formatCPU(l.CPUMillis), Memory: formatMemory(l.MemoryBytes),
 		CreatesPerMinute: l.CreatesPerMinute, Snapshots: l.Snapshots, SnapshotBytes: formatMemory(l.SnapshotBytes),
-		Policy: l.Policy, QueueTimeoutSeconds: int64(l.QueueTimeout / time.Second),
+		VolumeBytes: formatMemory(l.VolumeBytes), Policy: l.Policy, QueueTimeoutSeconds: int64(l.QueueTimeout / time.Second),
 	}
 }
 
@@ -245,7 +249,7 @@ func FromWire(in api.QuotaRequest) (Overrides, error) {
 		key  string
 	}{
 		{"cpu", in.CPU, &o.CPUMillis, "cpu"}, {"memory", in.Memory, &o.MemoryBytes, "memory"},
-		{"snapshotBytes", in.SnapshotBytes, &o.SnapshotBytes, "memory"},
+		{"snapshotBytes", in.SnapshotBytes, &o.SnapshotBytes, "memory"}, {"volumeBytes", in.VolumeBytes, &o.VolumeBytes, "memory"},
 	} {
 		if f.in == nil {
 			continue
@@ -293,7 +297,7 @@ func (o Overrides) Wire() api.QuotaRequest {
 	}
 	out := api.QuotaRequest{Running: o.Running, Sandboxes: o.Sandboxes, CreatesPerMinute: o.CreatesPerMinute, Snapshots: o.Snapshots,
 		CPU: str(o.CPUMillis, formatCPU), Memory: str(o.MemoryBytes, formatMemory), SnapshotBytes: str(o.SnapshotBytes, formatMemory),
-		Policy: o.Policy}
+		VolumeBytes: str(o.VolumeBytes, formatMemory), Policy: o.Policy}
 	if o.QueueTimeout != nil {
 		s := int64(*o.QueueTimeout / time.Second)
 		out.QueueTimeoutSeconds = &s
@@ -311,7 +315,7 @@ func (l Limits) CheckDefaults() error {
 	if l.QueueTimeout < 0 || l.QueueTimeout > maxQueueTimeout {
 		return fmt.Errorf("queue timeout %v: want 0 to %v", l.QueueTimeout, maxQueueTimeout)
 	}
-	for _, v := range []int64{l.Running, l.Sandboxes, l.CPUMillis, l.MemoryBytes, l.CreatesPerMinute, l.Snapshots, l.SnapshotBytes} {
+	for _, v := range []int64{l.Running, l.Sandboxes, l.CPUMillis, l.MemoryBytes, l.CreatesPerMinute, l.Snapshots, l.SnapshotBytes, l.VolumeBytes} {
 		if v < 0 {
 			return fmt.Errorf("a quota is negative (%d)", v)
 		}

@@ -34,13 +34,13 @@ func quotaHeaders(w http.ResponseWriter, err error) {
 
 // ownQuota answers GET /v1/quota: the caller's tenant's quotas and use.
 func (s *Server) ownQuota(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.mgr.QuotaStatus(tenant(r)))
+	writeJSON(w, http.StatusOK, s.mgr.QuotaStatus(r.Context(), tenant(r)))
 }
 
-func (s *Server) listQuotas(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) listQuotas(w http.ResponseWriter, r *http.Request) {
 	out := api.QuotaStatusList{Items: []api.QuotaStatus{}}
 	for _, t := range s.mgr.QuotaTenants() {
-		out.Items = append(out.Items, s.mgr.QuotaStatus(t))
+		out.Items = append(out.Items, s.mgr.QuotaStatus(r.Context(), t))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -51,7 +51,7 @@ func (s *Server) getQuota(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.mgr.QuotaStatus(t))
+	writeJSON(w, http.StatusOK, s.mgr.QuotaStatus(r.Context(), t))
 }
 
 // putQuota replaces a tenant's overrides: fields given replace the
@@ -76,7 +76,7 @@ func (s *Server) putQuota(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.mgr.QuotaStatus(t))
+	writeJSON(w, http.StatusOK, s.mgr.QuotaStatus(r.Context(), t))
 }
 
 func (s *Server) deleteQuota(w http.ResponseWriter, r *http.Request) {

@@ -357,3 +357,58 @@ func TestQuotaSnapshots(t *testing.T) {
 		t.Errorf("second snapshot = %d %s", r.status, r.body)
 	}
 }
+
+// A tenant's volumeBytes bounds the sizes of its named volumes: a create
+// making one past it is a 429 naming the quota (nothing made), one
+// mounting a volume it already has needs nothing, one of no size is a
+// 400; the quota shows the use; a removed volume frees its bytes.
+func TestQuotaVolumeBytes(t *testing.T) {
+	t.Parallel()
+	s := newTS(t)
+	if r := s.call("PUT", "/v1/admin/quotas/t2", s.keyA, map[string]any{"volumeBytes": "lots"}); r.status != 400 {
+		t.Errorf("volumeBytes lots = %d %s", r.status, r.body)
+	}
+	st := s.setQuota("t2", map[string]any{"volumeBytes": "100Mi"})
+	if st.Limits.VolumeBytes != "100Mi" {
+		t.Fatalf("status = %+v", st)
+	}
+	withVolume := func(claim, size string) map[string]any {
+		b := basicCreate()
+		pvc := map[string]any{"claimName": claim}
+		if size != "" {
+			pvc["storage"] = size
+		}
+		b["volumes"] = []map[string]any{{"name": "v", "pvc": pvc, "mountPath": "/data"}}
+		return b
+	}
+	a := s.create(s.keyB, withVolume("a", "60Mi")).ID
+	if r := s.call("POST", "/v1/sandboxes", s.keyB, withVolume("b", "60Mi")); r.status != http.StatusTooManyRequests ||
+		r.errCode(t) != api.CodeQuotaExceeded || !strings.Contains(string(r.body), "volumeBytes") {
+		t.Errorf("a volume past the quota = %d %s", r.status, r.body)
+	}
+	if r := s.call("POST", "/v1/sandboxes", s.keyB, withVolume("c", "")); r.status != 400 || !strings.Contains(string(r.body), "pvc.storage is required") {
+		t.Errorf("a volume of no size = %d %s", r.status, r.body)
+	}
+	again := s.create(s.keyB, withVolume("a", "60Mi")).ID
+	var own api.QuotaStatus
+	s.call("GET", "/v1/quota", s.keyB, nil).decode(t, &own)
+	if own.Usage.VolumeBytes != "60Mi" {
+		t.Errorf("usage = %+v", own.Usage)
+	}
+	var vols api.ListVolumesResponse
+	s.call("GET", "/v1/volumes", s.keyB, nil).decode(t, &vols)
+	if len(vols.Items) != 1 {
+		t.Errorf("volumes = %+v (the refused create made one?)", vols.Items)
+	}
+	for _, id := range []string{a, again} {
+		if r := s.call("DELETE", "/v1/sandboxes/"+id, s.keyB, nil); r.status != 204 {
+			t.Fatalf("delete = %d", r.status)
+		}
+	}
+	if r := s.call("DELETE", "/v1/volumes/a", s.keyB, nil); r.status != 204 {
+		t.Fatalf("remove volume a = %d %s", r.status, r.body)
+	}
+	s.create(s.keyB, withVolume("b", "60Mi"))
+	// The other tenant is not bound by t2's quota.
+	s.create(s.keyA, withVolume("b", "200Mi"))
+}

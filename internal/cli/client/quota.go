@@ -137,6 +137,7 @@ func runQuotaSet(ctx context.Context, e *env, args []string) int {
 	creates := fs.Int64("creates-per-minute", 0, "creates in any minute (0: no bound)")
 	snapshots := fs.Int64("snapshots", 0, "snapshots kept (0: no bound)")
 	snapBytes := fs.String("snapshot-bytes", "", "bytes the snapshots hold together (0: no bound)")
+	volBytes := fs.String("volume-bytes", "", "the sizes of the named volumes together (100Gi; 0: no bound)")
 	policy := fs.String("policy", "", "reject, queue or pause-oldest")
 	queueTimeout := fs.Duration("queue-timeout", 0, "how long a queued create or resume waits (at most 10m)")
 	inv, ok, code := cf.setup(ctx, e, fs, args, -1, false, 1, nArgs(1, "quota set: give one tenant"))
@@ -166,6 +167,8 @@ func runQuotaSet(ctx context.Context, e *env, args []string) int {
 			q.Snapshots = snapshots
 		case "snapshot-bytes":
 			q.SnapshotBytes = snapBytes
+		case "volume-bytes":
+			q.VolumeBytes = volBytes
 		case "policy":
 			q.Policy = policy
 		case "queue-timeout":

@@ -28,6 +28,7 @@ type volumeObject struct {
 	Tenant    string    `json:"tenant"`
 	CreatedAt time.Time `json:"createdAt"`
 	CreatedBy string    `json:"createdBy"`
+	SizeBytes int64     `json:"sizeBytes,omitempty"`
 }
 
 func (d *Driver) volumePath(tenant, name string) string {
@@ -51,7 +52,7 @@ func (d *Driver) makeVolumesLocked(spec driver.Spec) error {
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 			return err
 		}
-		if err := writeJSON(p, volumeObject{Name: v.Claim, Tenant: spec.Tenant, CreatedAt: time.Now().UTC(), CreatedBy: spec.ID}); err != nil {
+		if err := writeJSON(p, volumeObject{Name: v.Claim, Tenant: spec.Tenant, CreatedAt: time.Now().UTC(), CreatedBy: spec.ID, SizeBytes: v.SizeBytes}); err != nil {
 			return err
 		}
 	}
@@ -98,7 +99,7 @@ func (d *Driver) ListVolumes(_ context.Context, tenant string) ([]driver.VolumeI
 		if err != nil || json.Unmarshal(b, &v) != nil {
 			continue
 		}
-		out = append(out, driver.VolumeInfo{Name: v.Name, CreatedAt: v.CreatedAt, InUseBy: users[v.Name]})
+		out = append(out, driver.VolumeInfo{Name: v.Name, CreatedAt: v.CreatedAt, InUseBy: users[v.Name], SizeBytes: v.SizeBytes})
 	}
 	return out, nil
 }

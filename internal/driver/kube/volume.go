@@ -238,7 +238,9 @@ func (d *Driver) ListVolumes(ctx context.Context, tenant string) ([]driver.Volum
 		if !d.ourClaim(pvc, tenant) || pvc.DeletionTimestamp != nil {
 			continue
 		}
-		out = append(out, driver.VolumeInfo{Name: pvc.Labels[labelVolume], CreatedAt: pvc.CreationTimestamp.Time, InUseBy: users[pvc.Name]})
+		size := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
+		out = append(out, driver.VolumeInfo{Name: pvc.Labels[labelVolume], CreatedAt: pvc.CreationTimestamp.Time, InUseBy: users[pvc.Name],
+			SizeBytes: size.Value()})
 	}
 	return out, nil
 }

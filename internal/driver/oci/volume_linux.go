@@ -259,7 +259,7 @@ func (d *Driver) ListVolumes(_ context.Context, tenant string) ([]driver.VolumeI
 		if err != nil || json.Unmarshal(b, &vm) != nil || vm.Name != e.Name() {
 			continue // being made
 		}
-		out = append(out, driver.VolumeInfo{Name: vm.Name, CreatedAt: vm.Created, InUseBy: used[vm.Name]})
+		out = append(out, driver.VolumeInfo{Name: vm.Name, CreatedAt: vm.Created, InUseBy: used[vm.Name], SizeBytes: vm.SizeBytes})
 	}
 	return out, nil
 }
