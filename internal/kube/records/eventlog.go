@@ -41,8 +41,15 @@ const (
 
 // segment is a segment's stored form.
 type segment struct {
-	Sealed bool            `json:"sealed,omitempty"`
-	Events []sandbox.Event `json:"events"`
+	Sealed bool       `json:"sealed,omitempty"`
+	Events []logEvent `json:"events"`
+}
+
+// logEvent is an event in the log; Ref names a record change's event
+// (sandbox ID and its number in the record), so that it is added once.
+type logEvent struct {
+	sandbox.Event
+	Ref string `json:"ref,omitempty"`
 }
 
 // eventLog is the published event log of one server (its replicas share
@@ -83,9 +90,10 @@ func segNumber(s *corev1.Secret) int {
 	return n
 }
 
-// append adds the events (those with a Kind) to the log, numbering them.
-func (l *eventLog) append(ctx context.Context, evs []sandbox.Event) error {
-	var pub []sandbox.Event
+// append adds the events (those with a Kind) to the log, numbering them;
+// one whose Ref the segment it would join holds already is left out.
+func (l *eventLog) append(ctx context.Context, evs []logEvent) error {
+	var pub []logEvent
 	for _, ev := range evs {
 		if ev.Kind != "" {
 			pub = append(pub, ev)
@@ -112,16 +120,24 @@ func (l *eventLog) append(ctx context.Context, evs []sandbox.Event) error {
 				return false
 			}
 			size := 0
+			refs := map[string]bool{}
 			for _, ev := range sg.Events {
-				size += eventSize(&ev)
+				size += eventSize(&ev.Event)
+				if ev.Ref != "" {
+					refs[ev.Ref] = true
+				}
 			}
 			for _, ev := range pub {
-				if len(sg.Events) == SegmentEvents || (len(sg.Events) > 0 && size+eventSize(&ev) > segmentBytes) {
+				if ev.Ref != "" && refs[ev.Ref] {
+					added++ // there already
+					continue
+				}
+				if len(sg.Events) == SegmentEvents || (len(sg.Events) > 0 && size+eventSize(&ev.Event) > segmentBytes) {
 					break
 				}
 				ev.Seq = k*SegmentEvents + int64(len(sg.Events)) + 1
 				sg.Events = append(sg.Events, ev)
-				size += eventSize(&ev)
+				size += eventSize(&ev.Event)
 				added++
 			}
 			if added < len(pub) {
@@ -205,7 +221,7 @@ func (l *eventLog) TenantEvents(ctx context.Context, q sandbox.EventQuery) ([]sa
 				(len(q.Kinds) > 0 && !slices.Contains(q.Kinds, ev.Kind)) {
 				continue
 			}
-			out = append(out, ev)
+			out = append(out, ev.Event)
 			if q.Limit > 0 && len(out) == q.Limit {
 				return out, nil
 			}
@@ -223,7 +239,7 @@ func (l *eventLog) LastSeq(ctx context.Context) (int64, error) {
 	}
 	n := len(ks) - 1
 	if evs := segs[n].Events; len(evs) > 0 {
-		return evs[len(evs)-1].Seq, nil
+		return evs[len(evs)-1].Event.Seq, nil
 	}
 	return ks[n] * SegmentEvents, nil
 }

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -97,7 +98,64 @@ func New(ctx context.Context, cfg Config) (*Records, error) {
 		l.Close()
 		return nil, err
 	}
-	return &Records{secrets: s, log: &eventLog{secrets: l}, claims: c}, nil
+	r := &Records{secrets: s, log: &eventLog{secrets: l}, claims: c}
+	if err := r.recoverPublished(ctx); err != nil {
+		r.Close()
+		return nil, fmt.Errorf("records: the published log: %w", err)
+	}
+	return r, nil
+}
+
+// recoverPublished adds to the published log the events of records (of a
+// published type, still in a record's kept events, and no older than the
+// log's oldest) that it misses: a replica that wrote a record and died
+// before its event reached the log leaves one. Each goes under its ref,
+// once, at the log's end (with its own time).
+func (r *Records) recoverPublished(ctx context.Context) error {
+	_, segs, err := r.log.cached(ctx)
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	var oldest time.Time
+	for i, sg := range segs {
+		for j, ev := range sg.Events {
+			if ev.Ref != "" {
+				have[ev.Ref] = true
+			}
+			if i == 0 && j == 0 {
+				oldest = ev.At
+			}
+		}
+	}
+	items, err := r.list(ctx)
+	if err != nil {
+		return err
+	}
+	var missing []logEvent
+	for i := range items {
+		var evs []sandbox.Event
+		if json.Unmarshal(items[i].Data[keyEvents], &evs) != nil {
+			continue
+		}
+		sb, err := decode(&items[i])
+		if err != nil {
+			continue
+		}
+		for _, ev := range evs {
+			ref := eventRef(sb.ID, ev.Seq)
+			if ev.Kind == "" || have[ref] || ev.At.Before(oldest) {
+				continue
+			}
+			missing = append(missing, logEvent{Event: ev, Ref: ref})
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	slices.SortFunc(missing, func(a, b logEvent) int { return a.At.Compare(b.At) })
+	r.cfg.logger().InfoContext(ctx, "events a record holds were missing from the published log; added", "events", len(missing))
+	return r.log.append(ctx, missing)
 }
 
 // Close stops the caches.
@@ -108,13 +166,15 @@ func (r *Records) Close() error {
 }
 
 // publish adds a record change's event to the published log when it has a
-// type there. The record is written already: a failure is logged, not
-// returned (the change happened; only the stream misses it).
-func (r *Records) publish(ctx context.Context, ev *sandbox.Event) {
+// type there, under ref (its place in the record's events). The record is
+// written already: a failure is logged, not returned (the change
+// happened); a replica starting adds what its record holds and the log
+// misses (recoverPublished).
+func (r *Records) publish(ctx context.Context, ev *sandbox.Event, ref string) {
 	if ev == nil || ev.Kind == "" {
 		return
 	}
-	if err := r.log.append(ctx, []sandbox.Event{*ev}); err != nil {
+	if err := r.log.append(ctx, []logEvent{{Event: *ev, Ref: ref}}); err != nil {
 		r.cfg.logger().WarnContext(ctx, "an event was not added to the published log", "sandbox_id", ev.SandboxID, "type", ev.Kind, "err", err)
 	}
 }
@@ -123,7 +183,11 @@ func (r *Records) publish(ctx context.Context, ev *sandbox.Event) {
 // (lifecycle.AuditLog); the others, kept only in a sandbox's own log, are
 // not kept in the cluster.
 func (r *Records) AppendAudit(ctx context.Context, evs []sandbox.Event) error {
-	return r.log.append(ctx, evs)
+	les := make([]logEvent, len(evs))
+	for i := range evs {
+		les[i].Event = evs[i]
+	}
+	return r.log.append(ctx, les)
 }
 
 // TenantEvents reads a tenant's published events (lifecycle.EventLog).
@@ -321,27 +385,33 @@ func decode(s *corev1.Secret) (*sandbox.Sandbox, error) {
 }
 
 // appendEvent returns events (JSON) with ev added, numbered after the
-// last one, keeping the newest MaxEvents.
-func appendEvent(events []byte, ev *sandbox.Event) ([]byte, error) {
+// last one, keeping the newest MaxEvents, and ev's number.
+func appendEvent(events []byte, ev *sandbox.Event) ([]byte, int64, error) {
 	var evs []sandbox.Event
 	if len(events) > 0 {
 		if err := json.Unmarshal(events, &evs); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
+	var seq int64
 	if ev != nil {
 		e := *ev
 		e.Seq = 1
 		if n := len(evs); n > 0 {
 			e.Seq = evs[n-1].Seq + 1
 		}
+		seq = e.Seq
 		evs = append(evs, e)
 		if len(evs) > MaxEvents {
 			evs = evs[len(evs)-MaxEvents:]
 		}
 	}
-	return json.Marshal(evs)
+	b, err := json.Marshal(evs)
+	return b, seq, err
 }
+
+// eventRef names event seq of sandbox id's record in the published log.
+func eventRef(id string, seq int64) string { return id + "/" + strconv.FormatInt(seq, 10) }
 
 // meta names a Secret of kind (its label) of this server's.
 func (s *secrets) meta(name, kind string) metav1.ObjectMeta {
@@ -354,7 +424,7 @@ func (r *Records) InsertSandbox(ctx context.Context, sb *sandbox.Sandbox, idem *
 	if err != nil {
 		return nil, err
 	}
-	events, err := appendEvent(nil, ev)
+	events, seq, err := appendEvent(nil, ev)
 	if err != nil {
 		return nil, err
 	}
@@ -372,7 +442,7 @@ func (r *Records) InsertSandbox(ctx context.Context, sb *sandbox.Sandbox, idem *
 		return nil, apiErr("store the record of sandbox "+sb.ID, err)
 	}
 	sb.Version = s.ResourceVersion
-	r.publish(ctx, ev)
+	r.publish(ctx, ev, eventRef(sb.ID, seq))
 	return nil, nil
 }
 
@@ -411,7 +481,7 @@ func (r *Records) UpdateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev *sa
 	if err != nil {
 		return err
 	}
-	events, err := appendEvent(base.Data[keyEvents], ev)
+	events, seq, err := appendEvent(base.Data[keyEvents], ev)
 	if err != nil {
 		return fmt.Errorf("record %s: events: %w", sb.ID, err)
 	}
@@ -424,7 +494,7 @@ func (r *Records) UpdateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev *sa
 		return apiErr("update the record of sandbox "+sb.ID, err)
 	}
 	sb.Version = next.ResourceVersion
-	r.publish(ctx, ev)
+	r.publish(ctx, ev, eventRef(sb.ID, seq))
 	return nil
 }
 
@@ -459,7 +529,7 @@ func (r *Records) DeleteSandbox(ctx context.Context, id string, ev *sandbox.Even
 	if err != nil {
 		return apiErr("delete the record of sandbox "+id, err)
 	}
-	r.publish(ctx, ev)
+	r.publish(ctx, ev, "")
 	return nil
 }
 

@@ -5,6 +5,7 @@ package records_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,6 +13,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
@@ -433,5 +437,62 @@ func TestQuotasAndTemplatesAcrossServers(t *testing.T) {
 	}
 	if err := ta.DeleteTemplate(cx, "t1", "py"); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("a second delete = %v", err)
+	}
+}
+
+// A replica that wrote a record's change and died before its event
+// reached the published log: the next replica to start adds the event
+// (once, however many start), and a stream then reads it.
+func TestEventLogRecoversAfterACrash(t *testing.T) {
+	c := kubetest.RequireKube(t)
+	ns := c.Namespace(t)
+	a := open(t, c, ns, "srv")
+	cx := context.Background()
+	sb := record("crash1")
+	created := ev(sb, "created")
+	created.Kind = api.EventSandboxCreated
+	if _, err := a.InsertSandbox(cx, sb, nil, created); err != nil {
+		t.Fatal(err)
+	}
+	// What the dead replica left: the record's change with its event, no
+	// event in the log.
+	var sec corev1.Secret
+	if err := c.Client.Get(cx, client.ObjectKey{Namespace: ns, Name: "corral-crash1-record"}, &sec); err != nil {
+		t.Fatal(err)
+	}
+	var evs []sandbox.Event
+	if err := json.Unmarshal(sec.Data["events"], &evs); err != nil {
+		t.Fatal(err)
+	}
+	paused := *ev(sb, "paused")
+	paused.Kind, paused.Seq = api.EventSandboxPaused, evs[len(evs)-1].Seq+1
+	evs = append(evs, paused)
+	sec.Data["events"], _ = json.Marshal(evs)
+	if err := c.Client.Update(cx, &sec); err != nil {
+		t.Fatal(err)
+	}
+	kinds := func(r *records.Records) []string {
+		got, err := r.TenantEvents(cx, sandbox.EventQuery{Tenant: "t1", SandboxID: "crash1", Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range got {
+			out = append(out, e.Kind)
+		}
+		return out
+	}
+	testutil.WaitFor(t, 10*time.Second, "the record's change in the caches", func() bool {
+		var s corev1.Secret
+		return c.Client.Get(cx, client.ObjectKeyFromObject(&sec), &s) == nil && s.ResourceVersion == sec.ResourceVersion
+	})
+	time.Sleep(500 * time.Millisecond) // the informers of the replicas opened next list after it
+	b, d := open(t, c, ns, "srv"), open(t, c, ns, "srv")
+	want := []string{api.EventSandboxCreated, api.EventSandboxPaused}
+	testutil.WaitFor(t, 10*time.Second, "the missed event in the log", func() bool { return slices.Equal(kinds(a), want) })
+	for _, r := range []*records.Records{b, d} {
+		if got := kinds(r); !slices.Equal(got, want) {
+			t.Errorf("a replica reads %v, want %v (the missed event once)", got, want)
+		}
 	}
 }
