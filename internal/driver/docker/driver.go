@@ -135,8 +135,9 @@ type Driver struct {
 	bg sync.WaitGroup
 	// warm holds what MakeWarm found of each warm container (d.mu).
 	warm map[string]warmContainer
-	// closing is closed when Close begins.
-	closing chan struct{}
+	// closing is closed when Close first begins.
+	closing     chan struct{}
+	closingOnce sync.Once
 }
 
 // New connects to the engine and checks that it answers.
@@ -226,7 +227,7 @@ func (d *Driver) Warnings() []string { return d.warnings }
 // Close destroys the warm containers not claimed and stops the port
 // forwarders; sandboxes keep running.
 func (d *Driver) Close() error {
-	close(d.closing)
+	d.closingOnce.Do(func() { close(d.closing) })
 	if d.pool != nil {
 		d.pool.Stop()
 	}
