@@ -19,7 +19,6 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
-	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/driver/warmpool"
 	"github.com/corral-dev/corral/internal/initproc"
@@ -72,26 +71,8 @@ func (d *Driver) Warmable(spec driver.Spec) error {
 		return errors.New("warm containers need a local engine (their gate is a host directory)")
 	case d.cfg.StateDir == "":
 		return errors.New("warm containers need the driver's state directory")
-	case spec.Snapshot != nil:
-		return errors.New("a restore starts from its snapshot")
-	case len(spec.Volumes) > 0:
-		return errors.New("volumes are mounted when a container is made")
-	case spec.Policed():
-		return errors.New("a network policy's enforcer is started with the container")
-	case spec.SecretsDir != "":
-		return errors.New("the secrets and events socket is mounted when a container is made")
-	case spec.Resources.DiskBytes > 0:
-		return errors.New("a disk limit is set when a container is made")
-	case spec.Isolation == api.IsolationRunsc:
-		return errors.New("warm containers are runc's")
 	}
-	for k, v := range spec.Env {
-		// The environment travels as KEY=VALUE lines.
-		if strings.ContainsAny(k, "=\n\x00") || strings.ContainsAny(v, "\n\x00") {
-			return fmt.Errorf("environment variable %q holds a newline or NUL", k)
-		}
-	}
-	return nil
+	return warmpool.Warmable(spec)
 }
 
 // Claim implements driver.Pooler.

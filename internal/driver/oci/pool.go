@@ -17,7 +17,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/driver/warmpool"
 	"github.com/corral-dev/corral/internal/imagestore"
@@ -110,30 +109,10 @@ func (d *Driver) MakeWarm(ctx context.Context, from driver.Spec) (string, error)
 // Warmable implements driver.PoolSizer: why a create of spec cannot take
 // a warm sandbox, or nil.
 func (d *Driver) Warmable(spec driver.Spec) error {
-	switch {
-	case spec.Snapshot != nil:
-		return errors.New("a restore starts from its snapshot")
-	case len(spec.Volumes) > 0:
-		return errors.New("volumes are mounted when a sandbox is made")
-	case spec.Policed():
-		return errors.New("a network policy's enforcer is started with the sandbox")
-	case spec.SecretsDir != "":
-		return errors.New("the secrets and events socket is mounted when a sandbox is made")
-	case spec.Resources.DiskBytes > 0:
-		// A disk limit is a file system made at create.
-		return errors.New("a disk limit is a file system made with the sandbox")
-	case spec.Isolation == api.IsolationRunsc:
-		return errors.New("warm sandboxes are runc's")
-	case spec.Platform.OS != "" && spec.Platform.OS+"/"+spec.Platform.Arch != imagestore.HostPlatform():
+	if spec.Platform.OS != "" && spec.Platform.OS+"/"+spec.Platform.Arch != imagestore.HostPlatform() {
 		return errors.New("warm sandboxes are of this machine's platform")
 	}
-	for k, v := range spec.Env {
-		// The environment travels as KEY=VALUE lines.
-		if strings.ContainsAny(k, "=\n\x00") || strings.ContainsAny(v, "\n\x00") {
-			return fmt.Errorf("environment variable %q holds a newline or NUL", k)
-		}
-	}
-	return nil
+	return warmpool.Warmable(spec)
 }
 
 // Claim implements driver.Pooler.

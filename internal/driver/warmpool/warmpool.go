@@ -12,6 +12,7 @@ package warmpool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -23,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/verifier"
 )
@@ -377,4 +379,31 @@ func ProcessCgroups(pid int) (func(controller string) string, error) {
 		}
 	}
 	return func(c string) string { return dirs[c] }, nil
+}
+
+// Warmable says why a create of spec cannot take a warm sandbox a local
+// runtime made ahead of time (the native one, docker on a local engine):
+// what must be made with the sandbox, or an environment that does not
+// travel as KEY=VALUE lines; nil if it can.
+func Warmable(spec driver.Spec) error {
+	switch {
+	case spec.Snapshot != nil:
+		return errors.New("a restore starts from its snapshot")
+	case len(spec.Volumes) > 0:
+		return errors.New("volumes are mounted when a sandbox is made")
+	case spec.Policed():
+		return errors.New("a network policy's enforcer is started with the sandbox")
+	case spec.SecretsDir != "":
+		return errors.New("the secrets and events socket is mounted when a sandbox is made")
+	case spec.Resources.DiskBytes > 0:
+		return errors.New("a disk limit is set when a sandbox is made")
+	case spec.Isolation == api.IsolationRunsc:
+		return errors.New("warm sandboxes are runc's")
+	}
+	for k, v := range spec.Env {
+		if strings.ContainsAny(k, "=\n\x00") || strings.ContainsAny(v, "\n\x00") {
+			return fmt.Errorf("environment variable %q holds a newline or NUL", k)
+		}
+	}
+	return nil
 }
