@@ -239,8 +239,16 @@ func (m *Manager) insert(ctx context.Context, req CreateRequest, e *entry) (won 
 	m.mu.Lock()
 	m.sandboxes[sb.ID] = e
 	m.mu.Unlock()
-	prev, err := m.rec.InsertSandbox(ctx, sb, idem, eventFor(sb, "created"))
+	// The store sets the revision on a copy: other servers' writes reach
+	// the table (followed) while this one is made, and read e.sb under mu.
+	stored := sb.Clone()
+	prev, err := m.rec.InsertSandbox(ctx, stored, idem, eventFor(sb, "created"))
 	if err == nil {
+		m.mu.Lock()
+		if e.sb == sb {
+			sb.Version = stored.Version
+		}
+		m.mu.Unlock()
 		return nil, nil
 	}
 	m.mu.Lock()
@@ -274,7 +282,7 @@ func (m *Manager) start(ctx context.Context, e *entry, spec driver.Spec, warm bo
 	if err == nil {
 		var hb []byte
 		if hb, err = json.Marshal(h); err == nil {
-			next := e.sb.Clone()
+			next := m.current(e)
 			next.Handle = hb
 			msg := ""
 			if warm {
