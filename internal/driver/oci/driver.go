@@ -391,6 +391,14 @@ func (d *Driver) Stop(ctx context.Context, id string, grace time.Duration) error
 	return procfs.WaitExit(ctx, sb.pid, sb.startTime)
 }
 
+// cgroupsBusy reports whether runc delete failed only at removing the
+// container's cgroups (a process of it still being reaped: EBUSY). runc
+// has removed its state by then, and removeCgroups below retries the
+// cgroups, killing what is left in them, for a few seconds.
+func cgroupsBusy(err error) bool {
+	return strings.Contains(err.Error(), "unable to remove container's cgroup")
+}
+
 // Destroy implements driver.Driver.
 func (d *Driver) Destroy(ctx context.Context, id string) error {
 	if validID(id) != nil {
@@ -408,7 +416,7 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 			_ = rt.Resume(ctx, id)
 		}
 	}
-	if err := rt.Delete(ctx, id, &runc.DeleteOpts{Force: true}); err != nil && !notExist(err) {
+	if err := rt.Delete(ctx, id, &runc.DeleteOpts{Force: true}); err != nil && !notExist(err) && !cgroupsBusy(err) {
 		errs = append(errs, fmt.Errorf("runc delete: %w", err))
 	}
 	bundle, disk, stage := d.bundleDir(id), d.diskDir(id), d.stageDir(id)
