@@ -42,8 +42,8 @@ func (m *Manager) claimShared(ctx context.Context, tenant, id, base string, need
 	queued := false
 	for paused := 0; ; {
 		release, err := local()
-		if err != nil || m.adm == nil {
-			return release, err
+		if err != nil {
+			return nil, err
 		}
 		var x *quota.Exceeded
 		c := quota.Claim{ID: id, Base: base, Need: need, At: time.Now().UTC()}

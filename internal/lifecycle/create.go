@@ -87,12 +87,10 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*sandbox.Sandb
 	if err != nil {
 		return nil, err
 	}
-	defer release()
+	defer func() { release() }()
 	sb, warm := m.newRecord(req, id, &spec)
-	if sb.ID != id && m.adm != nil {
-		if err := m.adm.Rebind(ctx, req.Tenant, id, sb.ID); err != nil {
-			m.log.WarnContext(ctx, "rename an admission claim", "sandbox_id", sb.ID, "err", err)
-		}
+	if sb.ID != id {
+		release = m.rekeyRoom(ctx, req.Tenant, id, sb.ID, release)
 	}
 	ctx = logctx.With(ctx, slog.String("sandbox_id", sb.ID))
 	e := &entry{sb: sb, created: make(chan struct{})}

@@ -254,6 +254,38 @@ func (m *Manager) releaser(id string) func() {
 	}
 }
 
+// rekeyRoom moves the room held for sandbox from to sandbox to (a create
+// that took a warm sandbox of another ID), here and, with shared records,
+// among the servers' claims, so that it stops counting once to's record
+// holds it; it returns the release to call instead of release.
+func (m *Manager) rekeyRoom(ctx context.Context, tenant, from, to string, release func()) func() {
+	m.qmu.Lock()
+	if r, ok := m.q.reserved[from]; ok {
+		delete(m.q.reserved, from)
+		m.q.reserved[to] = r
+	}
+	m.qmu.Unlock()
+	if m.adm != nil {
+		if err := m.adm.Rebind(ctx, tenant, from, to); err != nil {
+			m.log.WarnContext(ctx, "rename an admission claim", "sandbox_id", to, "err", err)
+		}
+	}
+	done := false
+	return func() {
+		if done {
+			return
+		}
+		done = true
+		release()
+		m.releaser(to)()
+		if m.adm != nil && m.liveEntry(to) == nil {
+			if err := m.adm.Unclaim(context.WithoutCancel(ctx), tenant, to); err != nil {
+				m.log.WarnContext(ctx, "drop an admission claim", "sandbox_id", to, "err", err)
+			}
+		}
+	}
+}
+
 // dispatch lets in the waiters there is room for, fairly. The caller
 // holds qmu.
 func (m *Manager) dispatch() {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/driver/fakedriver"
 	"github.com/corral-dev/corral/internal/quota"
 	"github.com/corral-dev/corral/internal/sandbox"
@@ -110,5 +111,53 @@ func TestRoomCountsOnceWhileARequestRuns(t *testing.T) {
 	}
 	if _, err := m.Create(ctx, req("t1", "fake:ok")); !errors.As(err, &qe) {
 		t.Errorf("a fourth create = %v, want refused", err)
+	}
+}
+
+// warmFake is the fake runtime with a warm pool of any size: every
+// claim hands out a sandbox of a new ID, made at the create.
+type warmFake struct{ *fakedriver.Driver }
+
+func (warmFake) Claim(driver.Spec) (string, bool) { return sandbox.NewID(), true }
+
+// A create that takes a warm sandbox (of another ID than the one it was
+// let in under) counts its room once too: two such creates racing for a
+// room of two, while their records are written slowly, are both made.
+func TestRoomCountsOnceForAWarmCreate(t *testing.T) {
+	dir := t.TempDir()
+	d, err := fakedriver.New(fakedriver.Config{Dir: filepath.Join(dir, "fake")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	st, err := store.Open(t.Context(), filepath.Join(dir, "corral.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	m, err := New(Config{Driver: warmFake{d}, DriverName: fakedriver.Name, Store: st, Records: slowInserts{st}, MaintainInterval: time.Hour,
+		Quota: quota.Limits{Running: 2, Policy: quota.PolicyReject}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = m.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range errs {
+		wg.Go(func() { _, errs[i] = m.Create(ctx, req("t1", "fake:ok")) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("two warm creates for a room of two: %v", err)
+	}
+	var qe *quota.Error
+	if _, err := m.Create(ctx, req("t1", "fake:ok")); !errors.As(err, &qe) {
+		t.Fatalf("a third create = %v, want refused", err)
 	}
 }
