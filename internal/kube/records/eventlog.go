@@ -63,9 +63,24 @@ func (l *eventLog) segmentName(k int64) string {
 	return "corral-events-" + digest(l.cfg.ServerID)[:16] + "-" + strconv.FormatInt(k, 10)
 }
 
-// cached is the log's segments in the cache, oldest first, with their
-// numbers.
-func (l *eventLog) cached(ctx context.Context) ([]int64, []segment, error) {
+// numbers are the numbers of the log's segments in the cache, oldest
+// first (read from their labels: nothing is decoded).
+func (l *eventLog) numbers(ctx context.Context) ([]int64, error) {
+	items, err := l.list(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ks := make([]int64, len(items))
+	for i := range items {
+		ks[i] = int64(segNumber(&items[i]))
+	}
+	slices.Sort(ks)
+	return ks, nil
+}
+
+// cached is the log's segments in the cache numbered from on, oldest
+// first, with their numbers; the older ones are not decoded.
+func (l *eventLog) cached(ctx context.Context, from int64) ([]int64, []segment, error) {
 	items, err := l.list(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -74,6 +89,9 @@ func (l *eventLog) cached(ctx context.Context) ([]int64, []segment, error) {
 	ks := make([]int64, 0, len(items))
 	segs := make([]segment, 0, len(items))
 	for i := range items {
+		if int64(segNumber(&items[i])) < from {
+			continue
+		}
 		var sg segment
 		if err := json.Unmarshal(items[i].Data["segment"], &sg); err != nil {
 			l.cfg.logger().WarnContext(ctx, "an unreadable event log segment is skipped", "secret", items[i].Name, "err", err)
@@ -104,7 +122,7 @@ func (l *eventLog) append(ctx context.Context, evs []logEvent) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ks, _, err := l.cached(ctx)
+	ks, err := l.numbers(ctx)
 	if err != nil {
 		return err
 	}
@@ -184,7 +202,7 @@ func (l *eventLog) mutateSegment(ctx context.Context, k int64, f func(*segment) 
 
 // trim deletes the segments up to k.
 func (l *eventLog) trim(ctx context.Context, k int64) {
-	ks, _, err := l.cached(ctx)
+	ks, err := l.numbers(ctx)
 	if err != nil {
 		return
 	}
@@ -207,15 +225,13 @@ func eventSize(ev *sandbox.Event) int {
 // TenantEvents returns a tenant's published events after q.After, oldest
 // first, read from the cache (lifecycle.EventLog).
 func (l *eventLog) TenantEvents(ctx context.Context, q sandbox.EventQuery) ([]sandbox.Event, error) {
-	ks, segs, err := l.cached(ctx)
+	// Segment k holds positions up to (k+1)*SegmentEvents.
+	_, segs, err := l.cached(ctx, q.After/SegmentEvents)
 	if err != nil {
 		return nil, err
 	}
 	out := []sandbox.Event{}
-	for i, sg := range segs {
-		if (ks[i]+1)*SegmentEvents <= q.After {
-			continue
-		}
+	for _, sg := range segs {
 		for _, ev := range sg.Events {
 			if ev.Seq <= q.After || ev.Tenant != q.Tenant || (q.SandboxID != "" && ev.SandboxID != q.SandboxID) ||
 				(len(q.Kinds) > 0 && !slices.Contains(q.Kinds, ev.Kind)) {
@@ -233,15 +249,21 @@ func (l *eventLog) TenantEvents(ctx context.Context, q sandbox.EventQuery) ([]sa
 // LastSeq is the newest position in the cache: every event at or below it
 // is readable from the cache too.
 func (l *eventLog) LastSeq(ctx context.Context) (int64, error) {
-	ks, segs, err := l.cached(ctx)
+	ks, err := l.numbers(ctx)
 	if err != nil || len(ks) == 0 {
 		return 0, err
 	}
-	n := len(ks) - 1
-	if evs := segs[n].Events; len(evs) > 0 {
-		return evs[len(evs)-1].Event.Seq, nil
+	head := ks[len(ks)-1]
+	_, segs, err := l.cached(ctx, head)
+	if err != nil {
+		return 0, err
 	}
-	return ks[n] * SegmentEvents, nil
+	if n := len(segs); n > 0 {
+		if evs := segs[n-1].Events; len(evs) > 0 {
+			return evs[len(evs)-1].Seq, nil
+		}
+	}
+	return head * SegmentEvents, nil
 }
 
 // followEvents calls changed after each change to the log (by any

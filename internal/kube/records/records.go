@@ -112,7 +112,7 @@ func New(ctx context.Context, cfg Config) (*Records, error) {
 // before its event reached the log leaves one. Each goes under its ref,
 // once, at the log's end (with its own time).
 func (r *Records) recoverPublished(ctx context.Context) error {
-	_, segs, err := r.log.cached(ctx)
+	_, segs, err := r.log.cached(ctx, 0)
 	if err != nil {
 		return err
 	}
@@ -138,12 +138,8 @@ func (r *Records) recoverPublished(ctx context.Context) error {
 		if json.Unmarshal(items[i].Data[keyEvents], &evs) != nil {
 			continue
 		}
-		sb, err := decode(&items[i])
-		if err != nil {
-			continue
-		}
 		for _, ev := range evs {
-			ref := eventRef(sb.ID, ev.Seq)
+			ref := eventRef(ev.SandboxID, ev.Seq)
 			if ev.Kind == "" || have[ref] || ev.At.Before(oldest) {
 				continue
 			}
@@ -535,17 +531,17 @@ func (r *Records) DeleteSandbox(ctx context.Context, id string, ev *sandbox.Even
 
 // LoadSandboxes returns every record, oldest first.
 func (r *Records) LoadSandboxes(ctx context.Context) ([]*sandbox.Sandbox, error) {
-	var l corev1.SecretList
-	if err := r.cache.List(ctx, &l, client.InNamespace(r.cfg.Namespace)); err != nil {
-		return nil, apiErr("list records", err)
+	items, err := r.list(ctx)
+	if err != nil {
+		return nil, err
 	}
-	out := make([]*sandbox.Sandbox, 0, len(l.Items))
-	for i := range l.Items {
-		sb, err := decode(&l.Items[i])
+	out := make([]*sandbox.Sandbox, 0, len(items))
+	for i := range items {
+		sb, err := decode(&items[i])
 		if err != nil {
 			// One unreadable Secret must not keep every replica from
 			// starting; it is reported and left alone.
-			r.cfg.logger().WarnContext(ctx, "an unreadable sandbox record is skipped", "secret", l.Items[i].Name, "err", err)
+			r.cfg.logger().WarnContext(ctx, "an unreadable sandbox record is skipped", "secret", items[i].Name, "err", err)
 			continue
 		}
 		out = append(out, sb)
