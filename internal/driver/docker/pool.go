@@ -32,7 +32,8 @@ import (
 // and execd reading its token and its commands' environment from files;
 // the FIFO and the files are in a host directory bound read-only into the
 // container. A claim writes the token and the environment (by rename),
-// sets the limits (the engine's update), records what the engine's
+// sets the limits (in the container's cgroups; the engine is told
+// later), records what the engine's
 // labels cannot say any more (they are fixed at create: the tenant and
 // metadata, the environment) in a file beside it, and sends the
 // entrypoint. Until then a warm container has no tenant, runs no user

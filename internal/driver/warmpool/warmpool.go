@@ -6,8 +6,10 @@
 // and the runtime then personalises. It owns the bookkeeping every
 // runtime's pool shares (the pools wanted, by key; the ready sandboxes;
 // claims awaiting their create; filling one sandbox at a time with
-// backoff; removing what is no longer wanted); the runtime makes and
-// destroys the sandboxes.
+// backoff; removing what is no longer wanted) and what a claim does alike
+// on every local runtime (which creates can take one, Warmable; the
+// hand-over of token and environment, Hand; limits written into the
+// cgroups, CgroupLimits); the runtime makes and destroys the sandboxes.
 package warmpool
 
 import (
