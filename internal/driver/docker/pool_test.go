@@ -7,6 +7,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,11 +19,14 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/driver/warmpool"
 	"github.com/corral-dev/corral/internal/sandbox"
 	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/testutil/dockertest"
+	"github.com/corral-dev/corral/sse"
 )
 
 // TestWarmContainers: a template's pool fills with warm containers that
@@ -82,6 +89,15 @@ func TestWarmContainers(t *testing.T) {
 		c, err := cli.ContainerInspect(t.Context(), containerName(id), client.ContainerInspectOptions{})
 		return err == nil && c.Container.HostConfig.Memory == 64<<20 && c.Container.HostConfig.NanoCPUs == 500_000_000
 	})
+	// The sandbox's token opens its execd, another does not; from inside,
+	// the gate (token, environment) cannot be rewritten.
+	if _, status := execIn(t, d1, id, "not-the-token", "true"); status != 401 {
+		t.Errorf("a wrong token = %d, want 401", status)
+	}
+	out, status := execIn(t, d1, id, "tok-claimed", `echo "$WHO"; for f in token env; do (echo x > `+gateInSandbox+`/$f) 2>/dev/null && echo "wrote $f"; done; true`)
+	if status != 200 || out != "claimer\n" {
+		t.Errorf("in the claimed container: %q, %d (want its environment, and no write to its gate)", out, status)
+	}
 	testutil.WaitFor(t, time.Minute, "the pool to refill", func() bool { return d1.Ready(key) == 1 })
 
 	// A driver started later (the server restarted).
@@ -116,4 +132,42 @@ func TestWarmContainers(t *testing.T) {
 	if err := remote.Warmable(driver.Spec{Image: driver.Image{URI: image}}); err == nil {
 		t.Error("a remote engine offers warm containers")
 	}
+}
+
+// execIn runs a command through sandbox id's execd with token and returns
+// its stdout and the HTTP status.
+func execIn(t *testing.T, d *Driver, id, token, command string) (string, int) {
+	t.Helper()
+	addr, err := d.Endpoint(t.Context(), id, insandbox.ExecdPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(map[string]string{"command": command})
+	req, _ := http.NewRequestWithContext(t.Context(), "POST", "http://"+addr.String()+"/command", strings.NewReader(string(body)))
+	req.Header.Set(api.HeaderExecdToken, token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != 200 {
+		return "", res.StatusCode
+	}
+	var out strings.Builder
+	rd := sse.NewReader(res.Body)
+	for {
+		raw, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ev api.ServerStreamEvent
+		_ = json.Unmarshal(raw, &ev)
+		if ev.Type == api.EventStdout {
+			out.WriteString(ev.Text + "\n")
+		}
+	}
+	return out.String(), 200
 }
