@@ -22,9 +22,9 @@ import (
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/driver/warmpool"
+	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/sandbox"
 	"github.com/corral-dev/corral/internal/testutil"
-	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/testutil/dockertest"
 	"github.com/corral-dev/corral/sse"
 )
