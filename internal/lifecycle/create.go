@@ -237,14 +237,15 @@ func (m *Manager) insert(ctx context.Context, req CreateRequest, e *entry) (won 
 	m.mu.Lock()
 	m.sandboxes[sb.ID] = e
 	m.mu.Unlock()
-	// The store sets the revision on a copy: other servers' writes reach
-	// the table (followed) while this one is made, and read e.sb under mu.
+	// The store sets the revision on a copy, which then replaces the
+	// record in the table: a record there is never changed in place (reads
+	// clone it, and other servers' writes of it may arrive meanwhile).
 	stored := sb.Clone()
 	prev, err := m.rec.InsertSandbox(ctx, stored, idem, eventFor(sb, "created"))
 	if err == nil {
 		m.mu.Lock()
 		if e.sb == sb {
-			sb.Version = stored.Version
+			e.sb = stored
 		}
 		m.mu.Unlock()
 		return nil, nil

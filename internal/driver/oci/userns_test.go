@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/corral-dev/corral/internal/logctx"
 )
 
@@ -133,6 +135,10 @@ func TestIDRangesAreHostWide(t *testing.T) {
 		t.Fatal(err)
 	}
 	delete(owner, slots["a1"])
+	// A child another test forked before a closed may still hold a copy of
+	// the slot's lock until it execs: that moment is waited out (no new
+	// copy can be made once a has closed it).
+	waitUnlocked(t, slotFile(slots["a1"]))
 	if got := take(b, "b6"); got != slots["a1"] {
 		t.Errorf("a stale range was not taken over: got %d, want %d", got, slots["a1"])
 	}
@@ -168,5 +174,25 @@ func TestIDRangesAreHostWide(t *testing.T) {
 	destroy(a2, "a2")
 	if got := take(b, "b8"); got != slots["a2"] {
 		t.Errorf("after the restarted server's release, the other took range %d, want %d", got, slots["a2"])
+	}
+}
+
+// waitUnlocked waits until no process holds the flock of path (five
+// seconds at most).
+func waitUnlocked(t *testing.T, path string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		f, err := os.Open(path)
+		if err != nil {
+			return
+		}
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		}
+		f.Close()
+		if err == nil {
+			return
+		}
 	}
 }
