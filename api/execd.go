@@ -46,6 +46,10 @@ type ServerStreamEvent struct {
 	Results        map[string]any `json:"results,omitempty"`
 	Error          *ExecError     `json:"error,omitempty"`
 	Cursor         *int64         `json:"cursor,omitempty"`
+	// MainResult marks the result of the execution's value (Jupyter's
+	// execute_result) as opposed to one it displayed; not on the wire
+	// of OpenSandbox's routes (E2B's code interpreter sends it).
+	MainResult bool `json:"-"`
 }
 
 // ExecError describes a failure in an error event. TracebackText is a
@@ -379,6 +383,36 @@ func plainWord(x uint64) bool {
 // PathExecdActivity is corral's execd route that tells the server when
 // the sandbox was last used (GET): its idle policy reads it.
 const PathExecdActivity = "/corral/activity"
+
+// PathExecdE2BEnvd and PathExecdE2BCode are the prefixes under which
+// execd serves E2B's envd protocol and its code interpreter's: the
+// server forwards E2B clients' requests for a sandbox's ports 49983 and
+// 49999 there.
+const (
+	PathExecdE2BEnvd = "/corral/e2b/envd"
+	PathExecdE2BCode = "/corral/e2b/code"
+)
+
+// PathExecdCommands is corral's execd route that lists the commands
+// execd keeps, the newest first (GET, ?limit= 1–200, default 50, and
+// ?offset=): the console's command history. Each one's output is at
+// /command/{id}/logs.
+const PathExecdCommands = "/corral/commands"
+
+// CommandList answers GET /corral/commands.
+type CommandList struct {
+	Items []CommandSummary `json:"items"`
+	// Total is how many commands execd keeps.
+	Total int `json:"total"`
+}
+
+// CommandSummary is one kept command.
+type CommandSummary struct {
+	CommandStatusResponse
+	Background bool `json:"background"`
+	// OutputBytes is the size of its combined output so far.
+	OutputBytes int64 `json:"output_bytes"`
+}
 
 // ExecdActivity answers GET /corral/activity: the end of the last
 // request execd served (other than /ping and this), how many requests

@@ -18,6 +18,11 @@ const (
 	HeaderIdempotencyKey = "Idempotency-Key"
 	HeaderExecdToken     = "X-EXECD-ACCESS-TOKEN"
 	HeaderEgressToken    = "OPENSANDBOX-EGRESS-AUTH"
+	// HeaderObserve "1" on a GET through the proxy marks a request that
+	// only watches (a console's metrics): the server neither resumes a
+	// paused sandbox for it nor renews one on access, and execd does not
+	// count it as activity, so an open console keeps nothing awake.
+	HeaderObserve = "Corral-Observe"
 )
 
 // Well-known ports inside a sandbox.
@@ -371,6 +376,16 @@ type Health struct {
 	// container escapes.
 	Warnings []string `json:"warnings,omitempty"`
 }
+
+// A browser cannot set headers on a WebSocket, so a client may carry a
+// proxy route's token (the endpoint headers' value for
+// use_server_proxy=true) as a WebSocket subprotocol instead: it offers
+// WSProtocol and WSTokenPrefix+TOKEN, and the server, having checked the
+// token and kept it from the sandbox, answers with WSProtocol.
+const (
+	WSProtocol    = "corral"
+	WSTokenPrefix = "corral.token."
+)
 
 // ValidRequestID reports whether a client-chosen X-Request-ID is safe to
 // echo and log: 1 to 128 printable ASCII characters without spaces.

@@ -32,6 +32,8 @@ command -v iptables >/dev/null || need+=(iptables)
 [ -e /usr/share/jupyter/kernels/python3/kernel.json ] || need+=(python3-ipykernel python3-jupyter-client)
 /usr/bin/python3 -c 'import matplotlib, numpy, pandas' 2>/dev/null || need+=(python3-matplotlib python3-numpy python3-pandas)
 command -v debootstrap >/dev/null || need+=(debootstrap)
+# The web console's browser tests drive Debian's chromium (no download).
+command -v chromium >/dev/null || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
@@ -150,6 +152,15 @@ image_pid=
 CORRAL_TEST_CODE_IMAGE=$(cat "$image_out")
 [ -s "$CORRAL_TEST_CODE_IMAGE" ] || { cat "$image_err" >&2; echo "scripts/test.sh: the code-interpreter build printed no image ($CORRAL_TEST_CODE_IMAGE)" >&2; exit 1; }
 export CORRAL_TEST_CODE_IMAGE
+
+# The web console's committed build (internal/console/dist, embedded so
+# that go build needs no Node) is what web/ builds from its lock file.
+scripts/web.sh >/dev/null
+if [ -n "$(git status --porcelain -- internal/console/dist)" ]; then
+  git status --short -- internal/console/dist >&2
+  echo "scripts/test.sh: internal/console/dist is not what web/ builds: run scripts/web.sh and commit the result" >&2
+  exit 1
+fi
 
 export CGO_ENABLED=1 # the race detector needs cgo; the shipped binary is built with CGO_ENABLED=0
 export CORRAL_TEST_ROOT=1

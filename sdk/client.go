@@ -299,6 +299,7 @@ func (c *Client) once(ctx context.Context, cl call, payload []byte) (*http.Respo
 	if c.apiKey != "" {
 		req.Header.Set(api.HeaderAPIKey, c.apiKey)
 	}
+	setRequestID(ctx, req)
 	return c.hc.Do(req)
 }
 
@@ -346,6 +347,28 @@ func jitter(d time.Duration) time.Duration {
 		return d
 	}
 	return d*3/4 + time.Duration(n.Int64())
+}
+
+// requestIDKey carries a request id in a context.
+type requestIDKey struct{}
+
+// WithRequestID returns a context whose requests carry id as their
+// X-Request-ID (api.HeaderRequestID), the id the server logs them under
+// and answers with: a caller that makes several requests for one step of
+// its own (a tool call, say) can find them all in the server's log. An id
+// the server would not accept (empty, over 128 bytes, not printable
+// ASCII) is not sent; the server then picks its own.
+func WithRequestID(ctx context.Context, id string) context.Context {
+	if !api.ValidRequestID(id) {
+		return ctx
+	}
+	return context.WithValue(ctx, requestIDKey{}, id)
+}
+
+func setRequestID(ctx context.Context, req *http.Request) {
+	if id, ok := ctx.Value(requestIDKey{}).(string); ok {
+		req.Header.Set(api.HeaderRequestID, id)
+	}
 }
 
 // NewIdempotencyKey returns a random key for CreateSandbox.

@@ -255,3 +255,22 @@ func TestConfigurationFromTheEnvironment(t *testing.T) {
 		t.Error("zero retry attempts accepted")
 	}
 }
+
+// TestRequestIDFromTheContext: a context's request id goes on every
+// attempt; a bad one, or none, is not sent.
+func TestRequestIDFromTheContext(t *testing.T) {
+	t.Parallel()
+	f := &failing{fails: 1, status: http.StatusBadGateway, ok: sandboxJSON}
+	c := newClient(t, f, fastRetry())
+	if _, err := c.GetSandbox(sdk.WithRequestID(t.Context(), "tool-call-7"), "sb1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetSandbox(sdk.WithRequestID(t.Context(), "bad id\n"), "sb1"); err != nil {
+		t.Fatal(err)
+	}
+	reqs := f.requests()
+	if len(reqs) != 3 || reqs[0].Header.Get(api.HeaderRequestID) != "tool-call-7" || reqs[1].Header.Get(api.HeaderRequestID) != "tool-call-7" ||
+		reqs[2].Header.Get(api.HeaderRequestID) != "" {
+		t.Fatalf("request ids: %d requests, %q", len(reqs), []string{reqs[0].Header.Get(api.HeaderRequestID), reqs[len(reqs)-1].Header.Get(api.HeaderRequestID)})
+	}
+}

@@ -102,6 +102,7 @@ func (s *Sandbox) do(ctx context.Context, method, path string, q url.Values, bod
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
+	setRequestID(ctx, req)
 	res, err := s.c.hc.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -78,6 +78,32 @@ func TestPublicPackagesImportOnlyTheStandardLibrary(t *testing.T) {
 	}
 }
 
+// TestTheAgentLibraryUsesOnlyTheSDK: the public agent and mcp packages,
+// which products embed, reach corral through the SDK only: within the
+// module they use the public packages and the sandbox domain types (two
+// leaves), never the server, a runtime or the store; nor do they link
+// Kubernetes, Docker or SQLite.
+func TestTheAgentLibraryUsesOnlyTheSDK(t *testing.T) {
+	ours := []string{"api", "sse", "errdefs", "errdefs/errhttp", "sdk", "mcp", "internal/sandbox", "internal/insandbox"}
+	pkgs := list(t)
+	for _, lib := range []string{"agent", "mcp"} {
+		p, ok := pkgs[module+"/"+lib]
+		if !ok {
+			t.Fatalf("no package %s", lib)
+		}
+		for _, d := range p.deps {
+			if rel, in := strings.CutPrefix(d, module+"/"); in && !slices.Contains(ours, rel) {
+				t.Errorf("%s depends on %s", lib, rel)
+			}
+			for _, banned := range []string{"k8s.io/", "sigs.k8s.io/", "github.com/moby/", "github.com/docker/", "modernc.org/sqlite", "github.com/mattn/go-sqlite3"} {
+				if strings.HasPrefix(d, banned) {
+					t.Errorf("%s depends on %s", lib, d)
+				}
+			}
+		}
+	}
+}
+
 // TestLayering keeps execd, which runs inside sandboxes, free of the
 // control plane, the control plane free of the CLI, and the leaves
 // (host networking, the enforcer, the shared records) free of the
@@ -122,7 +148,7 @@ func TestLayering(t *testing.T) {
 // few leaves, and nothing they link is the server, a runtime or an
 // in-sandbox role, so that corral on a laptop is only the client.
 func TestTheClientLinksNoServer(t *testing.T) {
-	allowed := []string{"api", "errdefs", "sdk", "sse", "internal/agent", "internal/mcp", "internal/tarfs", "internal/version", "internal/logctx"}
+	allowed := []string{"api", "errdefs", "sdk", "sse", "agent", "mcp", "internal/tarfs", "internal/version", "internal/logctx"}
 	banned := []string{"internal/driver", "internal/lifecycle", "internal/server", "internal/store", "internal/egress", "internal/hostnet",
 		"internal/initproc", "internal/execd", "internal/imagestore", "internal/kube", "internal/auth", "internal/secrets", "internal/cli"}
 	pkgs := list(t)

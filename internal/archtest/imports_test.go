@@ -52,12 +52,14 @@ func TestWhoImportsWhat(t *testing.T) {
 		// by execd.
 		{"internal/execd", []string{"internal/cli"}},
 		{"internal/execd/files", []string{"internal/execd"}},
-		{"internal/execd/code", []string{"internal/execd"}},
+		{"internal/execd/code", []string{"internal/execd", "internal/execd/codeinterp"}},
+		{"internal/execd/envd", []string{"internal/execd"}},
+		{"internal/execd/codeinterp", []string{"internal/execd"}},
 		{"internal/execd/code/jupyter", []string{"internal/execd/code"}},
 		{"internal/memtrim", []string{"internal/cli"}},
 		// Errors as HTTP answers: the two servers write them, the SDK reads
 		// them. The lifecycle and the drivers speak errdefs only.
-		{"errdefs/errhttp", []string{"internal/server", "internal/execd", "sdk"}},
+		{"errdefs/errhttp", []string{"internal/server", "internal/execd", "internal/execd/codeinterp", "sdk"}},
 		// Tests only.
 		{"internal/driver/drivertest", nil},
 		{"internal/kube/kubetest", nil},

@@ -52,8 +52,11 @@ type serveConfig struct {
 	kube                 kubeFlags
 	fake                 fakeFlags
 	egress               egressFlags
+	e2b                  e2bFlags
 	listen               string
 	dataDir              string
+	e2bConfig            *server.E2BConfig
+	endpoints            string
 	runtime              string
 	configFile           string
 	apiKey               string
@@ -205,6 +208,8 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.BoolVar(&cfg.imageHostCredentials, "image-host-credentials", false, "let tenants' pulls without image.auth use this machine's registry logins (~/.docker/config.json); default: such pulls are anonymous")
 	cfg.egress.register(fs)
+	cfg.e2b.register(fs)
+	fs.StringVar(&cfg.endpoints, "endpoints", "direct", "how GET .../endpoints/{port} answers: direct (the runtime's own address of the port, the fastest; a client elsewhere gets the proxy route) or proxy (always the server's proxy route, host/sandboxes/{id}/proxy/{port}, which ends in the port as OpenSandbox's own server answers)")
 	for _, rt := range cfg.runtimes() {
 		rt.register(fs)
 	}
@@ -242,6 +247,12 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	origins, err := parseOrigins(cfg.corsOrigins)
 	if err != nil {
 		return client.Fail(e, "--cors-origins: %v", err)
+	}
+	if cfg.endpoints != "direct" && cfg.endpoints != "proxy" {
+		return client.Fail(e, "--endpoints %q: want direct or proxy", cfg.endpoints)
+	}
+	if cfg.e2bConfig, err = cfg.e2b.config(); err != nil {
+		return client.Fail(e, "%v", err)
 	}
 	if cfg.limits, err = parseLimits(cfg.limitFlags); err != nil {
 		return client.Fail(e, "%v", err)
@@ -395,10 +406,25 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, rt runtimeFlags, log *
 	}
 	defer hooks.Close()
 	srv := server.New(server.Config{Manager: mgr, Keys: keys, Logger: log, InsecureNoAuth: cfg.insecureNoAuth, CORSOrigins: cfg.origins, Secrets: sec,
-		HealthWarnings: warnings, Webhooks: hooks, Templates: templates})
+		HealthWarnings: warnings, Webhooks: hooks, Templates: templates, E2B: cfg.e2bConfig,
+		ProxyEndpoints: cfg.endpoints == "proxy"})
 	if err := srv.StartWarmPools(ctx); err != nil {
 		ln.Close()
 		return fmt.Errorf("templates' warm pools: %w", err)
+	}
+	e2bServer, err := cfg.e2b.serve(srv, cfg.dataDir, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	if e2bServer != nil {
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.shutdownTimeout)
+			defer cancel()
+			if err := e2bServer.Shutdown(sctx); err != nil {
+				_ = e2bServer.Close()
+			}
+		}()
 	}
 	return runUntilDone(ctx, cfg, log, mgr, hooks, srv.NewHTTPServer(cfg.listen), ln)
 }

@@ -237,6 +237,11 @@ func TestEnforcerEndToEnd(t *testing.T) {
 	if ev, ok := findEvent(evs, "connection", "198.51.100.4:8080", "allow", ""); ok && (ev.Name != "api.example.com" || ev.Protocol != "tcp") {
 		t.Errorf("allowed connection event = %+v", ev)
 	}
+	for _, ev := range evs {
+		if strings.HasPrefix(ev.Target, "ff02:") {
+			t.Errorf("the kernel's link-local ICMPv6 was audited: %+v", ev)
+		}
+	}
 	last := evs[len(evs)-1]
 	if again := events(t, p.Inside, "egress-token", fmt.Sprintf("since=%d&epoch=%d", last.Seq, last.Epoch)); len(again) != 0 {
 		t.Errorf("since the last event: %+v", again)

@@ -274,14 +274,51 @@ func (s *Server) commandStatus(w http.ResponseWriter, _ *http.Request, id string
 		writeError(w, commandNotFound(id))
 		return
 	}
+	writeJSON(w, http.StatusOK, commandStatus(c))
+}
+
+// commandStatus is how c stands now.
+func commandStatus(c *process.Command) api.CommandStatusResponse {
 	out := api.CommandStatusResponse{ID: c.ID, Content: c.Content, Running: true, StartedAt: c.StartedAt}
 	if ex, done := c.Exit(); done {
 		code := ex.Code
 		fin := ex.FinishedAt
 		out.Running, out.ExitCode, out.FinishedAt, out.Error = false, &code, &fin, ex.Err
 	}
+	return out
+}
+
+// listCommands answers the commands execd keeps, the newest first, a
+// page at a time (a corral route: the console's history).
+func (s *Server) listCommands(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit, offset := 50, 0
+	for _, p := range []struct {
+		name    string
+		to      *int
+		min, mx int
+	}{{"limit", &limit, 1, 200}, {"offset", &offset, 0, 1 << 30}} {
+		v := q.Get(p.name)
+		if v == "" {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < p.min || n > p.mx {
+			writeError(w, badRequest("%s %q: must be a whole number from %d to %d", p.name, v, p.min, p.mx))
+			return
+		}
+		*p.to = n
+	}
+	all := s.table.List()
+	out := api.CommandList{Items: []api.CommandSummary{}, Total: len(all)}
+	for _, c := range all[min(offset, len(all)):min(offset+limit, len(all))] {
+		out.Items = append(out.Items, api.CommandSummary{CommandStatusResponse: commandStatus(c), Background: c.Background, OutputBytes: c.Log.Size()})
+	}
 	writeJSON(w, http.StatusOK, out)
 }
+
+// maxLogRead is the largest limit one logs read takes.
+const maxLogRead = 64 << 20
 
 // commandLogs serves a command's combined output from a byte cursor; the
 // EXECD-COMMANDS-TAIL-CURSOR header is where the next read starts.
@@ -300,7 +337,22 @@ func (s *Server) commandLogs(w http.ResponseWriter, r *http.Request, id string) 
 		}
 		cur = n
 	}
+	// limit (a corral extension) bounds one read, for a client that
+	// follows a command printing faster than it can take.
+	var limit int64
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 || n > maxLogRead {
+			writeError(w, badRequest("limit %q: must be a byte count from 1 to %d", v, maxLogRead))
+			return
+		}
+		limit = n
+	}
 	rd, next := c.Log.Reader(cur)
+	if limit > 0 && next-min(cur, next) > limit {
+		next = min(cur, next) + limit
+		rd = io.LimitReader(rd, limit)
+	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set(api.HeaderCommandsTailCursor, strconv.FormatInt(next, 10))
 	w.Header().Set("Content-Length", strconv.FormatInt(next-min(cur, next), 10))

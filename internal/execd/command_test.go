@@ -116,6 +116,31 @@ func TestCommandRawOutput(t *testing.T) {
 	}
 }
 
+// TestCommandRawBinaryOutputFitsEvents: megabytes of output that JSON
+// writes six bytes a byte (NULs) arrive whole, in events a reader accepts
+// (a pipe read of a megabyte was one event of six, refused as too large).
+func TestCommandRawBinaryOutputFitsEvents(t *testing.T) {
+	t.Parallel()
+	d := startExecd(t)
+	const n = 5000000
+	evs := d.events("/command", map[string]any{"command": "head -c 5000000 /dev/zero; printf '\\303\\251'"}, execd.HeaderOutput, "raw", execd.HeaderEventCursors, "1")
+	var raw strings.Builder
+	var last int64
+	for _, ev := range evs {
+		if ev.Type != api.EventStdout {
+			continue
+		}
+		raw.WriteString(ev.Text)
+		if ev.Cursor == nil || *ev.Cursor <= last || *ev.Cursor != int64(raw.Len()) {
+			t.Fatalf("cursor %v after %d bytes (last %d)", ev.Cursor, raw.Len(), last)
+		}
+		last = *ev.Cursor
+	}
+	if got := raw.String(); len(got) != n+2 || strings.Count(got, "\x00") != n || !strings.HasSuffix(got, "\u00e9") {
+		t.Fatalf("stdout: %d bytes, %d NULs, ends %q", len(got), strings.Count(got, "\x00"), got[max(0, len(got)-4):])
+	}
+}
+
 func TestCommandValidation(t *testing.T) {
 	t.Parallel()
 	d := startExecd(t)
@@ -214,6 +239,16 @@ func TestBackgroundCommandAndLogs(t *testing.T) {
 	}
 	if a := d.do("GET", "/command/"+id+"/logs?cursor=-1", nil); a.status != 400 {
 		t.Errorf("negative cursor = %d", a.status)
+	}
+	// limit bounds one read; the cursor says where the next starts.
+	a = d.do("GET", "/command/"+id+"/logs?cursor=1&limit=4", nil)
+	if string(a.body) != "ne\nt" || a.header.Get(api.HeaderCommandsTailCursor) != "5" {
+		t.Errorf("logs with a limit = %q next %s", a.body, a.header.Get(api.HeaderCommandsTailCursor))
+	}
+	for _, q := range []string{"limit=0", "limit=x", "limit=67108865"} {
+		if a := d.do("GET", "/command/"+id+"/logs?"+q, nil); a.status != 400 {
+			t.Errorf("?%s = %d", q, a.status)
+		}
 	}
 	for _, p := range []string{"/command/status/nope", "/command/nope/logs"} {
 		if a := d.do("GET", p, nil); a.status != 404 || a.code(t) != api.CodeExecdCommandNotFound {
@@ -581,5 +616,82 @@ func TestCommandUserEnvFile(t *testing.T) {
 	}
 	if got := run(0); !strings.HasPrefix(got, "runtime runtime") {
 		t.Errorf("a FIFO = %q", got)
+	}
+}
+
+// TestCommandsAreListed: GET /corral/commands pages through every kept
+// command, the newest first, running ones with no exit, finished ones
+// with their code and the size of their output; bad pages are 400s; no
+// token is 401.
+func TestCommandsAreListed(t *testing.T) {
+	t.Parallel()
+	d := startExecd(t)
+	var list api.CommandList
+	d.do("GET", api.PathExecdCommands, nil).json(t, &list)
+	if list.Total != 0 || list.Items == nil || len(list.Items) != 0 {
+		t.Fatalf("an empty execd lists %+v", list)
+	}
+	var ids []string
+	for i, script := range []string{"printf 12345", "echo six >&2; exit 3", "sleep 30"} {
+		evs := d.events("/command", map[string]any{"command": script, "background": i == 2})
+		ids = append(ids, evs[0].Text)
+		time.Sleep(10 * time.Millisecond) // distinct start times
+	}
+	d.do("GET", api.PathExecdCommands, nil).json(t, &list)
+	if list.Total != 3 || len(list.Items) != 3 {
+		t.Fatalf("three commands list as %+v", list)
+	}
+	run, failed, ok := list.Items[0], list.Items[1], list.Items[2]
+	if run.ID != ids[2] || !run.Running || run.ExitCode != nil || !run.Background || run.Content != "sleep 30" {
+		t.Errorf("the running one: %+v", run)
+	}
+	if failed.ID != ids[1] || failed.Running || failed.ExitCode == nil || *failed.ExitCode != 3 || failed.OutputBytes != 4 || failed.FinishedAt == nil {
+		t.Errorf("the failed one: %+v", failed)
+	}
+	if ok.ID != ids[0] || ok.ExitCode == nil || *ok.ExitCode != 0 || ok.OutputBytes != 5 || ok.Background {
+		t.Errorf("the first one: %+v", ok)
+	}
+	d.do("GET", api.PathExecdCommands+"?limit=1&offset=1", nil).json(t, &list)
+	if list.Total != 3 || len(list.Items) != 1 || list.Items[0].ID != ids[1] {
+		t.Errorf("the second page of one: %+v", list)
+	}
+	d.do("GET", api.PathExecdCommands+"?offset=9", nil).json(t, &list)
+	if list.Total != 3 || len(list.Items) != 0 {
+		t.Errorf("past the end: %+v", list)
+	}
+	for _, q := range []string{"limit=0", "limit=201", "limit=x", "offset=-1", "offset=1e3"} {
+		if a := d.do("GET", api.PathExecdCommands+"?"+q, nil); a.status != 400 {
+			t.Errorf("?%s = %d %s", q, a.status, a.body)
+		}
+	}
+	if a := d.do("GET", api.PathExecdCommands, nil, api.HeaderExecdToken, ""); a.status != 401 {
+		t.Errorf("no token = %d", a.status)
+	}
+	d.do("DELETE", "/command?id="+ids[2], nil)
+}
+
+// TestObservingIsNotActivity: a GET marked Corral-Observe: 1 (a console
+// reading metrics) leaves /corral/activity's lastActivity as it was; the
+// same request unmarked moves it.
+func TestObservingIsNotActivity(t *testing.T) {
+	t.Parallel()
+	d := startExecd(t)
+	d.do("GET", "/metrics", nil)
+	var before, after api.ExecdActivity
+	d.do("GET", api.PathExecdActivity, nil).json(t, &before)
+	time.Sleep(20 * time.Millisecond)
+	for _, p := range []string{"/metrics", api.PathExecdCommands} {
+		if a := d.do("GET", p, nil, api.HeaderObserve, "1"); a.status != 200 {
+			t.Fatalf("%s = %d %s", p, a.status, a.body)
+		}
+	}
+	d.do("GET", api.PathExecdActivity, nil).json(t, &after)
+	if !after.LastActivity.Equal(before.LastActivity) || after.InFlight != 0 {
+		t.Errorf("observing moved the activity: %+v → %+v", before, after)
+	}
+	d.do("GET", "/metrics", nil)
+	d.do("GET", api.PathExecdActivity, nil).json(t, &after)
+	if !after.LastActivity.After(before.LastActivity) {
+		t.Errorf("a plain read did not count: %+v → %+v", before, after)
 	}
 }

@@ -21,6 +21,7 @@ func (s *Server) routes() {
 	// /command/status/{id}, /command/{id}/logs and /command/{id}/stream
 	// overlap as mux patterns, so one handler tells them apart.
 	m.HandleFunc("GET /command/{a}/{b}", s.commandRead)
+	m.HandleFunc("GET "+api.PathExecdCommands, s.listCommands)
 
 	m.HandleFunc("POST /session", s.createSession)
 	m.HandleFunc("POST /session/{id}/run", s.runInSession)
@@ -56,6 +57,15 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /pty/{id}", s.ptyStatus)
 	m.HandleFunc("DELETE /pty/{id}", s.deletePTY)
 	m.HandleFunc("GET /pty/{id}/ws", s.attachPTY)
+
+	// E2B's protocols: envd (its port 49983) and the code interpreter
+	// (49999), which the server reaches under these prefixes.
+	m.Handle(api.PathExecdE2BEnvd+"/", http.StripPrefix(api.PathExecdE2BEnvd, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.envd().Handler().ServeHTTP(w, r)
+	})))
+	m.Handle(api.PathExecdE2BCode+"/", http.StripPrefix(api.PathExecdE2BCode, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.interp().Handler().ServeHTTP(w, r)
+	})))
 
 	m.HandleFunc("/proxy/{port}", s.proxy.serve)
 	m.HandleFunc("/proxy/{port}/{path...}", s.proxy.serve)

@@ -32,6 +32,8 @@ import (
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/errdefs/errhttp"
 	"github.com/corral-dev/corral/internal/execd/code"
+	"github.com/corral-dev/corral/internal/execd/codeinterp"
+	"github.com/corral-dev/corral/internal/execd/envd"
 	"github.com/corral-dev/corral/internal/execd/process"
 	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/logctx"
@@ -93,6 +95,12 @@ type Server struct {
 	sessions *process.Sessions
 	ptys     *process.PTYs
 	code     *code.Manager
+	// envd and interp serve E2B's protocols; made at their first
+	// request, so a sandbox no E2B client reaches does not pay for them.
+	envd   func() *envd.Service
+	interp func() *codeinterp.Service
+	// envdMade is set once envd was made (Close then closes it).
+	envdMade atomic.Bool
 	metrics  *sampler
 	mux      *http.ServeMux
 	proxy    *localProxy
@@ -172,6 +180,11 @@ func New(cfg Config) (*Server, error) {
 		Env: func() []string { return s.env(nil, os.Geteuid()) }, Workdir: wd, StateDir: filepath.Join(cfg.StateDir, "code"),
 		SpecWait: cfg.CodeSpecWait, IdleTimeout: cfg.CodeIdleTimeout, QueueLimit: cfg.CodeQueueLimit, InterruptTimeout: cfg.CodeInterruptTimeout, MaxContexts: cfg.CodeMaxContexts, Logger: cfg.Logger,
 	})
+	s.envd = sync.OnceValue(func() *envd.Service {
+		s.envdMade.Store(true)
+		return envd.New(envd.Config{Table: table, Env: func(uid int) []string { return s.env(nil, uid) }, Workdir: wd, Logger: cfg.Logger})
+	})
+	s.interp = sync.OnceValue(func() *codeinterp.Service { return codeinterp.New(s.code, cfg.Logger) })
 	s.proxy = newLocalProxy(s)
 	s.routes()
 	return s, nil
@@ -225,6 +238,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	_ = hs.Close()
 	stop()
 	s.ptys.Close()
+	if s.envdMade.Load() {
+		s.envd().Close()
+	}
 	s.code.Close()
 	s.sessions.Close()
 	wg.Wait()
@@ -256,7 +272,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if r.URL.Path != api.PathExecdActivity && r.URL.Path != "/ping" {
+	observe := r.Method == http.MethodGet && r.Header.Get(api.HeaderObserve) == "1"
+	if r.URL.Path != api.PathExecdActivity && r.URL.Path != "/ping" && !observe {
 		s.inFlight.Add(1)
 		defer func() {
 			s.lastActive.Store(time.Now().UnixNano())

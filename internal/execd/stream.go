@@ -297,10 +297,26 @@ func (r *rawChunks) feed(data []byte, off int64, emit func([]byte, int64) error)
 		r.held = append([]byte(nil), data[cut:]...)
 		data = data[:cut]
 	}
+	end -= int64(len(r.held))
+	for len(data) > maxRawChunk {
+		cut := maxRawChunk
+		for cut > maxRawChunk-utf8.UTFMax && !utf8.RuneStart(data[cut]) {
+			cut--
+		}
+		_ = emit(data[:cut], end-int64(len(data)-cut))
+		data = data[cut:]
+	}
 	if len(data) > 0 {
-		_ = emit(data, end-int64(len(r.held)))
+		_ = emit(data, end)
 	}
 }
+
+// maxRawChunk is the most output one raw event carries. A pipe's read can
+// be a megabyte (execd asks for pipes that large), and JSON writes a
+// control byte as six ("\u0000"), so a megabyte of binary output in one
+// event would pass the size readers accept (sse.MaxEventSize); cut at a
+// character boundary, a chunk stays under it however it is escaped.
+const maxRawChunk = 256 << 10
 
 func (r *rawChunks) flush(end int64, emit func([]byte, int64) error) {
 	if len(r.held) > 0 {

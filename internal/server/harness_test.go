@@ -32,14 +32,17 @@ var contracts contracttest.Contracts
 // ts is a real server over real SQLite and the fake driver, reached over a
 // real socket, with an admin key for tenant t1 and a plain key for t2.
 type ts struct {
-	t        testing.TB
-	handler  http.Handler
-	url      string
-	keyA     string // admin of t1
-	keyB     string // tenant t2
-	mgr      *lifecycle.Manager
-	st       *store.Store
-	contract *contracttest.Contract
+	t       testing.TB
+	handler http.Handler
+	url     string
+	// e2bURL serves the same server's E2B API, e2bHandler.
+	e2bURL     string
+	e2bHandler http.Handler
+	keyA       string // admin of t1
+	keyB       string // tenant t2
+	mgr        *lifecycle.Manager
+	st         *store.Store
+	contract   *contracttest.Contract
 }
 
 type resp struct {
@@ -143,12 +146,13 @@ func newTSAll(t testing.TB, edit func(*Config), wrap func(*fakedriver.Driver) dr
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Manager: mgr, Keys: keys, Webhooks: hooks, Templates: st}
+	cfg := Config{Manager: mgr, Keys: keys, Webhooks: hooks, Templates: st, E2B: &E2BConfig{Templates: map[string]string{"base": "fake:ok"}}}
 	if edit != nil {
 		edit(&cfg)
 	}
 	srv := New(cfg)
 	hs := httptest.NewServer(srv.Handler())
+	e2bHS := httptest.NewServer(srv.E2BHandler())
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
 	done := make(chan struct{})
 	hooksDone := make(chan struct{})
@@ -156,6 +160,7 @@ func newTSAll(t testing.TB, edit func(*Config), wrap func(*fakedriver.Driver) dr
 	go func() { _ = hooks.Run(ctx); close(hooksDone) }()
 	t.Cleanup(func() {
 		hs.Close()
+		e2bHS.Close()
 		cancel()
 		<-done
 		<-hooksDone
@@ -163,7 +168,7 @@ func newTSAll(t testing.TB, edit func(*Config), wrap func(*fakedriver.Driver) dr
 		_ = d.Close()
 		_ = st.Close()
 	})
-	return &ts{t: t, handler: srv.Handler(), url: hs.URL, keyA: keyA, keyB: keyB, mgr: mgr, st: st, contract: contracts.Get(t, contracttest.Lifecycle)}
+	return &ts{t: t, handler: srv.Handler(), url: hs.URL, e2bURL: e2bHS.URL, e2bHandler: srv.E2BHandler(), keyA: keyA, keyB: keyB, mgr: mgr, st: st, contract: contracts.Get(t, contracttest.Lifecycle)}
 }
 
 // call sends a request with key (none if empty) and validates the answer

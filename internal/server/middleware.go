@@ -18,6 +18,7 @@ import (
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/errdefs/errhttp"
 	"github.com/corral-dev/corral/internal/auth"
+	"github.com/corral-dev/corral/internal/console"
 	"github.com/corral-dev/corral/internal/logctx"
 	"github.com/corral-dev/corral/internal/sandbox"
 )
@@ -88,27 +89,12 @@ func (w *statusWriter) Flush() {
 // one function so that a request is copied (WithContext) only once.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	id := r.Header.Get(api.HeaderRequestID)
-	if !api.ValidRequestID(id) {
-		id = sandbox.NewID()
-	}
+	id := requestID(w, r)
 	h := w.Header()
-	h.Set(api.HeaderRequestID, id)
-	// Proxied requests carry the id on to the sandbox (execd echoes it).
-	r.Header.Set(api.HeaderRequestID, id)
 	sw := &statusWriter{ResponseWriter: w}
-	defer func() {
-		if v := recover(); v != nil {
-			if v == http.ErrAbortHandler {
-				panic(v)
-			}
-			s.log.ErrorContext(r.Context(), "handler panicked", "panic", v, "path", r.URL.Path, "request_id", id)
-			if sw.status == 0 {
-				s.writeErrorStatus(sw, r, http.StatusInternalServerError, api.CodeGeneralUnknownError,
-					"An unexpected error occurred. (request id "+id+")")
-			}
-		}
-	}()
+	defer s.recoverPanic(sw, r, id, func(msg string) {
+		s.writeErrorStatus(sw, r, http.StatusInternalServerError, api.CodeGeneralUnknownError, msg)
+	})
 	if s.cfg.InsecureNoAuth && !loopbackHost(r.Host) {
 		// Without keys, a name that is not localhost's is what DNS
 		// rebinding looks like: a web page's own name, pointed here.
@@ -124,7 +110,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.Set("Access-Control-Allow-Origin", origin)
 		h.Set("Access-Control-Expose-Headers", "X-Request-ID, Location, Retry-After")
 		h.Add("Vary", "Origin")
-	} else if origin != "" && s.cfg.InsecureNoAuth {
+	} else if origin != "" && s.cfg.InsecureNoAuth && !sameOrigin(r, origin) {
 		s.writeErrorStatus(sw, r, http.StatusUnauthorized, api.CodeOriginNotAllowed,
 			"with --insecure-no-auth this server refuses requests from web pages (origin "+strconv.Quote(origin)+"); --cors-origins lists the ones it accepts")
 		return
@@ -140,9 +126,55 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st := &reqState{}
 	ctx := logctx.With(r.Context(), slog.String("request_id", id))
 	r = r.WithContext(context.WithValue(ctx, reqStateKey, st))
+	// Deferred, so that a request its client left is counted and logged
+	// too: the proxy ends a stream the client closed before its end (as an
+	// SDK does once it has read a command's last event) by panicking with
+	// http.ErrAbortHandler, which recoverPanic passes on.
+	defer s.observe(r, st, sw, start)
 	if s.authenticate(sw, r, st) {
 		s.mux.ServeHTTP(sw, r)
 	}
+}
+
+// sameOrigin reports whether a request comes from a page of this server's
+// own origin: the console. (A sandbox's pages, served through the proxy,
+// run sandboxed in an opaque origin and send "null".)
+func sameOrigin(r *http.Request, origin string) bool {
+	return origin == "http://"+r.Host || origin == "https://"+r.Host
+}
+
+// requestID gives a request its id, the caller's if it sent a sane one,
+// on the answer and on the request (proxied requests carry it on to the
+// sandbox, whose execd echoes it).
+func requestID(w http.ResponseWriter, r *http.Request) string {
+	id := r.Header.Get(api.HeaderRequestID)
+	if !api.ValidRequestID(id) {
+		id = sandbox.NewID()
+	}
+	w.Header().Set(api.HeaderRequestID, id)
+	r.Header.Set(api.HeaderRequestID, id)
+	return id
+}
+
+// recoverPanic, deferred, logs a handler's panic and answers it with a
+// 500 (through answer) if nothing was answered yet.
+func (s *Server) recoverPanic(sw *statusWriter, r *http.Request, id string, answer func(msg string)) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if v == http.ErrAbortHandler {
+		panic(v)
+	}
+	s.log.ErrorContext(r.Context(), "handler panicked", "panic", v, "path", r.URL.Path, "request_id", id)
+	if sw.status == 0 {
+		answer("An unexpected error occurred. (request id " + id + ")")
+	}
+}
+
+// observe counts a request in the metrics by its route and status, and
+// logs it at debug level.
+func (s *Server) observe(r *http.Request, st *reqState, sw *statusWriter, start time.Time) {
 	route := st.route
 	if route == "" {
 		route = "unmatched"
@@ -152,8 +184,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusOK
 	}
 	s.metrics.observeRequest(route, status, time.Since(start))
-	if s.log.Enabled(ctx, slog.LevelDebug) {
-		s.log.DebugContext(ctx, "request", "method", r.Method, "route", route, "status", status,
+	if s.log.Enabled(r.Context(), slog.LevelDebug) {
+		s.log.DebugContext(r.Context(), "request", "method", r.Method, "route", route, "status", status,
 			"duration_ms", time.Since(start).Milliseconds())
 	}
 }
@@ -208,7 +240,7 @@ func isProxyPath(p string) bool {
 // 401 and returns false. /health needs no key; a proxy route without an API
 // key is passed on, to be checked against the sandbox's own token.
 func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, st *reqState) bool {
-	if r.URL.Path == "/health" {
+	if r.URL.Path == "/health" || r.URL.Path == "/ui" || strings.HasPrefix(r.URL.Path, console.Prefix) {
 		return true
 	}
 	if s.cfg.InsecureNoAuth {

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -110,12 +111,16 @@ func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) {
 	out := api.Endpoint{Endpoint: addr.String(), Headers: endpointHeaders(sb, port)}
 	// A loopback address is useless to a client on another machine: hand it
 	// the authenticated proxy route instead.
-	if useProxy || addr.Addr().IsLoopback() && !remoteIsLoopback(r) {
+	if useProxy || s.cfg.ProxyEndpoints || addr.Addr().IsLoopback() && !remoteIsLoopback(r) {
 		out.Endpoint = r.Host + "/sandboxes/" + id + "/proxy/" + strconv.Itoa(port)
 		out.Headers = proxyHeaders(sb, port)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
+
+// sandboxCSP sandboxes a document a sandbox port serves on a shared
+// origin: it keeps scripts and forms but gets a unique origin.
+const sandboxCSP = "sandbox allow-scripts allow-forms allow-popups allow-downloads allow-modals"
 
 // sandboxProxy forwards /sandboxes/{id}/proxy/{port}/... to a sandbox port,
 // streaming both ways, upgrades (WebSocket) included.
@@ -155,6 +160,13 @@ func newSandboxProxy(s *Server) *sandboxProxy {
 			if res.Header.Get(api.HeaderRequestID) == res.Request.Header.Get(api.HeaderRequestID) {
 				res.Header.Del(api.HeaderRequestID)
 			}
+			// A browser that offered corral's subprotocol (to carry the
+			// token) wants one chosen, or it fails the handshake; the
+			// sandbox's own choice, if it made one, stands.
+			if res.StatusCode == http.StatusSwitchingProtocols && res.Header.Get("Sec-WebSocket-Protocol") == "" &&
+				slices.Contains(wsProtocols(res.Request.Header), api.WSProtocol) {
+				res.Header.Set("Sec-WebSocket-Protocol", api.WSProtocol)
+			}
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -177,6 +189,8 @@ type proxyTarget struct {
 	stripAuthz bool
 	// stripAlias: X-API-Key carries a corral key.
 	stripAlias bool
+	// drop are more headers the sandbox port must not see.
+	drop []string
 }
 
 // setHeaders removes the caller's corral credentials and adds the ones the
@@ -193,6 +207,10 @@ func (t proxyTarget) setHeaders(h http.Header) {
 	}
 	h.Del(api.HeaderExecdToken)
 	h.Del(api.HeaderEgressToken)
+	dropWSToken(h)
+	for _, k := range t.drop {
+		h.Del(k)
+	}
 	for k, v := range endpointHeaders(t.sb, t.port) {
 		h.Set(k, v)
 	}
@@ -217,7 +235,14 @@ func (p *sandboxProxy) serve(w http.ResponseWriter, r *http.Request) {
 			"the proxy needs an API key (OPEN-SANDBOX-API-KEY) or the sandbox's endpoint headers"))
 		return
 	}
-	addr, sb, err := s.mgr.Reach(r.Context(), tenantID, id, port)
+	// A request that only observes (api.HeaderObserve on a GET: a
+	// console's metrics) neither resumes, renews nor counts as activity.
+	reach := s.mgr.Reach
+	observe := r.Method == http.MethodGet && r.Header.Get(api.HeaderObserve) == "1"
+	if observe {
+		reach = s.mgr.Endpoint
+	}
+	addr, sb, err := reach(r.Context(), tenantID, id, port)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -227,7 +252,13 @@ func (p *sandboxProxy) serve(w http.ResponseWriter, r *http.Request) {
 			"sandbox %s is %s; resume it to reach its ports", id, sb.Status.State))
 		return
 	}
-	_ = p.s.mgr.RenewOnAccess(sb)
+	if !observe {
+		_ = p.s.mgr.RenewOnAccess(sb)
+	}
+	// What the sandbox serves here runs in an origin of its own (an
+	// opaque one), never this API's: a page it makes cannot read what a
+	// console keeps on the API's origin, nor call the API as it.
+	w.Header().Set("Content-Security-Policy", sandboxCSP)
 	_, header := presentedKey(r)
 	// A corral key in X-API-Key (one of this server's, or one that looks
 	// minted, revoked ones too) is removed whether or not it authorized
@@ -235,6 +266,16 @@ func (p *sandboxProxy) serve(w http.ResponseWriter, r *http.Request) {
 	alias := r.Header.Get(api.HeaderAPIKeyAlias)
 	t := proxyTarget{addr: addr, path: "/" + r.PathValue("path"), port: port, sb: sb, stripAuthz: header == "Authorization",
 		stripAlias: strings.HasPrefix(alias, auth.KeyPrefix) || alias != "" && p.s.isKey(alias)}
+	p.forward(w, r, t)
+}
+
+// forward proxies r to t. The transport reads the request's body while
+// the answer is written, so the server must not also consume and close
+// that body when the answer's headers go out (its default for HTTP/1):
+// the transport's read then failed and it closed the sandbox connection
+// under a streaming answer.
+func (p *sandboxProxy) forward(w http.ResponseWriter, r *http.Request, t proxyTarget) {
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), proxyTargetKey{}, t)))
 }
 
@@ -261,9 +302,55 @@ func (p *sandboxProxy) authorize(r *http.Request, id string, port int) (string, 
 	}
 	for header, want := range proxyHeaders(sb, port) {
 		got := r.Header.Get(header)
+		if got == "" {
+			got = wsToken(r.Header) // a browser's WebSocket
+		}
 		if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
 			return "", false
 		}
 	}
 	return sb.Tenant, true
+}
+
+// wsProtocols are the subprotocols a WebSocket handshake offers.
+func wsProtocols(h http.Header) []string {
+	var out []string
+	for _, v := range h.Values("Sec-WebSocket-Protocol") {
+		for p := range strings.SplitSeq(v, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// wsToken is the proxy token a WebSocket handshake offers as a
+// subprotocol (api.WSTokenPrefix), or "".
+func wsToken(h http.Header) string {
+	for _, p := range wsProtocols(h) {
+		if tok, ok := strings.CutPrefix(p, api.WSTokenPrefix); ok {
+			return tok
+		}
+	}
+	return ""
+}
+
+// dropWSToken removes the token from the subprotocols passed on: the
+// sandbox port never sees a corral token.
+func dropWSToken(h http.Header) {
+	ps := wsProtocols(h)
+	if len(ps) == 0 {
+		return
+	}
+	keep := ps[:0]
+	for _, p := range ps {
+		if !strings.HasPrefix(p, api.WSTokenPrefix) {
+			keep = append(keep, p)
+		}
+	}
+	h.Del("Sec-WebSocket-Protocol")
+	if len(keep) > 0 {
+		h.Set("Sec-WebSocket-Protocol", strings.Join(keep, ", "))
+	}
 }

@@ -155,3 +155,90 @@ func TestProxyUpgrade(t *testing.T) {
 		}
 	}
 }
+
+// TestProxyServesSandboxPagesInTheirOwnOrigin: what a sandbox port serves
+// through the proxy route comes with a sandboxing CSP, so a page it makes
+// never runs in the API's origin.
+func TestProxyServesSandboxPagesInTheirOwnOrigin(t *testing.T) {
+	t.Parallel()
+	s := newTS(t)
+	id := s.create(s.keyA, basicCreate()).ID
+	r := s.call("GET", "/v1/sandboxes/"+id+"/proxy/8080/index.html", s.keyA, nil)
+	if r.status != 200 || !strings.HasPrefix(r.header.Get("Content-Security-Policy"), "sandbox ") ||
+		strings.Contains(r.header.Get("Content-Security-Policy"), "allow-same-origin") {
+		t.Fatalf("proxy answer = %d %v", r.status, r.header)
+	}
+}
+
+// TestProxyEndpoints: with ProxyEndpoints every endpoint is the proxy
+// route, whose shape ends in the port (OpenSandbox's own server answers
+// host:port/proxy/44772-style addresses, and its suite checks that).
+func TestProxyEndpoints(t *testing.T) {
+	t.Parallel()
+	s := newTSWith(t, func(c *Config) { c.ProxyEndpoints = true })
+	id := s.create(s.keyA, basicCreate()).ID
+	for _, port := range []string{"44772", "8080"} {
+		var ep api.Endpoint
+		s.call("GET", "/v1/sandboxes/"+id+"/endpoints/"+port, s.keyA, nil).decode(t, &ep)
+		if !strings.HasSuffix(ep.Endpoint, "/sandboxes/"+id+"/proxy/"+port) {
+			t.Fatalf("endpoint %s = %+v", port, ep)
+		}
+	}
+	var ep api.Endpoint
+	s.call("GET", "/v1/sandboxes/"+id+"/endpoints/44772", s.keyA, nil).decode(t, &ep)
+	r := s.call("GET", strings.TrimPrefix(ep.Endpoint, strings.TrimPrefix(s.url, "http://"))+"/ping", "", nil, api.HeaderExecdToken, ep.Headers[api.HeaderExecdToken])
+	if r.status != 200 {
+		t.Fatalf("execd through the endpoint's proxy route = %d %s", r.status, r.body)
+	}
+}
+
+// TestProxyWebSocketToken: a browser, which cannot set headers on a
+// WebSocket, carries the proxy route's token as a subprotocol; the token
+// opens only the route, never reaches the sandbox, and the handshake's
+// answer chooses corral's subprotocol. A wrong token is refused.
+func TestProxyWebSocketToken(t *testing.T) {
+	t.Parallel()
+	s := newTS(t)
+	id := s.create(s.keyA, basicCreate()).ID
+	var ep api.Endpoint
+	s.call("GET", "/v1/sandboxes/"+id+"/endpoints/44772?use_server_proxy=true", s.keyA, nil).decode(t, &ep)
+	token := ep.Headers[api.HeaderExecdToken]
+	if !strings.HasPrefix(token, "cpx_") {
+		t.Fatalf("proxy endpoint headers = %v", ep.Headers)
+	}
+	handshake := func(protocols string) *http.Response {
+		t.Helper()
+		conn, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		req := "GET /v1/sandboxes/" + id + "/proxy/44772/pty/x/ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: " + fakedriver.EchoUpgrade +
+			"\r\nSec-WebSocket-Protocol: " + protocols + "\r\n\r\n"
+		if _, err := io.WriteString(conn, req); err != nil {
+			t.Fatal(err)
+		}
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := handshake(api.WSProtocol + ", " + api.WSTokenPrefix + token); res.StatusCode != http.StatusSwitchingProtocols ||
+		res.Header.Get("Sec-WebSocket-Protocol") != api.WSProtocol {
+		t.Fatalf("with the token: %d %v", res.StatusCode, res.Header)
+	}
+	for _, bad := range []string{api.WSProtocol + ", " + api.WSTokenPrefix + token + "x", api.WSProtocol, api.WSTokenPrefix + string(s.create(s.keyA, basicCreate()).ID)} {
+		if res := handshake(bad); res.StatusCode != http.StatusUnauthorized {
+			t.Errorf("offering %q: %d", bad, res.StatusCode)
+		}
+	}
+	// What the sandbox's port is sent: corral's subprotocol, not the token.
+	r := s.call("GET", "/v1/sandboxes/"+id+"/proxy/44772/x", "", nil, "Sec-WebSocket-Protocol", "other, "+api.WSTokenPrefix+token+", "+api.WSProtocol)
+	var e fakedriver.Echo
+	r.decode(t, &e)
+	if r.status != 200 || strings.Join(e.Headers["Sec-Websocket-Protocol"], ",") != "other, "+api.WSProtocol {
+		t.Fatalf("the port was sent %d %v", r.status, e.Headers)
+	}
+}

@@ -65,3 +65,46 @@ func TestRenewOnAccess(t *testing.T) {
 		}
 	}
 }
+
+// A GET through the proxy marked Corral-Observe: 1 (a console watching
+// metrics) neither renews a sandbox on access nor resumes a paused one;
+// the same request unmarked does both.
+func TestObservingKeepsNothingAwake(t *testing.T) {
+	t.Parallel()
+	s := newTS(t)
+	b := basicCreate()
+	b["timeout"] = 60
+	b["extensions"] = map[string]string{"access.renew.extend.seconds": "300"}
+	id := s.create(s.keyA, b).ID
+	expiry := func() time.Time {
+		t.Helper()
+		var sb api.Sandbox
+		s.call("GET", "/v1/sandboxes/"+id, s.keyA, nil).decode(t, &sb)
+		return *sb.ExpiresAt
+	}
+	before := expiry()
+	for range 3 {
+		if r := s.call("GET", "/v1/sandboxes/"+id+"/proxy/8080/", s.keyA, nil, api.HeaderObserve, "1"); r.status != 200 {
+			t.Fatalf("an observing request = %d %s", r.status, r.body)
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	if got := expiry(); !got.Equal(before) {
+		t.Errorf("observing renewed the sandbox: %v → %v", before, got)
+	}
+	if r := s.call("POST", "/v1/sandboxes/"+id+"/pause", s.keyA, nil); r.status != 202 {
+		t.Fatalf("pause = %d %s", r.status, r.body)
+	}
+	if r := s.call("GET", "/v1/sandboxes/"+id+"/proxy/8080/", s.keyA, nil, api.HeaderObserve, "1"); r.status != 409 {
+		t.Errorf("an observing request to a paused sandbox = %d %s, want 409", r.status, r.body)
+	}
+	var sb api.Sandbox
+	if s.call("GET", "/v1/sandboxes/"+id, s.keyA, nil).decode(t, &sb); sb.Status.State != "Paused" {
+		t.Errorf("observing resumed the sandbox: %s", sb.Status.State)
+	}
+	// Unmarked, the same request resumes and renews it.
+	if r := s.call("GET", "/v1/sandboxes/"+id+"/proxy/8080/", s.keyA, nil); r.status != 200 {
+		t.Fatalf("a plain request to the paused sandbox = %d %s", r.status, r.body)
+	}
+	testutil.WaitFor(t, 10*time.Second, "the plain request to renew the sandbox", func() bool { return expiry().Sub(before) > 200*time.Second })
+}

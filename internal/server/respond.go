@@ -31,7 +31,18 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // A failure is logged as an error; a refusal (4xx, and 501: something
 // this server does not do) only when its text is not in the body.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	status, code, msg := errhttp.FromError(err)
+	status, code, msg := s.errorAnswer(w, r, err)
+	if k := errhttp.KindName(err); k != "" {
+		w.Header().Set(errhttp.HeaderKind, k)
+	}
+	s.writeErrorStatus(w, r, status, code, msg)
+}
+
+// errorAnswer is what an error's answer says, in either API's shape: the
+// status, corral's code and the message; it logs the error once and sets
+// the quota headers.
+func (s *Server) errorAnswer(w http.ResponseWriter, r *http.Request, err error) (status int, code, msg string) {
+	status, code, msg = errhttp.FromError(err)
 	switch {
 	case status >= 500 && status != http.StatusNotImplemented:
 		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
@@ -41,15 +52,12 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if !errdefs.UserFacing(err) {
 		msg = fmt.Sprintf("%s (request id %s)", msg, w.Header().Get(api.HeaderRequestID))
 	}
-	if k := errhttp.KindName(err); k != "" {
-		w.Header().Set(errhttp.HeaderKind, k)
-	}
 	quotaHeaders(w, err)
 	if status == 499 {
 		// The client is gone; nobody reads this.
 		status = http.StatusBadRequest
 	}
-	s.writeErrorStatus(w, r, status, code, msg)
+	return status, code, msg
 }
 
 func (s *Server) writeErrorStatus(w http.ResponseWriter, _ *http.Request, status int, code, msg string) {

@@ -8,12 +8,16 @@ import (
 
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/internal/console"
 )
 
 // routes registers every route under /v1 and unprefixed, as OpenSandbox
 // clients use both.
 func (s *Server) routes() {
 	s.mux.HandleFunc("GET /health", s.health)
+	// The web console: its files are public (the key stays in the page).
+	s.mux.Handle(console.Prefix, console.Handler())
+	s.mux.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, console.Prefix, http.StatusFound) })
 	s.mux.HandleFunc("GET /metrics", s.adminOnly(s.metrics.handler.ServeHTTP))
 	for _, p := range []string{"", "/v1"} {
 		s.handle("GET "+p+"/sandboxes", s.listSandboxes)

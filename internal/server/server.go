@@ -50,15 +50,24 @@ type Config struct {
 	// Templates keeps the tenants' templates; nil answers 501 on
 	// /templates.
 	Templates template.Store
+	// ProxyEndpoints answers every endpoint with the proxy route
+	// ({host}/sandboxes/{id}/proxy/{port}, whose shape carries the port),
+	// not the runtime's own address.
+	ProxyEndpoints bool
+	// E2B configures the E2B-compatible API (E2BHandler); nil means its
+	// defaults.
+	E2B *E2BConfig
 }
 
 // Server serves the lifecycle API.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	mgr     *lifecycle.Manager
-	keys    *auth.Keyring
-	mux     *http.ServeMux
+	cfg  Config
+	log  *slog.Logger
+	mgr  *lifecycle.Manager
+	keys *auth.Keyring
+	mux  *http.ServeMux
+	// e2bMux routes E2B's control plane (E2BHandler).
+	e2bMux  *http.ServeMux
 	metrics *metrics
 	proxy   *sandboxProxy
 	// closing is closed when the HTTP server shuts down: long streams
@@ -82,6 +91,7 @@ func New(cfg Config) *Server {
 	s.metrics = newMetrics(cfg.Registry, cfg.Manager)
 	s.proxy = newSandboxProxy(s)
 	s.routes()
+	s.e2bRoutes()
 	return s
 }
 

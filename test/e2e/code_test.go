@@ -4,7 +4,9 @@
 package e2e
 
 import (
+	"archive/tar"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -254,8 +256,36 @@ func checkCodeImage(t *testing.T, x *sdk.Sandbox) {
 	if err != nil || ex.Error != nil || !strings.Contains(ex.Text(), "12") {
 		t.Fatalf("R: %v %+v", err, ex)
 	}
-	if _, err := x.CreateCodeContext(cx, "cobol", ""); err == nil || !strings.Contains(err.Error(), "python, r") {
+	if _, err := x.CreateCodeContext(cx, "cobol", ""); err == nil || !strings.Contains(err.Error(), "bash, go, javascript, python, r, typescript") {
 		t.Fatalf("an unknown language: %v", err)
+	}
+	// The languages beyond Debian's kernels, each keeping its state.
+	for _, c := range []struct {
+		lang, first, second, want string
+	}{
+		{"javascript", "let a = 20", "a * 2", "40"},
+		{"typescript", "const b: number = 21", "b * 2", "42"},
+		{"bash", "N=6; cd /tmp", "echo $((N * 7)) $PWD", "42 /tmp"},
+		{"go", "import \"strings\"\nw := \"go\"", "strings.ToUpper(w)", "GO"},
+	} {
+		cc, err := x.CreateCodeContext(cx, c.lang, "")
+		if err != nil {
+			t.Fatalf("a %s context: %v", c.lang, err)
+		}
+		if ex, err := x.RunCode(cx, c.first, sdk.CodeOptions{Context: cc.ID}, nil); err != nil || ex.Error != nil {
+			t.Fatalf("%s %q: %v %+v", c.lang, c.first, err, ex)
+		}
+		ex, err := x.RunCode(cx, c.second, sdk.CodeOptions{Context: cc.ID}, nil)
+		if err != nil || ex.Error != nil || !strings.Contains(ex.Text()+ex.Stdout, c.want) {
+			t.Fatalf("%s %q: %v %+v", c.lang, c.second, err, ex)
+		}
+	}
+	// Errors are errors in bash and Go.
+	for _, c := range []struct{ lang, code, ename string }{{"bash", "false", "ExitStatus"}, {"go", "undefinedName", "Error"}} {
+		ex, err := x.RunCode(cx, c.code, sdk.CodeOptions{Language: c.lang}, nil)
+		if err != nil || ex.Error == nil || ex.Error.EName != c.ename {
+			t.Fatalf("%s %q: %v %+v", c.lang, c.code, err, ex)
+		}
 	}
 }
 
@@ -292,7 +322,9 @@ func TestCodeInterpreterImageDocker(t *testing.T) {
 	t.Parallel()
 	cli := requireDocker(t)
 	img := codeImage(t)
-	if _, err := cli.ImageInspect(ctx(t), codeImageRef); err != nil {
+	// The engine keeps its images between runs: one of an older recipe
+	// under the same name is replaced.
+	if got, err := cli.ImageInspect(ctx(t), codeImageRef); err != nil || got.ID != tarImageID(t, img) {
 		f, err := os.Open(img)
 		if err != nil {
 			t.Fatal(err)
@@ -307,4 +339,34 @@ func TestCodeInterpreterImageDocker(t *testing.T) {
 	}
 	s := startServer(t, t.TempDir(), "--runtime", "docker")
 	checkCodeImage(t, codeImageSandbox(t, s))
+}
+
+// tarImageID is the image id (its config's digest) of a docker save
+// tarball, from its manifest.json.
+func tarImageID(t *testing.T, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			t.Fatalf("%s has no manifest.json: %v", path, err)
+		}
+		if h.Name != "manifest.json" {
+			continue
+		}
+		var m []struct{ Config string }
+		if err := json.NewDecoder(tr).Decode(&m); err != nil || len(m) != 1 {
+			t.Fatalf("%s: manifest.json: %v", path, err)
+		}
+		c := strings.TrimSuffix(filepath.Base(m[0].Config), ".json")
+		if !strings.HasPrefix(c, "sha256:") {
+			c = "sha256:" + c
+		}
+		return c
+	}
 }

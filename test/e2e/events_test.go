@@ -203,14 +203,22 @@ func TestEventsAcrossACrash(t *testing.T) {
 	if bad != 0 {
 		t.Errorf("%d deliveries failed their signature or body check", bad)
 	}
-	ds, err := c2.WebhookDeliveries(ctx(t), wh.ID, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range ds {
-		if d.State != api.DeliveryDelivered {
-			t.Errorf("delivery %+v", d)
+	// The receiver keeps an event before it answers, and the server
+	// records the delivery once the answer is read: wait for the record.
+	var ds []api.WebhookDelivery
+	testutil.WaitFor(t, 30*time.Second, "every delivery recorded as delivered", func() bool {
+		ds, err = c2.WebhookDeliveries(ctx(t), wh.ID, 100)
+		if err != nil || len(ds) != len(want) {
+			return false
 		}
+		for _, d := range ds {
+			if d.State != api.DeliveryDelivered {
+				return false
+			}
+		}
+		return true
+	})
+	for _, d := range ds {
 		if (d.EventID == before[0].ID || d.EventID == before[1].ID) && d.Attempts < 2 {
 			t.Errorf("delivery %+v: refused before the crash, so at least its second attempt", d)
 		}

@@ -7,9 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -49,12 +47,6 @@ func TestOpenSandboxJavaScriptSDKVolumesAndSnapshots(t *testing.T) {
 	t.Logf("JavaScript SDK volumes and snapshots: %s", lines[len(lines)-1])
 }
 
-var npmInstall struct {
-	sync.Once
-	out []byte
-	err error
-}
-
 // jsScenario runs jssdk/scenario.mjs with the OpenSandbox JavaScript SDK
 // from npm against server s, creating sandboxes of image.
 func jsScenario(t *testing.T, s *server, image string) {
@@ -73,20 +65,7 @@ func jsScenario(t *testing.T, s *server, image string) {
 // and returns what it printed.
 func runJS(t *testing.T, s *server, script, image string, env ...string) []byte {
 	t.Helper()
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is needed for the JavaScript SDK scenario: %v", tool, err)
-		}
-	}
-	dir, _ := filepath.Abs("jssdk")
-	npmInstall.Do(func() {
-		install := exec.Command("npm", "ci", "--no-audit", "--no-fund")
-		install.Dir = dir
-		npmInstall.out, npmInstall.err = install.CombinedOutput()
-	})
-	if npmInstall.err != nil {
-		t.Fatalf("npm ci: %v\n%s", npmInstall.err, npmInstall.out)
-	}
+	dir := nodeDir(t, "jssdk")
 	node := exec.CommandContext(ctx(t), "node", script)
 	node.Dir = dir
 	node.Env = append(os.Environ(), "CORRAL_DOMAIN="+strings.TrimPrefix(s.url, "http://"), "CORRAL_API_KEY="+testKey, "CORRAL_IMAGE="+image)

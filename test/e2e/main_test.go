@@ -44,13 +44,32 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	return m.Run()
+	// A server started without --egress-uplink-netns links its policed
+	// sandboxes through this machine's own namespace (the corral0 bridge
+	// and the corral_uplink table), and leaves that there when it exits,
+	// for its next run. What the tests made there goes once they are done.
+	hadUplink := exec.Command("ip", "link", "show", uplinkBridge).Run() == nil
+	code := m.Run()
+	if !hadUplink {
+		_ = exec.Command("nft", "delete", "table", "inet", uplinkTable).Run()
+		_ = exec.Command("ip", "link", "del", uplinkBridge).Run()
+	}
+	return code
 }
+
+// The host uplink's names (internal/hostnet/uplink's defaults).
+const (
+	uplinkBridge = "corral0"
+	uplinkTable  = "corral_uplink"
+)
 
 // server is a running `corral serve`.
 type server struct {
-	cmd    *exec.Cmd
-	url    string
+	cmd *exec.Cmd
+	url string
+	// e2bURL is the E2B API's base URL when the server serves it
+	// (--e2b-listen).
+	e2bURL string
 	stderr *testutil.LockedBuffer
 	done   chan error
 }
@@ -88,12 +107,20 @@ func startServerOf(t *testing.T, bin, dir string, args ...string) *server {
 	urlCh := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(pr)
+		e2bURL := ""
 		for sc.Scan() {
 			var line struct {
 				Msg    string `json:"msg"`
 				Listen string `json:"listen"`
 			}
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "serving" {
+			if json.Unmarshal(sc.Bytes(), &line) != nil {
+				continue
+			}
+			switch line.Msg {
+			case "serving E2B's API":
+				e2bURL = line.Listen
+			case "serving":
+				s.e2bURL = e2bURL
 				urlCh <- line.Listen
 			}
 		}

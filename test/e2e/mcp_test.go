@@ -25,8 +25,8 @@ import (
 	sdkmcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/corral-dev/corral/api"
-	"github.com/corral-dev/corral/internal/mcp"
 	"github.com/corral-dev/corral/internal/testutil"
+	"github.com/corral-dev/corral/mcp"
 	"github.com/corral-dev/corral/sdk"
 )
 
@@ -49,6 +49,8 @@ file_bytes = 200000
 image = "host"
 max_timeout = "10m"
 egress = ["pypi.org"]
+[template.env]
+CORRAL_TEMPLATE_MARK = "set-by-policy"
 `
 
 // mcpClient is a client of `corral mcp` over stdio.
@@ -290,8 +292,13 @@ func TestMCPToolsOverStdio(t *testing.T) {
 		t.Fatalf("fork: %v", fork)
 	}
 	second := map[string]any{"sandbox_id": forks[0]}
-	if out := ok(t, cs, "command_run", map[string]any{"sandbox_id": forks[0], "command": "cat carried.txt"}); out["stdout"].(map[string]any)["text"] != "forked-state\n" {
-		t.Fatalf("the fork's files: %v", out)
+	if out := ok(t, cs, "command_run", map[string]any{"sandbox_id": forks[0], "command": "cat carried.txt; echo $CORRAL_TEMPLATE_MARK"}); out["stdout"].(map[string]any)["text"] != "forked-state\nset-by-policy\n" {
+		t.Fatalf("the fork's files and the template's environment: %v", out)
+	}
+	// The fork lives what a create lives (600 s here), not the source's
+	// age plus its renewal.
+	if sb, err := s.client(t).GetSandbox(ctx(t), forks[0].(string)); err != nil || sb.ExpiresAt == nil || sb.ExpiresAt.After(time.Now().Add(601*time.Second)) {
+		t.Fatalf("the fork's expiry: %+v %v", sb, err)
 	}
 	if e := toolErr(t, cs, "command_run", map[string]any{"command": "id"}); !strings.Contains(e["message"].(string), "2 sandboxes") {
 		t.Fatalf("ambiguous sandbox: %v", e)
@@ -304,7 +311,7 @@ func TestMCPToolsOverStdio(t *testing.T) {
 	c := s.client(t)
 	testutil.WaitFor(t, 30*time.Second, "the session's sandbox to be deleted", func() bool {
 		_, err := c.GetSandbox(ctx(t), id)
-		return err != nil
+		return errors.Is(err, sdk.ErrNotFound)
 	})
 	if _, err := c.GetSandbox(ctx(t), other); err != nil {
 		t.Fatalf("the session deleted a sandbox it did not create: %v", err)
@@ -329,7 +336,7 @@ func TestMCPToolsOverStdio(t *testing.T) {
 			continue
 		}
 		lines++
-		if l["request_id"] == "" || len(l["args_sha256"].(string)) != 64 || l["tool"] == "" {
+		if id, _ := l["request_id"].(string); id == "" || len(l["args_sha256"].(string)) != 64 || l["tool"] == nil || l["tool"] == "" {
 			t.Fatalf("trace line %s", sc.Bytes())
 		}
 	}
@@ -471,29 +478,12 @@ func (h headerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-var npmMCPInstall struct {
-	sync.Once
-	out []byte
-	err error
-}
-
 // TestMCPWithTheTypeScriptSDKClient drives `corral mcp` with a client
 // nobody here wrote: the MCP TypeScript SDK's, from npm.
 func TestMCPWithTheTypeScriptSDKClient(t *testing.T) {
 	requireOCI(t)
 	t.Parallel()
-	if _, err := exec.LookPath("npm"); err != nil {
-		t.Fatalf("npm is needed: %v", err)
-	}
-	dir, _ := filepath.Abs("mcpjs")
-	npmMCPInstall.Do(func() {
-		install := exec.Command("npm", "ci", "--no-audit", "--no-fund")
-		install.Dir = dir
-		npmMCPInstall.out, npmMCPInstall.err = install.CombinedOutput()
-	})
-	if npmMCPInstall.err != nil {
-		t.Fatalf("npm ci: %v\n%s", npmMCPInstall.err, npmMCPInstall.out)
-	}
+	dir := nodeDir(t, "mcpjs")
 	s := startServer(t, t.TempDir(), "--runtime", "oci")
 	node := exec.CommandContext(ctx(t), "node", "scenario.mjs")
 	node.Dir = dir

@@ -7,11 +7,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
-	"github.com/corral-dev/corral/internal/agent"
+	"github.com/corral-dev/corral/agent"
 )
 
 // runAgent is `corral agent`: a restricted-execution agent on one sandbox.
@@ -30,6 +31,8 @@ func runAgent(ctx context.Context, e *env, args []string) int {
 	modelName := fs.String("model", "", "the model's name (default: $CORRAL_MODEL)")
 	keyEnv := fs.String("model-key-env", "OPENAI_API_KEY", "environment variable holding the model's API key (sent to the model only, never into the sandbox)")
 	outDir := fs.String("out-dir", "corral-agent-out", "where the artifacts, trajectory.jsonl, report.json and report.md go")
+	contentLog := fs.Bool("content-log", false, "also write content.jsonl: each call's arguments and result and each model reply, by call id (secrets redacted; it holds the task's data)")
+	runID := fs.String("run-id", "", "the run's id, in the trajectory, the trace, the report and the sandbox's metadata (default: a random one)")
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code
 	}
@@ -80,7 +83,16 @@ func runAgent(ctx context.Context, e *env, args []string) int {
 		return fail(e, "agent: %v", err)
 	}
 	defer traj.Close()
-	rep, err := agent.Run(ctx, agent.Config{
+	var content io.Writer
+	if *contentLog {
+		f, err := os.OpenFile(filepath.Join(*outDir, "content.jsonl"), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+		if err != nil {
+			return fail(e, "agent: %v", err)
+		}
+		defer f.Close()
+		content = f
+	}
+	rep, err := agent.Run(ctx, agent.Config{RunID: *runID, ContentLog: content,
 		Client: cfg.Client, Policy: cfg.Policy, Task: *task, Inputs: inputs, Domains: domains,
 		Credentials: credentials, ModelURL: *modelURL, Model: *modelName, ModelKey: e.Getenv(*keyEnv),
 		OutDir: filepath.Join(*outDir, "artifacts"), Trajectory: traj, Trace: cfg.Trace, Version: cfg.Version,

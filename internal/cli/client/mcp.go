@@ -15,8 +15,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/corral-dev/corral/internal/mcp"
 	"github.com/corral-dev/corral/internal/version"
+	"github.com/corral-dev/corral/mcp"
 )
 
 // mcpFlags are what `corral mcp` and `corral agent` share: where the

@@ -7,8 +7,9 @@
 // a bounded queue behind it, and turning the kernel's messages into the
 // execd contract's stream events. A per-language default context serves
 // /code calls that name a language and no context. Contexts live as long
-// as execd: its Close shuts every kernel down. Only internal/execd
-// imports it.
+// as execd: its Close shuts every kernel down. Only internal/execd and
+// internal/execd/codeinterp (E2B's protocol over the same contexts)
+// import it.
 package code
 
 import (

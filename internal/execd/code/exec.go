@@ -350,7 +350,7 @@ func (c *Context) events(m jupyter.Message) []api.ServerStreamEvent {
 			evs = append(evs, api.ServerStreamEvent{Type: api.EventExecutionCount, ExecutionCount: r.ExecutionCount})
 		}
 		res := c.results(r.Data, m.Header.MsgID)
-		return append(evs, api.ServerStreamEvent{Type: api.EventResult, Results: res})
+		return append(evs, api.ServerStreamEvent{Type: api.EventResult, Results: res, MainResult: m.Type() == "execute_result"})
 	case "error":
 		var e struct {
 			EName     string   `json:"ename"`

@@ -24,6 +24,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 )
 
 // settleIdle is how long output may stay quiet after the command's main
@@ -48,7 +51,17 @@ type Spec struct {
 	ExtraFiles []*os.File
 	// Background is recorded for the status and logs endpoints.
 	Background bool
+	// Stdin keeps a pipe to the process's standard input open for
+	// [Command.WriteStdin] (else stdin is /dev/null).
+	Stdin bool
+	// Terminal, when set, runs the process as the leader of a session
+	// on a new pseudo-terminal of that size: its output is one stream
+	// (Stdout), its input is the terminal's, and it can be resized.
+	Terminal *Size
 }
+
+// Size is a terminal's size in characters.
+type Size struct{ Cols, Rows uint16 }
 
 // Command is one started process and its retained output.
 type Command struct {
@@ -60,8 +73,13 @@ type Command struct {
 	dir        string
 
 	cmd *exec.Cmd
-	// pipes are the read ends of stdout and stderr.
+	// pipes are the read ends of stdout and stderr (the terminal's
+	// master alone for a terminal).
 	pipes []*os.File
+	// stdin is the write end of the input pipe, or the terminal's
+	// master; nil when input is /dev/null. master is the terminal's.
+	stdin  *os.File
+	master *os.File
 	// exited is closed when the main process has been reaped.
 	exited chan struct{}
 	// settled is closed when the output of the main process is all in Log.
@@ -118,6 +136,61 @@ func (c *Command) Signal(sig syscall.Signal) error {
 		return nil
 	}
 	return err
+}
+
+// Pid returns the process id of the command's main process (0 if it
+// never started).
+func (c *Command) Pid() int {
+	if c.cmd == nil || c.cmd.Process == nil {
+		return 0
+	}
+	return c.cmd.Process.Pid
+}
+
+// ErrNoStdin is returned for input to a command started without it.
+var ErrNoStdin = errors.New("the process was not started with its standard input open")
+
+// WriteStdin writes p to the command's standard input (its terminal for
+// a terminal command).
+func (c *Command) WriteStdin(p []byte) error {
+	c.mu.Lock()
+	in := c.stdin
+	c.mu.Unlock()
+	if in == nil {
+		return ErrNoStdin
+	}
+	_, err := in.Write(p)
+	return err
+}
+
+// CloseStdin closes the command's standard input; the process reads end
+// of file. A terminal's input cannot be closed (send Ctrl-D instead).
+func (c *Command) CloseStdin() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.master != nil {
+		return errors.New("a terminal's input cannot be closed; write Ctrl-D (0x04) to it instead")
+	}
+	if c.stdin == nil {
+		return ErrNoStdin
+	}
+	err := c.stdin.Close()
+	c.stdin = nil
+	return err
+}
+
+// Terminal reports whether the command runs on a terminal of its own.
+func (c *Command) Terminal() bool { return c.master != nil }
+
+// Resize sets the size of the command's terminal.
+func (c *Command) Resize(sz Size) error {
+	if c.master == nil {
+		return errors.New("the process has no terminal to resize")
+	}
+	if sz.Cols == 0 || sz.Rows == 0 {
+		return errors.New("a terminal needs at least one column and one row")
+	}
+	return setSize(c.master, &unix.Winsize{Col: sz.Cols, Row: sz.Rows})
 }
 
 // Interrupt sends SIGTERM to the process group, then SIGKILL after grace,
@@ -302,6 +375,23 @@ func (t *Table) Get(id string) (*Command, bool) {
 	return c, ok
 }
 
+// List returns the kept commands, the newest first.
+func (t *Table) List() []*Command {
+	t.mu.Lock()
+	out := make([]*Command, 0, len(t.cmds))
+	for _, c := range t.cmds {
+		out = append(out, c)
+	}
+	t.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].StartedAt.Equal(out[j].StartedAt) {
+			return out[i].StartedAt.After(out[j].StartedAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
 // Start starts a command. Its output goes to its Log; stdin is /dev/null.
 // The returned command is registered before Start returns.
 func (t *Table) Start(spec Spec) (_ *Command, err error) {
@@ -323,17 +413,50 @@ func (t *Table) Start(spec Spec) (_ *Command, err error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir, cmd.Env, cmd.ExtraFiles = spec.Dir, spec.Env, spec.ExtraFiles
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: spec.Credential}
-	outR, errR, err := startWithPipes(cmd, growPipe)
-	startErr := err
-	if errors.Is(err, errNoPipes) {
-		return nil, err
+	var pipes []*os.File
+	var stdin, master *os.File
+	var startErr error
+	switch {
+	case spec.Terminal != nil:
+		// The session leader of its own terminal; its session is its
+		// process group, so signals to the group reach it.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Credential: spec.Credential}
+		master, startErr = pty.StartWithAttrs(cmd, &pty.Winsize{Cols: spec.Terminal.Cols, Rows: spec.Terminal.Rows}, cmd.SysProcAttr)
+		if startErr == nil {
+			pipes, stdin = []*os.File{master}, master
+		}
+	default:
+		var inR *os.File
+		if spec.Stdin {
+			if inR, stdin, err = os.Pipe(); err != nil {
+				return nil, fmt.Errorf("%w: %w", errNoPipes, err)
+			}
+			cmd.Stdin = inR
+		}
+		var outR, errR *os.File
+		outR, errR, startErr = startWithPipes(cmd, growPipe)
+		if inR != nil {
+			_ = inR.Close()
+		}
+		if errors.Is(startErr, errNoPipes) {
+			if stdin != nil {
+				_ = stdin.Close()
+			}
+			return nil, startErr
+		}
+		if startErr == nil {
+			pipes = []*os.File{outR, errR}
+		} else if stdin != nil {
+			_ = stdin.Close()
+			stdin = nil
+		}
 	}
 	content := spec.Script
 	if spec.Argv != nil {
 		content = strings.Join(spec.Argv, " ")
 	}
 	c := &Command{ID: id, Content: content, Background: spec.Background, StartedAt: time.Now().UTC(), Log: log, dir: dir,
-		cmd: cmd, pipes: []*os.File{outR, errR}, exited: make(chan struct{}), settled: make(chan struct{})}
+		cmd: cmd, pipes: pipes, stdin: stdin, master: master, exited: make(chan struct{}), settled: make(chan struct{})}
 	if startErr != nil {
 		c.pipes = nil
 		log.Finish()
@@ -345,12 +468,13 @@ func (t *Table) Start(spec Spec) (_ *Command, err error) {
 	}
 	t.add(c)
 	idle := make(chan struct{}, 1)
-	for _, p := range []struct {
-		r *os.File
-		s Stream
-	}{{outR, Stdout}, {errR, Stderr}} {
+	for i, r := range pipes {
+		s := Stdout
+		if i == 1 {
+			s = Stderr
+		}
 		c.readers.Add(1)
-		t.wg.Go(func() { c.copy(p.r, p.s, idle) })
+		t.wg.Go(func() { c.copy(r, s, idle) })
 	}
 	t.wg.Go(func() { c.wait(spec.Timeout, idle) })
 	return c, nil
@@ -436,6 +560,11 @@ func (c *Command) wait(timeout time.Duration, activity <-chan struct{}) {
 	c.exitCode, c.exitErr, c.finishedAt = code, msg, time.Now().UTC()
 	if c.timedOut {
 		c.exitErr = fmt.Sprintf("timed out after %v", timeout)
+	}
+	// Nothing reads the input of a process that is gone.
+	if c.stdin != nil && c.master == nil {
+		_ = c.stdin.Close()
+		c.stdin = nil
 	}
 	c.mu.Unlock()
 	close(c.exited)

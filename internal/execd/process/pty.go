@@ -291,7 +291,26 @@ func (p *PTY) reap(cmd *exec.Cmd, readers *sync.WaitGroup) {
 	err := cmd.Wait()
 	code, _ := exitStatus(cmd.ProcessState, err)
 	if p.master != nil {
-		// The terminal's output is drained once the shell is gone.
+		// The terminal's output is read to its end (the reader sees EIO
+		// once every holder of the other side has closed it and what they
+		// wrote is read); only if something the shell left behind keeps
+		// it open is the terminal closed, once nothing is left unread.
+		// (Closing it at once lost the last lines the shell printed.)
+		drained := make(chan struct{})
+		go func() { readers.Wait(); close(drained) }()
+		for quiet := 0; quiet < 4; {
+			select {
+			case <-drained:
+				quiet = 4
+				continue
+			case <-time.After(settleIdle):
+			}
+			if pipeHolds(p.master) {
+				quiet = 0
+			} else {
+				quiet++
+			}
+		}
 		_ = p.master.Close()
 	}
 	readers.Wait()

@@ -19,12 +19,14 @@ import (
 // Served is a `corral serve` started by Serve, for TestMain functions
 // that share one server among a package's tests and examples.
 type Served struct {
-	URL  string
-	data string
-	cmd  *exec.Cmd
-	done chan error
-	mu   sync.Mutex
-	log  strings.Builder
+	URL string
+	// E2BURL is the E2B API's base URL when it serves one (--e2b-listen).
+	E2BURL string
+	data   string
+	cmd    *exec.Cmd
+	done   chan error
+	mu     sync.Mutex
+	log    strings.Builder
 }
 
 // Pid is the server's process id.
@@ -45,12 +47,20 @@ func Serve(bin, dataDir, key string, args ...string) (*Served, error) {
 	url := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(pr)
+		e2b := ""
 		for sc.Scan() {
 			s.mu.Lock()
 			s.log.WriteString(sc.Text() + "\n")
 			s.mu.Unlock()
 			var line struct{ Msg, Listen string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "serving" {
+			if json.Unmarshal(sc.Bytes(), &line) != nil {
+				continue
+			}
+			switch line.Msg {
+			case "serving E2B's API":
+				e2b = line.Listen
+			case "serving":
+				s.E2BURL = e2b
 				url <- line.Listen
 			}
 		}
