@@ -43,7 +43,51 @@ func pid1(t *testing.T, args ...string) *exec.Cmd {
 	if err != nil {
 		t.Fatalf("unshare (util-linux) is needed: %v", err)
 	}
-	return exec.Command(unshare, append([]string{"--pid", "--fork", "--mount-proc", binary, "init"}, args...)...)
+	// --kill-child: the namespace's PID 1 (and with it everything in the
+	// namespace) dies with unshare, whatever ends the test.
+	return exec.Command(unshare, append([]string{"--pid", "--fork", "--kill-child", "--mount-proc", binary, "init"}, args...)...)
+}
+
+// inGroup makes cmd (a `corral init` that is not PID 1) the leader of a
+// process group, which its entrypoint joins, and ends the whole group when
+// the test does: killing init alone would leave the entrypoint running.
+func inGroup(t *testing.T, cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	t.Cleanup(func() {
+		if cmd.Process != nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
+	})
+}
+
+// stopPID1 ends a namespace started by pid1 and returns once it is empty:
+// killing unshare alone returns before the namespace's processes are gone,
+// and execd in there could still be writing into the test's directories
+// while they are removed (seen in CI as "directory not empty").
+func stopPID1(t *testing.T, cmd *exec.Cmd, done <-chan error) {
+	t.Helper()
+	init := 0
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid)); err == nil {
+		_, _ = fmt.Sscan(string(b), &init)
+	}
+	if init > 0 {
+		_ = syscall.Kill(init, syscall.SIGKILL)
+	}
+	_ = cmd.Process.Kill()
+	<-done
+	if init == 0 {
+		return
+	}
+	// The namespace's init becomes a zombie (or is gone) only after every
+	// other process in its namespace has been reaped.
+	testutil.WaitFor(t, 20*time.Second, "the sandbox's PID namespace to empty", func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", init))
+		if err != nil {
+			return true
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		return len(f) > 0 && (f[0] == "Z" || f[0] == "X")
+	})
 }
 
 func TestInitAsPID1ExitCodeAndParent(t *testing.T) {
@@ -133,6 +177,7 @@ func TestInitRunsExecd(t *testing.T) {
 	cmd := exec.Command(binary, "init", "--execd-listen", addr, "--execd-state-dir", t.TempDir(), "--",
 		"sh", "-c", "echo ${EXECD_ACCESS_TOKEN:-none} > "+marker+"; sleep 30")
 	cmd.Env = append(os.Environ(), "EXECD_ACCESS_TOKEN=init-token")
+	inGroup(t, cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -191,6 +236,7 @@ func TestInitWaitsForStartFile(t *testing.T) {
 	var out testutil.LockedBuffer
 	cmd := exec.Command(binary, "init", "--no-execd", "--wait-start-file", start, "--")
 	cmd.Stdout, cmd.Stderr = &out, &out
+	inGroup(t, cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -230,6 +276,7 @@ func TestInitWaitsForURL(t *testing.T) {
 	t.Cleanup(srv.Close)
 	marker := t.TempDir() + "/started"
 	cmd := exec.Command(binary, "init", "--no-execd", "--wait-url", srv.URL+"/healthz", "--", "sh", "-c", "echo yes > "+marker+"; sleep 30")
+	inGroup(t, cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -275,10 +322,7 @@ func TestInitServesExecdItself(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-	})
+	t.Cleanup(func() { stopPID1(t, cmd, done) })
 	x := &execd{t: t, base: "http://" + addr, token: "init-token"}
 	testutil.WaitFor(t, 10*time.Second, "execd to answer", func() bool {
 		res, err := http.Get(x.base + "/ping")
@@ -354,10 +398,7 @@ func TestInitSignalsReadyOnceExecdListens(t *testing.T) {
 	w.Close()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-	})
+	t.Cleanup(func() { stopPID1(t, cmd, done) })
 	// One line (unshare, PID 1's parent here, keeps its own copy open).
 	_ = r.SetReadDeadline(time.Now().Add(30 * time.Second))
 	line := make([]byte, 8)
