@@ -2,64 +2,90 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Command density creates idle sandboxes (`host` image, `sleep`) on the
-// native runtime until a target count, with a few concurrent clients, and
-// reports creates per second, memory per sandbox three ways (the drop of
-// the system's MemAvailable, the sandboxes' memory cgroups, and the PSS
-// of their processes: init, execd and the entrypoint), what the server
-// holds per sandbox (its RSS growth), and that every sandbox still runs
-// a command at the end. Needs root and runc.
+// native runtime until a target count, with a few concurrent clients, in
+// blocks (500 by default), and reports for each block its creates per
+// second, the memory per sandbox so far (the drop of the system's
+// MemAvailable) and the server's CPU per create; then, at the end, memory
+// per sandbox three ways (MemAvailable, the sandboxes' memory cgroups,
+// and the PSS of their processes: init, execd and the entrypoint), what
+// the server holds per sandbox (its RSS growth), and that every sandbox
+// still runs a command.
 //
-// The baseline, measured in the same run before corral's: -baseline
-// containers made with runc alone, at the same concurrency, each a
-// busybox `sleep` on one shared read-only root with runc's default
-// namespaces (network included) and nothing else — what this machine's
-// runc can do at best, and the floor of a container's memory.
+// The baseline, measured in the same run before corral's, in the same
+// blocks and at the same concurrency: containers made by runc alone from
+// the runtime spec corral wrote for a sandbox of the same request (the
+// same namespaces, its user namespace's ID mapping included, the same
+// seccomp profile, capabilities, limits, masked and read-only paths),
+// with PID 1 a busybox `sleep` on one shared read-only root in place of
+// corral init on the host image's overlays, and without corral's own
+// binds (-plain: runc's default spec instead, the floor of any
+// container). What corral adds over it is its own cost: the root's
+// overlays, staging, init and execd, the network, the records.
 //
-//	go run ./bench/density [-n 1000] [-concurrency 4] [-baseline 200]
+// -png writes the curves (creates/s and memory per sandbox against the
+// count, corral beside runc alone) as a PNG. Needs root, runc and busybox.
+//
+//	go run ./bench/density [-n 3000] [-block 500] [-concurrency 4] [-baseline 3000] [-png density.png]
 package main
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/bench/internal/benchsrv"
+	"github.com/corral-dev/corral/bench/internal/chart"
 	"github.com/corral-dev/corral/sdk"
 )
 
+// block is what is measured of a block of creates.
+type block struct {
+	count    int // sandboxes (or containers) after it
+	made     int // created in it
+	wall     time.Duration
+	rate     float64 // its creates per second
+	failed   int64
+	mib      float64 // MemAvailable drop per sandbox so far
+	serverMs float64 // the server's CPU (with its runc) per create in it
+}
+
 func main() {
-	n := flag.Int("n", 1000, "idle sandboxes to reach")
+	n := flag.Int("n", 3000, "idle sandboxes to reach")
+	blockSize := flag.Int("block", 500, "sandboxes per measured block")
 	conc := flag.Int("concurrency", 4, "concurrent creates")
-	baseline := flag.Int("baseline", 200, "containers of the raw runc baseline (0: none)")
+	baseline := flag.Int("baseline", -1, "containers of the runc-alone baseline (0: none; default: -n)")
+	plain := flag.Bool("plain", false, "the baseline in runc's default spec, not corral's")
+	pngPath := flag.String("png", "", "write the chart here")
 	flag.Parse()
-	if *n < 1 || *conc < 1 || *baseline < 0 {
-		fmt.Fprintln(os.Stderr, "density: -n and -concurrency must be at least 1, -baseline at least 0")
+	if *baseline < 0 {
+		*baseline = *n
+	}
+	if *n < 1 || *conc < 1 || *blockSize < 1 {
+		fmt.Fprintln(os.Stderr, "density: -n, -block and -concurrency must be at least 1")
 		os.Exit(2)
 	}
-	if *baseline > 0 {
-		if err := rawRunc(*baseline, *conc); err != nil {
-			fmt.Fprintln(os.Stderr, "density: baseline:", err)
-			os.Exit(1)
-		}
-	}
-	if err := run(*n, *conc); err != nil {
+	if err := bench(*n, *blockSize, *conc, *baseline, *plain, *pngPath); err != nil {
 		fmt.Fprintln(os.Stderr, "density:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n, conc int) error {
+func bench(n, size, conc, baseline int, plain bool, pngPath string) error {
 	srv, err := benchsrv.Start("--runtime", "oci")
 	if err != nil {
 		return err
@@ -69,47 +95,141 @@ func run(n, conc int) error {
 	ctx := context.Background()
 	timeout := int64(3600)
 	req := api.CreateSandboxRequest{Image: &api.ImageSpec{URI: "host"}, Timeout: &timeout, Entrypoint: []string{"sleep", "86400"}}
-	if sb, err := c.CreateSandbox(ctx, req, sdk.CreateOptions{}); err != nil { // warm-up
-		return err
-	} else if err := c.DeleteSandbox(ctx, sb.ID); err != nil {
+	// The warm-up sandbox's runtime spec is the baseline's shape.
+	sb, err := c.CreateSandbox(ctx, req, sdk.CreateOptions{})
+	if err != nil {
 		return err
 	}
+	template, err := os.ReadFile(filepath.Join(srv.Data, "oci", "run", "bundles", sb.ID, "config.json"))
+	if err != nil && !plain {
+		return fmt.Errorf("the warm-up sandbox's runtime spec: %w", err)
+	}
+	if err := c.DeleteSandbox(ctx, sb.ID); err != nil {
+		return err
+	}
+	v, _ := exec.Command("runc", "--version").Output()
+	fmt.Printf("runc: %s\n\n", bytes.SplitN(v, []byte("\n"), 2)[0])
+
+	var raw []block
+	if baseline > 0 {
+		if plain {
+			template = nil
+		}
+		if raw, err = rawRunc(template, baseline, size, conc); err != nil {
+			return fmt.Errorf("baseline: %w", err)
+		}
+	}
+	blocks, err := run(srv, req, n, size, conc)
+	if err != nil {
+		return err
+	}
+
+	fmt.Printf("\nby block of %d, %d concurrent creates (runc alone: %s)\n\n", size, conc, map[bool]string{true: "runc's default spec", false: "corral's spec"}[plain])
+	fmt.Println("| sandboxes | runc alone creates/s | corral creates/s | ratio | runc alone MiB each | corral MiB each | server CPU per create |")
+	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|")
+	for i, b := range blocks {
+		r, ratio, rmib := "—", "—", "—"
+		if i < len(raw) {
+			r, ratio, rmib = fmt.Sprintf("%.1f", raw[i].rate), fmt.Sprintf("%.2f×", b.rate/raw[i].rate), fmt.Sprintf("%.2f", raw[i].mib)
+		}
+		fmt.Printf("| %d | %s | %.1f | %s | %s | %.2f | %.1f ms |\n", b.count, r, b.rate, ratio, rmib, b.mib, b.serverMs)
+	}
+	if pngPath == "" {
+		return nil
+	}
+	series := func(name string, bs []block, y func(block) float64) chart.Series {
+		s := chart.Series{Name: name}
+		for _, b := range bs {
+			s.X, s.Y = append(s.X, float64(b.count)), append(s.Y, y(b))
+		}
+		return s
+	}
+	rate, mib := func(b block) float64 { return b.rate }, func(b block) float64 { return b.mib }
+	rawName := "runc alone (corral's spec, busybox sleep)"
+	if plain {
+		rawName = "runc alone (runc's default spec)"
+	}
+	panels := []chart.Panel{
+		{Title: fmt.Sprintf("creates per second, %d concurrent, each block of %d", conc, size), XLabel: "sandboxes", YLabel: "creates/s", YFromZero: true,
+			Lines: []chart.Series{series("corral", blocks, rate)}},
+		{Title: "memory per idle sandbox (system MemAvailable drop)", XLabel: "sandboxes", YLabel: "MiB", YFromZero: true,
+			Lines: []chart.Series{series("corral", blocks, mib)}},
+	}
+	if len(raw) > 0 {
+		panels[0].Lines = append(panels[0].Lines, series(rawName, raw, rate))
+		panels[1].Lines = append(panels[1].Lines, series(rawName, raw, mib))
+	}
+	if err := chart.Lines(pngPath, panels...); err != nil {
+		return err
+	}
+	fmt.Printf("\nchart: %s\n", pngPath)
+	return nil
+}
+
+// inBlocks makes n things with conc workers calling make(i), block by
+// block, and calls measure after each block with its wall time.
+func inBlocks(n, size, conc int, make func(i int) error, measure func(b *block)) ([]block, error) {
+	var blocks []block
+	var lastErr atomic.Value
+	for from := 0; from < n; from += size {
+		to := min(from+size, n)
+		var failed atomic.Int64
+		next := atomic.Int64{}
+		next.Store(int64(from))
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range conc {
+			wg.Go(func() {
+				for i := next.Add(1) - 1; i < int64(to); i = next.Add(1) - 1 {
+					if err := make(int(i)); err != nil {
+						failed.Add(1)
+						lastErr.Store(err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		wall := time.Since(start)
+		b := block{count: to, made: to - from - int(failed.Load()), wall: wall, failed: failed.Load()}
+		b.rate = float64(b.made) / wall.Seconds()
+		measure(&b)
+		blocks = append(blocks, b)
+		fmt.Fprintf(os.Stderr, "density: %d after %s (%.1f/s, %d failed), %.2f MiB each\n", to, wall.Round(time.Millisecond), b.rate, b.failed, b.mib)
+		if b.failed == int64(to-from) {
+			return blocks, fmt.Errorf("every create of a block failed: %v", lastErr.Load())
+		}
+	}
+	if err, ok := lastErr.Load().(error); ok {
+		fmt.Printf("last create error: %v\n\n", err)
+	}
+	return blocks, nil
+}
+
+func run(srv *benchsrv.Server, req api.CreateSandboxRequest, n, size, conc int) ([]block, error) {
+	c := srv.Admin
+	ctx := context.Background()
 	dropCaches()
 	before, serverBefore := meminfo(), int64(srv.Gauges()["process_resident_memory_bytes"])
 	busyBefore, serverCPUBefore := cpuBusy(), procCPU(srv.Pid())
-
-	var mu sync.Mutex
-	var ids []string
-	var failed atomic.Int64
-	var lastErr atomic.Value
-	next := atomic.Int64{}
-	start, lap := time.Now(), time.Duration(0)
-	var wg sync.WaitGroup
-	for range conc {
-		wg.Go(func() {
-			for next.Add(1) <= int64(n) {
-				sb, err := c.CreateSandbox(ctx, req, sdk.CreateOptions{})
-				if err != nil {
-					failed.Add(1)
-					lastErr.Store(err.Error())
-					continue
-				}
-				mu.Lock()
-				ids = append(ids, sb.ID)
-				if len(ids)%250 == 0 {
-					// The rate of the last 250 shows whether a create costs
-					// more as sandboxes pile up.
-					now := time.Since(start)
-					fmt.Fprintf(os.Stderr, "density: %d sandboxes after %s (the last 250 at %.1f/s)\n", len(ids), now.Round(time.Second), 250/(now-lap).Seconds())
-					lap = now
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	wall := time.Since(start)
+	ids := make([]string, n)
+	lapCPU := serverCPUBefore
+	blocks, err := inBlocks(n, size, conc, func(i int) error {
+		sb, err := c.CreateSandbox(ctx, req, sdk.CreateOptions{})
+		if err == nil {
+			ids[i] = sb.ID
+		}
+		return err
+	}, func(b *block) {
+		if b.made > 0 {
+			b.serverMs = float64((procCPU(srv.Pid()) - lapCPU).Microseconds()) / 1000 / float64(b.made)
+		}
+		time.Sleep(5 * time.Second) // let the new sandboxes' start-up garbage settle
+		dropCaches()
+		b.mib = float64(before["MemAvailable"]-meminfo()["MemAvailable"]) / float64(count(ids)) / (1 << 20)
+		lapCPU = procCPU(srv.Pid())
+	})
 	busy, serverCPU := cpuBusy()-busyBefore, procCPU(srv.Pid())-serverCPUBefore
+	ids = slices.DeleteFunc(ids, func(id string) bool { return id == "" })
 	defer func() {
 		// Deleted four at a time, as they were made.
 		work := make(chan string)
@@ -127,7 +247,9 @@ func run(n, conc int) error {
 		close(work)
 		dwg.Wait()
 	}()
-	time.Sleep(5 * time.Second) // let the new sandboxes' start-up garbage settle
+	if err != nil {
+		return blocks, err
+	}
 	dropCaches()
 	after, serverAfter := meminfo(), int64(srv.Gauges()["process_resident_memory_bytes"])
 	cg, pss, procs, tasks := cgroupsAndPSS(ids)
@@ -167,10 +289,10 @@ func run(n, conc int) error {
 
 	k := float64(len(ids))
 	mib := func(b float64) float64 { return b / (1 << 20) }
-	fmt.Printf("density: %d idle sandboxes (`host` image, sleep), native runtime, %d concurrent creates\n\n", len(ids), conc)
+	fmt.Printf("\ndensity: %d idle sandboxes (`host` image, sleep), native runtime, %d concurrent creates\n\n", len(ids), conc)
 	fmt.Println("| measure | value |")
 	fmt.Println("|---|---:|")
-	fmt.Printf("| created | %d in %s (%.1f/s); %d failed |\n", len(ids), wall.Round(time.Second), k/wall.Seconds(), failed.Load())
+	fmt.Printf("| created (pauses between blocks excluded) | %d in %s |\n", len(ids), sumWall(blocks).Round(time.Second))
 	per := func(field string) float64 { return mib(float64(before[field]-after[field]) / k) }
 	grew := func(field string) float64 { return -per(field) }
 	fmt.Printf("| system MemAvailable drop per sandbox | %.2f MiB |\n", per("MemAvailable"))
@@ -181,7 +303,7 @@ func run(n, conc int) error {
 	fmt.Printf("| tasks (threads) per sandbox; kernel.pid_max bounds them all | %.1f; %s |\n", float64(tasks)/k, strings.TrimSpace(readFile("/proc/sys/kernel/pid_max")))
 	fmt.Printf("| server RSS growth per sandbox | %.1f KiB |\n", float64(serverAfter-serverBefore)/k/1024)
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / k }
-	fmt.Printf("| CPU per create: the machine's / the server's (with the runc it ran) / the sandbox's (runc's init, corral init, execd, since start) | %.1f / %.1f / %.1f ms |\n",
+	fmt.Printf("| CPU per create (pauses included): the machine's / the server's (with the runc it ran) / the sandbox's (runc's init, corral init, execd, since start) | %.1f / %.1f / %.1f ms |\n",
 		ms(busy), ms(serverCPU), ms(sandboxCPU(ids)))
 	fmt.Printf("| answered a command afterwards | %d of %d |\n", answered.Load(), len(ids))
 	silent.Range(func(id, why any) bool {
@@ -190,49 +312,101 @@ func run(n, conc int) error {
 		fmt.Printf("\nsandbox %s did not answer: %v; asked again alone: %v\n", id, why, again)
 		return true
 	})
-	if e, ok := lastErr.Load().(string); ok {
-		fmt.Printf("\nlast create error: %s\n", e)
-	}
-	return nil
+	return blocks, nil
 }
 
-// rawRunc is the baseline: k containers by runc alone, conc at a time.
-func rawRunc(k, conc int) error {
+func count(ids []string) int {
+	k := 0
+	for _, id := range ids {
+		if id != "" {
+			k++
+		}
+	}
+	return max(k, 1)
+}
+
+func sumWall(bs []block) time.Duration {
+	var d time.Duration
+	for _, b := range bs {
+		d += b.wall
+	}
+	return d
+}
+
+// rawSpec is the runtime spec of a runc-alone container: template (a
+// corral sandbox's) with PID 1 a busybox sleep on rootfs, read-only,
+// without corral's binds and overlays, its namespaces new; nil template:
+// runc's default spec.
+func rawSpec(template []byte, dir, rootfs string) (*specs.Spec, error) {
+	if template == nil {
+		if out, err := exec.Command("runc", "spec", "--bundle", dir).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("runc spec: %v %s", err, out)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "config.json"))
+		if err != nil {
+			return nil, err
+		}
+		template = b
+	}
+	var s specs.Spec
+	if err := json.Unmarshal(template, &s); err != nil {
+		return nil, err
+	}
+	if s.Process == nil || s.Linux == nil {
+		return nil, errors.New("the template has no process or no linux section")
+	}
+	s.Process.Terminal, s.Process.Args = false, []string{"/bin/busybox", "sleep", "86400"}
+	s.Process.Env, s.Process.Cwd = []string{"PATH=/bin"}, "/"
+	s.Root = &specs.Root{Path: rootfs, Readonly: true}
+	s.Hooks, s.Annotations = nil, nil
+	var mounts []specs.Mount
+	for _, m := range s.Mounts {
+		if m.Type == "bind" || m.Type == "overlay" || slices.Contains(m.Options, "bind") || slices.Contains(m.Options, "rbind") {
+			continue
+		}
+		mounts = append(mounts, m)
+	}
+	s.Mounts = mounts
+	for i := range s.Linux.Namespaces {
+		s.Linux.Namespaces[i].Path = ""
+	}
+	// Every mount point exists in the shared root: runc cannot make one
+	// in a read-only root, nor as the user namespace's root in the host's.
+	for _, m := range s.Mounts {
+		if err := os.MkdirAll(filepath.Join(rootfs, m.Destination), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	return &s, nil
+}
+
+// rawRunc is the baseline: k containers by runc alone, conc at a time,
+// in blocks, from template (see rawSpec), each in a bundle of its own
+// (its own cgroup, under corral's parent).
+func rawRunc(template []byte, k, size, conc int) ([]block, error) {
 	dir, err := os.MkdirTemp("", "density-runc-")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer os.RemoveAll(dir)
+	// The user namespace's root must reach the root.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return nil, err
+	}
 	rootfs, state := filepath.Join(dir, "rootfs"), filepath.Join(dir, "state")
 	for _, d := range []string{"bin", "proc", "dev", "sys", "tmp"} {
 		if err := os.MkdirAll(filepath.Join(rootfs, d), 0o755); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if out, err := exec.Command("cp", "/bin/busybox", filepath.Join(rootfs, "bin", "busybox")).CombinedOutput(); err != nil {
-		return fmt.Errorf("copy busybox (apt-get install busybox-static): %v %s", err, out)
+		return nil, fmt.Errorf("copy busybox (apt-get install busybox-static): %v %s", err, out)
 	}
-	if out, err := exec.Command("runc", "spec", "--bundle", dir).CombinedOutput(); err != nil {
-		return fmt.Errorf("runc spec: %v %s", err, out)
-	}
-	var spec map[string]any
-	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
-	if err == nil {
-		err = json.Unmarshal(b, &spec)
-	}
+	spec, err := rawSpec(template, dir, rootfs)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	proc := spec["process"].(map[string]any)
-	proc["terminal"], proc["args"] = false, []string{"/bin/busybox", "sleep", "86400"}
-	spec["root"] = map[string]any{"path": rootfs, "readonly": true}
-	if b, err = json.Marshal(spec); err == nil {
-		err = os.WriteFile(filepath.Join(dir, "config.json"), b, 0o600)
-	}
-	if err != nil {
-		return err
-	}
-	runc := func(args ...string) error {
+	runc := func(bundle string, args ...string) error {
 		// A file, not a pipe: a detached container keeps runc's output
 		// descriptors, and a pipe would never see its end.
 		out, err := os.CreateTemp(dir, "out-")
@@ -242,7 +416,7 @@ func rawRunc(k, conc int) error {
 		defer os.Remove(out.Name())
 		defer out.Close()
 		cmd := exec.Command("runc", append([]string{"--root", state}, args...)...)
-		cmd.Dir, cmd.Stdout, cmd.Stderr = dir, out, out
+		cmd.Dir, cmd.Stdout, cmd.Stderr = bundle, out, out
 		if err := cmd.Run(); err != nil {
 			b, _ := os.ReadFile(out.Name())
 			return fmt.Errorf("runc %s: %v %s", strings.Join(args, " "), err, bytes.TrimSpace(b))
@@ -255,44 +429,51 @@ func rawRunc(k, conc int) error {
 	}
 	defer func() {
 		for _, id := range ids {
-			_ = runc("delete", "--force", id)
+			_ = runc(dir, "delete", "--force", id)
 		}
 	}()
 	dropCaches()
 	before := meminfo()
-	var failed atomic.Int64
-	var lastErr atomic.Value
-	next := atomic.Int64{}
-	start := time.Now()
-	var wg sync.WaitGroup
-	for range conc {
-		wg.Go(func() {
-			for i := next.Add(1) - 1; i < int64(k); i = next.Add(1) - 1 {
-				if err := runc("run", "--detach", "--bundle", dir, ids[i]); err != nil {
-					failed.Add(1)
-					lastErr.Store(err.Error())
-				}
-			}
-		})
+	made := 0
+	blocks, err := inBlocks(k, size, conc, func(i int) error {
+		// Its own bundle, as corral writes one per sandbox.
+		bundle := filepath.Join(dir, "bundles", ids[i])
+		if err := os.MkdirAll(bundle, 0o700); err != nil {
+			return err
+		}
+		s := *spec
+		l := *spec.Linux
+		l.CgroupsPath = "/corral/" + ids[i]
+		s.Linux, s.Hostname = &l, "raw"
+		b, err := json.Marshal(&s)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(bundle, "config.json"), b, 0o600)
+		}
+		if err != nil {
+			return err
+		}
+		return runc(bundle, "run", "--detach", "--bundle", bundle, ids[i])
+	}, func(b *block) {
+		made += b.made
+		time.Sleep(2 * time.Second)
+		dropCaches()
+		b.mib = float64(before["MemAvailable"]-meminfo()["MemAvailable"]) / float64(max(made, 1)) / (1 << 20)
+	})
+	if err != nil {
+		return blocks, err
 	}
-	wg.Wait()
-	wall := time.Since(start)
-	time.Sleep(2 * time.Second)
 	dropCaches()
 	after := meminfo()
-	made := float64(k - int(failed.Load()))
-	fmt.Printf("baseline: %d containers by runc alone (busybox sleep, one shared read-only root, runc's default namespaces), %d concurrent\n\n", k, conc)
+	fmt.Printf("baseline: %d containers by runc alone, %d concurrent\n\n", made, conc)
 	fmt.Println("| measure | value |")
 	fmt.Println("|---|---:|")
-	fmt.Printf("| created | %.0f in %s (%.1f/s); %d failed |\n", made, wall.Round(time.Millisecond), made/wall.Seconds(), failed.Load())
-	grew := func(field string) float64 { return float64(after[field]-before[field]) / made / (1 << 20) }
+	grew := func(field string) float64 {
+		return float64(after[field]-before[field]) / float64(max(made, 1)) / (1 << 20)
+	}
 	fmt.Printf("| system MemAvailable drop per container | %.2f MiB |\n", -grew("MemAvailable"))
 	fmt.Printf("| of which: anonymous memory (user space) / slab / kernel stacks / page tables | %.2f / %.2f / %.2f / %.2f MiB |\n\n",
 		grew("AnonPages"), grew("Slab"), grew("KernelStack"), grew("PageTables"))
-	if e, ok := lastErr.Load().(string); ok {
-		fmt.Printf("last runc error: %s\n\n", e)
-	}
-	return nil
+	return blocks, nil
 }
 
 // cpuBusy is the time all CPUs of the machine spent not idle.

@@ -9,7 +9,10 @@
 // its first `docker exec … true`. Needs root, /bin/busybox (Debian's
 // busybox-static), and runc or a running Docker engine.
 //
-//	go run ./bench/tti [-runtime oci|docker] [-n 20] [-concurrency 4]
+// -png writes the distribution of every measurement (box plots: median,
+// quartiles, whiskers, outliers) as a PNG.
+//
+//	go run ./bench/tti [-runtime oci|docker] [-n 20] [-concurrency 4] [-png tti.png]
 package main
 
 import (
@@ -36,6 +39,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/corral-dev/corral/bench/internal/chart"
 	"github.com/corral-dev/corral/internal/driver/oci"
 	"github.com/corral-dev/corral/internal/testutil/corraltest"
 	"github.com/corral-dev/corral/sse"
@@ -49,7 +53,9 @@ func main() {
 	runtime := flag.String("runtime", "oci", "runtime to measure: oci or docker")
 	disk := flag.String("disk", "", "give each sandbox this disk limit (resourceLimits.disk, such as 1Gi): a file system of its own")
 	runscs := flag.String("runsc", "runsc", "runtime oci: the runsc binaries to measure the gVisor tier with, comma-separated, a row each (--oci-runsc), such as runsc,/usr/bin/runsc")
+	png := flag.String("png", "", "write the distributions' chart here")
 	flag.Parse()
+	pngPath = *png
 	diskLimit = *disk
 	runscBins = strings.Split(*runscs, ",")
 	if *runtime != "oci" && *runtime != "docker" {
@@ -94,14 +100,14 @@ func run(runtime string, n, conc int) error {
 		if err != nil {
 			return fmt.Errorf("raw docker: %w", err)
 		}
-		tiers = append(tiers, tier{name: "docker, runc", raw: raw,
+		tiers = append(tiers, tier{name: "docker, runc", short: "docker", raw: raw,
 			rawName: "`docker run -d` of the same image + first `docker exec … true`"})
 		if engineHasRunsc() {
 			raw, err := rawDocker(n, "runsc")
 			if err != nil {
 				return fmt.Errorf("raw docker runsc: %w", err)
 			}
-			tiers = append(tiers, tier{name: "docker, runsc (gVisor)", raw: raw, isolation: "runsc",
+			tiers = append(tiers, tier{name: "docker, runsc (gVisor)", short: "docker runsc", raw: raw, isolation: "runsc",
 				args:    []string{"--isolation", "runc,runsc"},
 				rawName: "`docker run -d --runtime runsc` of the same image + first `docker exec … true`"})
 		} else {
@@ -117,8 +123,8 @@ func run(runtime string, n, conc int) error {
 		}
 		rawName := "`runc run` of `true` in the same image's bundle"
 		tiers = []tier{
-			{name: "runc, user namespaces (the default)", raw: raw, rawName: rawName},
-			{name: "runc, no user namespaces", args: []string{"--oci-user-namespaces=false"}, raw: raw, rawName: rawName},
+			{name: "runc, user namespaces (the default)", short: "runc", raw: raw, rawName: rawName},
+			{name: "runc, no user namespaces", short: "runc no userns", args: []string{"--oci-user-namespaces=false"}, raw: raw, rawName: rawName},
 		}
 		for i, bin := range runscBins {
 			path, err := exec.LookPath(bin)
@@ -126,12 +132,13 @@ func run(runtime string, n, conc int) error {
 				fmt.Fprintf(os.Stderr, "bench: no %s: no gVisor row for it\n", bin)
 				continue
 			}
-			name, rawName := "runsc (gVisor)", "`runsc run` of `true` in the same image's bundle"
+			name, short, rawName := "runsc (gVisor)", "runsc", "`runsc run` of `true` in the same image's bundle"
 			if len(runscBins) > 1 {
 				v, _ := exec.Command(path, "--version").Output()
 				first, _, _ := strings.Cut(string(v), "\n")
 				name = fmt.Sprintf("runsc (gVisor), %s (%s)", path, strings.TrimPrefix(first, "runsc version "))
 				rawName = fmt.Sprintf("`%s run` of `true` in the same image's bundle", path)
+				short = fmt.Sprintf("runsc %d", i+1)
 			}
 			// The same bundle, whose config.json rawRunc wrote, run with
 			// the flags corral gives this runsc (but gVisor's own empty
@@ -141,7 +148,7 @@ func run(runtime string, n, conc int) error {
 			if err != nil {
 				return fmt.Errorf("raw %s: %w", path, err)
 			}
-			tiers = append(tiers, tier{name: name, args: []string{"--isolation", "runc,runsc", "--oci-runsc", path}, isolation: "runsc", raw: raw,
+			tiers = append(tiers, tier{name: name, short: short, args: []string{"--isolation", "runc,runsc", "--oci-runsc", path}, isolation: "runsc", raw: raw,
 				rawName: rawName})
 		}
 	}
@@ -182,16 +189,56 @@ func run(runtime string, n, conc int) error {
 	for _, r := range results {
 		fmt.Printf("%s: %d concurrent creates: %d sandboxes interactive in %s (%.1f/s)\n", r.tier.name, conc, n, round(r.wall), float64(n)/r.wall.Seconds())
 	}
+	if pngPath != "" {
+		return drawChart(runtime, results, n, conc)
+	}
 	return nil
 }
 
 // runscBins is -runsc.
 var runscBins []string
 
+// pngPath is -png.
+var pngPath string
+
+// drawChart writes the box plots of every measurement in results.
+func drawChart(runtime string, results []tierResult, n, conc int) error {
+	var ds []chart.Distribution
+	ms := func(d []time.Duration) []float64 {
+		out := make([]float64, len(d))
+		for i, v := range d {
+			out[i] = float64(v.Microseconds()) / 1000
+		}
+		return out
+	}
+	drawn := map[string]bool{}
+	for _, r := range results {
+		if !drawn[r.tier.rawName] {
+			drawn[r.tier.rawName] = true
+			ds = append(ds, chart.Distribution{Name: "raw " + r.tier.short, Samples: ms(r.tier.raw)})
+		}
+		ds = append(ds, chart.Distribution{Name: r.tier.short + "\nsequential", Samples: ms(r.seq)},
+			chart.Distribution{Name: fmt.Sprintf("%s\n%d concurrent", r.tier.short, conc), Samples: ms(r.par)})
+		if len(r.warm) > 0 {
+			ds = append(ds, chart.Distribution{Name: r.tier.short + "\nwarm pool", Samples: ms(r.warm)})
+		}
+		if len(r.tmpl) > 0 {
+			ds = append(ds, chart.Distribution{Name: r.tier.short + "\ntemplate pool", Samples: ms(r.tmpl)})
+		}
+	}
+	title := fmt.Sprintf("create → first command done, runtime %s, busybox image, %d samples each", runtime, n)
+	if err := chart.Boxes(pngPath, title, ds); err != nil {
+		return err
+	}
+	fmt.Printf("\nchart: %s\n", pngPath)
+	return nil
+}
+
 // tier is a server configuration measured: its name, serve flags, the
 // isolation its creates ask for, and its raw runtime's times.
 type tier struct {
 	name      string
+	short     string // in the chart
 	args      []string
 	isolation string
 	raw       []time.Duration

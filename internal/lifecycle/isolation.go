@@ -5,8 +5,10 @@ package lifecycle
 
 import (
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
@@ -73,3 +75,37 @@ func (m *Manager) tierFor(ext map[string]string) (string, error) {
 // IsolationTiers are the tiers creates may ask for, the default first;
 // none on a runtime without tiers.
 func (m *Manager) IsolationTiers() []string { return slices.Clone(m.cfg.Isolation) }
+
+// isolationMemo remembers the tier each sandbox handle decodes to: every
+// GET of a sandbox reports its tier, and decoding the handle's JSON for it
+// was a third of the handler's CPU. A handle's bytes decide its tier, so
+// the memo is keyed by a seeded 64-bit hash of them (a collision between
+// two handles is a 2⁻⁶⁴ chance); it is emptied when it outgrows memoLimit,
+// as the handles of sandboxes long gone would otherwise pile up in it.
+type isolationMemo struct {
+	once sync.Once
+	seed maphash.Seed
+	mu   sync.RWMutex
+	m    map[uint64]string
+}
+
+const memoLimit = 1 << 16
+
+func (c *isolationMemo) get(handle []byte, decode func() string) string {
+	c.once.Do(func() { c.seed, c.m = maphash.MakeSeed(), map[uint64]string{} })
+	k := maphash.Bytes(c.seed, handle)
+	c.mu.RLock()
+	v, ok := c.m[k]
+	c.mu.RUnlock()
+	if ok {
+		return v
+	}
+	v = decode()
+	c.mu.Lock()
+	if len(c.m) >= memoLimit {
+		clear(c.m)
+	}
+	c.m[k] = v
+	c.mu.Unlock()
+	return v
+}

@@ -181,11 +181,12 @@ func (c *Config) setDefaults() {
 
 // Manager runs the lifecycle of every sandbox of one server.
 type Manager struct {
-	cfg Config
-	log *slog.Logger
-	d   driver.Driver
-	st  LocalStore
-	rec Records
+	cfg     Config
+	isoMemo isolationMemo
+	log     *slog.Logger
+	d       driver.Driver
+	st      LocalStore
+	rec     Records
 	// shared is rec when other servers write it too.
 	shared SharedRecords
 	// adm keeps admission claims when other servers admit too.
@@ -579,11 +580,13 @@ func (m *Manager) Isolation(sb *sandbox.Sandbox) string {
 	if !ok {
 		return m.cfg.DriverName
 	}
-	var h driver.Handle
-	if err := json.Unmarshal(sb.Handle, &h); err != nil {
-		return ""
-	}
-	return iso.Isolation(&h)
+	return m.isoMemo.get(sb.Handle, func() string {
+		var h driver.Handle
+		if err := json.Unmarshal(sb.Handle, &h); err != nil {
+			return ""
+		}
+		return iso.Isolation(&h)
+	})
 }
 
 // IsolationCounts returns how many sandboxes not yet ended run in each

@@ -147,13 +147,30 @@ func sameOrigin(r *http.Request, origin string) bool {
 // on the answer and on the request (proxied requests carry it on to the
 // sandbox, whose execd echoes it).
 func requestID(w http.ResponseWriter, r *http.Request) string {
-	id := r.Header.Get(api.HeaderRequestID)
+	id := headerValue(r.Header, canonRequestID)
 	if !api.ValidRequestID(id) {
 		id = sandbox.NewID()
 	}
-	w.Header().Set(api.HeaderRequestID, id)
-	r.Header.Set(api.HeaderRequestID, id)
+	w.Header()[canonRequestID] = []string{id}
+	r.Header[canonRequestID] = []string{id}
 	return id
+}
+
+// The canonical forms of the headers every request is looked at for: a
+// Header's Get and Set canonicalise their name on each call, which
+// allocates for names that are not canonical already.
+var (
+	canonRequestID   = http.CanonicalHeaderKey(api.HeaderRequestID)
+	canonAPIKey      = http.CanonicalHeaderKey(api.HeaderAPIKey)
+	canonAPIKeyAlias = http.CanonicalHeaderKey(api.HeaderAPIKeyAlias)
+)
+
+// headerValue is h.Get(key) for a key in canonical form.
+func headerValue(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 // recoverPanic, deferred, logs a handler's panic and answers it with a
@@ -209,7 +226,7 @@ func loopbackHost(host string) bool {
 // header that carries it: OPEN-SANDBOX-API-KEY, else a bearer token that
 // looks like a corral key, else X-API-Key.
 func presentedKey(r *http.Request) (key, header string) {
-	if k := r.Header.Get(api.HeaderAPIKey); k != "" {
+	if k := headerValue(r.Header, canonAPIKey); k != "" {
 		return k, api.HeaderAPIKey
 	}
 	if a := r.Header.Get("Authorization"); len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
@@ -218,7 +235,7 @@ func presentedKey(r *http.Request) (key, header string) {
 			return k, "Authorization"
 		}
 	}
-	if k := r.Header.Get(api.HeaderAPIKeyAlias); k != "" {
+	if k := headerValue(r.Header, canonAPIKeyAlias); k != "" {
 		return k, api.HeaderAPIKeyAlias
 	}
 	return "", ""
