@@ -464,7 +464,12 @@ func rawRunc(template []byte, k, size, conc int) ([]block, error) {
 	}
 	dropCaches()
 	after := meminfo()
-	fmt.Printf("baseline: %d containers by runc alone, %d concurrent\n\n", made, conc)
+	var ns []string
+	for _, n := range spec.Linux.Namespaces {
+		ns = append(ns, string(n.Type))
+	}
+	fmt.Printf("baseline: %d containers by runc alone, %d concurrent; namespaces %s; ID mapping %d ranges; seccomp %v; %d mounts\n\n",
+		made, conc, strings.Join(ns, ","), len(spec.Linux.UIDMappings), spec.Linux.Seccomp != nil, len(spec.Mounts))
 	fmt.Println("| measure | value |")
 	fmt.Println("|---|---:|")
 	grew := func(field string) float64 {
