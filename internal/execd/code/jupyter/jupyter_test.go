@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/go-zeromq/zmq4"
 
 	"github.com/corral-dev/corral/internal/testutil"
 )
@@ -360,5 +363,41 @@ func TestQueueBoundsABacklogNotAMessage(t *testing.T) {
 	q.push(Message{Header: Header{MsgType: "status"}, Content: make(json.RawMessage, 100)})
 	if got := q.take(); len(got) != 2 || got[1].Type() != "status" || q.droppedBytes() != 100 {
 		t.Fatalf("a backlog past the bound: %d taken, %d dropped", len(got), q.droppedBytes())
+	}
+}
+
+// TestStartRetriesATakenPort: a port chosen for the kernel that another
+// socket takes before the kernel binds it (here a PULL socket on the
+// heartbeat port, as a kernel's own internal socket once did in CI) does
+// not fail the start: it is tried again with other ports.
+func TestStartRetriesATakenPort(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	pull := zmq4.NewPull(ctx)
+	defer pull.Close()
+	if err := pull.Listen("tcp://127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	taken := pull.Addr().(*net.TCPAddr).Port
+	calls := 0
+	pickPorts = func(n int) ([]int, error) {
+		calls++
+		ports, err := freePorts(n)
+		if calls == 1 && err == nil {
+			ports[4] = taken // the heartbeat's
+		}
+		return ports, err
+	}
+	t.Cleanup(func() { pickPorts = freePorts })
+	k, err := Start(ctx, pythonSpec(t), Options{Dir: t.TempDir(), Env: os.Environ(), RuntimeDir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("start with a taken port: %v", err)
+	}
+	defer k.Shutdown(2 * time.Second)
+	if calls < 2 {
+		t.Fatalf("ports were picked %d times; the taken one was used", calls)
+	}
+	if r, err := execute(t, k, "1+1"); err != nil || r.result["text/plain"] != "2" {
+		t.Fatalf("the kernel of the second try: %v %v", err, r.result)
 	}
 }

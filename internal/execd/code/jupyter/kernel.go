@@ -102,11 +102,29 @@ type Kernel struct {
 // Start launches a kernel from spec and returns once it has answered
 // kernel_info_request on shell and has been heard on iopub, so no output
 // of the first execution can be lost. ctx bounds the start.
-func Start(ctx context.Context, spec Spec, opt Options) (_ *Kernel, err error) {
+//
+// The ports are chosen free but closed again for the kernel to bind, so
+// another socket can take one in between (another kernel's, or one this
+// kernel binds to a random port for itself): then the kernel cannot bind
+// it, or a socket of the wrong kind answers there. Such a start is tried
+// again with new ports, up to three times.
+func Start(ctx context.Context, spec Spec, opt Options) (*Kernel, error) {
+	for attempt := 1; ; attempt++ {
+		k, err := start(ctx, spec, opt)
+		if err == nil || attempt == 3 || !errors.Is(err, errPortTaken) || ctx.Err() != nil {
+			return k, err
+		}
+	}
+}
+
+// errPortTaken marks a start that lost one of its ports to another socket.
+var errPortTaken = errors.New("a port of the kernel's was taken by another socket")
+
+func start(ctx context.Context, spec Spec, opt Options) (_ *Kernel, err error) {
 	if len(spec.Argv) == 0 {
 		return nil, fmt.Errorf("jupyter: kernelspec %s has no argv", spec.Name)
 	}
-	ports, err := freePorts(5)
+	ports, err := pickPorts(5)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +195,12 @@ func Start(ctx context.Context, spec Spec, opt Options) (_ *Kernel, err error) {
 func (k *Kernel) startError(ctx context.Context, err error) error {
 	select {
 	case <-k.exited:
-		return fmt.Errorf("jupyter: kernel %s exited while starting (%v): %s", k.spec.Name, k.exitErr, k.output.String())
+		out := k.output.String()
+		err := fmt.Errorf("jupyter: kernel %s exited while starting (%v): %s", k.spec.Name, k.exitErr, out)
+		if strings.Contains(out, "Address already in use") {
+			err = fmt.Errorf("%w: %w", errPortTaken, err)
+		}
+		return err
 	default:
 	}
 	if ctx.Err() != nil {
@@ -238,7 +261,12 @@ func (k *Kernel) dial() error {
 		port int
 	}{{k.iopub, k.conn.IOPubPort}, {k.shell, k.conn.ShellPort}, {k.control, k.conn.ControlPort}, {k.hb, k.conn.HBPort}} {
 		if err := d.s.Dial(k.endpoint(d.port)); err != nil {
-			return fmt.Errorf("jupyter: connect to kernel: %w", err)
+			err = fmt.Errorf("jupyter: connect to kernel: %w", err)
+			if strings.Contains(err.Error(), "not compatible") {
+				// Another kind of socket listens there: not the kernel's.
+				err = fmt.Errorf("%w: %w", errPortTaken, err)
+			}
+			return err
 		}
 	}
 	go k.readReplies(k.shell)
@@ -529,6 +557,9 @@ func (k *Kernel) Shutdown(grace time.Duration) error {
 	})
 	return err
 }
+
+// pickPorts is freePorts; a test gives it ports already taken.
+var pickPorts = freePorts
 
 func freePorts(n int) ([]int, error) {
 	var ls []net.Listener
