@@ -119,11 +119,13 @@ func bench(n, size, conc, baseline int, plain bool, pngPath string) error {
 			return fmt.Errorf("baseline: %w", err)
 		}
 	}
-	blocks, err := run(srv, req, n, size, conc)
-	if err != nil {
-		return err
-	}
+	_, err = run(srv, req, n, size, conc, func(blocks []block) error { return report(blocks, raw, size, conc, plain, pngPath) })
+	return err
+}
 
+// report prints the blocks' table beside the baseline's and draws the
+// chart: as soon as the creates are done, before the long checks.
+func report(blocks, raw []block, size, conc int, plain bool, pngPath string) error {
 	fmt.Printf("\nby block of %d, %d concurrent creates (runc alone: %s)\n\n", size, conc, map[bool]string{true: "runc's default spec", false: "corral's spec"}[plain])
 	fmt.Println("| sandboxes | runc alone creates/s | corral creates/s | ratio | runc alone MiB each | corral MiB each | server CPU per create |")
 	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|")
@@ -205,7 +207,7 @@ func inBlocks(n, size, conc int, make func(i int) error, measure func(b *block))
 	return blocks, nil
 }
 
-func run(srv *benchsrv.Server, req api.CreateSandboxRequest, n, size, conc int) ([]block, error) {
+func run(srv *benchsrv.Server, req api.CreateSandboxRequest, n, size, conc int, reported func([]block) error) ([]block, error) {
 	c := srv.Admin
 	ctx := context.Background()
 	dropCaches()
@@ -247,7 +249,20 @@ func run(srv *benchsrv.Server, req api.CreateSandboxRequest, n, size, conc int) 
 		close(work)
 		dwg.Wait()
 	}()
+	if failed := sumFailed(blocks); failed > 0 {
+		// Why, from the server's log (its last three reasons).
+		var why []string
+		for line := range strings.SplitSeq(srv.Log(), "\n") {
+			if strings.Contains(line, "start failed") {
+				why = append(why, line)
+			}
+		}
+		fmt.Printf("%d creates failed; the server's last reasons:\n%s\n\n", failed, strings.Join(why[max(0, len(why)-3):], "\n"))
+	}
 	if err != nil {
+		return blocks, err
+	}
+	if err := reported(blocks); err != nil {
 		return blocks, err
 	}
 	dropCaches()
@@ -260,6 +275,10 @@ func run(srv *benchsrv.Server, req api.CreateSandboxRequest, n, size, conc int) 
 	work := make(chan string)
 	var awg sync.WaitGroup
 	ask := func(id string) error {
+		// A sandbox that does not answer in a minute is reported, not
+		// waited for.
+		ctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
 		x, err := c.Sandbox(ctx, id, sdk.SandboxOptions{})
 		if err != nil {
 			return err
@@ -323,6 +342,24 @@ func count(ids []string) int {
 		}
 	}
 	return max(k, 1)
+}
+
+// shift moves ID mappings to the i-th range past the ones given (the
+// sandbox's whose spec was taken, long gone by then).
+func shift(ms []specs.LinuxIDMapping, i int) []specs.LinuxIDMapping {
+	out := slices.Clone(ms)
+	for k := range out {
+		out[k].HostID += uint32(i+1) * max(out[k].Size, 65536)
+	}
+	return out
+}
+
+func sumFailed(bs []block) int64 {
+	var n int64
+	for _, b := range bs {
+		n += b.failed
+	}
+	return n
 }
 
 func sumWall(bs []block) time.Duration {
@@ -444,6 +481,9 @@ func rawRunc(template []byte, k, size, conc int) ([]block, error) {
 		s := *spec
 		l := *spec.Linux
 		l.CgroupsPath = "/corral/" + ids[i]
+		// An ID range of its own, as each sandbox has: the kernel bounds
+		// what one user holds (200 keys: runc's session keyrings).
+		l.UIDMappings, l.GIDMappings = shift(l.UIDMappings, i), shift(l.GIDMappings, i)
 		s.Linux, s.Hostname = &l, "raw"
 		b, err := json.Marshal(&s)
 		if err == nil {

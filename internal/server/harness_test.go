@@ -41,6 +41,7 @@ type ts struct {
 	keyA       string // admin of t1
 	keyB       string // tenant t2
 	mgr        *lifecycle.Manager
+	srv        *Server
 	st         *store.Store
 	contract   *contracttest.Contract
 }
@@ -168,7 +169,7 @@ func newTSAll(t testing.TB, edit func(*Config), wrap func(*fakedriver.Driver) dr
 		_ = d.Close()
 		_ = st.Close()
 	})
-	return &ts{t: t, handler: srv.Handler(), url: hs.URL, e2bURL: e2bHS.URL, e2bHandler: srv.E2BHandler(), keyA: keyA, keyB: keyB, mgr: mgr, st: st, contract: contracts.Get(t, contracttest.Lifecycle)}
+	return &ts{t: t, handler: srv.Handler(), url: hs.URL, e2bURL: e2bHS.URL, e2bHandler: srv.E2BHandler(), keyA: keyA, keyB: keyB, mgr: mgr, srv: srv, st: st, contract: contracts.Get(t, contracttest.Lifecycle)}
 }
 
 // call sends a request with key (none if empty) and validates the answer

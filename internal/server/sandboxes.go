@@ -59,7 +59,7 @@ func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.toSandbox(sb))
+	writeJSON(w, http.StatusOK, s.body(sb))
 }
 
 // pageParams reads page and pageSize.
@@ -112,9 +112,9 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	items, total := s.mgr.List(r.Context(), tenant(r), f)
-	out := api.ListSandboxesResponse{Items: make([]api.Sandbox, 0, len(items)), Pagination: pagination(page, size, total)}
+	out := listBody{Items: make([]sandboxBody, 0, len(items)), Pagination: pagination(page, size, total)}
 	for _, sb := range items {
-		out.Items = append(out.Items, s.toSandbox(sb))
+		out.Items = append(out.Items, s.body(sb))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -138,7 +138,7 @@ func (s *Server) patchMetadata(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.toSandbox(sb))
+	writeJSON(w, http.StatusOK, s.body(sb))
 }
 
 func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) {
