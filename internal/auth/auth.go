@@ -109,18 +109,24 @@ func (k *Keyring) take(key *APIKey) {
 
 // Hash returns the stored form of a key.
 func Hash(key string) string {
+	h := hashOf(key)
+	return string(h[:])
+}
+
+// hashOf is Hash's form in an array, which stays on the stack of a caller
+// that only compares it (Authenticate, on every request).
+func hashOf(key string) [2 * sha256.Size]byte {
 	sum := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(sum[:])
+	var h [2 * sha256.Size]byte
+	hex.Encode(h[:], sum[:])
+	return h
 }
 
 // Authenticate returns the principal of an active key, or
 // ErrUnauthenticated. The comparison does not depend on how much of the
 // key matches.
 func (k *Keyring) Authenticate(key string) (Principal, error) {
-	// Hash's form, on the stack: this runs on every request.
-	sum := sha256.Sum256([]byte(key))
-	var h [2 * sha256.Size]byte
-	hex.Encode(h[:], sum[:])
+	h := hashOf(key)
 	k.mu.RLock()
 	rec, ok := k.byHash[string(h[:])]
 	k.mu.RUnlock()
