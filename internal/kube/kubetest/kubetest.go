@@ -106,7 +106,9 @@ func VerifyTestMain(m *testing.M, opts ...goleak.Option) { os.Exit(NoLeaks(m.Run
 // NoLeaks is testutil.NoLeaks for a package of the kube tier. client-go
 // keeps one transport per client configuration for the whole process, and
 // the cluster's is shared by every test, so its idle connections (each an
-// HTTP/2 read loop) are closed first: what is left after that is a
+// HTTP/2 read loop) are closed first, and so are those Exec left in the
+// default client's pool (an HTTP/1 read loop each, seen in CI when a
+// port-forward outlived its last command): what is left after that is a
 // goroutine a test did not end.
 func NoLeaks(code int, opts ...goleak.Option) int {
 	if cluster != nil {
@@ -114,6 +116,7 @@ func NoLeaks(code int, opts ...goleak.Option) int {
 			utilnet.CloseIdleConnectionsFor(rt)
 		}
 	}
+	http.DefaultClient.CloseIdleConnections()
 	return testutil.NoLeaks(code, opts...)
 }
 
