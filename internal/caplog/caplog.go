@@ -16,6 +16,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"syscall"
 )
 
 // Writer writes to a file that stays under a size: a write that would
@@ -24,8 +25,11 @@ import (
 // how much was dropped. It is safe for concurrent use.
 type Writer struct {
 	// mu guards the fields below and the file's content.
-	mu      sync.Mutex
-	f       *os.File
+	mu sync.Mutex
+	f  *os.File
+	// path, for a Writer of OpenPath: f is open only between a Write and
+	// the next Idle.
+	path    string
 	limit   int64
 	size    int64
 	dropped int64
@@ -43,11 +47,65 @@ func New(f *os.File, limit int64) *Writer {
 	return c
 }
 
+// OpenPath returns a Writer to the regular file at path (made if
+// missing, never through a symbolic link) that holds no descriptor while
+// idle: a Write opens the file, Idle closes it. A server that keeps the
+// logs of thousands of sandboxes, most of them quiet, would otherwise
+// hold a descriptor for each.
+func OpenPath(path string, limit int64) (*Writer, error) {
+	c := &Writer{path: path, limit: max(limit, 4096)}
+	if err := c.open(); err != nil {
+		return nil, err
+	}
+	fi, err := c.f.Stat()
+	if err != nil {
+		c.Idle()
+		return nil, err
+	}
+	c.size = fi.Size()
+	c.Idle()
+	return c, nil
+}
+
+// open opens the file of a Writer of OpenPath, c.mu held or not yet
+// shared: a regular file, never a link or a pipe put in its place.
+func (c *Writer) open() error {
+	f, err := os.OpenFile(c.path, os.O_CREATE|os.O_RDWR|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		if err == nil {
+			err = fmt.Errorf("%s: not a regular file", c.path)
+		}
+		return err
+	}
+	c.f = f
+	return nil
+}
+
+// Idle closes the file of a Writer of OpenPath until the next Write; a
+// Writer of New keeps its file.
+func (c *Writer) Idle() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.path != "" && c.f != nil {
+		_ = c.f.Close()
+		c.f = nil
+	}
+}
+
 // Write implements io.Writer. It reports all of p written even when part
 // of it was dropped to stay under the limit.
 func (c *Writer) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.f == nil {
+		if err := c.open(); err != nil {
+			return 0, err
+		}
+	}
 	n := len(p)
 	trimmed := int64(len(p)) > c.limit/2
 	if trimmed {

@@ -304,6 +304,11 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, rt runtimeFlags, log *
 	if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
+	if n, err := raiseOpenFiles("/proc/sys/fs/nr_open"); err != nil {
+		log.Warn("open-file limit not raised", "limit", n, "err", err)
+	} else {
+		log.Debug("open-file limit", "limit", n)
+	}
 	unlock, err := lockDataDir(cfg.dataDir)
 	if err != nil {
 		return err

@@ -129,17 +129,18 @@ func (ds *drains) start(id, bundle, disk string) error {
 	}
 	// Readable too: caplog keeps the newest output when it trims. On
 	// disk beside the writable layer, not on the runtime tmpfs that every
-	// sandbox's small files share; only the server writes there.
-	log, err := os.OpenFile(filepath.Join(disk, consoleFile), os.O_CREATE|os.O_RDWR|os.O_APPEND|unix.O_NOFOLLOW, 0o600)
+	// sandbox's small files share; only the server writes there. Open
+	// only while output arrives: a quiet sandbox costs the server no
+	// descriptor for its log.
+	w, err := caplog.OpenPath(filepath.Join(disk, consoleFile), ConsoleLimit)
 	if err != nil {
 		r.Close()
 		dr.closeExit()
 		return err
 	}
-	w := caplog.New(log, ConsoleLimit)
 	go func() {
 		defer close(dr.done)
-		defer log.Close()
+		defer w.Idle()
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := r.Read(buf)
@@ -149,6 +150,9 @@ func (ds *drains) start(id, bundle, disk string) error {
 			}
 			if err != nil {
 				return
+			}
+			if pipeEmpty(r) {
+				w.Idle()
 			}
 		}
 	}()
@@ -240,4 +244,18 @@ func (ds *drains) stopAll() {
 		dr.r.Close()
 		dr.closeExit()
 	}
+}
+
+// pipeEmpty reports whether nothing waits to be read in pipe r (FIONREAD,
+// which Linux calls TIOCINQ).
+func pipeEmpty(r *os.File) bool {
+	rc, err := r.SyscallConn()
+	if err != nil {
+		return true
+	}
+	n := 0
+	if rc.Control(func(fd uintptr) { n, err = unix.IoctlGetInt(int(fd), unix.TIOCINQ) }) != nil || err != nil {
+		return true
+	}
+	return n == 0
 }

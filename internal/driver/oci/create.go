@@ -137,6 +137,7 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, mode createMode) 
 		if b.userns, err = d.ids.userns(slot); err != nil {
 			return nil, err
 		}
+		defer func() { d.ids.park(slot, b.userns) }()
 		b.mark("userns")
 	}
 	if err := os.Mkdir(b.bundle, 0o700); err != nil {
@@ -144,6 +145,9 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, mode createMode) 
 			return nil, fmt.Errorf("sandbox %s: %w", spec.ID, errdefs.ErrAlreadyExists)
 		}
 		return nil, err
+	}
+	if b.idRange != 0 {
+		d.ids.settle(spec.ID)
 	}
 	defer func() {
 		if err != nil {
@@ -490,6 +494,7 @@ func (d *Driver) sandboxSpec(b *build, hostDirs []specs.Mount, netns string) (*s
 		id: spec.ID, rootfs: b.rootfs, hostname: b.hostname, args: args, env: env, cwd: b.cwd, netns: netns,
 		cgroupsPath: cgroupsPath(spec.ID), annotations: driver.BackendLabels(spec), mounts: mounts,
 		cpuMillis: spec.Resources.CPUMillis, memoryBytes: spec.Resources.MemoryBytes, pids: spec.Resources.Pids, runsc: b.runsc,
+		openFilesHard: d.openFilesHard,
 	}
 	if b.userns != nil {
 		p.idFirst = b.first()

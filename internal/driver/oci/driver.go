@@ -92,6 +92,8 @@ type Driver struct {
 	images  *imagestore.Store
 	// hostRoot is the "host" image's bottom layer (see buildHostSkeleton).
 	hostRoot string
+	// openFilesHard is the hard open-file limit of a sandbox's processes.
+	openFilesHard uint64
 
 	// mu guards the fields below.
 	mu         sync.Mutex
@@ -200,7 +202,7 @@ func New(cfg Config) (*Driver, error) {
 	d := &Driver{
 		cfg: cfg, log: cfg.Logger, images: images, warnings: warnings,
 		runc: &runc.Runc{Command: rt, Root: filepath.Join(runDir(cfg.Root), "runc")},
-		live: map[string]*instance{},
+		live: map[string]*instance{}, openFilesHard: sandboxOpenFilesHard(),
 	}
 	var runscWarnings []string
 	d.runsc, d.noRunsc, runscWarnings = newRunsc(cfg, runDir(cfg.Root))

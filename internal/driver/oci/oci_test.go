@@ -23,6 +23,7 @@ import (
 	"github.com/corral-dev/corral/internal/insandbox"
 	"github.com/corral-dev/corral/internal/testutil"
 	"github.com/corral-dev/corral/internal/testutil/corraltest"
+	"golang.org/x/sys/unix"
 )
 
 var corralBin string
@@ -347,4 +348,62 @@ func TestSweepHostSkeletons(t *testing.T) {
 	if exists(legacy) {
 		t.Error("the legacy layer stayed with no bundle naming it")
 	}
+}
+
+// TestSandboxOpenFilesAreItsOwn: a sandbox's processes get the open-file
+// limit of its spec — 1024, and a hard limit of SandboxOpenFilesHard or
+// the server's, the lower — not the one of the server that started them
+// (which raises its own to hold thousands of sandboxes' descriptors), and
+// a process in there cannot raise its hard limit.
+func TestSandboxOpenFilesAreItsOwn(t *testing.T) {
+	requireRunc(t)
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	// The server's soft limit is its hard one (Go's runtime raises it):
+	// what a sandbox would inherit.
+	if lim.Cur <= SandboxOpenFiles {
+		t.Fatalf("this process's open-file limit %d is no higher than a sandbox's: nothing to tell apart", lim.Cur)
+	}
+	hard := min(lim.Max, SandboxOpenFilesHard)
+	root := t.TempDir()
+	t.Cleanup(func() { _ = UnmountRunDir(root) })
+	d := newTestDriver(t, root)
+	spec := driver.Spec{ID: "dtnofile", Image: driver.Image{URI: HostImage}, Entrypoint: []string{"sleep", "infinity"}, ExecdToken: "nofile-token-0123456789"}
+	if _, err := d.Create(t.Context(), spec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Destroy(context.Background(), spec.ID) })
+	sb := d.running(spec.ID)
+	if sb == nil {
+		t.Fatal("the sandbox is not running")
+	}
+	limits, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", sb.pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// PID 1 is corral's, in Go, whose runtime raises its own soft limit
+	// (and gives its children the one it started with): the hard one
+	// tells here.
+	var got []string
+	for line := range strings.SplitSeq(string(limits), "\n") {
+		if strings.HasPrefix(line, "Max open files") {
+			got = strings.Fields(line)
+		}
+	}
+	if len(got) != 6 || got[4] != strconv.FormatUint(hard, 10) {
+		t.Errorf("the sandbox's PID 1 has %q, want the hard limit %d", got, hard)
+	}
+	// A command through execd (which, in Go, raises its own soft limit)
+	// gets the sandbox's, and cannot raise its hard limit.
+	out, status := execIn(t, d, spec.ID, spec.ExecdToken, fmt.Sprintf("ulimit -S -n; ulimit -H -n; ulimit -H -n %d 2>/dev/null && echo raised", hard+1))
+	if status != 200 || out != fmt.Sprintf("%d\n%d\n", SandboxOpenFiles, hard) {
+		t.Errorf("a command's open-file limits: %d %q, want %d and %d (and not raised)", status, out, SandboxOpenFiles, hard)
+	}
+	if err := d.Destroy(t.Context(), spec.ID); err != nil {
+		t.Fatal(err)
+	}
+	d.forget(spec.ID)
+	assertNoLeaks(t, root)
 }

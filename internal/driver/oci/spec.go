@@ -12,6 +12,7 @@ import (
 
 	"github.com/moby/profiles/seccomp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/insandbox"
@@ -76,9 +77,33 @@ type specParams struct {
 	mounts []specs.Mount
 	// cpuMillis, memoryBytes and pids are limits; 0 means none (pids: the default).
 	cpuMillis, memoryBytes, pids int64
+	// openFilesHard is the sandbox's hard open-file limit (0: the
+	// default, SandboxOpenFilesHard).
+	openFilesHard uint64
 	// runsc: the spec is gVisor's (runsc.go): the pids bound the
 	// sandbox's tasks by RLIMIT_NPROC, with host room for the Sentry's.
 	runsc bool
+}
+
+// The open-file limit of a sandbox's processes: the soft one most
+// programs expect (select(2) breaks above 1024), and a hard one a
+// program may raise its own soft limit to, as containerd gives containers
+// — or the server's own hard limit where that is lower, since the runtime
+// (which sets it, as the server's child) cannot go above that without
+// CAP_SYS_RESOURCE.
+const (
+	SandboxOpenFiles     = 1024
+	SandboxOpenFilesHard = 524288
+)
+
+// sandboxOpenFilesHard is the hard open-file limit sandboxes get from
+// this process: SandboxOpenFilesHard or its own hard limit, the lower.
+func sandboxOpenFilesHard() uint64 {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil || lim.Max >= SandboxOpenFilesHard {
+		return SandboxOpenFilesHard
+	}
+	return lim.Max
 }
 
 // buildSpec makes the OCI runtime spec of a sandbox with corral's
@@ -89,6 +114,10 @@ type specParams struct {
 // /dev; cgroup limits.
 func buildSpec(p specParams) (*specs.Spec, error) {
 	caps := capabilities()
+	hard := p.openFilesHard
+	if hard == 0 {
+		hard = SandboxOpenFilesHard
+	}
 	pids := p.pids
 	if pids == 0 {
 		pids = DefaultPids
@@ -102,6 +131,10 @@ func buildSpec(p specParams) (*specs.Spec, error) {
 			Cwd:             p.cwd,
 			NoNewPrivileges: true,
 			Capabilities:    &specs.LinuxCapabilities{Bounding: caps, Effective: caps, Permitted: caps},
+			// Explicit, so a sandbox does not inherit the server's raised
+			// limit through runc (the server raises its own to hold the
+			// descriptors of thousands of sandboxes).
+			Rlimits: []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Soft: min(SandboxOpenFiles, hard), Hard: hard}},
 		},
 		Root:        &specs.Root{Path: p.rootfs},
 		Hostname:    p.hostname,

@@ -147,6 +147,12 @@ func checkSpecInvariants(t *testing.T, s *specs.Spec) {
 	if s.Linux.Resources.Pids == nil || s.Linux.Resources.Pids.Limit == nil || *s.Linux.Resources.Pids.Limit <= 0 {
 		t.Error("no pids limit")
 	}
+	// The open-file limit is the sandbox's own, never the server's.
+	if !slices.ContainsFunc(s.Process.Rlimits, func(l specs.POSIXRlimit) bool {
+		return l.Type == "RLIMIT_NOFILE" && l.Soft == SandboxOpenFiles && l.Hard >= l.Soft && l.Hard <= SandboxOpenFilesHard
+	}) {
+		t.Errorf("rlimits %v: no RLIMIT_NOFILE of the sandbox's own", s.Process.Rlimits)
+	}
 	// corral's own mounts come last: no volume sits over them.
 	last := s.Mounts[len(s.Mounts)-1]
 	if last.Destination != "/etc/hostname" && last.Destination != "/etc/resolv.conf" && last.Destination != "/etc/corral/vault-ca.pem" {

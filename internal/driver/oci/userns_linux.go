@@ -68,27 +68,26 @@ func firstSlot(root string) int {
 // slotHost is the first host ID of slot.
 func slotHost(slot int) uint32 { return uint32(usernsFirst + slot*usernsSize) }
 
-// idRanges hands out the host ID ranges of sandboxes and keeps, per
-// range, a user namespace with its mapping: idmapped mounts need one, and
-// making it costs an exec, so it is made once per range and kept.
+// idRanges hands out the host ID ranges of sandboxes and keeps, for some
+// ranges, a user namespace with its mapping: idmapped mounts need one
+// while a sandbox is made, and making it costs an exec, so up to
+// nsCacheSize of them are kept for the next sandbox of their range.
 //
 // A range is unique on the host, whatever the servers on it: a server
 // takes slot N by making the file slots/N of the host-wide stage root,
-// which names the bundle of the sandbox in it, and holds it locked
-// (flock) for as long as it runs. A sandbox outlives its server (a
-// restart, a crash), so the file outlives the lock: it is removed only
-// when the sandbox is destroyed, and a file no server holds still keeps
-// its slot while the bundle it names exists. A restarted server takes
-// its sandboxes' slots again (retake). A file no one holds that names
-// no bundle is stale (its sandbox was destroyed, or never made, while
-// its server crashed) and its slot is taken over by the next server
-// looking: a lock alone would free a running sandbox's range whenever
-// its server stopped, a file alone would keep a crashed server's slots
-// until the host restarts. (The bundles must be visible to every
-// server: a server in a mount namespace of its own, its bundles' tmpfs
-// unseen by the others, would have its stopped server's slots taken.)
-// Every look at the slot files, by any server, holds a lock on their
-// directory, so no two interleave.
+// which names the bundle of the sandbox in it. The file is removed only
+// when the sandbox is destroyed, and keeps its slot while the bundle it
+// names exists, whatever its server does (a sandbox outlives its server:
+// a restart, a crash). A file that names no bundle is stale (its sandbox
+// was destroyed, or never made, while its server crashed) and its slot is
+// taken over by the next server looking. Between taking a slot and
+// making the bundle, the server holds the file locked (flock), so that
+// no other server takes the slot as stale in that moment; once the
+// bundle exists it lets go (settle), so a sandbox costs the server no
+// descriptor for its range. (The bundles must be visible to every server:
+// a server in a mount namespace of its own, its bundles' tmpfs unseen by
+// the others, would have its slots taken.) Every look at the slot files,
+// by any server, holds a lock on their directory, so no two interleave.
 type idRanges struct {
 	binary string
 	// first is where the search for a free range starts.
@@ -106,13 +105,19 @@ type idRanges struct {
 
 	// mu guards the fields below.
 	mu sync.Mutex
-	// used is every slot of the server's sandboxes (nil until loaded),
-	// held its slot files that this server holds.
+	// used is every slot of the server's sandboxes (nil until loaded);
+	// held the slot files this server holds locked, of sandboxes whose
+	// bundle is being made.
 	used  map[int]string // slot -> sandbox ID
 	held  map[int]*os.File
 	slots *os.File
-	ns    map[int]*os.File
+	// ns are the kept user namespaces, by slot: none in use by a create
+	// (userns hands one out, park takes it back).
+	ns map[int]*os.File
 }
+
+// nsCacheSize is how many user namespaces idRanges keeps for reuse.
+const nsCacheSize = 64
 
 // retake takes again the slots of the server's sandboxes on disk.
 func (r *idRanges) retake() error {
@@ -180,7 +185,8 @@ func (r *idRanges) loadLocked() error {
 			}
 			return err
 		case f != nil:
-			held[slot] = f
+			// The bundle exists: nothing to hold.
+			f.Close()
 		case owner != bundle:
 			// Given twice before ranges were host-wide: nothing moves
 			// a running sandbox; the other's server keeps the file.
@@ -279,6 +285,22 @@ func slotOwner(f *os.File) (string, error) {
 	return strings.TrimSpace(string(b[:n])), nil
 }
 
+// settle lets go of the lock of sandbox id's slot file once its bundle
+// exists: the bundle keeps the slot from then on.
+func (r *idRanges) settle(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for slot, owner := range r.used {
+		if owner == id {
+			if f := r.held[slot]; f != nil {
+				f.Close()
+				delete(r.held, slot)
+			}
+			return
+		}
+	}
+}
+
 // release frees the range of sandbox id: its slot file goes.
 func (r *idRanges) release(id string) {
 	r.mu.Lock()
@@ -328,23 +350,35 @@ func (r *idRanges) drop(slot int, bundle string, f *os.File) error {
 	return unix.Unlinkat(int(r.slots.Fd()), name, 0)
 }
 
-// userns returns a user namespace mapping slot's range (held open by the
-// driver for its lifetime).
+// userns returns a user namespace mapping slot's range, the one kept for
+// it if there is one; the caller gives it back with park.
 func (r *idRanges) userns(slot int) (*os.File, error) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if f := r.ns[slot]; f != nil {
+		delete(r.ns, slot)
+		r.mu.Unlock()
 		return f, nil
 	}
-	f, err := newUserns(r.binary, slotHost(slot))
-	if err != nil {
-		return nil, err
+	r.mu.Unlock()
+	return newUserns(r.binary, slotHost(slot))
+}
+
+// park gives back slot's user namespace f: kept for the next sandbox of
+// the range while fewer than nsCacheSize are, else closed.
+func (r *idRanges) park(slot int, f *os.File) {
+	if f == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.ns[slot]; ok || len(r.ns) >= nsCacheSize {
+		f.Close()
+		return
 	}
 	if r.ns == nil {
 		r.ns = map[int]*os.File{}
 	}
 	r.ns[slot] = f
-	return f, nil
 }
 
 // close releases the namespaces held.
@@ -544,6 +578,7 @@ func (d *Driver) probeUserns() error {
 	if err != nil {
 		return err
 	}
+	defer d.ids.park(d.ids.first, ns)
 	mnt := filepath.Join(dir, "mnt")
 	if err := idmappedOverlay([]string{filepath.Join(dir, "lower")}, filepath.Join(dir, "rw/upper"), filepath.Join(dir, "rw/work"), mnt, ns, slotHost(d.ids.first)); err != nil {
 		return err

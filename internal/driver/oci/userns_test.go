@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,6 +96,10 @@ func TestIDRangesAreHostWide(t *testing.T) {
 		if err := os.Mkdir(filepath.Join(r.bundles, id), 0o700); err != nil {
 			t.Fatal(err)
 		}
+		r.settle(id)
+		if len(r.held) != 0 {
+			t.Fatalf("with its bundle made, the server still holds %d slot files", len(r.held))
+		}
 		slots[id], owner[slot] = slot, id
 		return slot
 	}
@@ -143,32 +148,42 @@ func TestIDRangesAreHostWide(t *testing.T) {
 		t.Errorf("a stale range was not taken over: got %d, want %d", got, slots["a1"])
 	}
 
-	// Server a restarts and takes its sandboxes' ranges again. Here the
-	// "restarted server" is in this process, whose other tests fork: a
-	// child between its fork and its exec holds a copy of every
-	// descriptor, and so, for that moment, the lock of a slot file a
-	// closed. A real restart is a new process; the test waits such a
-	// moment out.
-	var a2 *idRanges
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		a2 = testRanges(t, base, "a", first, map[int]string{slots["a2"]: "a2", slots["a3"]: "a3"})
-		if err := a2.retake(); err != nil {
-			t.Fatal(err)
-		}
-		if len(a2.held) == 2 || time.Now().After(deadline) {
-			break
-		}
-		a2.close()
-		time.Sleep(10 * time.Millisecond)
+	// Between taking a range and making its bundle, a server holds the
+	// slot file locked: no other server takes it as stale then.
+	pending, err := b.take("pending")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(a2.held) != 2 {
-		t.Errorf("the restarted server holds %d ranges, want 2", len(a2.held))
+	if got := take(a, "a-during"); got == pending {
+		t.Errorf("range %d, taken by a server that is making its bundle, was taken over", got)
 	}
+	b.release("pending")
+
+	// Server a restarts and knows its sandboxes' ranges again, holding no
+	// descriptor for them: their bundles keep them.
+	a2 := testRanges(t, base, "a", first, map[int]string{slots["a2"]: "a2", slots["a3"]: "a3"})
+	if err := a2.retake(); err != nil {
+		t.Fatal(err)
+	}
+	if len(a2.used) != 2 || len(a2.held) != 0 {
+		t.Errorf("the restarted server knows %d ranges and holds %d slot files, want 2 and 0", len(a2.used), len(a2.held))
+	}
+	if got := take(b, "b7"); got == slots["a2"] || got == slots["a3"] {
+		t.Errorf("range %d of a restarted server's sandbox was taken over", got)
+	}
+	// a3's bundle is gone (destroyed) before its server released the
+	// range: the range is stale and may be taken; the late release then
+	// leaves the new owner's slot file alone.
 	if err := os.Remove(filepath.Join(a2.bundles, "a3")); err != nil {
 		t.Fatal(err)
 	}
-	if got := take(b, "b7"); got == slots["a3"] {
-		t.Errorf("range %d, held by a running server, was taken over", got)
+	delete(owner, slots["a3"])
+	if got := take(b, "b7b"); got != slots["a3"] {
+		t.Errorf("a destroyed sandbox's range was not taken over: got %d, want %d", got, slots["a3"])
+	}
+	a2.release("a3")
+	if b, err := os.ReadFile(slotFile(slots["a3"])); err != nil || !strings.Contains(string(b), "b7b") {
+		t.Errorf("a late release of a stale range touched its new owner's slot file: %q, %v", b, err)
 	}
 	take(a2, "a4")
 	destroy(a2, "a2")
