@@ -22,6 +22,7 @@ func runController(_ context.Context, e *env, _ []string) int  { return linuxOnl
 func runAdopt(_ context.Context, e *env, _ []string) int       { return linuxOnly(e, "adopt") }
 func runInit(_ context.Context, e *env, _ []string) int        { return linuxOnly(e, "init") }
 func runCheckMounts(_ context.Context, e *env, _ []string) int { return linuxOnly(e, "check-mounts") }
+func runUsernsMaker(_ context.Context, e *env, _ []string) int { return linuxOnly(e, "userns-maker") }
 
 func isolateOutbound() error { return errors.New("network isolation runs on Linux only") }
 

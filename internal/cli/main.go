@@ -38,6 +38,7 @@ func commands() []command {
 		completionCommand(),
 		command{Name: "execd", Summary: "run the in-sandbox daemon (the execd API on :44772)", Run: runExecd},
 		command{Name: "egress", Summary: "enforce a sandbox's egress policy (DNS, nftables, the policy API on :18080)", Run: runEgress},
+		command{Name: "userns-maker", Summary: "make the user namespaces of native sandboxes' ID ranges (started by serve, on a socket at fd 3)", Run: runUsernsMaker},
 		command{Name: "controller", Summary: "run the Kubernetes controller for Sandbox resources", Run: runController},
 		command{Name: "install-binary", Summary: "copy this corral binary to a path (the Kubernetes pod's init container)", Run: runInstallBinary},
 		command{Name: "check-mounts", Summary: "refuse mount paths that pass through a symbolic link in this root (the Kubernetes pod's init container)", Run: runCheckMounts},

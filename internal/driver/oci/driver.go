@@ -221,7 +221,7 @@ func New(cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("oci: %w", err)
 	}
-	d.ids = &idRanges{binary: cfg.CorralBinary, load: d.rangesInUse, first: firstSlot(cfg.Root),
+	d.ids = &idRanges{binary: cfg.CorralBinary, maker: newUsernsMaker(cfg.CorralBinary), load: d.rangesInUse, first: firstSlot(cfg.Root),
 		stage: hostStage, bundles: bundles, log: cfg.Logger}
 	d.stage = filepath.Join(hostStage, stageName(cfg.Root))
 	if cfg.UserNamespaces {

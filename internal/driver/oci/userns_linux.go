@@ -90,6 +90,8 @@ func slotHost(slot int) uint32 { return uint32(usernsFirst + slot*usernsSize) }
 // by any server, holds a lock on their directory, so no two interleave.
 type idRanges struct {
 	binary string
+	// maker makes the namespaces (nil: this process does).
+	maker *usernsMaker
 	// first is where the search for a free range starts.
 	first int
 	// stage is the host-wide stage root: the slot files are in its
@@ -360,7 +362,10 @@ func (r *idRanges) userns(slot int) (*os.File, error) {
 		return f, nil
 	}
 	r.mu.Unlock()
-	return newUserns(r.binary, slotHost(slot))
+	if r.maker == nil {
+		return newUserns(r.binary, slotHost(slot))
+	}
+	return r.maker.make(slotHost(slot))
 }
 
 // park gives back slot's user namespace f: kept for the next sandbox of
@@ -381,8 +386,11 @@ func (r *idRanges) park(slot int, f *os.File) {
 	r.ns[slot] = f
 }
 
-// close releases the namespaces held.
+// close releases the namespaces held and ends their maker.
 func (r *idRanges) close() {
+	if r.maker != nil {
+		r.maker.close()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for slot, f := range r.ns {
