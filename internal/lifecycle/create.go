@@ -104,7 +104,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*sandbox.Sandb
 	if won != nil || err != nil {
 		return won, err
 	}
-	m.wakeReaper()
+	m.wakeReaper(sb.ID)
 	return m.start(ctx, e, spec, warm)
 }
 

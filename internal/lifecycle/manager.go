@@ -239,6 +239,14 @@ type Manager struct {
 	tasks   []func(context.Context)
 	kick    chan struct{}
 	wake    chan struct{}
+
+	// The reaper's state, under mu: each sandbox's next deadline, those
+	// named by wakeReaper since it last looked, when it next looks at
+	// all of them, and how many looks it made (for tests).
+	deadlines  deadlineHeap
+	reapDirty  map[string]struct{}
+	rescanAt   time.Time
+	reapLooked int
 }
 
 // entry is one sandbox: its current record and the lock that serializes
@@ -284,6 +292,7 @@ func New(cfg Config) (*Manager, error) {
 		stopping:   make(chan struct{}),
 		kick:       make(chan struct{}, 1),
 		wake:       make(chan struct{}, 1),
+		reapDirty:  map[string]struct{}{},
 	}
 	if m.rec == nil {
 		m.rec = cfg.Store
@@ -366,7 +375,7 @@ func (m *Manager) commit(ctx context.Context, e *entry, next *sandbox.Sandbox, e
 		e.sb = next
 	}
 	m.mu.Unlock()
-	m.wakeReaper()
+	m.wakeReaper(next.ID)
 	m.quotaKick()
 	if ev.Kind != "" {
 		m.eventsWritten()
@@ -627,8 +636,12 @@ func (m *Manager) spawn(fn func(context.Context)) {
 	}
 }
 
-// wakeReaper makes the reaper recompute its next deadline.
-func (m *Manager) wakeReaper() {
+// wakeReaper makes the reaper look at sandbox id again (its deadlines
+// may have moved) and recompute its next deadline.
+func (m *Manager) wakeReaper(id string) {
+	m.mu.Lock()
+	m.reapDirty[id] = struct{}{}
+	m.mu.Unlock()
 	select {
 	case m.wake <- struct{}{}:
 	default:

@@ -757,3 +757,55 @@ func TestForkOfAFailingRuntimeIsUnavailable(t *testing.T) {
 		t.Errorf("a failed fork left %d sandboxes, want the source only", total)
 	}
 }
+
+// TestReaperLooksOnlyAtWhatChanged: on a create or a renew the reaper looks
+// at the sandboxes named since it last looked and those whose deadline
+// came, not at every sandbox: its work per create does not grow with the
+// number of sandboxes (issue 39). Every sandbox is still looked at once
+// per rescanEvery, and expiries still come on time.
+func TestReaperLooksOnlyAtWhatChanged(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, t.TempDir(), nil)
+		const n = 300
+		long := req("t1", "fake:ok")
+		long.Timeout = time.Hour
+		for range n {
+			mustCreate(t, r.m, long)
+		}
+		synctest.Wait()
+		looked := func() int {
+			r.m.mu.Lock()
+			defer r.m.mu.Unlock()
+			return r.m.reapLooked
+		}
+		before := looked()
+		short := req("t1", "fake:ok")
+		short.Timeout = time.Minute
+		sb := mustCreate(t, r.m, short)
+		synctest.Wait()
+		if _, err := r.m.Renew(t.Context(), "t1", sb.ID, time.Now().Add(2*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if got := looked() - before; got == 0 || got > 10 {
+			t.Errorf("a create and a renew among %d sandboxes made the reaper look %d times, want a few", n, got)
+		}
+		// The renewed expiry holds: not at one minute, at two.
+		time.Sleep(90 * time.Second)
+		synctest.Wait()
+		if got, _ := r.m.Get(t.Context(), "t1", sb.ID); got.Status.State != sandbox.StateRunning {
+			t.Fatalf("a renewed sandbox expired at its old deadline: %v", got.Status.State)
+		}
+		time.Sleep(40 * time.Second)
+		synctest.Wait()
+		if got, _ := r.m.Get(t.Context(), "t1", sb.ID); got.Status.State != sandbox.StateTerminated {
+			t.Fatalf("a renewed sandbox past its deadline is %v, want Terminated", got.Status.State)
+		}
+		// Past rescanEvery the reaper has looked at every sandbox again.
+		if got := looked() - before; got < n {
+			t.Errorf("after %v the reaper looked %d times, want every one of the %d sandboxes", 130*time.Second, got, n)
+		}
+		r.stop()
+	})
+}

@@ -156,7 +156,7 @@ func (m *Manager) renew(ctx context.Context, tenant, id string, at time.Time) (t
 			return time.Time{}, err
 		}
 	}
-	m.wakeReaper()
+	m.wakeReaper(id)
 	return next.ExpiresAt, nil
 }
 

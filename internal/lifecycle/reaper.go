@@ -13,94 +13,96 @@ import (
 
 // reapLoop expires sandboxes whose TTL passed and forgets terminal ones
 // whose retention passed. It sleeps until the earliest such deadline and
-// wakes early when a create or renew moves one.
+// wakes early when a create, renew or state change moves one.
 func (m *Manager) reapLoop(ctx context.Context) {
 	for {
 		next := m.reap(ctx, time.Now())
-		var timer <-chan time.Time
-		var t *time.Timer
-		if !next.IsZero() {
-			t = time.NewTimer(time.Until(next))
-			timer = t.C
-		}
+		timer := time.NewTimer(time.Until(next))
 		select {
 		case <-ctx.Done():
 		case <-m.wake:
-		case <-timer:
+		case <-timer.C:
 		}
-		if t != nil {
-			t.Stop()
-		}
+		timer.Stop()
 		if ctx.Err() != nil {
 			return
 		}
 	}
 }
 
+// rescanEvery is how often the reaper looks at every sandbox, not only
+// those whose deadline came or that changed: a change no wake-up named
+// is caught within it.
+const rescanEvery = time.Minute
+
 // reap starts the expiry of every due sandbox, purges terminal sandboxes
-// past retention, and returns the next deadline (zero if none).
+// past retention, and returns when to look again. It looks at the
+// sandboxes whose deadline came and those wakeReaper named since, not at
+// every sandbox (but once per rescanEvery): its work on a create or a
+// renew does not grow with the number of sandboxes.
 func (m *Manager) reap(ctx context.Context, now time.Time) time.Time {
-	var next time.Time
-	earliest := func(t time.Time) {
-		if next.IsZero() || t.Before(next) {
-			next = t
-		}
-	}
 	var due, purge []*entry
 	var warn []*sandbox.Sandbox
 	m.mu.Lock()
-	for id, e := range m.sandboxes {
-		sb := e.sb
-		switch {
-		case sb.Status.State.Terminal():
-			forgetAt := sb.Status.LastTransitionAt.Add(m.cfg.RetainTerminated)
-			if !now.Before(forgetAt) {
-				purge = append(purge, e)
-			} else {
-				earliest(forgetAt)
-			}
-		case sb.Status.State == sandbox.StateStopping:
-			// Retried by maintain.
-		case sb.Status.State == sandbox.StatePaused:
-			// A paused sandbox's time to live does not run down; one paused
-			// past the retention is deleted.
-			if r := m.cfg.PausedRetention; r > 0 {
-				if at := sb.Status.LastTransitionAt.Add(r); !now.Before(at) {
-					if !m.expiring[id] {
-						m.expiring[id] = true
-						due = append(due, e)
-					}
-				} else {
-					earliest(at)
-				}
-			}
-		case sb.ExpiresAt.IsZero():
-		case sb.Expired(now):
-			if !m.expiring[id] {
-				m.expiring[id] = true
-				due = append(due, e)
-			}
-		default:
-			earliest(sb.ExpiresAt)
-			if w := m.cfg.ExpiryWarning; w > 0 && !m.warned[id].Equal(sb.ExpiresAt) {
-				if warnAt := sb.ExpiresAt.Add(-w); now.Before(warnAt) {
-					earliest(warnAt)
-				} else {
-					m.warned[id] = sb.ExpiresAt
-					warn = append(warn, sb)
-				}
-			}
-		}
-	}
-	for id := range m.warned {
-		if _, ok := m.sandboxes[id]; !ok {
+	look := func(id string) {
+		m.reapLooked++
+		e, ok := m.sandboxes[id]
+		if !ok {
+			m.deadlines.remove(id)
 			delete(m.warned, id)
+			delete(m.denials, id)
+			return
+		}
+		at, d, p, w := m.reapOne(id, e, now)
+		m.deadlines.set(id, at)
+		if d {
+			due = append(due, e)
+		}
+		if p {
+			purge = append(purge, e)
+		}
+		if w != nil {
+			warn = append(warn, w)
 		}
 	}
-	for id := range m.denials {
-		if _, ok := m.sandboxes[id]; !ok {
-			delete(m.denials, id)
+	if m.rescanAt.IsZero() || !now.Before(m.rescanAt) {
+		m.rescanAt = now.Add(rescanEvery)
+		for id := range m.sandboxes {
+			look(id)
 		}
+		for id := range m.deadlines.index {
+			if _, ok := m.sandboxes[id]; !ok {
+				m.deadlines.remove(id)
+			}
+		}
+		for id := range m.warned {
+			if _, ok := m.sandboxes[id]; !ok {
+				delete(m.warned, id)
+			}
+		}
+		for id := range m.denials {
+			if _, ok := m.sandboxes[id]; !ok {
+				delete(m.denials, id)
+			}
+		}
+		clear(m.reapDirty)
+	} else {
+		for id := range m.reapDirty {
+			look(id)
+		}
+		clear(m.reapDirty)
+		for {
+			id, at := m.deadlines.first()
+			if id == "" || now.Before(at) {
+				break
+			}
+			m.deadlines.remove(id)
+			look(id)
+		}
+	}
+	next := m.rescanAt
+	if _, at := m.deadlines.first(); !at.IsZero() && at.Before(next) {
+		next = at
 	}
 	m.mu.Unlock()
 	for _, sb := range warn {
@@ -115,6 +117,59 @@ func (m *Manager) reap(ctx context.Context, now time.Time) time.Time {
 		}
 	}
 	return next
+}
+
+// reapOne is the reaper's look at one sandbox, m.mu held: whether its
+// expiry is due, whether it is to be forgotten, whether to warn of its
+// expiry, and when to look at it again (zero: only when it changes).
+func (m *Manager) reapOne(id string, e *entry, now time.Time) (next time.Time, due, purge bool, warn *sandbox.Sandbox) {
+	earliest := func(t time.Time) {
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	sb := e.sb
+	switch {
+	case sb.Status.State.Terminal():
+		forgetAt := sb.Status.LastTransitionAt.Add(m.cfg.RetainTerminated)
+		if !now.Before(forgetAt) {
+			purge = true
+		} else {
+			earliest(forgetAt)
+		}
+	case sb.Status.State == sandbox.StateStopping:
+		// Retried by maintain.
+	case sb.Status.State == sandbox.StatePaused:
+		// A paused sandbox's time to live does not run down; one paused
+		// past the retention is deleted.
+		if r := m.cfg.PausedRetention; r > 0 {
+			if at := sb.Status.LastTransitionAt.Add(r); !now.Before(at) {
+				if !m.expiring[id] {
+					m.expiring[id] = true
+					due = true
+				}
+			} else {
+				earliest(at)
+			}
+		}
+	case sb.ExpiresAt.IsZero():
+	case sb.Expired(now):
+		if !m.expiring[id] {
+			m.expiring[id] = true
+			due = true
+		}
+	default:
+		earliest(sb.ExpiresAt)
+		if w := m.cfg.ExpiryWarning; w > 0 && !m.warned[id].Equal(sb.ExpiresAt) {
+			if warnAt := sb.ExpiresAt.Add(-w); now.Before(warnAt) {
+				earliest(warnAt)
+			} else {
+				m.warned[id] = sb.ExpiresAt
+				warn = sb
+			}
+		}
+	}
+	return next, due, purge, warn
 }
 
 // expire destroys a sandbox whose TTL passed, unless a renew got there first.

@@ -117,7 +117,7 @@ func (m *Manager) followed(sb *sandbox.Sandbox) {
 		return
 	}
 	m.mu.Unlock()
-	m.wakeReaper()
+	m.wakeReaper(sb.ID)
 	if len(sb.Handle) > 0 && exitChangesState(sb.Status.State) {
 		m.watch(sb.ID)
 	}
