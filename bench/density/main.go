@@ -541,8 +541,26 @@ func cpuBusy() time.Duration {
 	return 0
 }
 
-// procCPU is the CPU time of process pid and of the children it reaped.
+// procCPU is the CPU time of the server at pid, of the children it
+// reaped and of its helper.
 func procCPU(pid int) time.Duration {
+	total := ownCPU(pid)
+	// Its long-lived helper, which it does not wait for while it runs
+	// (corral userns-maker): its work is the server's. (Other children,
+	// the runtimes it runs, count once waited for.)
+	for _, task := range readDir("/proc/" + strconv.Itoa(pid) + "/task") {
+		for child := range strings.FieldsSeq(readFile("/proc/" + strconv.Itoa(pid) + "/task/" + task + "/children")) {
+			if strings.Contains(readFile("/proc/"+child+"/cmdline"), "userns-maker") {
+				c, _ := strconv.Atoi(child)
+				total += ownCPU(c)
+			}
+		}
+	}
+	return total
+}
+
+// ownCPU is the CPU time of process pid and of the children it waited for.
+func ownCPU(pid int) time.Duration {
 	_, rest, ok := strings.Cut(readFile("/proc/"+strconv.Itoa(pid)+"/stat"), ") ")
 	if f := strings.Fields(rest); ok && len(f) > 14 {
 		var ticks int64
@@ -618,4 +636,14 @@ func cgroupsAndPSS(ids []string) (usage, pss int64, procs, tasks int) {
 		}
 	}
 	return usage, pss, procs, tasks
+}
+
+// readDir lists the names in dir (none if it cannot be read).
+func readDir(dir string) []string {
+	ents, _ := os.ReadDir(dir)
+	out := make([]string, 0, len(ents))
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	return out
 }
