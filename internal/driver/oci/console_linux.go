@@ -42,6 +42,18 @@ const (
 type drains struct {
 	mu sync.Mutex
 	m  map[string]*drain
+	// bufs are the read buffers, shared: a drain holds one only while
+	// it copies.
+	bufs sync.Pool
+}
+
+// buf returns a read buffer from the pool.
+func (ds *drains) buf() *[]byte {
+	if bp, ok := ds.bufs.Get().(*[]byte); ok {
+		return bp
+	}
+	b := make([]byte, 32<<10)
+	return &b
 }
 
 // drain copies one sandbox's console pipe into its log and holds its exit
@@ -138,17 +150,34 @@ func (ds *drains) start(id, bundle, disk string) error {
 		dr.closeExit()
 		return err
 	}
+	rc, err := r.SyscallConn()
+	if err != nil {
+		r.Close()
+		dr.closeExit()
+		return err
+	}
 	go func() {
 		defer close(dr.done)
 		defer w.Idle()
-		buf := make([]byte, 32<<10)
 		for {
-			n, err := r.Read(buf)
-			if n > 0 {
-				// A failed write (the disk is full) drops that output.
-				_, _ = w.Write(buf[:n])
-			}
-			if err != nil {
+			// The buffer is taken only once the pipe is readable: a
+			// quiet sandbox's drain holds none (the poller waits).
+			var n int
+			var rerr error
+			err := rc.Read(func(fd uintptr) bool {
+				bp := ds.buf()
+				defer ds.bufs.Put(bp)
+				n, rerr = unix.Read(int(fd), *bp)
+				if errors.Is(rerr, unix.EAGAIN) {
+					return false
+				}
+				if n > 0 {
+					// A failed write (the disk is full) drops that output.
+					_, _ = w.Write((*bp)[:n])
+				}
+				return true
+			})
+			if err != nil || (rerr != nil && !errors.Is(rerr, unix.EINTR)) || (n == 0 && rerr == nil) {
 				return
 			}
 			if pipeEmpty(r) {
