@@ -32,7 +32,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -45,11 +44,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	specs "github.com/opencontainers/runtime-spec/specs-go"
-
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/bench/internal/benchsrv"
 	"github.com/corral-dev/corral/bench/internal/chart"
+	"github.com/corral-dev/corral/bench/internal/rawspec"
 	"github.com/corral-dev/corral/sdk"
 )
 
@@ -344,16 +342,6 @@ func count(ids []string) int {
 	return max(k, 1)
 }
 
-// shift moves ID mappings to the i-th range past the ones given (the
-// sandbox's whose spec was taken, long gone by then).
-func shift(ms []specs.LinuxIDMapping, i int) []specs.LinuxIDMapping {
-	out := slices.Clone(ms)
-	for k := range out {
-		out[k].HostID += uint32(i+1) * max(out[k].Size, 65536)
-	}
-	return out
-}
-
 func sumFailed(bs []block) int64 {
 	var n int64
 	for _, b := range bs {
@@ -368,53 +356,6 @@ func sumWall(bs []block) time.Duration {
 		d += b.wall
 	}
 	return d
-}
-
-// rawSpec is the runtime spec of a runc-alone container: template (a
-// corral sandbox's) with PID 1 a busybox sleep on rootfs, read-only,
-// without corral's binds and overlays, its namespaces new; nil template:
-// runc's default spec.
-func rawSpec(template []byte, dir, rootfs string) (*specs.Spec, error) {
-	if template == nil {
-		if out, err := exec.Command("runc", "spec", "--bundle", dir).CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("runc spec: %v %s", err, out)
-		}
-		b, err := os.ReadFile(filepath.Join(dir, "config.json"))
-		if err != nil {
-			return nil, err
-		}
-		template = b
-	}
-	var s specs.Spec
-	if err := json.Unmarshal(template, &s); err != nil {
-		return nil, err
-	}
-	if s.Process == nil || s.Linux == nil {
-		return nil, errors.New("the template has no process or no linux section")
-	}
-	s.Process.Terminal, s.Process.Args = false, []string{"/bin/busybox", "sleep", "86400"}
-	s.Process.Env, s.Process.Cwd = []string{"PATH=/bin"}, "/"
-	s.Root = &specs.Root{Path: rootfs, Readonly: true}
-	s.Hooks, s.Annotations = nil, nil
-	var mounts []specs.Mount
-	for _, m := range s.Mounts {
-		if m.Type == "bind" || m.Type == "overlay" || slices.Contains(m.Options, "bind") || slices.Contains(m.Options, "rbind") {
-			continue
-		}
-		mounts = append(mounts, m)
-	}
-	s.Mounts = mounts
-	for i := range s.Linux.Namespaces {
-		s.Linux.Namespaces[i].Path = ""
-	}
-	// Every mount point exists in the shared root: runc cannot make one
-	// in a read-only root, nor as the user namespace's root in the host's.
-	for _, m := range s.Mounts {
-		if err := os.MkdirAll(filepath.Join(rootfs, m.Destination), 0o755); err != nil {
-			return nil, err
-		}
-	}
-	return &s, nil
 }
 
 // rawRunc is the baseline: k containers by runc alone, conc at a time,
@@ -439,7 +380,7 @@ func rawRunc(template []byte, k, size, conc int) ([]block, error) {
 	if out, err := exec.Command("cp", "/bin/busybox", filepath.Join(rootfs, "bin", "busybox")).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("copy busybox (apt-get install busybox-static): %v %s", err, out)
 	}
-	spec, err := rawSpec(template, dir, rootfs)
+	spec, err := rawspec.FromTemplate(template, dir, rootfs, []string{"/bin/busybox", "sleep", "86400"})
 	if err != nil {
 		return nil, err
 	}
@@ -483,7 +424,7 @@ func rawRunc(template []byte, k, size, conc int) ([]block, error) {
 		l.CgroupsPath = "/corral/" + ids[i]
 		// An ID range of its own, as each sandbox has: the kernel bounds
 		// what one user holds (200 keys: runc's session keyrings).
-		l.UIDMappings, l.GIDMappings = shift(l.UIDMappings, i), shift(l.GIDMappings, i)
+		l.UIDMappings, l.GIDMappings = rawspec.Shift(l.UIDMappings, i), rawspec.Shift(l.GIDMappings, i)
 		s.Linux, s.Hostname = &l, "raw"
 		b, err := json.Marshal(&s)
 		if err == nil {

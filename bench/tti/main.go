@@ -40,6 +40,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/corral-dev/corral/bench/internal/chart"
+	"github.com/corral-dev/corral/bench/internal/rawspec"
 	"github.com/corral-dev/corral/internal/driver/oci"
 	"github.com/corral-dev/corral/internal/testutil/corraltest"
 	"github.com/corral-dev/corral/sse"
@@ -122,8 +123,16 @@ func run(runtime string, n, conc int) error {
 			return fmt.Errorf("raw runc: %w", err)
 		}
 		rawName := "`runc run` of `true` in the same image's bundle"
+		// runc alone in corral's own spec: what corral's hardening costs
+		// runc (a user namespace and its ID range, seccomp, masked paths),
+		// apart from what corral adds.
+		inSpec, err := rawRuncInCorralSpec(bin, data, dir, n)
+		if err != nil {
+			return fmt.Errorf("raw runc in corral's spec: %w", err)
+		}
 		tiers = []tier{
 			{name: "runc, user namespaces (the default)", short: "runc", raw: raw, rawName: rawName},
+			{name: "runc, user namespaces (the default), against runc in its spec", short: "runc", raw: inSpec, rawName: "`runc run` of `true` in corral's spec for a sandbox (user namespace, seccomp…)", rawShort: "runc, corral's spec", noMeasure: true},
 			{name: "runc, no user namespaces", short: "runc no userns", args: []string{"--oci-user-namespaces=false"}, raw: raw, rawName: rawName},
 		}
 		for i, bin := range runscBins {
@@ -154,6 +163,13 @@ func run(runtime string, n, conc int) error {
 	}
 	var results []tierResult
 	for i, t := range tiers {
+		if t.noMeasure {
+			// The previous tier's measurements, against another raw runtime.
+			r := results[len(results)-1]
+			r.tier = t
+			results = append(results, r)
+			continue
+		}
 		r, err := measure(bin, runtime, data, filepath.Join(dir, fmt.Sprintf("server-%d", i)), t, n, conc)
 		if err != nil {
 			return fmt.Errorf("%s: %w", t.name, err)
@@ -177,6 +193,9 @@ func run(runtime string, n, conc int) error {
 				float64(pct(d, .5))/float64(rp), round(pct(d, .5)-rp))
 		}
 		row("create → first `true` done, sequential", r.seq)
+		if r.tier.noMeasure {
+			continue
+		}
 		row(fmt.Sprintf("create → first `true` done, %d concurrent", conc), r.par)
 		if len(r.warm) > 0 {
 			row("create → first `true` done, warm pool (`--warm-pool IMAGE=1`, a sandbox ready)", r.warm)
@@ -187,6 +206,9 @@ func run(runtime string, n, conc int) error {
 	}
 	fmt.Println()
 	for _, r := range results {
+		if r.tier.noMeasure {
+			continue
+		}
 		fmt.Printf("%s: %d concurrent creates: %d sandboxes interactive in %s (%.1f/s)\n", r.tier.name, conc, n, round(r.wall), float64(n)/r.wall.Seconds())
 	}
 	if pngPath != "" {
@@ -215,7 +237,14 @@ func drawChart(runtime string, results []tierResult, n, conc int) error {
 	for _, r := range results {
 		if !drawn[r.tier.rawName] {
 			drawn[r.tier.rawName] = true
-			ds = append(ds, chart.Distribution{Name: "raw " + r.tier.short, Samples: ms(r.tier.raw)})
+			name := "raw " + r.tier.short
+			if r.tier.rawShort != "" {
+				name = "raw " + r.tier.rawShort
+			}
+			ds = append(ds, chart.Distribution{Name: name, Samples: ms(r.tier.raw)})
+		}
+		if r.tier.noMeasure {
+			continue
 		}
 		ds = append(ds, chart.Distribution{Name: r.tier.short + "\nsequential", Samples: ms(r.seq)},
 			chart.Distribution{Name: fmt.Sprintf("%s\n%d concurrent", r.tier.short, conc), Samples: ms(r.par)})
@@ -243,6 +272,11 @@ type tier struct {
 	isolation string
 	raw       []time.Duration
 	rawName   string
+	// rawShort names the raw runtime in the chart ("raw " + short if "");
+	// noMeasure: the tier is the previous one's measurements against
+	// another raw runtime.
+	rawShort  string
+	noMeasure bool
 }
 
 // engineHasRunsc reports whether the Docker engine has a runtime runsc.
@@ -673,4 +707,46 @@ func writeImage(path string, layerTar []byte) error {
 	}
 	tag, _ := name.NewTag("local/busybox:bench")
 	return tarball.WriteToFile(path, tag, img)
+}
+
+// rawRuncInCorralSpec times `runc run` of `true` in the spec corral
+// writes for a sandbox of the default tier, taken from a sandbox made for
+// it (data is the native runtime's data dir), on the busybox root.
+func rawRuncInCorralSpec(bin, data, dir string, n int) ([]time.Duration, error) {
+	base, stop, err := startServer(bin, "oci", data, filepath.Join(dir, "server-spec.log"))
+	if err != nil {
+		return nil, err
+	}
+	_, id, err := tti(base, "")
+	var template []byte
+	if err == nil {
+		template, err = os.ReadFile(filepath.Join(data, "oci", "run", "bundles", id, "config.json"))
+		_ = del(base, id)
+	}
+	stop()
+	if err != nil {
+		return nil, err
+	}
+	// The user namespace's root must reach the root file system.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return nil, err
+	}
+	bundle := filepath.Join(dir, "bundle-corral-spec")
+	if err := os.MkdirAll(bundle, 0o755); err != nil {
+		return nil, err
+	}
+	rootfs := filepath.Join(dir, "bundle", "rootfs")
+	spec, err := rawspec.FromTemplate(template, bundle, rootfs, []string{"/bin/true"})
+	if err != nil {
+		return nil, err
+	}
+	spec.Linux.CgroupsPath = "/corral/tti-raw-spec"
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), b, 0o600); err != nil {
+		return nil, err
+	}
+	return rawRun("runc", filepath.Join(dir, "runc-root-spec"), bundle, n)
 }
