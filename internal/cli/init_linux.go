@@ -30,6 +30,9 @@ func runInit(_ context.Context, e *env, args []string) int {
 	// plenty, and each P costs an idle sandbox memory and threads (about
 	// 200 KiB and two of its tasks; see docs/benchmarks.md#density).
 	runtime.GOMAXPROCS(1)
+	// Started with GOMAXPROCS=1 for the same reason (the runtime's, not
+	// the sandbox's): nothing PID 1 starts sees it.
+	initproc.DropOwnEnv()
 	fs := client.NewFlagSet(e, "init", "init [flags] -- PROGRAM [ARGS...]")
 	o := initproc.DefaultOptions()
 	o.Register(fs)

@@ -24,6 +24,23 @@ import (
 	"github.com/corral-dev/corral/internal/safefile"
 )
 
+// OwnGOMAXPROCS, set to 1 in PID 1's environment by the runtime, says
+// that the GOMAXPROCS there is the runtime's, for PID 1 alone: Go sizes
+// its per-P caches as it starts, before PID 1 could lower the count
+// itself, and a second P costs an idle sandbox about 0.7 MiB
+// (docs/benchmarks.md). DropOwnEnv removes both before PID 1 starts
+// anything; a sandbox whose image or request sets GOMAXPROCS gets neither.
+const OwnGOMAXPROCS = "CORRAL_EXECD_OWN_GOMAXPROCS"
+
+// DropOwnEnv removes from this process's environment what the runtime
+// set for PID 1 alone (see OwnGOMAXPROCS).
+func DropOwnEnv() {
+	if os.Getenv(OwnGOMAXPROCS) == "1" {
+		_ = os.Unsetenv("GOMAXPROCS")
+	}
+	_ = os.Unsetenv(OwnGOMAXPROCS)
+}
+
 // EntrypointEnv is PID 1's environment without what only execd may see:
 // the access token's verifier and corral's own execd settings.
 func EntrypointEnv(environ []string) []string {

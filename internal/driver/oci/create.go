@@ -489,6 +489,11 @@ func (d *Driver) sandboxSpec(b *build, hostDirs []specs.Mount, netns string) (*s
 	if !hasVar(env, "HOME") {
 		env = append(env, "HOME=/root")
 	}
+	if !hasVar(env, "GOMAXPROCS") {
+		// PID 1 starts with one P; it drops both before it starts
+		// anything (initproc.OwnGOMAXPROCS).
+		env = append(env, "GOMAXPROCS=1", initproc.OwnGOMAXPROCS+"=1")
+	}
 	spec := b.spec
 	p := specParams{
 		id: spec.ID, rootfs: b.rootfs, hostname: b.hostname, args: args, env: env, cwd: b.cwd, netns: netns,

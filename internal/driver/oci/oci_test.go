@@ -407,3 +407,60 @@ func TestSandboxOpenFilesAreItsOwn(t *testing.T) {
 	d.forget(spec.ID)
 	assertNoLeaks(t, root)
 }
+
+// TestPID1StartsWithOneP: corral init starts with GOMAXPROCS=1 (Go sizes
+// its per-P caches before main runs) and nothing it starts sees that:
+// not the entrypoint, not a command through execd; a sandbox whose
+// request sets GOMAXPROCS keeps its own value everywhere.
+func TestPID1StartsWithOneP(t *testing.T) {
+	requireRunc(t)
+	root := t.TempDir()
+	t.Cleanup(func() { _ = UnmountRunDir(root) })
+	d := newTestDriver(t, root)
+	for _, c := range []struct {
+		id, env, want string
+	}{{"dtprocs", "", "unset"}, {"dtprocs3", "3", "3"}} {
+		spec := driver.Spec{ID: c.id, Image: driver.Image{URI: HostImage}, ExecdToken: "procs-token-0123456789",
+			Entrypoint: []string{"sh", "-c", `echo "entrypoint ${GOMAXPROCS-unset} ${CORRAL_EXECD_OWN_GOMAXPROCS-unset}"; exec sleep infinity`}}
+		if c.env != "" {
+			spec.Env = map[string]string{"GOMAXPROCS": c.env}
+		}
+		if _, err := d.Create(t.Context(), spec); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = d.Destroy(context.Background(), spec.ID) })
+		sb := d.running(spec.ID)
+		if sb == nil {
+			t.Fatal("the sandbox is not running")
+		}
+		environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", sb.pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "GOMAXPROCS=1"
+		if c.env != "" {
+			want = "GOMAXPROCS=" + c.env
+		}
+		if !slices.Contains(strings.Split(string(environ), "\x00"), want) {
+			t.Errorf("%s: PID 1 started without %s", c.id, want)
+		}
+		out, status := execIn(t, d, spec.ID, spec.ExecdToken, `echo "command ${GOMAXPROCS-unset} ${CORRAL_EXECD_OWN_GOMAXPROCS-unset}"`)
+		if status != 200 || out != "command "+c.want+" unset\n" {
+			t.Errorf("%s: a command sees %d %q, want GOMAXPROCS %s and no marker", c.id, status, out, c.want)
+		}
+		var console []byte
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if console, _ = os.ReadFile(filepath.Join(d.diskDir(spec.ID), consoleFile)); strings.Contains(string(console), "entrypoint") {
+				break
+			}
+		}
+		if !strings.Contains(string(console), "entrypoint "+c.want+" unset\n") {
+			t.Errorf("%s: the entrypoint printed %q, want GOMAXPROCS %s and no marker", c.id, console, c.want)
+		}
+		if err := d.Destroy(t.Context(), spec.ID); err != nil {
+			t.Fatal(err)
+		}
+		d.forget(spec.ID)
+	}
+	assertNoLeaks(t, root)
+}
