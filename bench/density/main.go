@@ -60,6 +60,7 @@ type block struct {
 	failed   int64
 	mib      float64 // MemAvailable drop per sandbox so far
 	serverMs float64 // the server's CPU (with its runc) per create in it
+	ownMs    float64 // of which the server's own (and its helper's), without the runtimes it ran
 }
 
 func main() {
@@ -125,14 +126,14 @@ func bench(n, size, conc, baseline int, plain bool, pngPath string) error {
 // chart: as soon as the creates are done, before the long checks.
 func report(blocks, raw []block, size, conc int, plain bool, pngPath string) error {
 	fmt.Printf("\nby block of %d, %d concurrent creates (runc alone: %s)\n\n", size, conc, map[bool]string{true: "runc's default spec", false: "corral's spec"}[plain])
-	fmt.Println("| sandboxes | runc alone creates/s | corral creates/s | ratio | runc alone MiB each | corral MiB each | server CPU per create |")
-	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Println("| sandboxes | runc alone creates/s | corral creates/s | ratio | runc alone MiB each | corral MiB each | server CPU per create (with its runc) | of which the server's own |")
+	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for i, b := range blocks {
 		r, ratio, rmib := "—", "—", "—"
 		if i < len(raw) {
 			r, ratio, rmib = fmt.Sprintf("%.1f", raw[i].rate), fmt.Sprintf("%.2f×", b.rate/raw[i].rate), fmt.Sprintf("%.2f", raw[i].mib)
 		}
-		fmt.Printf("| %d | %s | %.1f | %s | %s | %.2f | %.1f ms |\n", b.count, r, b.rate, ratio, rmib, b.mib, b.serverMs)
+		fmt.Printf("| %d | %s | %.1f | %s | %s | %.2f | %.1f ms | %.1f ms |\n", b.count, r, b.rate, ratio, rmib, b.mib, b.serverMs, b.ownMs)
 	}
 	if pngPath == "" {
 		return nil
@@ -212,7 +213,7 @@ func run(srv *benchsrv.Server, req api.CreateSandboxRequest, n, size, conc int, 
 	before, serverBefore := meminfo(), int64(srv.Gauges()["process_resident_memory_bytes"])
 	busyBefore, serverCPUBefore := cpuBusy(), procCPU(srv.Pid())
 	ids := make([]string, n)
-	lapCPU := serverCPUBefore
+	lapCPU, lapOwn := serverCPUBefore, serverOwnCPU(srv.Pid())
 	blocks, err := inBlocks(n, size, conc, func(i int) error {
 		sb, err := c.CreateSandbox(ctx, req, sdk.CreateOptions{})
 		if err == nil {
@@ -222,11 +223,12 @@ func run(srv *benchsrv.Server, req api.CreateSandboxRequest, n, size, conc int, 
 	}, func(b *block) {
 		if b.made > 0 {
 			b.serverMs = float64((procCPU(srv.Pid()) - lapCPU).Microseconds()) / 1000 / float64(b.made)
+			b.ownMs = float64((serverOwnCPU(srv.Pid()) - lapOwn).Microseconds()) / 1000 / float64(b.made)
 		}
 		time.Sleep(5 * time.Second) // let the new sandboxes' start-up garbage settle
 		dropCaches()
 		b.mib = float64(before["MemAvailable"]-meminfo()["MemAvailable"]) / float64(count(ids)) / (1 << 20)
-		lapCPU = procCPU(srv.Pid())
+		lapCPU, lapOwn = procCPU(srv.Pid()), serverOwnCPU(srv.Pid())
 	})
 	busy, serverCPU := cpuBusy()-busyBefore, procCPU(srv.Pid())-serverCPUBefore
 	ids = slices.DeleteFunc(ids, func(id string) bool { return id == "" })
@@ -483,9 +485,14 @@ func cpuBusy() time.Duration {
 }
 
 // procCPU is the CPU time of the server at pid, of the children it
-// reaped and of its helper.
-func procCPU(pid int) time.Duration {
-	total := ownCPU(pid)
+// reaped (the runtimes it ran) and of its helper.
+func procCPU(pid int) time.Duration { return serverCPU(pid, true) }
+
+// serverOwnCPU is procCPU without the children it reaped.
+func serverOwnCPU(pid int) time.Duration { return serverCPU(pid, false) }
+
+func serverCPU(pid int, reaped bool) time.Duration {
+	total := cpuOf(pid, reaped)
 	// Its long-lived helper, which it does not wait for while it runs
 	// (corral userns-maker): its work is the server's. (Other children,
 	// the runtimes it runs, count once waited for.)
@@ -493,19 +500,24 @@ func procCPU(pid int) time.Duration {
 		for child := range strings.FieldsSeq(readFile("/proc/" + strconv.Itoa(pid) + "/task/" + task + "/children")) {
 			if strings.Contains(readFile("/proc/"+child+"/cmdline"), "userns-maker") {
 				c, _ := strconv.Atoi(child)
-				total += ownCPU(c)
+				total += cpuOf(c, reaped)
 			}
 		}
 	}
 	return total
 }
 
-// ownCPU is the CPU time of process pid and of the children it waited for.
-func ownCPU(pid int) time.Duration {
+// cpuOf is the CPU time of process pid, and of the children it waited
+// for if reaped.
+func cpuOf(pid int, reaped bool) time.Duration {
 	_, rest, ok := strings.Cut(readFile("/proc/"+strconv.Itoa(pid)+"/stat"), ") ")
 	if f := strings.Fields(rest); ok && len(f) > 14 {
+		fields := f[11:15] // utime, stime, cutime, cstime
+		if !reaped {
+			fields = f[11:13]
+		}
 		var ticks int64
-		for _, v := range f[11:15] { // utime, stime, cutime, cstime
+		for _, v := range fields {
 			n, _ := strconv.ParseInt(v, 10, 64)
 			ticks += n
 		}
