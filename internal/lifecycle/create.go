@@ -235,7 +235,7 @@ func (m *Manager) insert(ctx context.Context, req CreateRequest, e *entry) (won 
 	// same key that finds the key in the store must find the sandbox here
 	// too (it then waits on the entry until this create is done).
 	m.mu.Lock()
-	m.sandboxes[sb.ID] = e
+	m.tablePut(sb.ID, e)
 	m.mu.Unlock()
 	// The store sets the revision on a copy, which then replaces the
 	// record in the table: a record there is never changed in place (reads
@@ -245,14 +245,14 @@ func (m *Manager) insert(ctx context.Context, req CreateRequest, e *entry) (won 
 	if err == nil {
 		m.mu.Lock()
 		if e.sb == sb {
-			e.sb = stored
+			m.setRecord(e, stored)
 		}
 		m.mu.Unlock()
 		return nil, nil
 	}
 	m.mu.Lock()
 	if m.sandboxes[sb.ID] == e {
-		delete(m.sandboxes, sb.ID)
+		m.tableDelete(sb.ID)
 	}
 	m.mu.Unlock()
 	if prev == nil {

@@ -240,6 +240,9 @@ type Manager struct {
 	kick    chan struct{}
 	wake    chan struct{}
 
+	// tally is what the table's records hold, under mu.
+	tally tally
+
 	// The reaper's state, under mu: each sandbox's next deadline, those
 	// named by wakeReaper since it last looked, when it next looks at
 	// all of them, and how many looks it made (for tests).
@@ -372,7 +375,7 @@ func (m *Manager) commit(ctx context.Context, e *entry, next *sandbox.Sandbox, e
 	}
 	m.mu.Lock()
 	if e.sb.Version == "" || !newer(e.sb.Version, next.Version) {
-		e.sb = next
+		m.setRecord(e, next)
 	}
 	m.mu.Unlock()
 	m.wakeReaper(next.ID)
@@ -397,7 +400,7 @@ func (m *Manager) remove(ctx context.Context, e *entry, evType string) error {
 	}
 	m.mu.Lock()
 	if m.sandboxes[sb.ID] == e {
-		delete(m.sandboxes, sb.ID)
+		m.tableDelete(sb.ID)
 	}
 	m.mu.Unlock()
 	m.log.InfoContext(ctx, "sandbox event", "event", evType, "sandbox_id", sb.ID)

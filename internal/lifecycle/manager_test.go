@@ -19,6 +19,7 @@ import (
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/driver"
 	"github.com/corral-dev/corral/internal/driver/fakedriver"
+	"github.com/corral-dev/corral/internal/quota"
 	"github.com/corral-dev/corral/internal/sandbox"
 	"github.com/corral-dev/corral/internal/store"
 	"github.com/corral-dev/corral/internal/testutil"
@@ -808,4 +809,89 @@ func TestReaperLooksOnlyAtWhatChanged(t *testing.T) {
 		}
 		r.stop()
 	})
+}
+
+// TestTallyIsTheTable: the usage admission reads (kept as records come,
+// change and go) is what a look at every record gives, per tenant and in
+// all, through creates with resources, a failed create, exits, pauses,
+// resumes, renews, deletes and a restart.
+func TestTallyIsTheTable(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	r := newRig(t, dir, nil)
+	scan := func(m *Manager, tenant string) (quota.Usage, int64) {
+		var u quota.Usage
+		var all int64
+		m.mu.RLock()
+		defer m.mu.RUnlock()
+		for _, e := range m.sandboxes {
+			sb := e.sb
+			if quota.Holds(sb.Status.State) {
+				all++
+				if sb.Tenant == tenant {
+					u.Running++
+					u.CPUMillis += sb.Resources.CPUMillis
+					u.MemoryBytes += sb.Resources.MemoryBytes
+				}
+			}
+			if sb.Tenant == tenant && quota.Counts(sb.Status.State) {
+				u.Sandboxes++
+			}
+		}
+		return u, all
+	}
+	check := func(m *Manager, step string) {
+		t.Helper()
+		for _, tenant := range []string{"t1", "t2", "nobody"} {
+			gotU, gotAll := m.recordUsage(tenant)
+			wantU, wantAll := scan(m, tenant)
+			if gotU != wantU || gotAll != wantAll {
+				t.Fatalf("after %s, tenant %s: the tally says %+v and %d holding, the records %+v and %d", step, tenant, gotU, gotAll, wantU, wantAll)
+			}
+		}
+	}
+	sized := func(tenant string, cpu, mem int64) CreateRequest {
+		q := req(tenant, "fake:ok")
+		q.Resources, q.Timeout = sandbox.Resources{CPUMillis: cpu, MemoryBytes: mem}, time.Hour
+		return q
+	}
+	a := mustCreate(t, r.m, sized("t1", 500, 256<<20))
+	b := mustCreate(t, r.m, sized("t1", 1000, 1<<30))
+	c := mustCreate(t, r.m, sized("t2", 250, 128<<20))
+	check(r.m, "three creates")
+	if _, err := r.m.Create(t.Context(), req("t2", "fake:fail")); err == nil {
+		t.Fatal("a create of fake:fail succeeded")
+	}
+	check(r.m, "a failed create")
+	exited := mustCreate(t, r.m, req("t2", "fake:exit=3"))
+	waitState(t, r.m, "t2", exited.ID, sandbox.StateFailed)
+	check(r.m, "an exit")
+	if err := r.m.Pause(t.Context(), "t1", a.ID); err != nil {
+		t.Fatal(err)
+	}
+	check(r.m, "a pause")
+	if _, err := r.m.Renew(t.Context(), "t1", b.ID, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	check(r.m, "a renew")
+	if err := r.m.Resume(t.Context(), "t1", a.ID); err != nil {
+		t.Fatal(err)
+	}
+	check(r.m, "a resume")
+	if err := r.m.Delete(t.Context(), "t1", b.ID); err != nil {
+		t.Fatal(err)
+	}
+	check(r.m, "a delete")
+	if u, all := r.m.recordUsage("t1"); u.Running != 1 || u.CPUMillis != 500 || u.MemoryBytes != 256<<20 || all != 2 {
+		t.Fatalf("t1 holds %+v with %d holding in all, want a's 500m and 256 MiB, and 2 (a and c)", u, all)
+	}
+	r.stop()
+	r2 := newRig(t, dir, nil)
+	waitState(t, r2.m, "t2", c.ID, sandbox.StateRunning)
+	check(r2.m, "a restart")
+	if err := r2.m.Delete(t.Context(), "t2", c.ID); err != nil {
+		t.Fatal(err)
+	}
+	check(r2.m, "a delete after the restart")
+	r2.stop()
 }

@@ -153,31 +153,11 @@ func (m *Manager) SetQuota(ctx context.Context, tenant string, o quota.Overrides
 }
 
 // recordUsage is what tenant's records hold, and how many sandboxes
-// hold room on the server in all.
+// hold room on the server in all: the tally, kept as records change.
 func (m *Manager) recordUsage(tenant string) (quota.Usage, int64) {
-	var u quota.Usage
-	var all int64
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	for _, e := range m.sandboxes {
-		sb := e.sb
-		holds := quota.Holds(sb.Status.State)
-		if holds {
-			all++
-		}
-		if sb.Tenant != tenant {
-			continue
-		}
-		if holds {
-			u.Running++
-			u.CPUMillis += sb.Resources.CPUMillis
-			u.MemoryBytes += sb.Resources.MemoryBytes
-		}
-		if quota.Counts(sb.Status.State) {
-			u.Sandboxes++
-		}
-	}
-	return u, all
+	return m.tally.byTenant[tenant], m.tally.holding
 }
 
 // usage is what tenant holds (its records and reservations) and how

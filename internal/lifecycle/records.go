@@ -109,9 +109,9 @@ func (m *Manager) followed(sb *sandbox.Sandbox) {
 		m.mu.Unlock()
 		return
 	case !ok:
-		m.sandboxes[sb.ID] = newEntry(sb)
+		m.tablePut(sb.ID, newEntry(sb))
 	case newer(sb.Version, e.sb.Version):
-		e.sb = sb
+		m.setRecord(e, sb)
 	default:
 		m.mu.Unlock()
 		return
@@ -128,7 +128,7 @@ func (m *Manager) followed(sb *sandbox.Sandbox) {
 func (m *Manager) unfollowed(id string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	delete(m.sandboxes, id)
+	m.tableDelete(id)
 	m.gone[id] = time.Now()
 }
 

@@ -55,7 +55,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		if e, ok := m.sandboxes[sb.ID]; ok && !newer(sb.Version, e.sb.Version) || !m.gone[sb.ID].IsZero() {
 			continue // followed already, or deleted since the load
 		}
-		m.sandboxes[sb.ID] = newEntry(sb)
+		m.tablePut(sb.ID, newEntry(sb))
 	}
 	for _, sn := range snaps {
 		m.snapshots[sn.ID] = sn
@@ -294,7 +294,7 @@ func (m *Manager) insertImported(ctx context.Context, in *driver.Imported) error
 	}
 	e := newEntry(sb)
 	m.mu.Lock()
-	m.sandboxes[sb.ID] = e
+	m.tablePut(sb.ID, e)
 	m.mu.Unlock()
 	m.recoverEntry(ctx, e)
 	return nil
