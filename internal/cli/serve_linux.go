@@ -305,9 +305,9 @@ func serve(ctx context.Context, e *env, cfg *serveConfig, rt runtimeFlags, log *
 		return fmt.Errorf("data dir: %w", err)
 	}
 	if n, err := raiseOpenFiles("/proc/sys/fs/nr_open"); err != nil {
-		log.Warn("open-file limit not raised", "limit", n, "err", err)
+		log.WarnContext(ctx, "open-file limit not raised", "limit", n, "err", err)
 	} else {
-		log.Debug("open-file limit", "limit", n)
+		log.DebugContext(ctx, "open-file limit", "limit", n)
 	}
 	unlock, err := lockDataDir(cfg.dataDir)
 	if err != nil {

@@ -24,10 +24,10 @@ import (
 	"github.com/corral-dev/corral/internal/safefile"
 )
 
-// OwnGOMAXPROCS, set to 1 in PID 1's environment by the runtime, says
-// that the GOMAXPROCS there is the runtime's, for PID 1 alone: Go sizes
-// its per-P caches as it starts, before PID 1 could lower the count
-// itself, and a second P costs an idle sandbox about 0.7 MiB
+// OwnGOMAXPROCS is the variable that, set to 1 in PID 1's environment by
+// the runtime, says that the GOMAXPROCS there is the runtime's, for PID 1
+// alone: Go sizes its per-P caches as it starts, before PID 1 could lower
+// the count itself, and a second P costs an idle sandbox about 0.7 MiB
 // (docs/benchmarks.md). DropOwnEnv removes both before PID 1 starts
 // anything; a sandbox whose image or request sets GOMAXPROCS gets neither.
 const OwnGOMAXPROCS = "CORRAL_EXECD_OWN_GOMAXPROCS"
