@@ -208,6 +208,7 @@ func notRunHere() map[string]string {
 		"controller":     "it needs a -tags kube build and a cluster; the kube tier of test/e2e runs it",
 		"install-binary": "a step of the Kubernetes sandbox pod's init container",
 		"egress":         "the native runtime starts it for each policed sandbox; the egress tests of test/e2e run it",
+		"userns-maker":   "the native runtime's server starts it for itself; internal/driver/oci.TestUsernsMaker runs it",
 		"mcp":            "it waits for an MCP client; test/e2e.TestMCPToolsOverStdio runs it",
 		"agent":          "it needs a model; test/e2e.TestAgentReportFromACSV runs it",
 	}
