@@ -54,35 +54,33 @@ func New(f *os.File, limit int64) *Writer {
 // hold a descriptor for each.
 func OpenPath(path string, limit int64) (*Writer, error) {
 	c := &Writer{path: path, limit: max(limit, 4096)}
-	if err := c.open(); err != nil {
-		return nil, err
-	}
-	fi, err := c.f.Stat()
+	size, err := c.open()
 	if err != nil {
-		c.Idle()
 		return nil, err
 	}
-	c.size = fi.Size()
+	c.size = size
 	c.Idle()
 	return c, nil
 }
 
 // open opens the file of a Writer of OpenPath, c.mu held or not yet
-// shared: a regular file, never a link or a pipe put in its place.
-func (c *Writer) open() error {
+// shared, and returns its size: a regular file, never a link or a pipe
+// put in its place.
+func (c *Writer) open() (int64, error) {
 	f, err := os.OpenFile(c.path, os.O_CREATE|os.O_RDWR|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0o600)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%s: not a regular file", c.path)
+	}
+	if err != nil {
 		f.Close()
-		if err == nil {
-			err = fmt.Errorf("%s: not a regular file", c.path)
-		}
-		return err
+		return 0, err
 	}
 	c.f = f
-	return nil
+	return fi.Size(), nil
 }
 
 // Idle closes the file of a Writer of OpenPath until the next Write; a
@@ -102,7 +100,7 @@ func (c *Writer) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.f == nil {
-		if err := c.open(); err != nil {
+		if _, err := c.open(); err != nil {
 			return 0, err
 		}
 	}

@@ -14,9 +14,9 @@ import (
 )
 
 // maxOpenFiles is the open-file limit the server asks for: a native
-// sandbox holds about seven of the server's descriptors (its namespaces,
-// pidfd, console, exit pipe, ID-range lock), so the usual 1024 or 20,000
-// ends creates in the low thousands with "too many open files".
+// sandbox holds four of the server's descriptors (its network namespace,
+// a pidfd, the console and exit pipes), so the usual 1024 or 20,000 ends
+// creates in the hundreds or the low thousands with "too many open files".
 const maxOpenFiles = 1 << 20
 
 // raiseOpenFiles raises the process's open-file limit, soft and hard, to

@@ -5,6 +5,8 @@ package lifecycle
 
 import (
 	"context"
+	"iter"
+	"maps"
 	"time"
 
 	"github.com/corral-dev/corral/internal/driver"
@@ -48,9 +50,7 @@ func (m *Manager) reap(ctx context.Context, now time.Time) time.Time {
 		m.reapLooked++
 		e, ok := m.sandboxes[id]
 		if !ok {
-			m.deadlines.remove(id)
-			delete(m.warned, id)
-			delete(m.denials, id)
+			m.forgetReaped(id)
 			return
 		}
 		at, d, p, w := m.reapOne(id, e, now)
@@ -70,19 +70,11 @@ func (m *Manager) reap(ctx context.Context, now time.Time) time.Time {
 		for id := range m.sandboxes {
 			look(id)
 		}
-		for id := range m.deadlines.index {
-			if _, ok := m.sandboxes[id]; !ok {
-				m.deadlines.remove(id)
-			}
-		}
-		for id := range m.warned {
-			if _, ok := m.sandboxes[id]; !ok {
-				delete(m.warned, id)
-			}
-		}
-		for id := range m.denials {
-			if _, ok := m.sandboxes[id]; !ok {
-				delete(m.denials, id)
+		for _, ids := range []iter.Seq[string]{maps.Keys(m.deadlines.index), maps.Keys(m.warned), maps.Keys(m.denials)} {
+			for id := range ids {
+				if _, ok := m.sandboxes[id]; !ok {
+					m.forgetReaped(id)
+				}
 			}
 		}
 		clear(m.reapDirty)
@@ -117,6 +109,14 @@ func (m *Manager) reap(ctx context.Context, now time.Time) time.Time {
 		}
 	}
 	return next
+}
+
+// forgetReaped drops what the reaper and the denial stream keep of a
+// sandbox no longer in the table, m.mu held.
+func (m *Manager) forgetReaped(id string) {
+	m.deadlines.remove(id)
+	delete(m.warned, id)
+	delete(m.denials, id)
 }
 
 // reapOne is the reaper's look at one sandbox, m.mu held: whether its

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -180,7 +181,7 @@ func (ds *drains) start(id, bundle, disk string) error {
 			if err != nil || (rerr != nil && !errors.Is(rerr, unix.EINTR)) || (n == 0 && rerr == nil) {
 				return
 			}
-			if pipeEmpty(r) {
+			if pipeEmpty(rc) {
 				w.Idle()
 			}
 		}
@@ -275,14 +276,11 @@ func (ds *drains) stopAll() {
 	}
 }
 
-// pipeEmpty reports whether nothing waits to be read in pipe r (FIONREAD,
-// which Linux calls TIOCINQ).
-func pipeEmpty(r *os.File) bool {
-	rc, err := r.SyscallConn()
-	if err != nil {
-		return true
-	}
+// pipeEmpty reports whether nothing waits to be read in the pipe of rc
+// (FIONREAD, which Linux calls TIOCINQ).
+func pipeEmpty(rc syscall.RawConn) bool {
 	n := 0
+	var err error
 	if rc.Control(func(fd uintptr) { n, err = unix.IoctlGetInt(int(fd), unix.TIOCINQ) }) != nil || err != nil {
 		return true
 	}

@@ -147,7 +147,7 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, mode createMode) 
 		return nil, err
 	}
 	if b.idRange != 0 {
-		d.ids.settle(spec.ID)
+		d.ids.settle(b.idRange - 1)
 	}
 	defer func() {
 		if err != nil {

@@ -287,19 +287,14 @@ func slotOwner(f *os.File) (string, error) {
 	return strings.TrimSpace(string(b[:n])), nil
 }
 
-// settle lets go of the lock of sandbox id's slot file once its bundle
+// settle lets go of the lock of slot's file once its sandbox's bundle
 // exists: the bundle keeps the slot from then on.
-func (r *idRanges) settle(id string) {
+func (r *idRanges) settle(slot int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for slot, owner := range r.used {
-		if owner == id {
-			if f := r.held[slot]; f != nil {
-				f.Close()
-				delete(r.held, slot)
-			}
-			return
-		}
+	if f := r.held[slot]; f != nil {
+		f.Close()
+		delete(r.held, slot)
 	}
 }
 

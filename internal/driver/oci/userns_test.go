@@ -96,7 +96,7 @@ func TestIDRangesAreHostWide(t *testing.T) {
 		if err := os.Mkdir(filepath.Join(r.bundles, id), 0o700); err != nil {
 			t.Fatal(err)
 		}
-		r.settle(id)
+		r.settle(slot)
 		if len(r.held) != 0 {
 			t.Fatalf("with its bundle made, the server still holds %d slot files", len(r.held))
 		}
