@@ -31,7 +31,14 @@ func TestAliveAcrossPidReuse(t *testing.T) {
 	if Alive(pid, start+1) {
 		t.Error("another start time at the same pid counts as the same process")
 	}
+	// Start returns once the child's exec has closed its descriptors,
+	// which the kernel does before it lays out the new program's
+	// arguments: for that moment the command line reads empty.
 	args, err := Cmdline(pid)
+	for deadline := time.Now().Add(5 * time.Second); err == nil && len(args) == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+		args, err = Cmdline(pid)
+	}
 	if err != nil || !slices.Equal(args, []string{"sleep", "60"}) {
 		t.Errorf("Cmdline = %q, %v", args, err)
 	}
