@@ -140,6 +140,18 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, mode createMode) 
 		defer func() { d.ids.park(slot, b.userns) }()
 		b.mark("userns")
 	}
+	d.mu.Lock()
+	if d.creating[spec.ID] {
+		d.mu.Unlock()
+		return nil, fmt.Errorf("sandbox %s: %w", spec.ID, errdefs.ErrAlreadyExists)
+	}
+	d.creating[spec.ID] = true
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		delete(d.creating, spec.ID)
+		d.mu.Unlock()
+	}()
 	if err := os.Mkdir(b.bundle, 0o700); err != nil {
 		if errors.Is(err, os.ErrExist) {
 			return nil, fmt.Errorf("sandbox %s: %w", spec.ID, errdefs.ErrAlreadyExists)

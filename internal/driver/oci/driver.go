@@ -96,8 +96,13 @@ type Driver struct {
 	openFilesHard uint64
 
 	// mu guards the fields below.
-	mu         sync.Mutex
-	live       map[string]*instance
+	mu   sync.Mutex
+	live map[string]*instance
+	// creating are the sandboxes this process is making: List leaves them
+	// out until their create returns, so no sweep takes a half-written
+	// bundle (a warm sandbox's above all, which no record owns) for an
+	// orphan.
+	creating   map[string]bool
 	forwarders forward.Set
 	pool       *warmpool.Pool
 	net        *launch.Enforcers
@@ -202,7 +207,7 @@ func New(cfg Config) (*Driver, error) {
 	d := &Driver{
 		cfg: cfg, log: cfg.Logger, images: images, warnings: warnings,
 		runc: &runc.Runc{Command: rt, Root: filepath.Join(runDir(cfg.Root), "runc")},
-		live: map[string]*instance{}, openFilesHard: sandboxOpenFilesHard(),
+		live: map[string]*instance{}, creating: map[string]bool{}, openFilesHard: sandboxOpenFilesHard(),
 	}
 	var runscWarnings []string
 	d.runsc, d.noRunsc, runscWarnings = newRunsc(cfg, runDir(cfg.Root))
@@ -527,9 +532,14 @@ func (d *Driver) Endpoint(ctx context.Context, id string, port int) (netip.AddrP
 
 // List implements driver.Driver: every bundle or on-disk sandbox
 // directory under the driver's root, with or without a runc container, is
-// a sandbox it owns.
+// a sandbox it owns, except those whose create is still running here.
 func (d *Driver) List(ctx context.Context) ([]driver.Listing, error) {
 	seen := map[string]bool{}
+	d.mu.Lock()
+	for id := range d.creating {
+		seen[id] = true
+	}
+	d.mu.Unlock()
 	var out []driver.Listing
 	for _, dir := range []string{filepath.Join(runDir(d.cfg.Root), "bundles"), filepath.Join(d.cfg.Root, "sandboxes")} {
 		entries, err := os.ReadDir(dir)

@@ -464,3 +464,61 @@ func TestPID1StartsWithOneP(t *testing.T) {
 	}
 	assertNoLeaks(t, root)
 }
+
+// TestListLeavesOutCreatesInFlight: a sandbox whose create is still
+// running is not listed (its bundle is there before its metadata, and a
+// sweep would take it, ownerless, for an orphan: a warm sandbox was
+// destroyed mid-create that way); once the create returns, it is.
+func TestListLeavesOutCreatesInFlight(t *testing.T) {
+	requireRunc(t)
+	root := t.TempDir()
+	t.Cleanup(func() { _ = UnmountRunDir(root) })
+	d := newTestDriver(t, root)
+	spec := driver.Spec{ID: "dtinflight", Image: driver.Image{URI: HostImage}, Entrypoint: []string{"sleep", "infinity"}, ExecdToken: "inflight-token-0123456789"}
+	done := make(chan error, 1)
+	go func() {
+		_, err := d.Create(t.Context(), spec)
+		done <- err
+	}()
+	t.Cleanup(func() { _ = d.Destroy(context.Background(), spec.ID) })
+	lists, bundleSeen := 0, false
+	for created := false; !created; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			created = true
+			continue
+		default:
+		}
+		if _, err := os.Stat(d.bundleDir(spec.ID)); err == nil {
+			bundleSeen = true
+		}
+		ls, err := d.List(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		lists++
+		for _, l := range ls {
+			if l.ID == spec.ID {
+				t.Fatalf("listed while its create runs (after %d lists): %+v", lists, l)
+			}
+		}
+	}
+	if !bundleSeen {
+		t.Fatalf("the bundle was never seen during the create (%d lists): the test proved nothing", lists)
+	}
+	ls, err := d.List(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ls) != 1 || ls[0].ID != spec.ID {
+		t.Fatalf("after the create: %+v, want %s", ls, spec.ID)
+	}
+	if err := d.Destroy(t.Context(), spec.ID); err != nil {
+		t.Fatal(err)
+	}
+	d.forget(spec.ID)
+	assertNoLeaks(t, root)
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/corral-dev/corral/internal/driver/warmpool"
 	"github.com/corral-dev/corral/internal/imagestore"
 	"github.com/corral-dev/corral/internal/initproc"
+	"github.com/corral-dev/corral/internal/safefile"
 	"github.com/corral-dev/corral/internal/sandbox"
 )
 
@@ -147,7 +148,9 @@ func (d *Driver) personalise(ctx context.Context, spec driver.Spec) (*driver.Han
 	}
 	meta, _ := json.Marshal(bundleMeta{ID: spec.ID, Tenant: spec.Tenant, Labels: driver.BackendLabels(spec), Created: time.Now().UTC(),
 		Layers: old.Layers, Base: old.Base, IDRange: old.IDRange})
-	if err := os.WriteFile(filepath.Join(sb.bundle, "meta.json"), meta, 0o600); err != nil {
+	// Atomic: a List running now reads the warm meta or the claimed one,
+	// never half of either.
+	if err := safefile.WriteFileAtomic(sb.bundle, "meta.json", meta, 0o600); err != nil {
 		return nil, err
 	}
 	if err := initproc.SendStart(ctx, status, "start", initproc.Start{Args: spec.Entrypoint, Env: env}); err != nil {
