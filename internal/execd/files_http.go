@@ -17,6 +17,7 @@ import (
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
 	"github.com/corral-dev/corral/internal/execd/files"
+	"github.com/corral-dev/corral/internal/formdata"
 )
 
 func (s *Server) filesInfo(w http.ResponseWriter, r *http.Request) {
@@ -113,12 +114,12 @@ func (s *Server) replaceFiles(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) uploadFiles(w http.ResponseWriter, r *http.Request) {
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "multipart/form-data" {
 		writeError(w, errdefs.New(errdefs.ErrInvalidArgument, api.CodeExecdInvalidFile, "the upload must be multipart/form-data with metadata and file parts"))
 		return
 	}
-	mr, err := r.MultipartReader()
+	mr, err := formdata.NewReader(r.Body, params["boundary"])
 	if err != nil {
 		writeError(w, errdefs.Newf(errdefs.ErrInvalidArgument, api.CodeExecdInvalidFile, "bad multipart body: %v", err))
 		return

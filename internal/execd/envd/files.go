@@ -11,7 +11,6 @@ import (
 	"io"
 	"io/fs"
 	"mime"
-	"mime/multipart"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,6 +18,8 @@ import (
 	"syscall"
 
 	"connectrpc.com/connect"
+
+	"github.com/corral-dev/corral/internal/formdata"
 )
 
 // writtenEntry is one file of POST /files's answer.
@@ -143,7 +144,11 @@ func (s *Service) upload(w http.ResponseWriter, r *http.Request) {
 	ct, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	switch ct {
 	case "multipart/form-data":
-		mr := multipart.NewReader(r.Body, params["boundary"])
+		mr, err := formdata.NewReader(r.Body, params["boundary"])
+		if err != nil {
+			writeHTTPError(w, http.StatusBadRequest, "read the multipart body: "+err.Error())
+			return
+		}
 		for {
 			part, err := mr.NextPart()
 			if err == io.EOF {
@@ -154,8 +159,7 @@ func (s *Service) upload(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			if part.FormName() != "file" {
-				_ = part.Close()
-				continue
+				continue // the next NextPart skips it
 			}
 			target := q.Get("path")
 			if target == "" {
@@ -168,9 +172,7 @@ func (s *Service) upload(w http.ResponseWriter, r *http.Request) {
 				writeHTTPError(w, http.StatusBadRequest, "a file part needs ?path= or a filename naming its target")
 				return
 			}
-			err = write(target, part)
-			_ = part.Close()
-			if err != nil {
+			if err := write(target, part); err != nil {
 				httpFromErr(w, err)
 				return
 			}

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"mime/multipart"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
+	"github.com/corral-dev/corral/internal/formdata"
 )
 
 // MaxReplaceSize bounds a file that Replace rewrites in memory.
@@ -76,8 +76,13 @@ func writeAtomic(abs, shown string, r io.Reader, like fs.FileInfo) (err error) {
 			os.Remove(tmp.Name())
 		}
 	}()
-	if _, err = io.Copy(tmp, r); err != nil {
+	bw := newBlockWriter(tmp)
+	if _, err = io.Copy(bw, r); err != nil {
+		_ = bw.Close()
 		return uploadError(shown, err)
+	}
+	if err = bw.Close(); err != nil {
+		return FSError(shown, err)
 	}
 	if like != nil {
 		if err = tmp.Chmod(like.Mode().Perm()); err != nil {
@@ -119,7 +124,7 @@ func uploadError(shown string, err error) error {
 // metadata's mode and owner. metadata may be a file part or a value part;
 // a file part arriving before its metadata is spooled in spool (a
 // directory) until the metadata arrives. It returns the paths written.
-func Upload(mr *multipart.Reader, spool string) ([]string, error) {
+func Upload(mr *formdata.Reader, spool string) ([]string, error) {
 	var written []string
 	var pending *os.File // a file part that came before its metadata
 	defer func() {
