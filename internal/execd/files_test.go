@@ -144,6 +144,20 @@ func TestUploadIsAtomicAndChecked(t *testing.T) {
 	if b, _ := os.ReadFile(target); string(b) != "original" {
 		t.Errorf("a broken upload changed the target to %d bytes", len(b))
 	}
+	// Cut between a file's metadata part and its file part, and in the
+	// headers of the file part: mime/multipart read either as a body of
+	// no more parts.
+	meta := []byte(fmt.Sprintf(`{"path":%q}`, target))
+	i := bytes.Index(body, meta) + len(meta)
+	at := bytes.Index(body[i:], []byte("Content-Disposition"))
+	if at < 0 {
+		t.Fatalf("no second part in %q", body)
+	}
+	for _, at := range []int{at, at + 10} {
+		if a := d.upload(ctype, body[:i+at]); a.status != 400 || !bytes.Contains(a.body, []byte("ended")) {
+			t.Errorf("upload cut at %q = %d %s", body[i:i+at], a.status, a.body)
+		}
+	}
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 1 {
 		t.Errorf("a broken upload left files behind: %v", entries)

@@ -299,10 +299,11 @@ type verdict struct {
 	final bool
 }
 
-// at looks for the delimiter d at the start of buf: followed by "--" it
-// ends the body (what follows is the epilogue); followed by optional
-// blanks and a line end, it ends the part. Anything else after it is no
-// delimiter. Too few bytes to tell is undecided until the body has ended.
+// at looks for the delimiter d at the start of buf: followed by "--", or
+// by the body's end, it ends the body (what follows is the epilogue);
+// followed by optional blanks and a line end, it ends the part. Anything
+// else after it is no delimiter. Too few bytes to tell is undecided until
+// the body has ended.
 func at(buf, d []byte, ended bool) verdict {
 	more := verdict{kind: undecided}
 	if ended {
@@ -319,6 +320,11 @@ func at(buf, d []byte, ended bool) verdict {
 	}
 	after := buf[len(d):]
 	switch {
+	case len(after) == 0 && ended:
+		// The body's last bytes: a closing delimiter short of its "--"
+		// still closes it (mime/multipart takes it so); the content
+		// before it is whole.
+		return verdict{kind: isDelim, n: len(d), final: true}
 	case bytes.HasPrefix(after, []byte("--")):
 		return verdict{kind: isDelim, n: len(d) + 2, final: true}
 	case len(after) == 1 && after[0] == '-':
