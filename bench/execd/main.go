@@ -22,9 +22,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/corral-dev/corral/bench/internal/benchsrv"
@@ -104,16 +106,26 @@ func run(bin string, n int, streamBytes, fileBytes int64) error {
 	line := strings.Repeat("x", 1023)
 	gen := fmt.Sprintf("yes %s | head -c %d", line, streamBytes)
 	t := time.Now()
-	if err := exec.Command(shell, "-c", gen+" > /dev/null").Run(); err != nil {
+	genCmd := exec.Command(shell, "-c", gen+" > /dev/null")
+	if err := genCmd.Run(); err != nil {
 		return err
 	}
 	raw := time.Since(t)
+	// The CPU each side spends, to tell what the machine's cores allow:
+	// the generator's (the shell's rusage includes its pipeline's),
+	// execd's own, what execd's children used (the same generator, run
+	// by execd) and this client's.
+	genCPU := genCmd.ProcessState.UserTime() + genCmd.ProcessState.SystemTime()
+	own0, kids0 := procCPU(cmd.Process.Pid)
+	self0 := selfCPU()
 	t = time.Now()
 	wire, err := streamRaw(hc, base, gen)
 	if err != nil {
 		return err
 	}
 	streamed := time.Since(t)
+	own1, kids1 := procCPU(cmd.Process.Pid)
+	execdCPU, kidsCPU, clientCPU := own1-own0, kids1-kids0, selfCPU()-self0
 	if wire < streamBytes {
 		return fmt.Errorf("the stream carried %d bytes for %d bytes of output", wire, streamBytes)
 	}
@@ -122,6 +134,13 @@ func run(bin string, n int, streamBytes, fileBytes int64) error {
 	fmt.Println("|---|---:|---|")
 	fmt.Printf("| stdout streaming, %d MiB in 1 KiB lines | %.0f | the generator alone into /dev/null: %.0f MB/s |\n",
 		streamBytes>>20, float64(streamBytes)/streamed.Seconds()/1e6, float64(streamBytes)/raw.Seconds()/1e6)
+	gib := float64(streamBytes) / (1 << 30)
+	perGiB := func(d time.Duration) float64 { return d.Seconds() / gib }
+	rate := 0.8 * float64(streamBytes) / raw.Seconds() / (1 << 30) // GiB/s
+	fmt.Printf("\nCPU per GiB streamed: the generator alone %.2f s (%.1f CPUs at its rate); through execd, the generator %.2f s, execd %.2f s, this client %.2f s — "+
+		"0.8x the generator's rate would need %.1f CPUs of this machine's %d (the generator %.1f of them)\n\n",
+		perGiB(genCPU), perGiB(genCPU)/raw.Seconds()*gib, perGiB(kidsCPU), perGiB(execdCPU), perGiB(clientCPU),
+		rate*(perGiB(kidsCPU)+perGiB(execdCPU)+perGiB(clientCPU)), runtime.NumCPU(), rate*perGiB(kidsCPU))
 
 	target := filepath.Join(dir, "upload.bin")
 	up, err := upload(hc, base, target, fileBytes)
@@ -212,6 +231,34 @@ func procValues(pid int, file string) map[string]int64 {
 		}
 	}
 	return out
+}
+
+// procCPU is pid's CPU time and its waited-for children's.
+func procCPU(pid int) (own, children time.Duration) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0
+	}
+	// Fields after the command name, which is in parentheses: utime,
+	// stime, cutime and cstime are the 12th to the 15th of them.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 15 {
+		return 0, 0
+	}
+	tick := func(s string) time.Duration {
+		v, _ := strconv.ParseInt(s, 10, 64)
+		return time.Duration(v) * time.Second / 100
+	}
+	return tick(f[11]) + tick(f[12]), tick(f[13]) + tick(f[14])
+}
+
+// selfCPU is this process's CPU time.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // streamRaw runs a command and reads its stream as bytes, checking only
