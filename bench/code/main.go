@@ -13,7 +13,9 @@
 //     `1+1`; direct: start_new_kernel then `1+1`), with the kernel's own
 //     start split out;
 //
-//   - throughput of printed output (-stream-mb MB written by the kernel).
+//   - throughput of printed output (-stream-mb MB written by the kernel),
+//     read through corral by a Python client as the direct one is, and
+//     by this program.
 //
 //     go run ./bench/code [-n 300] [-starts 5] [-stream-mb 200]
 package main
@@ -95,6 +97,33 @@ got = run(kc, code)
 secs = time.perf_counter() - t0
 kc.stop_channels(); km.shutdown_kernel(now=True)
 print(json.dumps({"rtt_ms": rtt, "first_ms": first, "stream_bytes": got, "stream_s": secs}))
+`
+
+// viaCorral streams the same printed output through corral's /code with
+// a Python client (urllib, json.loads per event), as the SDKs of the
+// code interpreter read it: the same language and JSON decoder as the
+// direct client, so the comparison is of the paths, not of the clients.
+const viaCorral = `
+import json, sys, time, urllib.request
+base, ctx, mb = sys.argv[1], sys.argv[2], int(sys.argv[3])
+code = "import sys\nfor _ in range(%d): sys.stdout.write('x' * 1000000)\nsys.stdout.flush()" % mb
+body = json.dumps({"code": code, "context": {"id": ctx, "language": "python"}}).encode()
+req = urllib.request.Request(base + "/code", data=body, headers={"Content-Type": "application/json"})
+got = 0
+t0 = time.perf_counter()
+with urllib.request.urlopen(req) as r:
+    for line in r:
+        if not line.startswith(b"data:"):
+            continue
+        ev = json.loads(line[5:])
+        if ev["type"] == "stdout":
+            got += len(ev["text"])
+        elif ev["type"] == "error":
+            sys.exit("code failed: %r" % ev)
+        elif ev["type"] == "execution_complete":
+            break
+secs = time.perf_counter() - t0
+print(json.dumps({"stream_bytes": got, "stream_s": secs}))
 `
 
 type directResult struct {
@@ -200,9 +229,28 @@ func run(bin string, n, starts, streamMB int) error {
 	fmt.Printf("first result in a new context (%d starts, medians)\n", starts)
 	fmt.Printf("  jupyter_client direct  start_new_kernel %.0f ms, first result %.0f ms\n", pct(dStart, 50), pct(dFirst, 50))
 	fmt.Printf("  corral                 POST /code/context %.0f ms, first result %.0f ms (%.2fx)\n", pct(create, 50), pct(first, 50), pct(first, 50)/pct(dFirst, 50))
+	pyScript := filepath.Join(dir, "via-corral.py")
+	if err := os.WriteFile(pyScript, []byte(viaCorral), 0o644); err != nil {
+		return err
+	}
+	out, err = exec.Command("/usr/bin/python3", pyScript, base, c.ID, fmt.Sprint(streamMB)).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return fmt.Errorf("python client of corral: %v: %s", err, ee.Stderr)
+		}
+		return err
+	}
+	var py directResult
+	if err := json.Unmarshal(out, &py); err != nil || py.StreamBytes != int64(streamMB)*1_000_000 {
+		return fmt.Errorf("python client of corral: %v: %s", err, out)
+	}
+	directRate := float64(d.StreamBytes) / 1e6 / d.StreamS
+	pyRate := float64(py.StreamBytes) / 1e6 / py.StreamS
 	fmt.Printf("printed output, %d MB\n", streamMB)
-	fmt.Printf("  jupyter_client direct  %.0f MB/s\n", float64(d.StreamBytes)/1e6/d.StreamS)
-	fmt.Printf("  corral HTTP /code      %.0f MB/s\n", float64(got)/1e6/secs)
+	fmt.Printf("  jupyter_client direct            %.0f MB/s\n", directRate)
+	fmt.Printf("  corral HTTP /code, Python client %.0f MB/s (%.2fx the direct client)\n", pyRate, pyRate/directRate)
+	fmt.Printf("  corral HTTP /code, Go client     %.0f MB/s (encoding/json decodes each event)\n", float64(got)/1e6/secs)
 	return nil
 }
 

@@ -321,19 +321,16 @@ func capTraceback(tb []string) []string {
 func (c *Context) events(m jupyter.Message) []api.ServerStreamEvent {
 	switch m.Type() {
 	case "stream":
-		var s struct {
-			Name string `json:"name"`
-			Text string `json:"text"`
-		}
-		if json.Unmarshal(m.Content, &s) != nil || s.Text == "" {
+		name, text, ok := decodeStream(m.Content)
+		if !ok || text == "" {
 			return nil
 		}
 		typ := api.EventStdout
-		if s.Name == "stderr" {
+		if name == "stderr" {
 			typ = api.EventStderr
 		}
 		var evs []api.ServerStreamEvent
-		for _, chunk := range splitUTF8(s.Text, maxTextChunk) {
+		for _, chunk := range splitUTF8(text, maxTextChunk) {
 			evs = append(evs, api.ServerStreamEvent{Type: typ, Text: chunk})
 		}
 		return evs

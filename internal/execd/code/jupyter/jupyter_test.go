@@ -104,9 +104,18 @@ func TestKernelRoundTripKeepsState(t *testing.T) {
 	if r.reply.Status != "ok" || r.stdout != "hello\n" || r.result["text/plain"] != "42" {
 		t.Fatalf("got reply %+v stdout %q result %v", r.reply, r.stdout, r.result)
 	}
-	r, err = execute(t, k, "x + 1")
+	first := r
+	r, err = execute(t, k, "print('HELLO')\nx + 1")
 	if err != nil || r.result["text/plain"] != "43" || r.reply.ExecutionCount != 2 {
 		t.Fatalf("state not kept: %v %+v %v", err, r.reply, r.result)
+	}
+	// A message's bytes are its own (decode keeps the socket's frames,
+	// uncopied): the next messages left the first run's as they were.
+	for _, m := range first.msgs {
+		var c struct{ Text string }
+		if m.Type() == "stream" && (json.Unmarshal(m.Content, &c) != nil || c.Text != "hello\n") {
+			t.Fatalf("the first run's output message now reads %q", m.Content)
+		}
 	}
 	if err := k.Ping(5 * time.Second); err != nil {
 		t.Fatalf("heartbeat: %v", err)

@@ -106,10 +106,13 @@ func (s signer) decode(frames [][]byte) (Message, error) {
 	if err := json.Unmarshal(f[2], &m.Parent); err != nil {
 		return Message{}, fmt.Errorf("jupyter: parent header: %w", err)
 	}
-	m.Metadata = json.RawMessage(bytes.Clone(f[3]))
-	m.Content = json.RawMessage(bytes.Clone(f[4]))
-	for _, b := range f[5:] {
-		m.Buffers = append(m.Buffers, bytes.Clone(b))
-	}
+	// The frames are the message's own, not copied: zmq4 reads each
+	// frame into a slice of its own (printed output can be one frame of
+	// hundreds of megabytes; a copy doubled execd's memory for it).
+	// TestKernelRoundTripKeepsState checks that a later message leaves an
+	// earlier one as it was.
+	m.Metadata = json.RawMessage(f[3])
+	m.Content = json.RawMessage(f[4])
+	m.Buffers = append(m.Buffers, f[5:]...)
 	return m, nil
 }
