@@ -423,23 +423,38 @@ func eventFor(sb *sandbox.Sandbox, evType string) *sandbox.Event {
 // of a transition is read from the store: another server may have just
 // finished it (a create answered Running there is not Pending here).
 func (m *Manager) Get(ctx context.Context, tenant, id string) (*sandbox.Sandbox, error) {
+	sb, err := m.Shared(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	return sb.Clone(), nil
+}
+
+// Shared is Get without the copy: the record as the table holds it,
+// which the caller must not change. A record in the table is never
+// changed in place (a change replaces it), so while the pointer is the
+// same the content is: a reader may keep what it made of one (the GET
+// answer's encoding) until Shared returns another.
+func (m *Manager) Shared(ctx context.Context, tenant, id string) (*sandbox.Sandbox, error) {
 	e, err := m.lookup(ctx, tenant, id)
 	if err != nil {
 		return nil, err
 	}
-	if sb := m.current(e); m.shared == nil || !transitional(sb.Status.State) {
+	if sb := m.record(e); m.shared == nil || !transitional(sb.Status.State) {
 		return sb, nil
 	}
 	m.refresh(ctx, id)
-	return m.lookupCurrent(ctx, tenant, id)
-}
-
-func (m *Manager) lookupCurrent(ctx context.Context, tenant, id string) (*sandbox.Sandbox, error) {
-	e, err := m.lookup(ctx, tenant, id)
-	if err != nil {
+	if e, err = m.lookup(ctx, tenant, id); err != nil {
 		return nil, err
 	}
-	return m.current(e), nil
+	return m.record(e), nil
+}
+
+// record is e's record, shared (see Shared).
+func (m *Manager) record(e *entry) *sandbox.Sandbox {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return e.sb
 }
 
 // Events returns up to limit entries of a sandbox's event log after seq

@@ -54,12 +54,26 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
-	sb, err := s.mgr.Get(r.Context(), tenant(r), r.PathValue("id"))
+	sb, err := s.mgr.Shared(r.Context(), tenant(r), r.PathValue("id"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.body(sb))
+	body, ok := s.bodies.get(sb)
+	if !ok {
+		// As writeJSON writes it, with its line end.
+		if body, err = json.Marshal(s.body(sb)); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		body = append(body, '\n')
+		s.bodies.put(sb, body)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
 }
 
 // pageParams reads page and pageSize.

@@ -77,6 +77,8 @@ type Server struct {
 	// streams counts each tenant's open event streams.
 	streamsMu sync.Mutex
 	streams   map[string]int
+	// bodies keeps the sandboxes' encoded GET answers.
+	bodies bodyCache
 }
 
 // New builds a Server.

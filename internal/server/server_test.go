@@ -6,11 +6,14 @@ package server
 import (
 	"fmt"
 	"net/http"
+	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/corral-dev/corral/api"
+	"github.com/corral-dev/corral/internal/sandbox"
 	"github.com/corral-dev/corral/internal/testutil"
 	"github.com/corral-dev/corral/internal/testutil/contracttest"
 )
@@ -655,5 +658,79 @@ func TestConsoleIsServed(t *testing.T) {
 	}
 	if r := s.call("GET", "/v1/sandboxes", "", nil); r.status != http.StatusUnauthorized {
 		t.Errorf("the API without a key = %d", r.status)
+	}
+}
+
+// TestGetAnswersEachChange: GET answers from a kept encoding of the
+// record, which every change replaces: each change shows in the next GET,
+// and another tenant's key still finds nothing.
+func TestGetAnswersEachChange(t *testing.T) {
+	t.Parallel()
+	s := newTS(t)
+	id := s.create(s.keyA, basicCreate()).ID
+	get := func() api.Sandbox {
+		t.Helper()
+		r := s.call("GET", "/v1/sandboxes/"+id, s.keyA, nil)
+		var sb api.Sandbox
+		r.decode(t, &sb)
+		if r.status != 200 || !strings.HasSuffix(string(r.body), "}\n") {
+			t.Fatalf("GET = %d %q", r.status, r.body)
+		}
+		return sb
+	}
+	if first, again := get(), get(); first.ID != id || !reflect.DeepEqual(first, again) {
+		t.Fatalf("two GETs differ: %+v, %+v", first, again)
+	}
+	if r := s.call("PATCH", "/v1/sandboxes/"+id+"/metadata", s.keyA, `{"env":"prod"}`); r.status != 200 {
+		t.Fatalf("patch = %d %s", r.status, r.body)
+	}
+	if sb := get(); sb.Metadata["env"] != "prod" {
+		t.Errorf("after a patch, GET has metadata %v", sb.Metadata)
+	}
+	at := time.Now().Add(5 * time.Hour).UTC().Truncate(time.Second)
+	if r := s.call("POST", "/v1/sandboxes/"+id+"/renew-expiration", s.keyA, map[string]string{"expiresAt": at.Format(time.RFC3339)}); r.status != 200 {
+		t.Fatalf("renew = %d %s", r.status, r.body)
+	}
+	if sb := get(); sb.ExpiresAt == nil || !sb.ExpiresAt.Equal(at) {
+		t.Errorf("after a renewal, GET has expiresAt %v, want %v", sb.ExpiresAt, at)
+	}
+	if r := s.call("POST", "/v1/sandboxes/"+id+"/pause", s.keyA, nil); r.status != 202 {
+		t.Fatalf("pause = %d %s", r.status, r.body)
+	}
+	if sb := get(); sb.Status.State != api.StatePaused {
+		t.Errorf("after a pause, GET has state %s", sb.Status.State)
+	}
+	if r := s.call("GET", "/v1/sandboxes/"+id, s.keyB, nil); r.status != 404 {
+		t.Errorf("another tenant's GET = %d %s", r.status, r.body)
+	}
+	if r := s.call("DELETE", "/v1/sandboxes/"+id, s.keyA, nil); r.status != 204 {
+		t.Fatalf("delete = %d %s", r.status, r.body)
+	}
+	if r := s.call("GET", "/v1/sandboxes/"+id, s.keyA, nil); r.status == 200 {
+		var sb api.Sandbox
+		r.decode(t, &sb)
+		if sb.Status.State == api.StatePaused {
+			t.Errorf("after a delete, GET still has the paused record: %s", r.body)
+		}
+	}
+}
+
+// TestBodyCacheStaysBounded: bodies of sandboxes long gone do not pile
+// up; a body is served only for the very record it was made from.
+func TestBodyCacheStaysBounded(t *testing.T) {
+	var c bodyCache
+	for i := range 3 * maxCachedBodies {
+		c.put(&sandbox.Sandbox{ID: strconv.Itoa(i)}, []byte("x"))
+		if len(c.bodies) > maxCachedBodies {
+			t.Fatalf("%d bodies kept after %d puts", len(c.bodies), i+1)
+		}
+	}
+	sb := &sandbox.Sandbox{ID: "a"}
+	c.put(sb, []byte("a"))
+	if b, ok := c.get(sb); !ok || string(b) != "a" {
+		t.Fatalf("get = %q %v", b, ok)
+	}
+	if _, ok := c.get(&sandbox.Sandbox{ID: "a"}); ok {
+		t.Fatal("a body was served for another record of the same sandbox")
 	}
 }
