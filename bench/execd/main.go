@@ -85,13 +85,24 @@ func run(bin string, n int, streamBytes, fileBytes int64) error {
 	fmt.Printf("corral execd on this machine; %d samples per latency row\n\n", n)
 	fmt.Println("| measurement | p50 | p99 | note |")
 	fmt.Println("|---|---:|---:|---|")
-	var forkLat, rtLat []time.Duration
+	var forkLat, idleForkLat, rtLat []time.Duration
 	for range n {
 		t := time.Now()
 		if err := exec.Command(shell, "-c", "true").Run(); err != nil {
 			return err
 		}
 		forkLat = append(forkLat, time.Since(t))
+	}
+	// The same after a pause: a request's steps leave the CPUs idle for
+	// moments, and on a virtual machine a CPU idle past its halt-polling
+	// window starts the next process slower.
+	for range n {
+		time.Sleep(3 * time.Millisecond)
+		t := time.Now()
+		if err := exec.Command(shell, "-c", "true").Run(); err != nil {
+			return err
+		}
+		idleForkLat = append(idleForkLat, time.Since(t))
 	}
 	for range n {
 		t := time.Now()
@@ -100,8 +111,10 @@ func run(bin string, n int, streamBytes, fileBytes int64) error {
 		}
 		rtLat = append(rtLat, time.Since(t))
 	}
-	row("fork/exec `"+filepath.Base(shell)+" -c true` (baseline)", forkLat, "os/exec from the client process")
-	row("`POST /command {\"command\":\"true\"}` to stream end", rtLat, "HTTP + SSE + the same fork/exec")
+	row("fork/exec `"+filepath.Base(shell)+" -c true` (baseline)", forkLat, "os/exec from the client process, back to back")
+	row("fork/exec `"+filepath.Base(shell)+" -c true`, each after 3 ms idle", idleForkLat, "the same, the CPUs idle before each")
+	row("`POST /command {\"command\":\"true\"}` to stream end", rtLat, fmt.Sprintf("HTTP + SSE + the same fork/exec: %.2fx the baseline",
+		float64(pct(rtLat, 0.5))/float64(pct(forkLat, 0.5))))
 
 	line := strings.Repeat("x", 1023)
 	gen := fmt.Sprintf("yes %s | head -c %d", line, streamBytes)
