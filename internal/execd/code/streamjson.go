@@ -5,10 +5,12 @@ package code
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // decodeStream reads a stream message's content, {"name": ..., "text":
@@ -19,6 +21,11 @@ import (
 // only what kernels send (an object of string values, valid UTF-8) and
 // copies runs of plain bytes whole; anything else, or anything it doubts,
 // goes to encoding/json.
+//
+// The strings may share content's bytes (no copy of hundreds of
+// megabytes, which cost as much as the decoding): content must not
+// change afterwards. A message's frames are its own and never written
+// again (jupyter's decode).
 func decodeStream(content []byte) (name, text string, ok bool) {
 	if n, t, ok := decodeStreamFast(content); ok {
 		return n, t, true
@@ -102,10 +109,10 @@ func unquote(b []byte) (string, []byte, bool) {
 		return "", nil, false
 	}
 	b = b[1:]
-	// The common case: no escape at all, one copy.
+	// The common case: no escape at all, the bytes as they are.
 	end := plainRun(b)
 	if end < len(b) && b[end] == '"' {
-		return string(b[:end]), b[end+1:], true
+		return shared(b[:end]), b[end+1:], true
 	}
 	out := make([]byte, 0, len(b))
 	for {
@@ -117,7 +124,7 @@ func unquote(b []byte) (string, []byte, bool) {
 		}
 		switch c := b[0]; {
 		case c == '"':
-			return string(out), b[1:], true
+			return shared(out), b[1:], true
 		case c < 0x20:
 			return "", nil, false
 		}
@@ -164,16 +171,25 @@ func unquote(b []byte) (string, []byte, bool) {
 	}
 }
 
+// shared is b as a string, without a copy: b must never change.
+func shared(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
 // plainRun is the length of b's leading run of bytes a JSON string holds
 // as they are: no quote, backslash or control character.
 func plainRun(b []byte) int {
 	i := 0
-	for i+8 <= len(b) {
-		x := uint64(b[i]) | uint64(b[i+1])<<8 | uint64(b[i+2])<<16 | uint64(b[i+3])<<24 |
-			uint64(b[i+4])<<32 | uint64(b[i+5])<<40 | uint64(b[i+6])<<48 | uint64(b[i+7])<<56
-		if !plainWord(x) {
+	for i+16 <= len(b) {
+		if !plainWord(binary.LittleEndian.Uint64(b[i:])) || !plainWord(binary.LittleEndian.Uint64(b[i+8:])) {
 			break
 		}
+		i += 16
+	}
+	for i+8 <= len(b) && plainWord(binary.LittleEndian.Uint64(b[i:])) {
 		i += 8
 	}
 	for i < len(b) && b[i] >= 0x20 && b[i] != '"' && b[i] != '\\' {
