@@ -64,7 +64,7 @@ func runInit(_ context.Context, e *env, args []string) int {
 			return client.Fail(e, "init: --isolate-network: give up CAP_NET_ADMIN: %v", err)
 		}
 	}
-	entryEnv := initproc.EntrypointEnv(os.Environ())
+	entryEnv := insandbox.UserEnv(os.Environ())
 	if o.TrustCA != "" {
 		// A sandbox that cannot be made to trust its CA still runs; its
 		// TLS clients will refuse the credential proxy, visibly.
@@ -72,7 +72,7 @@ func runInit(_ context.Context, e *env, args []string) int {
 			fmt.Fprintf(e.Stderr, "corral init: %v\n", err)
 		}
 	}
-	if err := initproc.PrepareWarm(o.WaitStart, o.ExecdTokenFile, e.Getenv("EXECD_ACCESS_TOKEN")); err != nil {
+	if err := initproc.PrepareWarm(o.WaitStart, o.ExecdTokenFile, e.Getenv(insandbox.ExecdTokenEnv)); err != nil {
 		return client.Fail(e, "init: %v", err)
 	}
 	o.Entrypoint = fs.Args()
@@ -122,7 +122,7 @@ func runInit(_ context.Context, e *env, args []string) int {
 				return client.Fail(e, "init: --ready-fd %d: %v", o.ReadyFD, err)
 			}
 		}
-		ecfg := execd.Config{Listen: o.ExecdListen, AccessToken: e.Getenv("EXECD_ACCESS_TOKEN"), AccessTokenFile: o.ExecdTokenFile,
+		ecfg := execd.Config{Listen: o.ExecdListen, AccessToken: e.Getenv(insandbox.ExecdTokenEnv), AccessTokenFile: o.ExecdTokenFile,
 			StateDir: o.ExecdStateDir, EnvFile: o.ExecdEnvFile, Retention: defaultRetention}
 		if cfg.Env, ecfg.UserEnvFile, err = initproc.ExecdEnvs(cfg.Env, insandbox.ExecdEnvs, cfg.Credential); err != nil {
 			// Commands then just do not see what the entrypoint would

@@ -174,7 +174,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, log: cfg.Logger, table: table, sessions: process.NewSessions(table), ptys: process.NewPTYs(),
-		metrics: newSampler(), mux: http.NewServeMux(), baseEnv: cleanEnv(os.Environ()), workdir: wd, token: tokenFile{path: cfg.AccessTokenFile},
+		metrics: newSampler(), mux: http.NewServeMux(), baseEnv: insandbox.UserEnv(os.Environ()), workdir: wd, token: tokenFile{path: cfg.AccessTokenFile},
 	}
 	s.code = code.New(code.Config{
 		Env: func() []string { return s.env(nil, os.Geteuid()) }, Workdir: wd, StateDir: filepath.Join(cfg.StateDir, "code"),
@@ -188,19 +188,6 @@ func New(cfg Config) (*Server, error) {
 	s.proxy = newLocalProxy(s)
 	s.routes()
 	return s, nil
-}
-
-// cleanEnv drops execd's own secrets and settings from an environment.
-func cleanEnv(env []string) []string {
-	out := make([]string, 0, len(env))
-	for _, kv := range env {
-		name, _, _ := strings.Cut(kv, "=")
-		if name == "EXECD_ACCESS_TOKEN" || strings.HasPrefix(name, "CORRAL_EXECD_") {
-			continue
-		}
-		out = append(out, kv)
-	}
-	return out
 }
 
 // Handler returns the HTTP handler.

@@ -41,20 +41,6 @@ func DropOwnEnv() {
 	_ = os.Unsetenv(OwnGOMAXPROCS)
 }
 
-// EntrypointEnv is PID 1's environment without what only execd may see:
-// the access token's verifier and corral's own execd settings.
-func EntrypointEnv(environ []string) []string {
-	var out []string
-	for _, kv := range environ {
-		name, _, _ := strings.Cut(kv, "=")
-		if name == "EXECD_ACCESS_TOKEN" || strings.HasPrefix(name, "CORRAL_EXECD_") {
-			continue
-		}
-		out = append(out, kv)
-	}
-	return out
-}
-
 // SignalReady writes a newline to descriptor fd and closes it, so that
 // nothing PID 1 starts inherits it.
 func SignalReady(fd int) error {

@@ -37,14 +37,6 @@ func TestLookupCredential(t *testing.T) {
 	}
 }
 
-// The entrypoint never sees execd's token verifier or settings.
-func TestEntrypointEnvDropsExecdsOwn(t *testing.T) {
-	got := EntrypointEnv([]string{"PATH=/bin", "EXECD_ACCESS_TOKEN=sha256:x", "CORRAL_EXECD_STATE=/s", "EXECD_ENVS=/e", "A=EXECD_ACCESS_TOKEN"})
-	if !slices.Equal(got, []string{"PATH=/bin", "EXECD_ENVS=/e", "A=EXECD_ACCESS_TOKEN"}) {
-		t.Fatalf("entrypoint env %q", got)
-	}
-}
-
 // A warm sandbox nobody prepared gets its FIFO and its token file once;
 // what exists already is left alone.
 func TestPrepareWarm(t *testing.T) {

@@ -12,7 +12,11 @@
 // files) stay in that runtime. A leaf: it imports only api.
 package insandbox
 
-import "github.com/corral-dev/corral/api"
+import (
+	"strings"
+
+	"github.com/corral-dev/corral/api"
+)
 
 const (
 	// BinaryDir is where the runtime mounts (or copies) the corral
@@ -72,4 +76,26 @@ const (
 func Capabilities() []string {
 	return []string{"CHOWN", "DAC_OVERRIDE", "FSETID", "FOWNER", "SETGID", "SETUID",
 		"SETPCAP", "NET_BIND_SERVICE", "SYS_CHROOT", "KILL"}
+}
+
+// ExecdTokenEnv carries execd's access token (or its verifier) to the
+// sandbox's PID 1; ExecdEnvPrefix starts the names of corral's other
+// execd settings. Only execd may see either.
+const (
+	ExecdTokenEnv  = "EXECD_ACCESS_TOKEN"
+	ExecdEnvPrefix = "CORRAL_EXECD_"
+)
+
+// UserEnv is environ without what only execd may see: what the
+// entrypoint and every command run through execd start with.
+func UserEnv(environ []string) []string {
+	out := make([]string, 0, len(environ))
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if name == ExecdTokenEnv || strings.HasPrefix(name, ExecdEnvPrefix) {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
 }

@@ -5,6 +5,7 @@ package insandbox
 
 import (
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -37,5 +38,14 @@ func TestCapabilities(t *testing.T) {
 	_ = append(caps[:1], "NET_ADMIN")
 	if again := Capabilities(); again[0] == "SYS_ADMIN" || again[1] == "NET_ADMIN" {
 		t.Errorf("a change to one copy reached the next: %q", again)
+	}
+}
+
+// The entrypoint and execd's commands never see execd's token verifier
+// or settings; a value that only mentions them stays.
+func TestUserEnvDropsExecdsOwn(t *testing.T) {
+	got := UserEnv([]string{"PATH=/bin", "EXECD_ACCESS_TOKEN=sha256:x", "CORRAL_EXECD_STATE=/s", "EXECD_ENVS=/e", "A=EXECD_ACCESS_TOKEN", "EXECD_ACCESS_TOKEN"})
+	if !slices.Equal(got, []string{"PATH=/bin", "EXECD_ENVS=/e", "A=EXECD_ACCESS_TOKEN"}) {
+		t.Fatalf("user env %q", got)
 	}
 }

@@ -255,7 +255,7 @@ func sandboxCapabilities() []corev1.Capability {
 }
 
 func newPod(cfg Config, t template) *corev1.Pod {
-	env := append([]corev1.EnvVar{{Name: "EXECD_ACCESS_TOKEN", Value: t.execdVerifier}}, t.env...)
+	env := append([]corev1.EnvVar{{Name: insandbox.ExecdTokenEnv, Value: t.execdVerifier}}, t.env...)
 	grace := int64(gracePeriod)
 	no := false
 	install := []string{insandbox.ImageBinary, "install-binary", insandbox.Binary}
