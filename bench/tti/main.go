@@ -38,6 +38,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/corral-dev/corral/bench/internal/chart"
 	"github.com/corral-dev/corral/bench/internal/rawspec"
@@ -55,8 +56,10 @@ func main() {
 	disk := flag.String("disk", "", "give each sandbox this disk limit (resourceLimits.disk, such as 1Gi): a file system of its own")
 	runscs := flag.String("runsc", "runsc", "runtime oci: the runsc binaries to measure the gVisor tier with, comma-separated, a row each (--oci-runsc), such as runsc,/usr/bin/runsc")
 	png := flag.String("png", "", "write the distributions' chart here")
+	parts := flag.Bool("spec-parts", false, "runtime oci: only time raw `runc run` in corral's spec with each of its parts taken out in turn (seccomp, the user namespace, masked and read-only paths), to show what each costs runc")
 	flag.Parse()
 	pngPath = *png
+	specParts = *parts
 	diskLimit = *disk
 	runscBins = strings.Split(*runscs, ",")
 	if *runtime != "oci" && *runtime != "docker" {
@@ -129,6 +132,20 @@ func run(runtime string, n, conc int) error {
 		inSpec, err := rawRuncInCorralSpec(bin, data, dir, n)
 		if err != nil {
 			return fmt.Errorf("raw runc in corral's spec: %w", err)
+		}
+		if specParts {
+			fmt.Println("| `runc run` of `true` | p50 | p99 | p50 vs corral's whole spec |")
+			fmt.Println("|---|---:|---:|---:|")
+			fmt.Printf("| in runc's default spec | %s | %s | %.2f× |\n", round(pct(raw, 0.5)), round(pct(raw, 0.99)), float64(pct(raw, 0.5))/float64(pct(inSpec, 0.5)))
+			fmt.Printf("| in corral's spec, whole | %s | %s | 1.00× |\n", round(pct(inSpec, 0.5)), round(pct(inSpec, 0.99)))
+			for _, part := range specPartList {
+				lat, err := rawRunCorralSpecWithout(dir, part.name, part.drop, n)
+				if err != nil {
+					return fmt.Errorf("raw runc in corral's spec without %s: %w", part.name, err)
+				}
+				fmt.Printf("| in corral's spec without %s | %s | %s | %.2f× |\n", part.name, round(pct(lat, 0.5)), round(pct(lat, 0.99)), float64(pct(lat, 0.5))/float64(pct(inSpec, 0.5)))
+			}
+			return nil
 		}
 		tiers = []tier{
 			{name: "runc, user namespaces (the default)", short: "runc", raw: raw, rawName: rawName},
@@ -707,6 +724,59 @@ func writeImage(path string, layerTar []byte) error {
 	}
 	tag, _ := name.NewTag("local/busybox:bench")
 	return tarball.WriteToFile(path, tag, img)
+}
+
+// specParts is -spec-parts.
+var specParts bool
+
+// specPartList are the parts of corral's spec -spec-parts takes out, one
+// at a time, and all together.
+var specPartList = []struct {
+	name string
+	drop func(*specs.Spec)
+}{
+	{"seccomp", func(s *specs.Spec) { s.Linux.Seccomp = nil }},
+	{"the user namespace", dropUserns},
+	{"masked and read-only paths", func(s *specs.Spec) { s.Linux.MaskedPaths, s.Linux.ReadonlyPaths = nil, nil }},
+	{"all three", func(s *specs.Spec) {
+		s.Linux.Seccomp = nil
+		dropUserns(s)
+		s.Linux.MaskedPaths, s.Linux.ReadonlyPaths = nil, nil
+	}},
+}
+
+// dropUserns takes the user namespace and its ID mappings out of s.
+func dropUserns(s *specs.Spec) {
+	s.Linux.Namespaces = slices.DeleteFunc(s.Linux.Namespaces, func(ns specs.LinuxNamespace) bool { return ns.Type == specs.UserNamespace })
+	s.Linux.UIDMappings, s.Linux.GIDMappings = nil, nil
+	for i := range s.Mounts {
+		s.Mounts[i].UIDMappings, s.Mounts[i].GIDMappings = nil, nil
+	}
+}
+
+// rawRunCorralSpecWithout times `runc run` of `true` in the spec
+// rawRuncInCorralSpec wrote, with drop applied.
+func rawRunCorralSpecWithout(dir, name string, drop func(*specs.Spec), n int) ([]time.Duration, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "bundle-corral-spec", "config.json"))
+	if err != nil {
+		return nil, err
+	}
+	var spec specs.Spec
+	if err := json.Unmarshal(b, &spec); err != nil {
+		return nil, err
+	}
+	drop(&spec)
+	bundle := filepath.Join(dir, "bundle-corral-spec-without-"+strings.ReplaceAll(name, " ", "-"))
+	if err := os.MkdirAll(bundle, 0o755); err != nil {
+		return nil, err
+	}
+	if b, err = json.Marshal(&spec); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), b, 0o600); err != nil {
+		return nil, err
+	}
+	return rawRun("runc", filepath.Join(dir, "runc-root-"+filepath.Base(bundle)), bundle, n)
 }
 
 // rawRuncInCorralSpec times `runc run` of `true` in the spec corral
