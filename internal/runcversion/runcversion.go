@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // A fix names the runc releases that closed an escape.
@@ -59,9 +60,13 @@ func fixes() []fix {
 	}
 }
 
+// runcLine and commitLine are compiled on first use: every corral process
+// links this package, a sandbox's PID 1 too, and never uses it.
 var (
-	runcLine   = regexp.MustCompile(`(?m)^runc version (\d+)\.(\d+)\.(\d+)(?:-rc\.?(\d+))?`)
-	commitLine = regexp.MustCompile(`(?m)^commit: (\S+)`)
+	runcLine = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`(?m)^runc version (\d+)\.(\d+)\.(\d+)(?:-rc\.?(\d+))?`)
+	})
+	commitLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?m)^commit: (\S+)`) })
 )
 
 // Check reads a runtime's --version output and returns what is wrong
@@ -72,7 +77,7 @@ func Check(out string) []string {
 	case strings.HasPrefix(out, "crun version"), strings.HasPrefix(out, "runsc version"):
 		return nil
 	}
-	m := runcLine.FindStringSubmatch(out)
+	m := runcLine().FindStringSubmatch(out)
 	if m == nil {
 		first, _, _ := strings.Cut(strings.TrimSpace(out), "\n")
 		return []string{fmt.Sprintf("the OCI runtime's version (%q) is not one corral knows: it could not check it for known container escapes", first)}
@@ -85,7 +90,7 @@ func Check(out string) []string {
 		v.rc, _ = strconv.Atoi(m[4])
 	}
 	commit := ""
-	if c := commitLine.FindStringSubmatch(out); c != nil {
+	if c := commitLine().FindStringSubmatch(out); c != nil {
 		commit = c[1]
 	}
 	var problems []string

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -22,33 +23,36 @@ import (
 const Pinned = "2026-09-05"
 
 // versionLine is runsc's first line of --version ("runsc version X",
-// runc's format).
-var versionLine = regexp.MustCompile(`^runsc version (\S+)`)
+// runc's format). It and dated are compiled on first use: every corral
+// process links this package, a sandbox's PID 1 too, and never uses it.
+var versionLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^runsc version (\S+)`) })
 
-// The version strings whose date is known. Each has the date as its
-// first group.
-var dated = []*regexp.Regexp{
-	// gVisor's release builds: release-20221219.0 (and the g<name>-
-	// prefixes its own release check accepts).
-	regexp.MustCompile(`^(?:release|g[a-z]*)-(\d{8})(?:\.\d+)?$`),
-	// Debian's package: 0.0~20221219.0.
-	regexp.MustCompile(`^0\.0~(\d{8})(?:\.\d+)?(?:[+~-][0-9A-Za-z.+~-]*)?$`),
-	// A Go module pseudo-version of gVisor's Go branch, as
-	// scripts/runtimes.sh builds it: v0.0.0-20260905035102-160fafc42237
-	// (or vX.Y.Z-pre.0.YYYYMMDDhhmmss-commit).
-	regexp.MustCompile(`^v\d+\.\d+\.\d+-(?:[0-9A-Za-z.-]*\.)?(\d{8})\d{6}-[0-9a-f]{12}$`),
-}
+// dated are the version strings whose date is known. Each has the date
+// as its first group.
+var dated = sync.OnceValue(func() []*regexp.Regexp {
+	return []*regexp.Regexp{
+		// gVisor's release builds: release-20221219.0 (and the g<name>-
+		// prefixes its own release check accepts).
+		regexp.MustCompile(`^(?:release|g[a-z]*)-(\d{8})(?:\.\d+)?$`),
+		// Debian's package: 0.0~20221219.0.
+		regexp.MustCompile(`^0\.0~(\d{8})(?:\.\d+)?(?:[+~-][0-9A-Za-z.+~-]*)?$`),
+		// A Go module pseudo-version of gVisor's Go branch, as
+		// scripts/runtimes.sh builds it: v0.0.0-20260905035102-160fafc42237
+		// (or vX.Y.Z-pre.0.YYYYMMDDhhmmss-commit).
+		regexp.MustCompile(`^v\d+\.\d+\.\d+-(?:[0-9A-Za-z.-]*\.)?(\d{8})\d{6}-[0-9a-f]{12}$`),
+	}
+})
 
 // Version reads runsc's --version output: the version string and the
 // date of the gVisor it was built from (zero if the string is not one of
 // gVisor's, Debian's or a module pseudo-version).
 func Version(out string) (string, time.Time) {
-	m := versionLine.FindStringSubmatch(out)
+	m := versionLine().FindStringSubmatch(out)
 	if m == nil {
 		return "", time.Time{}
 	}
 	v := m[1]
-	for _, re := range dated {
+	for _, re := range dated() {
 		if d := re.FindStringSubmatch(v); d != nil {
 			if t, err := time.Parse("20060102", d[1]); err == nil {
 				return v, t

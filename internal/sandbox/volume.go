@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/errdefs"
@@ -61,11 +62,14 @@ type Volume struct {
 	ReadOnly bool
 }
 
-// dnsLabel is a volume's and a named volume's name.
-var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+// dnsLabel is a volume's and a named volume's name. It and dnsSubdomain
+// are compiled on first use (a sandbox's PID 1 links this package).
+var dnsLabel = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`) })
 
 // dnsSubdomain is a storage class's name.
-var dnsSubdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+var dnsSubdomain = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+})
 
 // AccessModes are the access modes a named volume's claim may ask for.
 var AccessModes = []string{"ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod"}
@@ -95,7 +99,7 @@ func ParseVolumes(in []api.Volume) ([]Volume, error) {
 	var out []Volume
 	names, targets := map[string]bool{}, map[string]bool{}
 	for i, v := range in {
-		if len(v.Name) > 63 || !dnsLabel.MatchString(v.Name) {
+		if len(v.Name) > 63 || !dnsLabel().MatchString(v.Name) {
 			return nil, volumeErr(api.CodeVolumeInvalidName, "volumes[%d].name %q: a DNS label (lowercase letters, digits and '-', at most 63)", i, v.Name)
 		}
 		if names[v.Name] {
@@ -137,7 +141,7 @@ func ParseVolumes(in []api.Volume) ([]Volume, error) {
 			}
 			vol.Kind, vol.HostPath = VolumeHost, p
 		default:
-			if len(v.PVC.ClaimName) > 63 || !dnsLabel.MatchString(v.PVC.ClaimName) {
+			if len(v.PVC.ClaimName) > 63 || !dnsLabel().MatchString(v.PVC.ClaimName) {
 				return nil, volumeErr(api.CodeVolumeInvalidPVCName, "volume %q: pvc.claimName %q: a DNS label (at most 63)", v.Name, v.PVC.ClaimName)
 			}
 			if v.PVC.Storage != nil {
@@ -148,7 +152,7 @@ func ParseVolumes(in []api.Volume) ([]Volume, error) {
 				vol.SizeBytes = n
 			}
 			if c := v.PVC.StorageClass; c != nil && *c != "" {
-				if len(*c) > 253 || !dnsSubdomain.MatchString(*c) {
+				if len(*c) > 253 || !dnsSubdomain().MatchString(*c) {
 					return nil, volumeErr(api.CodeInvalidParameter, "volume %q: pvc.storageClass %q is not a storage class name", v.Name, *c)
 				}
 				vol.StorageClass = *c
@@ -173,7 +177,7 @@ func ParseVolumes(in []api.Volume) ([]Volume, error) {
 // for what reaches a runtime by another way than a create (a Sandbox
 // resource the kubernetes controller reads).
 func CheckMount(name, target, sub string) error {
-	if len(name) > 63 || !dnsLabel.MatchString(name) {
+	if len(name) > 63 || !dnsLabel().MatchString(name) {
 		return volumeErr(api.CodeVolumeInvalidName, "volume name %q: a DNS label (lowercase letters, digits and '-', at most 63)", name)
 	}
 	if _, err := mountTarget(name, target); err != nil {
