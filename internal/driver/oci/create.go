@@ -148,9 +148,11 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, mode createMode) 
 	d.creating[spec.ID] = true
 	d.mu.Unlock()
 	defer func() {
+		d.listing.Lock()
 		d.mu.Lock()
 		delete(d.creating, spec.ID)
 		d.mu.Unlock()
+		d.listing.Unlock()
 	}()
 	if err := os.Mkdir(b.bundle, 0o700); err != nil {
 		if errors.Is(err, os.ErrExist) {
@@ -160,6 +162,9 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, mode createMode) 
 	}
 	if b.idRange != 0 {
 		d.ids.settle(b.idRange - 1)
+	}
+	if d.bundleMade != nil {
+		d.bundleMade(spec.ID)
 	}
 	defer func() {
 		if err != nil {

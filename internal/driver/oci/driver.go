@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -115,6 +116,14 @@ type Driver struct {
 	// standIn, set by tests only, is a program mounted where corral's
 	// binary goes: a PID 1 that a tenant put there (identity_linux.go).
 	standIn string
+	// bundleMade, set by tests only, is called when a create has made its
+	// bundle directory and written nothing in it yet.
+	bundleMade func(id string)
+	// listing is held (read) by List from its first look to its last, and
+	// (write) by a create leaving creating: no create ends unseen in the
+	// middle of a List, so what List reads of creating at its end covers
+	// every bundle it saw being made.
+	listing sync.RWMutex
 	// warnings are what is wrong with the runtime binary (its version).
 	warnings []string
 	// freeze serializes the freezes of one sandbox: pause, resume and
@@ -534,12 +543,9 @@ func (d *Driver) Endpoint(ctx context.Context, id string, port int) (netip.AddrP
 // directory under the driver's root, with or without a runc container, is
 // a sandbox it owns, except those whose create is still running here.
 func (d *Driver) List(ctx context.Context) ([]driver.Listing, error) {
+	d.listing.RLock()
+	defer d.listing.RUnlock()
 	seen := map[string]bool{}
-	d.mu.Lock()
-	for id := range d.creating {
-		seen[id] = true
-	}
-	d.mu.Unlock()
 	var out []driver.Listing
 	for _, dir := range []string{filepath.Join(runDir(d.cfg.Root), "bundles"), filepath.Join(d.cfg.Root, "sandboxes")} {
 		entries, err := os.ReadDir(dir)
@@ -582,5 +588,8 @@ func (d *Driver) List(ctx context.Context) ([]driver.Listing, error) {
 			out = append(out, driver.Listing{ID: c.ID, Tenant: c.Annotations[sandbox.LabelTenant], CreatedAt: c.Created, Labels: c.Annotations})
 		}
 	}
+	d.mu.Lock()
+	out = slices.DeleteFunc(out, func(l driver.Listing) bool { return d.creating[l.ID] })
+	d.mu.Unlock()
 	return out, nil
 }

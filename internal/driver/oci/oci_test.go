@@ -468,46 +468,36 @@ func TestPID1StartsWithOneP(t *testing.T) {
 // TestListLeavesOutCreatesInFlight: a sandbox whose create is still
 // running is not listed (its bundle is there before its metadata, and a
 // sweep would take it, ownerless, for an orphan: a warm sandbox was
-// destroyed mid-create that way); once the create returns, it is.
+// destroyed mid-create that way); once the create returns, it is. The
+// List runs at the worst moment: the bundle made, nothing in it yet.
 func TestListLeavesOutCreatesInFlight(t *testing.T) {
 	requireRunc(t)
 	root := t.TempDir()
 	t.Cleanup(func() { _ = UnmountRunDir(root) })
 	d := newTestDriver(t, root)
 	spec := driver.Spec{ID: "dtinflight", Image: driver.Image{URI: HostImage}, Entrypoint: []string{"sleep", "infinity"}, ExecdToken: "inflight-token-0123456789"}
-	done := make(chan error, 1)
-	go func() {
-		_, err := d.Create(t.Context(), spec)
-		done <- err
-	}()
-	t.Cleanup(func() { _ = d.Destroy(context.Background(), spec.ID) })
-	lists, bundleSeen := 0, false
-	for created := false; !created; {
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatal(err)
-			}
-			created = true
-			continue
-		default:
+	var during []driver.Listing
+	var listErr error
+	bundleSeen := false
+	d.bundleMade = func(id string) {
+		if id != spec.ID {
+			return
 		}
-		if _, err := os.Stat(d.bundleDir(spec.ID)); err == nil {
-			bundleSeen = true
-		}
-		ls, err := d.List(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		lists++
-		for _, l := range ls {
-			if l.ID == spec.ID {
-				t.Fatalf("listed while its create runs (after %d lists): %+v", lists, l)
-			}
-		}
+		_, err := os.Stat(d.bundleDir(id))
+		bundleSeen = err == nil
+		during, listErr = d.List(t.Context())
 	}
-	if !bundleSeen {
-		t.Fatalf("the bundle was never seen during the create (%d lists): the test proved nothing", lists)
+	if _, err := d.Create(t.Context(), spec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Destroy(context.Background(), spec.ID) })
+	if !bundleSeen || listErr != nil {
+		t.Fatalf("the List during the create: bundle there %v, err %v", bundleSeen, listErr)
+	}
+	for _, l := range during {
+		if l.ID == spec.ID {
+			t.Fatalf("listed while its create runs: %+v", l)
+		}
 	}
 	ls, err := d.List(t.Context())
 	if err != nil {
