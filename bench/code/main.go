@@ -32,6 +32,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/corral-dev/corral/api"
@@ -146,21 +147,9 @@ func run(bin string, n, starts, streamMB int) error {
 	}
 
 	// The direct client first, alone on the machine.
-	script := filepath.Join(dir, "direct.py")
-	if err := os.WriteFile(script, []byte(direct), 0o644); err != nil {
-		return err
-	}
-	out, err := exec.Command("/usr/bin/python3", script, fmt.Sprint(n), fmt.Sprint(starts), fmt.Sprint(streamMB)).Output()
-	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return fmt.Errorf("jupyter_client: %v: %s", err, ee.Stderr)
-		}
-		return err
-	}
 	var d directResult
-	if err := json.Unmarshal(out, &d); err != nil {
-		return fmt.Errorf("jupyter_client output: %v: %s", err, out)
+	if err := runPython(dir, "jupyter_client", direct, &d, fmt.Sprint(n), fmt.Sprint(starts), fmt.Sprint(streamMB)); err != nil {
+		return err
 	}
 
 	ex, err := benchsrv.StartExecd(bin, filepath.Join(dir, "state"))
@@ -229,21 +218,12 @@ func run(bin string, n, starts, streamMB int) error {
 	fmt.Printf("first result in a new context (%d starts, medians)\n", starts)
 	fmt.Printf("  jupyter_client direct  start_new_kernel %.0f ms, first result %.0f ms\n", pct(dStart, 50), pct(dFirst, 50))
 	fmt.Printf("  corral                 POST /code/context %.0f ms, first result %.0f ms (%.2fx)\n", pct(create, 50), pct(first, 50), pct(first, 50)/pct(dFirst, 50))
-	pyScript := filepath.Join(dir, "via-corral.py")
-	if err := os.WriteFile(pyScript, []byte(viaCorral), 0o644); err != nil {
-		return err
-	}
-	out, err = exec.Command("/usr/bin/python3", pyScript, base, c.ID, fmt.Sprint(streamMB)).Output()
-	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return fmt.Errorf("python client of corral: %v: %s", err, ee.Stderr)
-		}
-		return err
-	}
 	var py directResult
-	if err := json.Unmarshal(out, &py); err != nil || py.StreamBytes != int64(streamMB)*1_000_000 {
-		return fmt.Errorf("python client of corral: %v: %s", err, out)
+	if err := runPython(dir, "python client of corral", viaCorral, &py, base, c.ID, fmt.Sprint(streamMB)); err != nil {
+		return err
+	}
+	if py.StreamBytes != int64(streamMB)*1_000_000 {
+		return fmt.Errorf("python client of corral: read %d bytes, want %d", py.StreamBytes, streamMB*1_000_000)
 	}
 	directRate := float64(d.StreamBytes) / 1e6 / d.StreamS
 	pyRate := float64(py.StreamBytes) / 1e6 / py.StreamS
@@ -251,6 +231,29 @@ func run(bin string, n, starts, streamMB int) error {
 	fmt.Printf("  jupyter_client direct            %.0f MB/s\n", directRate)
 	fmt.Printf("  corral HTTP /code, Python client %.0f MB/s (%.2fx the direct client)\n", pyRate, pyRate/directRate)
 	fmt.Printf("  corral HTTP /code, Go client     %.0f MB/s (encoding/json decodes each event)\n", float64(got)/1e6/secs)
+	return nil
+}
+
+// runPython runs script with python3 (written into dir) and decodes the
+// JSON line it prints into out; name says which script failed.
+func runPython(dir, name, script string, out any, args ...string) error {
+	// Not named after a module it imports: its directory comes first on
+	// sys.path.
+	path := filepath.Join(dir, "bench-"+strings.ReplaceAll(name, " ", "-")+".py")
+	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
+		return err
+	}
+	b, err := exec.Command("/usr/bin/python3", append([]string{path}, args...)...).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return fmt.Errorf("%s: %v: %s", name, err, ee.Stderr)
+		}
+		return err
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("%s output: %v: %s", name, err, b)
+	}
 	return nil
 }
 

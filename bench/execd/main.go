@@ -404,7 +404,7 @@ func (p *patternReader) Read(b []byte) (int, error) {
 // beside its target in 1 MiB writes and synced, as `dd bs=1M
 // conv=fsync` would.
 func localCopy(path string, size int64) (time.Duration, error) {
-	chunk := bytes.Repeat([]byte("0123456789abcdef"), 65536)
+	chunk := bytes.Repeat(patternBlock, 16)
 	t := time.Now()
 	f, err := os.Create(path)
 	if err != nil {

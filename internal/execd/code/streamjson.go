@@ -4,10 +4,10 @@
 package code
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
@@ -30,6 +30,11 @@ func decodeStream(content []byte) (name, text string, ok bool) {
 	if n, t, ok := decodeStreamFast(content); ok {
 		return n, t, true
 	}
+	return decodeStreamJSON(content)
+}
+
+// decodeStreamJSON is decodeStream by encoding/json alone.
+func decodeStreamJSON(content []byte) (name, text string, ok bool) {
 	var s struct {
 		Name string `json:"name"`
 		Text string `json:"text"`
@@ -41,7 +46,7 @@ func decodeStream(content []byte) (name, text string, ok bool) {
 }
 
 // decodeStreamFast decodes an object whose values are all strings, with
-// no key twice; ok is false for anything else.
+// "name" and "text" once at most; ok is false for anything else.
 func decodeStreamFast(b []byte) (name, text string, ok bool) {
 	if !utf8.Valid(b) {
 		return "", "", false // encoding/json's replacement characters
@@ -54,7 +59,7 @@ func decodeStreamFast(b []byte) (name, text string, ok bool) {
 	if len(b) > 0 && b[0] == '}' {
 		return "", "", len(skipSpace(b[1:])) == 0
 	}
-	seen := map[string]bool{}
+	var sawName, sawText bool
 	for {
 		var key, val string
 		if key, b, ok = unquote(b); !ok {
@@ -64,21 +69,19 @@ func decodeStreamFast(b []byte) (name, text string, ok bool) {
 		if len(b) == 0 || b[0] != ':' {
 			return "", "", false
 		}
-		if val, b, ok = unquote(skipSpace(b[1:])); !ok || seen[key] {
+		if val, b, ok = unquote(skipSpace(b[1:])); !ok {
 			return "", "", false
 		}
-		seen[key] = true
-		switch key {
-		case "name":
-			name = val
-		case "text":
-			text = val
-		default:
-			// encoding/json matches keys without regard to case: leave
-			// a near miss to it.
-			if bytes.EqualFold([]byte(key), []byte("name")) || bytes.EqualFold([]byte(key), []byte("text")) {
-				return "", "", false
-			}
+		switch {
+		case key == "name" && !sawName:
+			name, sawName = val, true
+		case key == "text" && !sawText:
+			text, sawText = val, true
+		case strings.EqualFold(key, "name") || strings.EqualFold(key, "text"):
+			// Twice, or in another case (encoding/json matches keys
+			// without regard to case, the last one winning): leave it
+			// to encoding/json.
+			return "", "", false
 		}
 		b = skipSpace(b)
 		if len(b) == 0 {

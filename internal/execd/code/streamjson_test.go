@@ -4,22 +4,9 @@
 package code
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 )
-
-// viaJSON is what encoding/json makes of a stream message's content.
-func viaJSON(b []byte) (string, string, bool) {
-	var s struct {
-		Name string `json:"name"`
-		Text string `json:"text"`
-	}
-	if json.Unmarshal(b, &s) != nil {
-		return "", "", false
-	}
-	return s.Name, s.Text, true
-}
 
 // TestDecodeStreamIsEncodingJSONs: what kernels send goes the fast way;
 // for every content, fast or not, the result is encoding/json's.
@@ -57,7 +44,7 @@ func TestDecodeStreamIsEncodingJSONs(t *testing.T) {
 			t.Errorf("%s: fast path %v, want %v", name, fast, c.fast)
 		}
 		n, txt, ok := decodeStream([]byte(c.in))
-		wn, wt, wok := viaJSON([]byte(c.in))
+		wn, wt, wok := decodeStreamJSON([]byte(c.in))
 		if n != wn || txt != wt || ok != wok {
 			t.Errorf("%s: (%q, %.40q, %v), encoding/json's (%q, %.40q, %v)", name, n, txt, ok, wn, wt, wok)
 		}
@@ -94,7 +81,7 @@ func FuzzDecodeStream(f *testing.F) {
 	f.Add([]byte(`{"Text":"a","text":"b"}`))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		n, txt, ok := decodeStream(in)
-		wn, wt, wok := viaJSON(in)
+		wn, wt, wok := decodeStreamJSON(in)
 		if n != wn || txt != wt || ok != wok {
 			t.Fatalf("(%q, %q, %v), encoding/json's (%q, %q, %v)", n, txt, ok, wn, wt, wok)
 		}

@@ -39,15 +39,14 @@ type blockWriter struct {
 	failed chan struct{}
 	err    error
 	closed bool
+	// made is how many blocks exist: they are made as the copy needs
+	// them, so a small file takes one.
+	made int
 }
 
 func newBlockWriter(f *os.File) *blockWriter {
 	w := &blockWriter{f: f, free: make(chan []byte, blocks), full: make(chan []byte, blocks),
 		done: make(chan error, 1), failed: make(chan struct{})}
-	for range blocks - 1 {
-		w.free <- make([]byte, 0, blockSize)
-	}
-	w.cur = make([]byte, 0, blockSize)
 	go w.write()
 	return w
 }
@@ -110,15 +109,27 @@ func (w *blockWriter) Write(p []byte) (int, error) {
 	return written, nil
 }
 
-// handOff queues the full block for writing and takes a free one.
+// handOff queues the full block for writing and takes a free one, or
+// makes one while fewer than blocks exist.
 func (w *blockWriter) handOff() error {
 	select {
 	case <-w.failed:
 		return w.Close()
 	default:
 	}
-	w.full <- w.cur
-	w.cur = <-w.free
+	if len(w.cur) > 0 {
+		w.full <- w.cur
+	}
+	select {
+	case w.cur = <-w.free:
+	default:
+		if w.made < blocks {
+			w.made++
+			w.cur = make([]byte, 0, blockSize)
+		} else {
+			w.cur = <-w.free
+		}
+	}
 	return nil
 }
 
