@@ -17,7 +17,7 @@
 //     read through corral by a Python client as the direct one is, and
 //     by this program.
 //
-//     go run ./bench/code [-n 300] [-starts 5] [-stream-mb 200]
+//     go run ./bench/code [-n 300] [-starts 5] [-stream-mb 200] [-stream-runs 5]
 package main
 
 import (
@@ -45,9 +45,10 @@ func main() {
 	n := flag.Int("n", 300, "warm round trips")
 	starts := flag.Int("starts", 5, "new contexts to time")
 	streamMB := flag.Int("stream-mb", 200, "MB of printed output to stream")
+	streamRuns := flag.Int("stream-runs", 5, "streams through each path, taking turns; the medians are compared")
 	bin := flag.String("binary", "", "corral binary (default: build it)")
 	flag.Parse()
-	if err := run(*bin, *n, *starts, *streamMB); err != nil {
+	if err := run(*bin, *n, *starts, *streamMB, max(1, *streamRuns)); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -92,10 +93,12 @@ for _ in range(n):
     t0 = time.perf_counter()
     run(kc, '1+1')
     rtt.append((time.perf_counter() - t0) * 1000)
-code = "import sys\nfor _ in range(%d): sys.stdout.write('x' * 1000000)\nsys.stdout.flush()" % mb
-t0 = time.perf_counter()
-got = run(kc, code)
-secs = time.perf_counter() - t0
+got, secs = 0, 0.0
+if mb > 0:
+    code = "import sys\nfor _ in range(%d): sys.stdout.write('x' * 1000000)\nsys.stdout.flush()" % mb
+    t0 = time.perf_counter()
+    got = run(kc, code)
+    secs = time.perf_counter() - t0
 kc.stop_channels(); km.shutdown_kernel(now=True)
 print(json.dumps({"rtt_ms": rtt, "first_ms": first, "stream_bytes": got, "stream_s": secs}))
 `
@@ -134,7 +137,7 @@ type directResult struct {
 	StreamS     float64      `json:"stream_s"`
 }
 
-func run(bin string, n, starts, streamMB int) error {
+func run(bin string, n, starts, streamMB, streamRuns int) error {
 	dir, err := os.MkdirTemp("", "corral-bench-code-")
 	if err != nil {
 		return err
@@ -148,7 +151,7 @@ func run(bin string, n, starts, streamMB int) error {
 
 	// The direct client first, alone on the machine.
 	var d directResult
-	if err := runPython(dir, "jupyter_client", direct, &d, fmt.Sprint(n), fmt.Sprint(starts), fmt.Sprint(streamMB)); err != nil {
+	if err := runPython(dir, "jupyter_client", direct, &d, fmt.Sprint(n), fmt.Sprint(starts), "0"); err != nil {
 		return err
 	}
 
@@ -218,19 +221,32 @@ func run(bin string, n, starts, streamMB int) error {
 	fmt.Printf("first result in a new context (%d starts, medians)\n", starts)
 	fmt.Printf("  jupyter_client direct  start_new_kernel %.0f ms, first result %.0f ms\n", pct(dStart, 50), pct(dFirst, 50))
 	fmt.Printf("  corral                 POST /code/context %.0f ms, first result %.0f ms (%.2fx)\n", pct(create, 50), pct(first, 50), pct(first, 50)/pct(dFirst, 50))
-	var py directResult
-	if err := runPython(dir, "python client of corral", viaCorral, &py, base, c.ID, fmt.Sprint(streamMB)); err != nil {
-		return err
+	// The two paths take turns, each with a kernel of its own (the direct
+	// one starts a new one per stream): one stream of either moves by a
+	// third between runs on this machine, the median of several less.
+	var directRates, pyRates, ratios []float64
+	for range streamRuns {
+		var d, py directResult
+		if err := runPython(dir, "jupyter_client stream", direct, &d, "0", "0", fmt.Sprint(streamMB)); err != nil {
+			return err
+		}
+		if err := runPython(dir, "python client of corral", viaCorral, &py, base, c.ID, fmt.Sprint(streamMB)); err != nil {
+			return err
+		}
+		for _, r := range []directResult{d, py} {
+			if r.StreamBytes != int64(streamMB)*1_000_000 {
+				return fmt.Errorf("stream: read %d bytes, want %d", r.StreamBytes, streamMB*1_000_000)
+			}
+		}
+		dr, pr := float64(d.StreamBytes)/1e6/d.StreamS, float64(py.StreamBytes)/1e6/py.StreamS
+		directRates, pyRates, ratios = append(directRates, dr), append(pyRates, pr), append(ratios, pr/dr)
 	}
-	if py.StreamBytes != int64(streamMB)*1_000_000 {
-		return fmt.Errorf("python client of corral: read %d bytes, want %d", py.StreamBytes, streamMB*1_000_000)
-	}
-	directRate := float64(d.StreamBytes) / 1e6 / d.StreamS
-	pyRate := float64(py.StreamBytes) / 1e6 / py.StreamS
-	fmt.Printf("printed output, %d MB\n", streamMB)
-	fmt.Printf("  jupyter_client direct            %.0f MB/s\n", directRate)
-	fmt.Printf("  corral HTTP /code, Python client %.0f MB/s (%.2fx the direct client)\n", pyRate, pyRate/directRate)
-	fmt.Printf("  corral HTTP /code, Go client     %.0f MB/s (encoding/json decodes each event)\n", float64(got)/1e6/secs)
+	directRate, pyRate := median(directRates), median(pyRates)
+	fmt.Printf("printed output, %d MB (medians of %d streams each, taking turns)\n", streamMB, streamRuns)
+	fmt.Printf("  jupyter_client direct            %.0f MB/s (%.0f to %.0f)\n", directRate, slices.Min(directRates), slices.Max(directRates))
+	fmt.Printf("  corral HTTP /code, Python client %.0f MB/s (%.0f to %.0f): %.2fx the direct client (each turn's ratio %.2f to %.2f)\n",
+		pyRate, slices.Min(pyRates), slices.Max(pyRates), pyRate/directRate, slices.Min(ratios), slices.Max(ratios))
+	fmt.Printf("  corral HTTP /code, Go client     %.0f MB/s (one stream; encoding/json decodes each event)\n", float64(got)/1e6/secs)
 	return nil
 }
 
@@ -255,6 +271,17 @@ func runPython(dir, name, script string, out any, args ...string) error {
 		return fmt.Errorf("%s output: %v: %s", name, err, b)
 	}
 	return nil
+}
+
+// median is the middle of v (the mean of the two middle values of an
+// even count).
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

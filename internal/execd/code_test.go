@@ -19,6 +19,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/corral-dev/corral/api"
 	"github.com/corral-dev/corral/internal/testutil"
@@ -356,6 +357,12 @@ func TestCodeLargeOutput(t *testing.T) {
 	r := d.code(c, "import sys\nsys.stdout.write('é' * 5_000_000)\nsys.stdout.flush()")
 	if out := r.stdout(); out != strings.Repeat("é", 5_000_000) {
 		t.Fatalf("10 MB of output: got %d bytes", len(out))
+	}
+	// In events of at most 32 KiB (docs/execd.md), each whole characters.
+	for _, ev := range r.events {
+		if ev.Type == api.EventStdout && (len(ev.Text) > 32<<10 || !utf8.ValidString(ev.Text)) {
+			t.Fatalf("a stdout event of %d bytes (valid UTF-8: %v)", len(ev.Text), utf8.ValidString(ev.Text))
+		}
 	}
 	r = d.code(c, "'y' * 10_000_000")
 	res := r.results()
