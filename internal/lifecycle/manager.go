@@ -353,9 +353,14 @@ func (m *Manager) entryOf(tenant, id string) *entry {
 
 // current returns a clone of e's record.
 func (m *Manager) current(e *entry) *sandbox.Sandbox {
+	return m.record(e).Clone()
+}
+
+// record is e's record, shared (see Shared).
+func (m *Manager) record(e *entry) *sandbox.Sandbox {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return e.sb.Clone()
+	return e.sb
 }
 
 // commit persists next with ev and then makes it the current record of e.
@@ -448,13 +453,6 @@ func (m *Manager) Shared(ctx context.Context, tenant, id string) (*sandbox.Sandb
 		return nil, err
 	}
 	return m.record(e), nil
-}
-
-// record is e's record, shared (see Shared).
-func (m *Manager) record(e *entry) *sandbox.Sandbox {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return e.sb
 }
 
 // Events returns up to limit entries of a sandbox's event log after seq

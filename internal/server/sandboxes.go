@@ -69,11 +69,7 @@ func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
 		body = append(body, '\n')
 		s.bodies.put(sb, body)
 	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(body)
+	writeJSONBody(w, http.StatusOK, body)
 }
 
 // pageParams reads page and pageSize.
